@@ -1,0 +1,106 @@
+/* Shared helpers of the clmoe apps. */
+#include "app_common.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *app_name = "clmoe";
+
+void app_die(clmoe_status st, const char *what)
+{
+  fprintf(stderr, "%s: %s failed: %s\n  %s\n", app_name, what, clmoe_strerror(st),
+          clmoe_last_error());
+  exit(1);
+}
+
+void app_usage_error(const char *fmt, ...)
+{
+  va_list ap;
+  fprintf(stderr, "%s: ", app_name);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nRun '%s --help' for the options.\n", app_name);
+  exit(2);
+}
+
+int app_option(int argc, char **argv, int *i, const char *name, const char **value)
+{
+  const char *arg = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) != 0) return 0;
+  if (arg[n] == '=') {
+    *value = arg + n + 1;
+    return 1;
+  }
+  if (arg[n] != '\0') return 0;
+  if (*i + 1 >= argc) app_usage_error("%s needs a value", name);
+  *value = argv[++*i];
+  return 1;
+}
+
+long long app_parse_int(const char *flag, const char *value, long long min, long long max)
+{
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(value, &end, 0);
+  if (errno || !end || end == value || *end != '\0')
+    app_usage_error("%s: '%s' is not an integer", flag, value);
+  if (v < min || v > max) app_usage_error("%s: %lld is outside [%lld, %lld]", flag, v, min, max);
+  return v;
+}
+
+void json_string(FILE *f, const char *s)
+{
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c == '\n') fputs("\\n", f);
+    else if (c == '\t') fputs("\\t", f);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+void json_double(FILE *f, double v)
+{
+  if (isfinite(v)) fprintf(f, "%.6g", v);
+  else fputs("null", f);
+}
+
+FILE *app_open_output(const char *path)
+{
+  if (!strcmp(path, "-")) return stdout;
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "%s: cannot write %s: %s\n", app_name, path, strerror(errno));
+    exit(1);
+  }
+  return f;
+}
+
+void app_close_output(FILE *f)
+{
+  if (f == stdout) {
+    fflush(f);
+    return;
+  }
+  if (fclose(f) != 0) {
+    fprintf(stderr, "%s: writing the output failed: %s\n", app_name, strerror(errno));
+    exit(1);
+  }
+}
+
+double app_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

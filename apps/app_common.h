@@ -1,0 +1,41 @@
+/* What every clmoe app shares: error exits, the --device option, JSON output. The
+ * library never exits or prints; the apps do, through these helpers. */
+#ifndef CLMOE_APP_COMMON_H
+#define CLMOE_APP_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "clmoe.h"
+
+/* The running program's name for messages ("clmoe-info"). */
+extern const char *app_name;
+
+/* Prints "app: what: STATUS: message" and exits 1. */
+void app_die(clmoe_status st, const char *what) __attribute__((noreturn));
+/* Prints "app: message" plus a hint to run --help, and exits 2 (bad command line). */
+void app_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Exits through app_die when st is not CLMOE_OK. */
+#define APP_CHECK(call)                                                                    \
+  do {                                                                                     \
+    clmoe_status app_st_ = (call);                                                         \
+    if (app_st_ != CLMOE_OK) app_die(app_st_, #call);                                      \
+  } while (0)
+
+/* Matches "--name VALUE" and "--name=VALUE" at argv[*i]; advances *i past the value. */
+int app_option(int argc, char **argv, int *i, const char *name, const char **value);
+/* Parses an integer option value, exiting with a usage error naming the flag when bad. */
+long long app_parse_int(const char *flag, const char *value, long long min, long long max);
+
+/* JSON string with escapes. */
+void json_string(FILE *f, const char *s);
+/* A JSON number, or null when not finite. */
+void json_double(FILE *f, double v);
+/* Opens a --json destination: "-" is stdout. Exits on failure. */
+FILE *app_open_output(const char *path);
+void app_close_output(FILE *f);
+
+/* Monotonic wall clock in seconds. */
+double app_now(void);
+
+#endif

@@ -1,0 +1,44 @@
+/* clmoe-bench: performance measurements. `clmoe-bench gemm --help` for one benchmark. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n)
+{
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void usage(void)
+{
+  printf("Usage: clmoe-bench BENCHMARK [options]   (clmoe-bench BENCHMARK --help)\n"
+         "\n"
+         "Benchmarks:\n"
+         "  gemm   clmoe_gemm over sizes: CLBlast, our tiled kernel and a naive kernel side by\n"
+         "         side, fp32 or bf16 operands, TFLOP/s and GB/s\n");
+}
+
+int main(int argc, char **argv)
+{
+  app_name = "clmoe-bench";
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("clmoe-bench %s\n", clmoe_version());
+    return 0;
+  }
+  if (!strcmp(argv[1], "gemm")) {
+    app_name = "clmoe-bench gemm";
+    return bench_gemm(argc - 1, argv + 1);
+  }
+  app_usage_error("unknown benchmark '%s'", argv[1]);
+}

@@ -1,0 +1,204 @@
+/* clmoe-info: every OpenCL platform and device with its capability record, which device
+ * clmoe chooses and why, where that device sits (hwloc), and the kernel cache. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "app_common.h"
+
+static void usage(void)
+{
+  printf("Usage: clmoe-info [--device SPEC] [--json FILE|-] [--warm] [--no-probe]\n"
+         "\n"
+         "Lists every OpenCL platform and device with the capability record clmoe uses to\n"
+         "choose kernels, says which device clmoe picks and why, and shows that device's PCI\n"
+         "address, NUMA node and nearby cores (hwloc) and the kernel cache directory.\n"
+         "\n"
+         "  --device SPEC  the device to describe as chosen: P:D indices, gpu, cpu, or part of\n"
+         "                 a platform/vendor/device name (default: CLMOE_DEVICE, else the\n"
+         "                 first GPU, else the first CPU device)\n"
+         "  --json FILE    write the same information as JSON (- for stdout)\n"
+         "  --warm         build every kernel family for the chosen device into the cache\n"
+         "                 (for example in a Slurm prolog), and report the time it took\n"
+         "  --no-probe     skip the compiler probes (inline PTX) for a faster listing\n"
+         "  --help, --version\n"
+         "\n"
+         "Environment: CLMOE_DEVICE, CLMOE_CACHE_DIR, CLMOE_CACHE=0, CLMOE_KERNEL_DIR.\n");
+}
+
+static void fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+  if (b >= (1ull << 30)) snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ull << 30));
+  else if (b >= (1ull << 20)) snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
+  else snprintf(buf, len, "%.0f KiB", (double)b / 1024.0);
+}
+
+static const char *yes_no(int v) { return v > 0 ? "yes" : v == 0 ? "no" : "not probed"; }
+
+static void print_device(const clmoe_device_caps *c, int chosen)
+{
+  char gmem[32], lmem[32], alloc[32];
+  fmt_bytes(gmem, sizeof gmem, c->global_mem_bytes);
+  fmt_bytes(lmem, sizeof lmem, c->local_mem_bytes);
+  fmt_bytes(alloc, sizeof alloc, c->max_alloc_bytes);
+  printf("%s[%d:%d] %s\n", chosen ? "* " : "  ", c->platform_index, c->device_index, c->device_name);
+  printf("      platform      %s (%s)\n", c->platform_name, c->platform_version);
+  printf("      vendor        %s [%s], %s\n", c->vendor_name, clmoe_vendor_name(c->vendor),
+         c->is_gpu ? "GPU" : c->is_cpu ? "CPU" : c->is_accelerator ? "accelerator" : "other");
+  printf("      driver        %s; %s; %s\n", c->driver_version, c->device_version, c->opencl_c_version);
+  printf("      compute       %u units at %u MHz, work-group <= %zu, warp/wavefront %d\n",
+         c->compute_units, c->clock_mhz, c->max_work_group_size, c->warp_size);
+  printf("      memory        %s global (largest buffer %s), %s local%s\n", gmem, alloc, lmem,
+         c->local_mem_dedicated ? "" : " (emulated in global memory)");
+  printf("      features      fp64 %s, fp16 %s, subgroups %s, int64 atomics %s\n", yes_no(c->has_fp64),
+         yes_no(c->has_fp16), yes_no(c->has_subgroups), yes_no(c->has_int64_atomics));
+  if (c->pci_known)
+    printf("      pci           %04x:%02x:%02x.%x\n", c->pci_domain, c->pci_bus, c->pci_device,
+           c->pci_function);
+  else
+    printf("      pci           not reported by the driver\n");
+  if (c->vendor == CLMOE_VENDOR_NVIDIA)
+    printf("      nvidia        compute capability %d.%d, inline PTX %s\n", c->nv_cc_major,
+           c->nv_cc_minor, yes_no(c->inline_ptx));
+  printf("      tunables      CLMOE_WG=%u\n", c->wg_size);
+}
+
+static void json_device(FILE *f, const clmoe_device_caps *c, int chosen)
+{
+  fprintf(f, "    {\"platform_index\": %d, \"device_index\": %d, \"chosen\": %s,\n", c->platform_index,
+          c->device_index, chosen ? "true" : "false");
+  fprintf(f, "     \"name\": "), json_string(f, c->device_name);
+  fprintf(f, ", \"platform\": "), json_string(f, c->platform_name);
+  fprintf(f, ", \"platform_version\": "), json_string(f, c->platform_version);
+  fprintf(f, ",\n     \"vendor\": "), json_string(f, c->vendor_name);
+  fprintf(f, ", \"vendor_id\": \"%s\", \"type\": \"%s\"", clmoe_vendor_name(c->vendor),
+          c->is_gpu ? "gpu" : c->is_cpu ? "cpu" : c->is_accelerator ? "accelerator" : "other");
+  fprintf(f, ", \"driver_version\": "), json_string(f, c->driver_version);
+  fprintf(f, ", \"device_version\": "), json_string(f, c->device_version);
+  fprintf(f, ", \"opencl_c_version\": "), json_string(f, c->opencl_c_version);
+  fprintf(f, ",\n     \"compute_units\": %u, \"clock_mhz\": %u, \"max_work_group_size\": %zu, "
+             "\"warp_size\": %d,\n", c->compute_units, c->clock_mhz, c->max_work_group_size, c->warp_size);
+  fprintf(f, "     \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, \"local_mem_bytes\": %llu, "
+             "\"local_mem_dedicated\": %s,\n", (unsigned long long)c->global_mem_bytes,
+          (unsigned long long)c->max_alloc_bytes, (unsigned long long)c->local_mem_bytes,
+          c->local_mem_dedicated ? "true" : "false");
+  fprintf(f, "     \"fp64\": %s, \"fp16\": %s, \"subgroups\": %s, \"int64_atomics\": %s, ",
+          c->has_fp64 ? "true" : "false", c->has_fp16 ? "true" : "false",
+          c->has_subgroups ? "true" : "false", c->has_int64_atomics ? "true" : "false");
+  if (c->pci_known)
+    fprintf(f, "\"pci\": \"%04x:%02x:%02x.%x\",\n", c->pci_domain, c->pci_bus, c->pci_device, c->pci_function);
+  else
+    fprintf(f, "\"pci\": null,\n");
+  fprintf(f, "     \"nv_compute_capability\": \"%d.%d\", \"inline_ptx\": %s, \"wg_size\": %u}",
+          c->nv_cc_major, c->nv_cc_minor, c->inline_ptx < 0 ? "null" : c->inline_ptx ? "true" : "false",
+          c->wg_size);
+}
+
+int main(int argc, char **argv)
+{
+  app_name = "clmoe-info";
+  const char *device = NULL, *json = NULL;
+  int warm = 0, probe = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      return 0;
+    } else if (!strcmp(argv[i], "--version")) {
+      printf("clmoe-info %s\n", clmoe_version());
+      return 0;
+    } else if (app_option(argc, argv, &i, "--device", &v)) {
+      device = v;
+    } else if (app_option(argc, argv, &i, "--json", &v)) {
+      json = v;
+    } else if (!strcmp(argv[i], "--warm")) {
+      warm = 1;
+    } else if (!strcmp(argv[i], "--no-probe")) {
+      probe = 0;
+    } else {
+      app_usage_error("unknown argument '%s'", argv[i]);
+    }
+  }
+
+  clmoe_device_caps *list = NULL;
+  int n = 0, chosen = 0;
+  char why[256];
+  APP_CHECK(clmoe_devices_list(&list, &n));
+  APP_CHECK(clmoe_device_choose(list, n, device, &chosen, why, sizeof why));
+  /* Probes need a context; run them on every NVIDIA device (the only ones they concern). */
+  for (int i = 0; i < n && probe; i++) {
+    if (list[i].vendor != CLMOE_VENDOR_NVIDIA && i != chosen) continue;
+    clmoe_ctx *ctx = NULL;
+    clmoe_status st = clmoe_ctx_create_at(&ctx, &list[i], NULL);
+    if (st == CLMOE_OK) {
+      list[i] = *clmoe_ctx_caps(ctx);
+      clmoe_ctx_destroy(ctx);
+    } else {
+      fprintf(stderr, "%s: warning: cannot open device %d:%d: %s\n", app_name,
+              list[i].platform_index, list[i].device_index, clmoe_last_error());
+    }
+  }
+  clmoe_locality loc;
+  APP_CHECK(clmoe_device_locality(&list[chosen], &loc));
+  char cache[4096];
+  int cache_on = clmoe_cache_dir(cache, sizeof cache);
+
+  double warm_s = -1.0;
+  clmoe_program_stats ps = {0};
+  if (warm) {
+    clmoe_ctx *ctx = NULL;
+    APP_CHECK(clmoe_ctx_create_at(&ctx, &list[chosen], NULL));
+    double t0 = app_now();
+    APP_CHECK(clmoe_ctx_build_all(ctx));
+    warm_s = app_now() - t0;
+    clmoe_ctx_program_stats(ctx, &ps);
+    clmoe_ctx_destroy(ctx);
+  }
+
+  if (json) {
+    FILE *f = app_open_output(json);
+    fprintf(f, "{\n  \"clmoe_version\": \"%s\",\n  \"devices\": [\n", clmoe_version());
+    for (int i = 0; i < n; i++) {
+      json_device(f, &list[i], i == chosen);
+      fprintf(f, "%s\n", i + 1 < n ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"chosen\": {\"index\": %d, \"reason\": ", chosen);
+    json_string(f, why);
+    fprintf(f, "},\n  \"locality\": {\"known\": %s, \"pci\": ", loc.known ? "true" : "false");
+    json_string(f, loc.pci_address);
+    fprintf(f, ", \"numa_node\": %d, \"cpuset\": ", loc.numa_node);
+    json_string(f, loc.cpuset);
+    fprintf(f, ", \"cores\": %d, \"machine_cores\": %d, \"note\": ", loc.ncores, loc.machine_cores);
+    json_string(f, loc.note);
+    fprintf(f, "},\n  \"kernel_cache\": ");
+    if (cache_on) json_string(f, cache);
+    else fprintf(f, "null");
+    if (warm)
+      fprintf(f, ",\n  \"warm\": {\"seconds\": %.3f, \"built\": %lu, \"from_cache\": %lu}", warm_s,
+              ps.builds, ps.cache_hits);
+    fprintf(f, "\n}\n");
+    app_close_output(f);
+    if (!strcmp(json, "-")) {
+      free(list);
+      return 0;
+    }
+  }
+
+  printf("clmoe %s: %d OpenCL device%s\n\n", clmoe_version(), n, n == 1 ? "" : "s");
+  for (int i = 0; i < n; i++) print_device(&list[i], i == chosen);
+  const clmoe_device_caps *c = &list[chosen];
+  printf("\nChosen: [%d:%d] %s - %s\n", c->platform_index, c->device_index, c->device_name, why);
+  if (loc.known)
+    printf("Locality: PCI %s, NUMA node %d, %d nearby cores: %s (of %d)\n", loc.pci_address,
+           loc.numa_node, loc.ncores, loc.cpuset, loc.machine_cores);
+  else {
+    printf("Locality: unknown - cores %s (%d)\n", loc.cpuset, loc.ncores);
+    fprintf(stderr, "%s: warning: locality of the chosen device is unknown: %s\n", app_name, loc.note);
+  }
+  if (cache_on) printf("Kernel cache: %s\n", cache);
+  else printf("Kernel cache: off (CLMOE_CACHE=0)\n");
+  if (warm)
+    printf("Warm-up: %.2f s, %lu programs built, %lu loaded from the cache\n", warm_s, ps.builds,
+           ps.cache_hits);
+  free(list);
+  return 0;
+}

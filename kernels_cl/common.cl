@@ -1,0 +1,29 @@
+/* common.cl: prepended to every kernel family. Tunables arrive from the host as -D
+ * constants chosen from the device's capability record; the defaults below apply when a
+ * file is built by hand. */
+#ifndef CLMOE_WG
+#define CLMOE_WG 64 /* default 1-D work-group size */
+#endif
+
+/* bf16 is stored as ushort: the upper half of an IEEE fp32. Conversion to fp32 is exact;
+ * conversion from fp32 rounds to nearest even and keeps NaN a NaN. */
+inline float bf16_to_f32(ushort h) { return as_float(((uint)h) << 16); }
+
+inline ushort f32_to_bf16(float f)
+{
+  uint u = as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ushort)(u >> 16);
+}
+
+/* Storage-type helpers for kernels compiled for fp32 or bf16 storage (-DSTORE_BF16=1). */
+#if defined(STORE_BF16) && STORE_BF16
+typedef ushort store_t;
+#define LOAD(p, i) bf16_to_f32((p)[i])
+#define STORE(p, i, v) ((p)[i] = f32_to_bf16(v))
+#else
+typedef float store_t;
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, v) ((p)[i] = (v))
+#endif

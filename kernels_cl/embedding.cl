@@ -1,0 +1,1 @@
+/* embedding.cl: (to be written) */

@@ -1,0 +1,1 @@
+/* norm.cl: (to be written) */

@@ -1,0 +1,1 @@
+/* softmax.cl: (to be written) */

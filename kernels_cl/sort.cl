@@ -1,0 +1,1 @@
+/* sort.cl: (to be written) */

@@ -1,0 +1,26 @@
+/* clmoe: hybrid linear-attention Mixture-of-Experts transformers on any OpenCL device.
+ * The one header to include; the subsystem headers are installed beside it. */
+#ifndef CLMOE_CLMOE_H
+#define CLMOE_CLMOE_H
+
+#include "status.h"
+#include "runtime.h"
+#include "program.h"
+#include "tensor.h"
+#include "gemm.h"
+#include "ops.h"
+#include "locality.h"
+
+#define CLMOE_VERSION_MAJOR 0
+#define CLMOE_VERSION_MINOR 1
+#define CLMOE_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The library's version string ("0.1.0"), for checking against the headers. */
+const char *clmoe_version(void);
+#ifdef __cplusplus
+}
+#endif
+#endif

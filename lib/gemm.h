@@ -1,0 +1,49 @@
+/* Matrix products: C = alpha op(A) op(B) + beta C, row-major, fp32 arithmetic.
+ *
+ * Matrices are 2-D tensors whose rows are contiguous (stride[1] == 1; the row stride is
+ * the leading dimension, so slices of wider matrices work). The batched form takes 3-D
+ * tensors [batch, rows, cols]; a batch size of 1 in A or B is broadcast over C's batch.
+ * A, B and C may each be fp32 or bf16 storage.
+ *
+ * Backends: CLBlast (the default for fp32; its kernels are compiled once per context and
+ * reused), our tiled kernel (kernels_cl/gemm.cl, reads bf16 directly), and a naive kernel
+ * (one work-item per element; the on-device reference and benchmark baseline). AUTO uses
+ * CLBlast, converting bf16 operands to fp32 scratch buffers first. */
+#ifndef CLMOE_GEMM_H
+#define CLMOE_GEMM_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clmoe_trans { CLMOE_NOTRANS = 0, CLMOE_TRANS = 1 } clmoe_trans;
+
+typedef enum clmoe_gemm_backend {
+  CLMOE_GEMM_AUTO = 0,
+  CLMOE_GEMM_CLBLAST,
+  CLMOE_GEMM_TILED,
+  CLMOE_GEMM_NAIVE
+} clmoe_gemm_backend;
+
+/* A: [m, k] ([k, m] when ta), B: [k, n] ([n, k] when tb), C: [m, n]. */
+clmoe_status clmoe_gemm(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
+                        const clmoe_tensor *A, const clmoe_tensor *B, float beta, clmoe_tensor *C);
+/* A: [batch or 1, m, k], B: [batch or 1, k, n], C: [batch, m, n] (with transposes as above). */
+clmoe_status clmoe_gemm_batched(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
+                                const clmoe_tensor *A, const clmoe_tensor *B, float beta,
+                                clmoe_tensor *C);
+/* Either of the above (by C's rank) on an explicit backend. */
+clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend, clmoe_trans ta,
+                           clmoe_trans tb, float alpha, const clmoe_tensor *A,
+                           const clmoe_tensor *B, float beta, clmoe_tensor *C);
+
+/* The backend clmoe_gemm uses on this context (default AUTO). */
+void clmoe_ctx_set_gemm_backend(clmoe_ctx *ctx, clmoe_gemm_backend backend);
+const char *clmoe_gemm_backend_name(clmoe_gemm_backend backend);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,3 @@
+#include "internal.h"
+
+const char *clmoe_version(void) { return PACKAGE_VERSION; }

@@ -1,0 +1,84 @@
+/* Helpers shared by the conformance checks. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance/conformance.h"
+
+int clmoe_check_matches(const clmoe_check *check, const char *prefix)
+{
+  if (!prefix || !*prefix || !strcmp(prefix, "all")) return 1;
+  size_t n = strlen(prefix);
+  return !strncmp(check->name, prefix, n) && (check->name[n] == '\0' || check->name[n] == '.');
+}
+
+clmoe_status clmoe_check_run(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
+                             clmoe_check_result *res)
+{
+  memset(res, 0, sizeof *res);
+  res->passed = 1;
+  clmoe_status st = check->run(ctx, seed, res);
+  if (st != CLMOE_OK) {
+    res->passed = 0;
+    snprintf(res->worst, sizeof res->worst, "did not run: %s", clmoe_strerror(st));
+  } else if (!(res->max_err <= res->tolerance)) {
+    res->passed = 0;
+  }
+  return st;
+}
+
+clmoe_status ck_read(const clmoe_tensor *t, double **host)
+{
+  size_t n = (size_t)clmoe_tensor_numel(t);
+  float *tmp = malloc(n * sizeof *tmp + 1);
+  double *out = malloc(n * sizeof *out + 1);
+  clmoe_status st = tmp && out ? clmoe_tensor_read_f32(t, tmp) : CLMOE_ERR_OUT_OF_MEMORY;
+  if (st == CLMOE_OK)
+    for (size_t i = 0; i < n; i++) out[i] = tmp[i];
+  free(tmp);
+  if (st != CLMOE_OK) {
+    free(out);
+    out = NULL;
+  }
+  *host = out;
+  return st;
+}
+
+clmoe_status ck_uniform(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dtype, int ndim,
+                        const int64_t *shape, uint64_t seed, float lo, float hi, double **host)
+{
+  *host = NULL;
+  clmoe_status st = clmoe_tensor_create(ctx, t, dtype, ndim, shape);
+  if (st == CLMOE_OK) st = clmoe_tensor_fill_uniform(t, seed, lo, hi);
+  if (st == CLMOE_OK && host) st = ck_read(t, host);
+  if (st != CLMOE_OK) clmoe_tensor_destroy(t);
+  return st;
+}
+
+void ck_compare(const char *what, const double *got, const double *ref, size_t n,
+                clmoe_check_result *res)
+{
+  double ss = 0.0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(ref[i])) ss += ref[i] * ref[i];
+  double rms = n ? sqrt(ss / (double)n) : 0.0;
+  if (rms == 0.0) rms = 1e-30;
+  for (size_t i = 0; i < n; i++) {
+    double err;
+    if (!isfinite(ref[i])) err = (got[i] == ref[i]) ? 0.0 : INFINITY; /* same Inf, or NaN vs NaN */
+    else if (!isfinite(got[i])) err = INFINITY;
+    else err = fabs(got[i] - ref[i]) / (fabs(ref[i]) + rms);
+    if (isnan(ref[i]) && isnan(got[i])) err = 0.0;
+    if (err > res->max_err || (i == 0 && res->worst[0] == '\0')) {
+      if (err > res->max_err) res->max_err = err;
+      snprintf(res->worst, sizeof res->worst, "%s[%zu]: got %.9g, expected %.9g", what, i, got[i],
+               ref[i]);
+    }
+  }
+}
+
+double ck_host_uniform(uint64_t seed, uint64_t index, double lo, double hi)
+{
+  return clmoe_random_uniform(seed, index, (float)lo, (float)hi);
+}

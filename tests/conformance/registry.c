@@ -1,0 +1,27 @@
+/* The list of every conformance check. Each family file exports a table ending in
+ * {NULL}; add a new family's table here. */
+#include <stdlib.h>
+
+#include "conformance/conformance.h"
+
+extern const clmoe_check clmoe_checks_core[]; /* check_core.c: tensors, GEMM, pointwise, reductions */
+extern const clmoe_check clmoe_checks_norm[]; /* check_norm.c: RMSNorm, softmax, cross-entropy */
+extern const clmoe_check clmoe_checks_embed[]; /* check_embed.c: embedding, AdamW */
+
+static const clmoe_check *const families[] = {clmoe_checks_core, clmoe_checks_norm,
+                                              clmoe_checks_embed};
+
+#define MAX_CHECKS 512
+static clmoe_check all[MAX_CHECKS];
+static int nall = -1;
+
+const clmoe_check *clmoe_checks(int *count)
+{
+  if (nall < 0) {
+    nall = 0;
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+      for (const clmoe_check *c = families[f]; c->name && nall < MAX_CHECKS; c++) all[nall++] = *c;
+  }
+  *count = nall;
+  return all;
+}

@@ -1,0 +1,2 @@
+/* References for the embed family (to be written). */
+#include "ref/reference.h"

@@ -1,0 +1,2 @@
+/* References for the norm family (to be written). */
+#include "ref/reference.h"
