@@ -149,6 +149,8 @@ int bench_gemm(int argc, char **argv)
         printf("%-18s %-8s %10s\n", label, "naive", "skipped");
         continue;
       }
+      /* A stale result from the previous backend must not pass for this one's. */
+      APP_CHECK(clmoe_tensor_fill(&C, NAN));
       for (int w = 0; w < 2; w++)
         APP_CHECK(clmoe_gemm_ex(ctx, backends[b], CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &B, 0.0f, &C));
       APP_CHECK(clmoe_ctx_finish(ctx));

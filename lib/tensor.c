@@ -224,24 +224,13 @@ clmoe_status clmoe_tensor_read_f32(const clmoe_tensor *t, float *host)
   return st;
 }
 
-static int same_shape(const clmoe_tensor *a, const clmoe_tensor *b)
-{
-  if (clmoe_tensor_numel(a) != clmoe_tensor_numel(b)) return 0;
-  /* Shapes may differ only by leading or trailing 1s: compare without them. */
-  int64_t sa[CLMOE_MAX_DIMS], sb[CLMOE_MAX_DIMS];
-  int na = 0, nb = 0;
-  for (int d = 0; d < a->ndim; d++)
-    if (a->shape[d] != 1) sa[na++] = a->shape[d];
-  for (int d = 0; d < b->ndim; d++)
-    if (b->shape[d] != 1) sb[nb++] = b->shape[d];
-  return na == nb && !memcmp(sa, sb, (size_t)na * sizeof *sa);
-}
-
 clmoe_status clmoe_tensor_copy(clmoe_tensor *dst, const clmoe_tensor *src)
 {
   char d1[96], d2[96];
-  if (!same_shape(dst, src) || !clmoe_tensor_is_contiguous(dst) || !clmoe_tensor_is_contiguous(src))
-    return clmoe__error(CLMOE_ERR_SHAPE, "clmoe_tensor_copy: %s <- %s (needs equal, contiguous shapes)",
+  if (clmoe_tensor_numel(dst) != clmoe_tensor_numel(src) || !clmoe_tensor_is_contiguous(dst) ||
+      !clmoe_tensor_is_contiguous(src))
+    return clmoe__error(CLMOE_ERR_SHAPE,
+                        "clmoe_tensor_copy: %s <- %s (needs contiguous tensors of equal size)",
                         clmoe_tensor_describe(dst, d1, sizeof d1),
                         clmoe_tensor_describe(src, d2, sizeof d2));
   cl_ulong n = (cl_ulong)clmoe_tensor_numel(src);

@@ -72,7 +72,8 @@ clmoe_status clmoe_tensor_read(const clmoe_tensor *t, void *host, size_t bytes);
 clmoe_status clmoe_tensor_write_f32(clmoe_tensor *t, const float *host);
 clmoe_status clmoe_tensor_read_f32(const clmoe_tensor *t, float *host);
 
-/* dst = src for contiguous tensors of the same shape; converts between fp32 and bf16. */
+/* dst = src for contiguous tensors with the same number of elements (shapes may differ,
+ * as in a reshape); converts between fp32 and bf16. */
 clmoe_status clmoe_tensor_copy(clmoe_tensor *dst, const clmoe_tensor *src);
 /* Every element = value (rounded for bf16, truncated toward zero for int32). */
 clmoe_status clmoe_tensor_fill(clmoe_tensor *t, double value);

@@ -27,14 +27,15 @@ static void run_slot(int i)
   CU_ASSERT(res.passed);
 }
 
-#define SLOT(i) static void slot_##i(void) { run_slot(i); }
-#define SLOT8(i) SLOT(i##0) SLOT(i##1) SLOT(i##2) SLOT(i##3) SLOT(i##4) SLOT(i##5) SLOT(i##6) SLOT(i##7)
+#define SLOT(b, k) \
+  static void slot_##b##_##k(void) { run_slot((b) * 8 + (k)); }
+#define SLOT8(b) SLOT(b, 0) SLOT(b, 1) SLOT(b, 2) SLOT(b, 3) SLOT(b, 4) SLOT(b, 5) SLOT(b, 6) SLOT(b, 7)
 SLOT8(0) SLOT8(1) SLOT8(2) SLOT8(3) SLOT8(4) SLOT8(5) SLOT8(6) SLOT8(7)
 SLOT8(8) SLOT8(9) SLOT8(10) SLOT8(11) SLOT8(12) SLOT8(13) SLOT8(14) SLOT8(15)
 SLOT8(16) SLOT8(17) SLOT8(18) SLOT8(19) SLOT8(20) SLOT8(21) SLOT8(22) SLOT8(23)
 SLOT8(24) SLOT8(25) SLOT8(26) SLOT8(27) SLOT8(28) SLOT8(29) SLOT8(30) SLOT8(31)
-#define REF(i) slot_##i,
-#define REF8(i) REF(i##0) REF(i##1) REF(i##2) REF(i##3) REF(i##4) REF(i##5) REF(i##6) REF(i##7)
+#define REF(b, k) slot_##b##_##k,
+#define REF8(b) REF(b, 0) REF(b, 1) REF(b, 2) REF(b, 3) REF(b, 4) REF(b, 5) REF(b, 6) REF(b, 7)
 static void (*const slot_fn[MAX_CHECK_TESTS])(void) = {
     REF8(0) REF8(1) REF8(2) REF8(3) REF8(4) REF8(5) REF8(6) REF8(7)
     REF8(8) REF8(9) REF8(10) REF8(11) REF8(12) REF8(13) REF8(14) REF8(15)
@@ -84,6 +85,14 @@ int test_main(const char *suite_name, void (*add)(CU_pSuite suite))
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
   unsigned ran = CU_get_number_of_tests_run();
   CU_cleanup_registry();
+  /* Every tensor a test (or the library) created must have been destroyed by now. */
+  clmoe_pool_stats pool;
+  clmoe_ctx_pool_stats(test_ctx, &pool);
+  if (pool.in_use_bytes != 0) {
+    fprintf(stderr, "%s: LEAK: %llu bytes of tensors were never destroyed\n", suite_name,
+            (unsigned long long)pool.in_use_bytes);
+    failed++;
+  }
   clmoe_ctx_destroy(test_ctx);
   test_ctx = NULL;
   return failed || ran == 0 ? 1 : 0;

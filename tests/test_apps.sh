@@ -1,0 +1,82 @@
+#!/bin/sh
+# Tests of the apps' command lines: help, exit codes, clear errors, JSON, several devices.
+# Run by make check with CLMOE_APPS_DIR set to the built apps.
+set -u
+apps=${CLMOE_APPS_DIR:-../apps}
+info="$apps/clmoe-info"
+xcheck="$apps/clmoe-xcheck"
+bench="$apps/clmoe-bench"
+tmp=$(mktemp -d /tmp/clmoe-apps.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+
+# expect NAME STATUS PATTERN -- command...: exit status and a pattern in stdout+stderr.
+expect() {
+  name=$1 want=$2 pattern=$3
+  shift 4
+  "$@" > "$tmp/out" 2>&1
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    fail "$name: exit $got, expected $want"; sed 's/^/    /' "$tmp/out" | tail -15; return
+  fi
+  if [ -n "$pattern" ] && ! grep -q -- "$pattern" "$tmp/out"; then
+    fail "$name: output lacks '$pattern'"; sed 's/^/    /' "$tmp/out" | tail -15; return
+  fi
+  pass "$name"
+}
+
+# No device at all: skip (77) like the CUnit suites.
+if ! "$info" --no-probe > /dev/null 2>&1; then
+  if "$info" --no-probe 2>&1 | grep -q "CLMOE_ERR_NO_DEVICE"; then
+    echo "SKIP: no OpenCL device"; exit 77
+  fi
+fi
+
+expect "info lists and chooses" 0 "Chosen:" -- "$info"
+expect "info --help" 0 "Usage: clmoe-info" -- "$info" --help
+expect "info --version" 0 "clmoe-info [0-9]" -- "$info" --version
+expect "info bad flag" 2 "unknown argument '--frobnicate'" -- "$info" --frobnicate
+expect "info --device without value" 2 "--device needs a value" -- "$info" --device
+expect "info unknown device" 1 "nonesuch-device matches no device" -- "$info" --device nonesuch-device
+expect "info bad CLMOE_DEVICE" 1 "CLMOE_DEVICE=9:9" -- env CLMOE_DEVICE=9:9 "$info"
+expect "info --json" 0 "" -- "$info" --json "$tmp/info.json"
+for key in '"devices"' '"chosen"' '"locality"' '"kernel_cache"' '"compute_units"'; do
+  if grep -q "$key" "$tmp/info.json"; then pass "info.json has $key"; else fail "info.json lacks $key"; fi
+done
+expect "info --json to an unwritable path" 1 "cannot write" -- "$info" --json /nonexistent-dir/x.json
+expect "info CLMOE_CACHE=0" 0 "Kernel cache: off" -- env CLMOE_CACHE=0 "$info"
+
+expect "xcheck --list" 0 "gemm.clblast.nn" -- "$xcheck" --list
+expect "xcheck runs a check" 0 "1 passed, 0 failed" -- "$xcheck" --op reduce.sum.small
+expect "xcheck unknown op" 2 "no check matches" -- "$xcheck" --op nonesuch
+expect "xcheck bad seed" 2 "--seed: 'abc' is not an integer" -- "$xcheck" --seed abc
+expect "xcheck --json" 0 "" -- "$xcheck" --op pointwise.add --json "$tmp/x.json"
+if grep -q '"passed": true' "$tmp/x.json" && grep -q '"failed": 0' "$tmp/x.json"; then
+  pass "xcheck.json records the result"
+else
+  fail "xcheck.json lacks the result"
+fi
+# Two PoCL CPU devices: the multi-device path (each device gets its own row).
+if "$info" --no-probe 2>/dev/null | grep -q "Portable Computing Language"; then
+  POCL_DEVICES="pthread pthread" "$xcheck" --op pointwise.add > "$tmp/two" 2>&1
+  rows=$(grep -c "^pointwise.add " "$tmp/two")
+  if [ "$rows" -ge 2 ] && grep -q "0 failed" "$tmp/two"; then pass "xcheck on two PoCL devices"
+  else fail "xcheck on two PoCL devices ($rows rows)"; cat "$tmp/two"; fi
+fi
+
+expect "bench --help" 0 "Benchmarks:" -- "$bench" --help
+expect "bench without a benchmark" 2 "" -- "$bench"
+expect "bench unknown benchmark" 2 "unknown benchmark 'nope'" -- "$bench" nope
+expect "bench gemm bad size" 2 "--sizes: '12q'" -- "$bench" gemm --sizes 12q
+expect "bench gemm bad backend" 2 "unknown backend 'cublas'" -- "$bench" gemm --backends cublas
+expect "bench gemm runs" 0 "33x17x9" -- "$bench" gemm --sizes 64,33x17x9 --reps 2 --json "$tmp/g.json"
+if grep -q '"tflops"' "$tmp/g.json" && grep -q '"backend": "naive"' "$tmp/g.json"; then
+  pass "bench gemm JSON"
+else
+  fail "bench gemm JSON"
+fi
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]
