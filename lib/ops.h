@@ -56,7 +56,8 @@ clmoe_status clmoe_softmax_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const
 /* ---- embedding lookup ----
  * table [V, d], ids i32 [N] (any shape of N elements), out [N, d].
  * Backward: dtable[v] += sum of dout rows whose id is v, summed in token order (so the
- * result is deterministic). An id outside [0, V) is an error reported by the forward. */
+ * result is deterministic). An id outside [0, V) is an error reported by the forward; the
+ * backward skips such tokens. */
 clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
                              clmoe_tensor *out);
 clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,

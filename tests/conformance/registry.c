@@ -6,7 +6,7 @@
 
 extern const clmoe_check clmoe_checks_core[]; /* check_core.c: tensors, GEMM, pointwise, reductions */
 extern const clmoe_check clmoe_checks_norm[]; /* check_norm.c: RMSNorm, softmax, cross-entropy */
-extern const clmoe_check clmoe_checks_embed[]; /* check_embed.c: embedding, AdamW */
+extern const clmoe_check clmoe_checks_embed[]; /* check_embed.c: embedding, device sort, AdamW */
 
 static const clmoe_check *const families[] = {clmoe_checks_core, clmoe_checks_norm,
                                               clmoe_checks_embed};
