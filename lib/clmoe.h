@@ -10,6 +10,7 @@
 #include "gemm.h"
 #include "ops.h"
 #include "locality.h"
+#include "kda.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1

@@ -51,28 +51,51 @@ out:
   return st;
 }
 
-/* The two source strings of a family: common.cl then <family>.cl. *owned holds what must
- * be freed (sources read from CLMOE_KERNEL_DIR). */
-static clmoe_status load_sources(const char *family, const char *src[2], char *owned[2])
+/* A program's sources: common.cl, then each file of the family. A family is one file name
+ * ("gemm") or several joined by '+' ("kda_common+kda_fwd"), read in that order. Sources
+ * read from CLMOE_KERNEL_DIR are malloc'ed and listed in owned[] (NULL otherwise). */
+#define MAX_PARTS 4
+typedef struct program_sources {
+  int count;
+  const char *text[MAX_PARTS + 1];
+  char *owned[MAX_PARTS + 1];
+} program_sources;
+
+static void free_sources(program_sources *ps)
 {
-  owned[0] = owned[1] = NULL;
-  const char *dir = getenv("CLMOE_KERNEL_DIR");
-  if (dir && *dir) {
-    CLMOE_TRY(read_source_file(dir, "common", &owned[0]));
-    clmoe_status st = read_source_file(dir, family, &owned[1]);
-    if (st != CLMOE_OK) {
-      free(owned[0]);
-      owned[0] = NULL;
-      return st;
-    }
-    src[0] = owned[0], src[1] = owned[1];
-    return CLMOE_OK;
+  for (int i = 0; i < ps->count; i++) free(ps->owned[i]);
+}
+
+static clmoe_status load_sources(const char *family, program_sources *ps)
+{
+  memset(ps, 0, sizeof *ps);
+  char names[MAX_PARTS + 1][64];
+  snprintf(names[0], sizeof names[0], "common");
+  int n = 1;
+  for (const char *p = family; *p; n++) {
+    const char *plus = strchr(p, '+');
+    size_t len = plus ? (size_t)(plus - p) : strlen(p);
+    if (n > MAX_PARTS || len == 0 || len >= sizeof names[0])
+      return clmoe__error(CLMOE_ERR_INTERNAL, "bad kernel family '%s'", family);
+    memcpy(names[n], p, len);
+    names[n][len] = '\0';
+    p += len + (plus ? 1 : 0);
   }
-  src[0] = embedded_source("common");
-  src[1] = embedded_source(family);
-  if (!src[0] || !src[1])
-    return clmoe__error(CLMOE_ERR_INTERNAL, "no kernel family '%s' is compiled into clmoe",
-                        family);
+  const char *dir = getenv("CLMOE_KERNEL_DIR");
+  for (int i = 0; i < n; i++) {
+    if (dir && *dir) {
+      clmoe_status st = read_source_file(dir, names[i], &ps->owned[i]);
+      if (st != CLMOE_OK) {
+        free_sources(ps);
+        return st;
+      }
+      ps->text[i] = ps->owned[i];
+    } else if (!(ps->text[i] = embedded_source(names[i]))) {
+      return clmoe__error(CLMOE_ERR_INTERNAL, "no kernel source '%s' is compiled into clmoe",
+                          names[i]);
+    }
+    ps->count = i + 1;
+  }
   return CLMOE_OK;
 }
 
@@ -123,7 +146,7 @@ typedef struct cache_header {
   uint64_t checksum; /* FNV-1a 64 of the payload */
 } cache_header;
 
-static clmoe_hash program_key(const clmoe_ctx *ctx, const char *src[2], const char *options)
+static clmoe_hash program_key(const clmoe_ctx *ctx, const program_sources *ps, const char *options)
 {
   clmoe_hash h;
   clmoe__hash_init(&h);
@@ -134,8 +157,7 @@ static clmoe_hash program_key(const clmoe_ctx *ctx, const char *src[2], const ch
   clmoe__hash_str(&h, ctx->caps.device_name);
   clmoe__hash_str(&h, ctx->caps.driver_version);
   clmoe__hash_str(&h, options);
-  clmoe__hash_str(&h, src[0]);
-  clmoe__hash_str(&h, src[1]);
+  for (int i = 0; i < ps->count; i++) clmoe__hash_str(&h, ps->text[i]);
   return h;
 }
 
@@ -259,16 +281,15 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
                                   cl_program *out)
 {
   *out = NULL;
-  const char *src[2];
-  char *owned[2];
-  CLMOE_TRY(load_sources(family, src, owned));
+  program_sources ps;
+  CLMOE_TRY(load_sources(family, &ps));
   char options[1024];
   snprintf(options, sizeof options, "%s%s%s", ctx->base_options, extra && *extra ? " " : "",
            extra ? extra : "");
   clmoe_status st = CLMOE_OK;
   char dir[4096], path[4200];
   int use_cache = clmoe_cache_dir(dir, sizeof dir);
-  clmoe_hash key = program_key(ctx, src, options);
+  clmoe_hash key = program_key(ctx, &ps, options);
   unsigned char *bin = NULL;
   size_t bin_size = 0;
   cl_program prog = NULL;
@@ -288,7 +309,7 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
   }
   if (!prog) {
     cl_int err = CL_SUCCESS;
-    prog = clCreateProgramWithSource(ctx->context, 2, src, NULL, &err);
+    prog = clCreateProgramWithSource(ctx->context, (cl_uint)ps.count, ps.text, NULL, &err);
     CLMOE_CL_GOTO(st, err, done);
     err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -306,8 +327,7 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
   }
   *out = prog;
 done:
-  free(owned[0]);
-  free(owned[1]);
+  free_sources(&ps);
   return st;
 }
 

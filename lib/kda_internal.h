@@ -1,0 +1,58 @@
+/* Internal to the KDA host code (kda.c, kda_backward.c): validated dimensions, the chunk
+ * and sequence tables, the per-chunk intermediates. */
+#ifndef CLMOE_KDA_INTERNAL_H
+#define CLMOE_KDA_INTERNAL_H
+
+#include "internal.h"
+
+#define KDA_CHUNK 16
+#define KDA_VS 16   /* V columns per state-pass work-group (kernels_cl/kda_common.cl) */
+#define KDA_WG 256
+#define KDA_MAX_K 128
+#define KDA_MAX_V 128
+
+typedef struct kda_plan {
+  int64_t B, T, H, K, V, N; /* N sequences (B, or cu_seqlens' count) */
+  int in_bf16;              /* q, k, v, g, beta stored as bf16 */
+  float scale, lb;
+  int unbounded;
+  int nchunks;              /* 16-token chunks over all sequences */
+  int nvs;                  /* V slices of the state pass */
+  cl_mem chunks;            /* int2 [nchunks]: (first token, rows) */
+  size_t chunks_bytes;
+  cl_mem seq_chunks;        /* int2 [N]: (first chunk, chunks) */
+  cl_mem seq_tokens;        /* int2 [N]: (first token, tokens) */
+  size_t seq_bytes;
+} kda_plan;
+
+/* Validates inputs and options (naming the op in messages) and builds the tables on the
+ * device. Release with kda_plan_release. */
+clmoe_status kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_options *opts,
+                           const clmoe_kda_inputs *in, kda_plan *p);
+void kda_plan_release(clmoe_ctx *ctx, kda_plan *p);
+
+/* Checks an output or gradient tensor: f32 (or f32/bf16 when allow_bf16), contiguous,
+ * shape [d0, d1, d2, d3] of `rank` dimensions. */
+clmoe_status kda_want_shape(const clmoe_tensor *t, const char *op, const char *name, int allow_bf16,
+                            int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+
+/* Build options for the KDA programs. */
+void kda_options(const kda_plan *p, int out_bf16, char *buf, size_t len);
+
+/* Per-chunk intermediates of kda_prep (scratch from the pool), f32:
+ * W, Qg, Kd [nchunks, H, 16, K]; U [nchunks, H, 16, V]; Aqk [nchunks, H, 16, 16]; gl [nchunks, H, K]. */
+typedef struct kda_chunk_buffers {
+  cl_mem W, U, Aqk, Qg, Kd, gl;
+  size_t bytes[6];
+} kda_chunk_buffers;
+
+clmoe_status kda_run_prep(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                          kda_chunk_buffers *cb);
+/* The state pass: o (may be NULL to skip the output), ht (may be NULL), and when saved is
+ * not NULL the state entering each chunk [nchunks, H, K, V]. */
+clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                           const kda_chunk_buffers *cb, clmoe_tensor *o, clmoe_tensor *ht,
+                           cl_mem saved);
+void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
+
+#endif
