@@ -11,6 +11,8 @@
  * kda_state: one work-group per (sequence, head, 16 columns of V); walks the sequence's
  *   chunks in order with its slice of the state S [K, 16] in local memory:
  *     Vnew = U - W S,   O = Qg S + Aqk Vnew,   S = gl (.) S + Kd^T Vnew.
+ * With `save` (the backward's recomputation) it also keeps the state entering each chunk
+ * [chunks, H, K, V] and Vnew [chunks, H, 16, V].
  * These 16 x K x 16 products are too small for CLBlast's batched GEMM to pay (each would be
  * a separate global round trip and launch); they stay fused here. CLBlast serves the
  * projections around the op. */
@@ -134,7 +136,8 @@ void kda_state(__global const float *Wg, __global const float *Ug, __global cons
                __global const float *Qgg, __global const float *Kdg, __global const float *glg,
                __global const int2 *chunks, __global const int2 *seqs, int H,
                __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-               __global float *ht, ulong hto, int has_ht, __global float *saved, int save)
+               int has_o, __global float *ht, ulong hto, int has_ht, __global float *saved,
+               __global float *saved_vn, int save)
 {
   __local float S[KD][VS];
   __local float Wl[CH][KD], Ql[CH][KD], Kl[CH][KD];
@@ -171,11 +174,12 @@ void kda_state(__global const float *Wg, __global const float *Ug, __global cons
     float acc = 0.0f;
     for (int d = 0; d < KD; d++) acc += Wl[r][d] * S[d][jj];
     Vn[r][jj] = Ul[r][jj] - acc;
+    if (save && jv) saved_vn[(base * CH + r) * VD + j] = Vn[r][jj];
     barrier(CLK_LOCAL_MEM_FENCE);
     float out = 0.0f;
     for (int d = 0; d < KD; d++) out += Ql[r][d] * S[d][jj];
     for (int m = 0; m < CH; m++) out += Al[r][m] * Vn[m][jj];
-    if (r < ch.y && jv) STORE_OUT(o, oo + ((ulong)(ch.x + r) * (ulong)H + (ulong)h) * VD + j, out);
+    if (has_o && r < ch.y && jv) STORE_OUT(o, oo + ((ulong)(ch.x + r) * (ulong)H + (ulong)h) * VD + j, out);
     barrier(CLK_LOCAL_MEM_FENCE); /* every read of S is done */
     for (int e = lid; e < KD * VS; e += KDA_WG) {
       int d = e / VS, jc = e % VS;

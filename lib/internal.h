@@ -129,6 +129,13 @@ clmoe_status clmoe__launch(clmoe_ctx *ctx, cl_kernel kernel, int dims, const siz
 /* 1-D launch of n work-items in groups of the context's default size. */
 clmoe_status clmoe__launch1d(clmoe_ctx *ctx, cl_kernel kernel, size_t n);
 
+/* Work-group size for a kernel with one work-group per row of n elements and up to 256
+ * virtual lanes: at most 256, within the device's and the kernel's limits, and no larger
+ * than the power of two >= n (short rows would leave work-items idle). */
+clmoe_status clmoe__row_local(clmoe_ctx *ctx, cl_kernel kernel, int64_t n, size_t *local);
+/* Launches `groups` work-groups of `local` work-items (1-D). */
+clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t groups, size_t local);
+
 /* Round n up to a multiple of m. */
 static inline size_t clmoe__round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 

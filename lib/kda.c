@@ -245,7 +245,7 @@ fail:
 
 clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                            const kda_chunk_buffers *cb, clmoe_tensor *o, clmoe_tensor *ht,
-                           cl_mem saved)
+                           cl_mem saved, cl_mem saved_vn)
 {
   if (p->N == 0) return CLMOE_OK;
   char opts[128];
@@ -256,10 +256,12 @@ clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_in
   cl_mem h0m = h0 ? h0->buf : NULL, om = o ? o->buf : NULL, htm = ht ? ht->buf : NULL;
   cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, oo = o ? (cl_ulong)o->offset : 0;
   cl_ulong hto = ht ? (cl_ulong)ht->offset : 0;
-  cl_int H = (cl_int)p->H, has_h0 = h0 != NULL, has_ht = ht != NULL, save = saved != NULL;
-  CLMOE_TRY(clmoe__args(k, 19, KA(cb->W), KA(cb->U), KA(cb->Aqk), KA(cb->Qg), KA(cb->Kd), KA(cb->gl),
+  cl_int H = (cl_int)p->H, has_h0 = h0 != NULL, has_ht = ht != NULL, has_o = o != NULL;
+  cl_int save = saved != NULL;
+  CLMOE_TRY(clmoe__args(k, 21, KA(cb->W), KA(cb->U), KA(cb->Aqk), KA(cb->Qg), KA(cb->Kd), KA(cb->gl),
                         KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0), KA(om),
-                        KA(oo), KA(htm), KA(hto), KA(has_ht), KA(saved), KA(save)));
+                        KA(oo), KA(has_o), KA(htm), KA(hto), KA(has_ht), KA(saved), KA(saved_vn),
+                        KA(save)));
   size_t global[3] = {(size_t)p->nvs * KDA_WG, (size_t)p->H, (size_t)p->N};
   size_t local[3] = {KDA_WG, 1, 1};
   return clmoe__launch(ctx, k, 3, global, local);
@@ -284,7 +286,7 @@ clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   clmoe_status st;
   CLMOE_TRY_GOTO(st, check_outputs(op, &p, o, final_state), done);
   CLMOE_TRY_GOTO(st, kda_run_prep(ctx, &p, in, &cb), done);
-  st = kda_run_state(ctx, &p, in, &cb, o, final_state, NULL);
+  st = kda_run_state(ctx, &p, in, &cb, o, final_state, NULL, NULL);
 done:
   kda_chunk_buffers_release(ctx, &cb);
   kda_plan_release(ctx, &p);

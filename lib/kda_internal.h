@@ -49,10 +49,11 @@ typedef struct kda_chunk_buffers {
 clmoe_status kda_run_prep(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                           kda_chunk_buffers *cb);
 /* The state pass: o (may be NULL to skip the output), ht (may be NULL), and when saved is
- * not NULL the state entering each chunk [nchunks, H, K, V]. */
+ * not NULL the state entering each chunk [nchunks, H, K, V] and Vnew [nchunks, H, 16, V]
+ * into saved_vn. */
 clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                            const kda_chunk_buffers *cb, clmoe_tensor *o, clmoe_tensor *ht,
-                           cl_mem saved);
+                           cl_mem saved, cl_mem saved_vn);
 void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
 
 #endif

@@ -41,14 +41,16 @@ clmoe_status clmoe_sum_rows(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor 
 /* ---- RMSNorm over the last dimension ----
  * y = x * rstd * gain, rstd = 1 / sqrt(mean(x^2) + eps); gain [n] may be NULL (no gain).
  * rstd [rows] is saved for the backward (may be NULL when no backward follows).
- * Backward: dx (required), dgain [n] (overwritten; may be NULL). */
+ * Backward: rstd is required; dx (required) may alias x or dy; dgain [n] (overwritten;
+ * may be NULL) is the gradient of a gain of ones when gain is NULL. y may alias x. */
 clmoe_status clmoe_rmsnorm(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *gain,
                            float eps, clmoe_tensor *y, clmoe_tensor *rstd);
 clmoe_status clmoe_rmsnorm_backward(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *gain,
                                     const clmoe_tensor *rstd, const clmoe_tensor *dy,
                                     clmoe_tensor *dx, clmoe_tensor *dgain);
 
-/* ---- softmax over the last dimension; the backward takes the forward's output ---- */
+/* ---- softmax over the last dimension; the backward takes the forward's output ----
+ * y may alias x, dx may alias y or dy. A NaN in a row makes that row's output NaN. */
 clmoe_status clmoe_softmax(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
 clmoe_status clmoe_softmax_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const clmoe_tensor *dy,
                                     clmoe_tensor *dx);
@@ -67,7 +69,10 @@ clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,
  * logits [N, V], targets i32 [N]; a negative target marks an ignored row (loss 0).
  * loss [N] = logsumexp(logits) - logits[target]; lse [N] is saved for the backward.
  * Backward: dlogits = scale * (softmax(logits) - onehot(target)), zero on ignored rows;
- * use scale = 1 / (number of counted rows) for a mean loss. */
+ * use scale = 1 / (number of counted rows) for a mean loss; lse is required and dlogits
+ * may alias logits. A target >= V is an error in both directions
+ * (CLMOE_ERR_INVALID_ARGUMENT naming the row); its row is set to NaN, never read out of
+ * bounds. Checking it costs one wait for the queue per call. */
 clmoe_status clmoe_cross_entropy(clmoe_ctx *ctx, const clmoe_tensor *logits,
                                  const clmoe_tensor *targets, clmoe_tensor *loss, clmoe_tensor *lse);
 clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *logits,

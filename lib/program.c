@@ -472,3 +472,20 @@ clmoe_status clmoe__launch1d(clmoe_ctx *ctx, cl_kernel kernel, size_t n)
   size_t local = ctx->caps.wg_size;
   return clmoe__launch(ctx, kernel, 1, &n, &local);
 }
+
+clmoe_status clmoe__row_local(clmoe_ctx *ctx, cl_kernel kernel, int64_t n, size_t *local)
+{
+  size_t kmax = 0;
+  CLMOE_CL(clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax,
+                                    &kmax, NULL));
+  size_t l = 256;
+  while (l > 1 && (l > ctx->caps.max_work_group_size || l > kmax || (int64_t)(l / 2) >= n)) l /= 2;
+  *local = l;
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t groups, size_t local)
+{
+  size_t global = (size_t)groups * local;
+  return clmoe__launch(ctx, kernel, 1, &global, &local);
+}

@@ -186,13 +186,68 @@ done:
   return st;
 }
 
+/* Backward against the reference's analytic gradient (itself checked against finite
+ * differences in tests/test_kda.c). dfinal_state is random when kc->h0 is set. */
+static clmoe_status check_kda_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
+                                       const kda_case *kc)
+{
+  clmoe_status st = CLMOE_OK;
+  kda_data d;
+  enum { GQ, GK, GV, GZ, GB, GA, GDT, GH0, NG };
+  clmoe_tensor dout = {0}, dht = {0}, g[NG];
+  double *hdo = NULL, *hdht = NULL, *ref[NG], *got[NG];
+  memset(g, 0, sizeof g);
+  memset(ref, 0, sizeof ref);
+  memset(got, 0, sizeof got);
+  CK(kda_setup(ctx, seed, kc, &d));
+  const int64_t sk[4] = {d.B, d.T, d.H, d.K}, sv[4] = {d.B, d.T, d.H, d.V}, sb[3] = {d.B, d.T, d.H};
+  const int64_t sdt[2] = {d.H, d.K}, sh[4] = {d.N, d.H, d.K, d.V};
+  const size_t nk = (size_t)(d.B * d.T * d.H * d.K), nv = (size_t)(d.B * d.T * d.H * d.V);
+  const size_t nb = (size_t)(d.B * d.T * d.H), nh = (size_t)(d.N * d.H * d.K * d.V);
+  const size_t count[NG] = {nk, nk, nv, nk, nb, (size_t)d.H, (size_t)(d.H * d.K), nh};
+  const char *names[NG] = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dinitial_state"};
+  CK(ck_uniform(ctx, &dout, CLMOE_F32, 4, sv, seed + 20, -1.0f, 1.0f, &hdo));
+  if (kc->h0) CK(ck_uniform(ctx, &dht, CLMOE_F32, 4, sh, seed + 21, -1.0f, 1.0f, &hdht));
+  CK(clmoe_tensor_create(ctx, &g[GQ], CLMOE_F32, 4, sk));
+  CK(clmoe_tensor_create(ctx, &g[GK], CLMOE_F32, 4, sk));
+  CK(clmoe_tensor_create(ctx, &g[GV], CLMOE_F32, 4, sv));
+  CK(clmoe_tensor_create(ctx, &g[GZ], CLMOE_F32, 4, sk));
+  CK(clmoe_tensor_create(ctx, &g[GB], CLMOE_F32, 3, sb));
+  CK(clmoe_tensor_create(ctx, &g[GA], CLMOE_F32, 1, &d.H));
+  CK(clmoe_tensor_create(ctx, &g[GDT], CLMOE_F32, 2, sdt));
+  CK(clmoe_tensor_create(ctx, &g[GH0], CLMOE_F32, 4, sh));
+  for (int i = 0; i < NG; i++) CK(clmoe_tensor_fill(&g[i], NAN)); /* every element must be written */
+  clmoe_kda_inputs in = device_inputs(&d);
+  clmoe_kda_options opts = {0};
+  clmoe_kda_grads grads = {&g[GQ], &g[GK], &g[GV], &g[GZ], &g[GB], &g[GA], &g[GDT], &g[GH0]};
+  CK(clmoe_kda_backward(ctx, &opts, &in, &dout, kc->h0 ? &dht : NULL, &grads));
+  for (int i = 0; i < NG; i++) {
+    CK(ck_read(&g[i], &got[i]));
+    CK_ALLOC(ref[i], count[i]);
+  }
+  ref_kda_shape s = ref_shape(&d);
+  ref_kda_backward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, hdo, hdht, ref[GQ],
+                   ref[GK], ref[GV], ref[GZ], ref[GB], ref[GA], ref[GDT], ref[GH0]);
+  res->tolerance = TOL_KDA;
+  for (int i = 0; i < NG; i++) ck_compare(names[i], got[i], ref[i], count[i], res);
+done:
+  for (int i = 0; i < NG; i++) {
+    free(ref[i]), free(got[i]);
+    clmoe_tensor_destroy(&g[i]);
+  }
+  free(hdo), free(hdht);
+  clmoe_tensor_destroy(&dout), clmoe_tensor_destroy(&dht);
+  kda_data_free(&d);
+  return st;
+}
+
 #define F CLMOE_F32
 #define H16 CLMOE_BF16
 #define KDA_CHECK(fname, ...)                                                             \
   static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)              \
   {                                                                                       \
     const kda_case kc = __VA_ARGS__;                                                      \
-    return check_kda_forward(c, s, r, &kc);                                               \
+    return kc.path == KDA_BACKWARD ? check_kda_backward(c, s, r, &kc) : check_kda_forward(c, s, r, &kc); \
   }
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 3};
 static const int32_t lens_empty[] = {5, 0, 33};
@@ -213,6 +268,14 @@ KDA_CHECK(kda_fwd_long,    {1, 65536, 1, 16, 16,  NULL, 0, 1, F, KDA_CHUNKED,   
 KDA_CHECK(kda_rec_t100,    {2, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_RECURRENT, -4.0f, 4.0f, 0, 0})
 KDA_CHECK(kda_rec_packed,  {1, 0,    2, 32,  32,  lens_mixed, 6, 1, H16, KDA_RECURRENT, -4.0f, 4.0f, 0, 0})
 KDA_CHECK(kda_rec_extreme, {1, 200,  1, 128, 128, NULL, 0, 1, F, KDA_RECURRENT, 0.0f, 0.0f, 1, 0})
+KDA_CHECK(kda_bwd_t1,      {1, 1,    2, 16,  16,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
+KDA_CHECK(kda_bwd_t17,     {2, 17,   2, 16,  32,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
+KDA_CHECK(kda_bwd_t100,    {1, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
+KDA_CHECK(kda_bwd_k128,    {1, 200,  1, 128, 128, NULL, 0, 0, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
+KDA_CHECK(kda_bwd_packed,  {1, 0,    2, 32,  32,  lens_mixed, 6, 1, F, KDA_BACKWARD, -4.0f, 4.0f, 0, 0})
+KDA_CHECK(kda_bwd_bf16,    {1, 50,   2, 64,  64,  NULL, 0, 1, H16, KDA_BACKWARD, -4.0f, 4.0f, 0, 0})
+KDA_CHECK(kda_bwd_extreme, {1, 64,   1, 32,  32,  NULL, 0, 1, F, KDA_BACKWARD,  0.0f, 0.0f, 1, 0})
+KDA_CHECK(kda_bwd_empty,   {1, 0,    1, 16,  16,  lens_empty, 3, 1, F, KDA_BACKWARD, -4.0f, 4.0f, 0, 0})
 KDA_CHECK(kda_decode,      {3, 20,   2, 64,  64,  NULL, 0, 1, F, KDA_DECODE,    -4.0f, 4.0f, 0, 0})
 KDA_CHECK(kda_decode_bf16, {2, 9,    2, 128, 128, NULL, 0, 0, H16, KDA_DECODE,  -4.0f, 4.0f, 0, 0})
 
@@ -232,6 +295,14 @@ const clmoe_check clmoe_checks_kda[] = {
     {"kda.recurrent.t100", "recurrent kernel, T = 100", kda_rec_t100},
     {"kda.recurrent.packed", "recurrent kernel, packed, bf16 inputs", kda_rec_packed},
     {"kda.recurrent.extreme", "recurrent kernel, gate logits of +-1e4", kda_rec_extreme},
+    {"kda.backward.t1", "backward, T = 1, with dfinal_state", kda_bwd_t1},
+    {"kda.backward.t17", "backward, T = 17, V = 32, 2 sequences", kda_bwd_t17},
+    {"kda.backward.t100", "backward, T = 100, K = V = 64", kda_bwd_t100},
+    {"kda.backward.k128", "backward, T = 200, K = V = 128", kda_bwd_k128},
+    {"kda.backward.packed", "backward, packed lengths 1,15,16,17,40,3", kda_bwd_packed},
+    {"kda.backward.bf16", "backward, bf16 inputs", kda_bwd_bf16},
+    {"kda.backward.extreme", "backward, gate logits of +-1e4", kda_bwd_extreme},
+    {"kda.backward.empty", "backward, a packed sequence of length 0", kda_bwd_empty},
     {"kda.decode", "decode steps of 3 sequences against the full sequence", kda_decode},
     {"kda.decode.bf16", "decode steps, bf16 inputs, K = V = 128", kda_decode_bf16},
     {NULL, NULL, NULL}};

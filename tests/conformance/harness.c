@@ -48,7 +48,7 @@ clmoe_status ck_read(const clmoe_tensor *t, double **host)
 clmoe_status ck_uniform(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dtype, int ndim,
                         const int64_t *shape, uint64_t seed, float lo, float hi, double **host)
 {
-  *host = NULL;
+  if (host) *host = NULL;
   clmoe_status st = clmoe_tensor_create(ctx, t, dtype, ndim, shape);
   if (st == CLMOE_OK) st = clmoe_tensor_fill_uniform(t, seed, lo, hi);
   if (st == CLMOE_OK && host) st = ck_read(t, host);
