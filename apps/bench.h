@@ -7,6 +7,7 @@
 #include "app_common.h"
 
 int bench_gemm(int argc, char **argv);
+int bench_kda(int argc, char **argv);
 
 /* Median of n timings (sorts in place). */
 double bench_median(double *v, int n);

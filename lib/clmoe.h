@@ -11,6 +11,8 @@
 #include "ops.h"
 #include "locality.h"
 #include "kda.h"
+#include "conv.h"
+#include "safetensors.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1

@@ -8,9 +8,10 @@ extern const clmoe_check clmoe_checks_core[]; /* check_core.c: tensors, GEMM, po
 extern const clmoe_check clmoe_checks_norm[]; /* check_norm.c: RMSNorm, softmax, cross-entropy */
 extern const clmoe_check clmoe_checks_embed[]; /* check_embed.c: embedding, device sort, AdamW */
 extern const clmoe_check clmoe_checks_kda[];   /* check_kda.c: KDA forward, backward, decode */
+extern const clmoe_check clmoe_checks_conv[];  /* check_conv.c: causal short convolution */
 
 static const clmoe_check *const families[] = {clmoe_checks_core, clmoe_checks_norm,
-                                              clmoe_checks_embed, clmoe_checks_kda};
+                                              clmoe_checks_embed, clmoe_checks_kda, clmoe_checks_conv};
 
 #define MAX_CHECKS 512
 static clmoe_check all[MAX_CHECKS];

@@ -1,0 +1,1 @@
+/* conv.cl: (to be written) */

@@ -1,0 +1,2 @@
+/* safetensors files (to be written). */
+#include "internal.h"

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Tests of clmoe-op (to be written).
+exit 77
