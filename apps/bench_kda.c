@@ -1,4 +1,245 @@
-/* clmoe-bench kda (to be written). */
+/* clmoe-bench kda: the chunked KDA forward and forward + backward over B, T, H, D, timed by
+ * OpenCL profiling events (sum of kernel times, host overhead excluded; the wall-clock
+ * median is printed beside it), against the recurrent token loop in the same run.
+ * FLOPs of the forward per the Kimi Linear report: B H (6 T D^2 + 3 T C D + T C^2), C = 16;
+ * bytes: the inputs and o once each. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "bench.h"
 
-int bench_kda(int argc, char **argv) { return 2; }
+#define MAX_LIST 16
+
+static void usage(void)
+{
+  printf("Usage: clmoe-bench kda [--batch B] [--T LIST] [--H LIST] [--D D] [--dtype bf16|f32]\n"
+         "                       [--no-backward] [--recurrent-max T] [--reps N] [--max-seconds S]\n"
+         "                       [--device SPEC] [--json FILE|-]\n"
+         "\n"
+         "Times clmoe_kda_forward (chunked, 16-token tiles) and forward + backward for every\n"
+         "H and T, with K = V = D, the bounded gate (lb -5), gate/L2 norm/sigmoid inside the op\n"
+         "(as flash-linear-attention's chunk_kda with use_gate_in_kernel). Times are the sum of\n"
+         "the kernels' OpenCL profiling times (median over runs); wall-clock medians are shown\n"
+         "too. The recurrent token loop is timed for T <= --recurrent-max and its output compared.\n"
+         "\n"
+         "  --batch B          sequences (default 1)\n"
+         "  --T LIST           sequence lengths (default 4096,16384)\n"
+         "  --H LIST           heads (default 16)\n"
+         "  --D D              K = V (default 128, at most 128)\n"
+         "  --dtype T          storage of q, k, v, g, beta: bf16 (default) or f32\n"
+         "  --no-backward      forward only\n"
+         "  --recurrent-max T  longest T for the recurrent comparison (default 16384; 0: never)\n"
+         "  --reps N           timed runs after one warm-up (default 10)\n"
+         "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
+         "  --json FILE        results as JSON (- for stdout)\n");
+}
+
+static int parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi)
+{
+  int n = 0;
+  char *copy = strdup(s), *save = NULL;
+  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (n == MAX_LIST) app_usage_error("%s: at most %d values", flag, MAX_LIST);
+    out[n++] = app_parse_int(flag, tok, lo, hi);
+  }
+  free(copy);
+  if (n == 0) app_usage_error("%s: empty list", flag);
+  return n;
+}
+
+typedef struct kda_bench_tensors {
+  clmoe_tensor q, k, v, g, beta, A_log, dt_bias, o, o_rec, dout;
+  clmoe_tensor dq, dk, dv, dg, dbeta, dA, ddt;
+} kda_bench_tensors;
+
+static void tensors_destroy(kda_bench_tensors *t)
+{
+  clmoe_tensor *all[] = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, &t->o, &t->o_rec,
+                         &t->dout, &t->dq, &t->dk, &t->dv, &t->dg, &t->dbeta, &t->dA, &t->ddt};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
+}
+
+static void tensors_create(clmoe_ctx *ctx, kda_bench_tensors *t, clmoe_dtype dt, long long B,
+                           long long T, long long H, long long D, int backward)
+{
+  memset(t, 0, sizeof *t);
+  const int64_t sk[4] = {B, T, H, D}, sb[3] = {B, T, H}, sdt[2] = {H, D}, sh[1] = {H};
+  APP_CHECK(clmoe_tensor_create(ctx, &t->q, dt, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->k, dt, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->v, dt, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->g, dt, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->beta, dt, 3, sb));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->A_log, CLMOE_F32, 1, sh));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dt_bias, CLMOE_F32, 2, sdt));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->o, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_fill_normal(&t->q, 11, 0.0f, 1.0f));
+  APP_CHECK(clmoe_tensor_fill_normal(&t->k, 12, 0.0f, 1.0f));
+  APP_CHECK(clmoe_tensor_fill_normal(&t->v, 13, 0.0f, 1.0f));
+  APP_CHECK(clmoe_tensor_fill_normal(&t->g, 14, 0.0f, 2.0f));
+  APP_CHECK(clmoe_tensor_fill_normal(&t->beta, 15, 0.0f, 1.0f));
+  APP_CHECK(clmoe_tensor_fill(&t->A_log, 0.0));
+  APP_CHECK(clmoe_tensor_fill_uniform(&t->dt_bias, 16, -1.0f, 1.0f));
+  if (!backward) return;
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dout, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_fill_normal(&t->dout, 17, 0.0f, 1.0f));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dq, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dk, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dv, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dg, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dbeta, CLMOE_F32, 3, sb));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->dA, CLMOE_F32, 1, sh));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->ddt, CLMOE_F32, 2, sdt));
+}
+
+enum { RUN_FWD, RUN_FWD_BWD, RUN_REC };
+
+static void run_once(clmoe_ctx *ctx, kda_bench_tensors *t, int what)
+{
+  clmoe_kda_options opts = {0};
+  clmoe_kda_inputs in = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, NULL, NULL};
+  if (what == RUN_REC) {
+    APP_CHECK(clmoe_kda_recurrent(ctx, &opts, &in, &t->o_rec, NULL));
+    return;
+  }
+  APP_CHECK(clmoe_kda_forward(ctx, &opts, &in, &t->o, NULL));
+  if (what == RUN_FWD_BWD) {
+    clmoe_kda_grads g = {&t->dq, &t->dk, &t->dv, &t->dg, &t->dbeta, &t->dA, &t->ddt, NULL};
+    APP_CHECK(clmoe_kda_backward(ctx, &opts, &in, &t->dout, NULL, &g));
+  }
+}
+
+/* Median kernel time and median wall time of `what`. */
+static void measure(clmoe_ctx *ctx, kda_bench_tensors *t, int what, int reps, double max_s,
+                    double *kernel_s, double *wall_s, int *runs)
+{
+  double *kt = malloc((size_t)reps * sizeof *kt), *wt = malloc((size_t)reps * sizeof *wt);
+  if (!kt || !wt) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
+  run_once(ctx, t, what); /* warm-up: builds kernels, fills the pool */
+  APP_CHECK(clmoe_ctx_finish(ctx));
+  int n = 0;
+  double start = app_now();
+  while (n < reps && (n < 3 || app_now() - start < max_s)) {
+    double w0 = app_now();
+    APP_CHECK(clmoe_ctx_profile_begin(ctx));
+    run_once(ctx, t, what);
+    APP_CHECK(clmoe_ctx_profile_end(ctx, &kt[n], NULL));
+    wt[n] = app_now() - w0;
+    n++;
+  }
+  *kernel_s = bench_median(kt, n);
+  *wall_s = bench_median(wt, n);
+  *runs = n;
+  free(kt), free(wt);
+}
+
+static double max_rel_diff(const clmoe_tensor *a, const clmoe_tensor *b)
+{
+  size_t n = (size_t)clmoe_tensor_numel(a);
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  if (!x || !y) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
+  APP_CHECK(clmoe_tensor_read_f32(a, x));
+  APP_CHECK(clmoe_tensor_read_f32(b, y));
+  double scale = 0.0, worst = 0.0;
+  for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)y[i]));
+  for (size_t i = 0; i < n; i++) worst = isfinite(x[i]) ? fmax(worst, fabs((double)x[i] - y[i])) : INFINITY;
+  free(x), free(y);
+  return scale > 0 ? worst / scale : worst;
+}
+
+int bench_kda(int argc, char **argv)
+{
+  long long Ts[MAX_LIST] = {4096, 16384}, Hs[MAX_LIST] = {16}, B = 1, D = 128, rec_max = 16384;
+  int nT = 2, nH = 1, reps = 10, backward = 1;
+  double max_s = 10.0;
+  const char *json = NULL, *device = NULL, *dtype_arg = "bf16";
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      return 0;
+    } else if (app_option(argc, argv, &i, "--batch", &v)) B = app_parse_int("--batch", v, 1, 4096);
+    else if (app_option(argc, argv, &i, "--T", &v)) nT = parse_list("--T", v, Ts, 1, 1 << 24);
+    else if (app_option(argc, argv, &i, "--H", &v)) nH = parse_list("--H", v, Hs, 1, 1024);
+    else if (app_option(argc, argv, &i, "--D", &v)) D = app_parse_int("--D", v, 1, 128);
+    else if (app_option(argc, argv, &i, "--dtype", &v)) dtype_arg = v;
+    else if (app_option(argc, argv, &i, "--recurrent-max", &v)) rec_max = app_parse_int("--recurrent-max", v, 0, 1 << 24);
+    else if (app_option(argc, argv, &i, "--reps", &v)) reps = (int)app_parse_int("--reps", v, 1, 100000);
+    else if (app_option(argc, argv, &i, "--max-seconds", &v)) {
+      max_s = atof(v);
+      if (!(max_s > 0)) app_usage_error("--max-seconds: '%s' is not a positive number", v);
+    } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
+    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
+    else if (!strcmp(argv[i], "--no-backward")) backward = 0;
+    else app_usage_error("unknown argument '%s'", argv[i]);
+  }
+  clmoe_dtype dt = CLMOE_BF16;
+  if (!strcmp(dtype_arg, "f32")) dt = CLMOE_F32;
+  else if (strcmp(dtype_arg, "bf16")) app_usage_error("--dtype: '%s' is not bf16 or f32", dtype_arg);
+
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options copts = {.device = device, .profiling = 1};
+  APP_CHECK(clmoe_ctx_create(&ctx, &copts));
+  const clmoe_device_caps *caps = clmoe_ctx_caps(ctx);
+  printf("clmoe-bench kda on %s (%s): B = %lld, K = V = %lld, %s inputs, chunk 16, lb -5\n",
+         caps->device_name, caps->platform_name, B, D, dtype_arg);
+  printf("%4s %8s  %-10s %10s %10s %12s %9s %9s  %s\n", "H", "T", "pass", "kernel ms", "wall ms",
+         "tokens/s", "TFLOP/s", "GB/s", "check");
+  FILE *jf = json ? app_open_output(json) : NULL;
+  if (jf) {
+    fprintf(jf, "{\n  \"benchmark\": \"kda\",\n  \"clmoe_version\": \"%s\",\n  \"device\": ", clmoe_version());
+    json_string(jf, caps->device_name);
+    fprintf(jf, ",\n  \"driver\": ");
+    json_string(jf, caps->driver_version);
+    fprintf(jf, ",\n  \"B\": %lld, \"D\": %lld, \"dtype\": \"%s\",\n  \"results\": [", B, D, dtype_arg);
+  }
+  int first = 1;
+  for (int ih = 0; ih < nH; ih++)
+    for (int it = 0; it < nT; it++) {
+      long long H = Hs[ih], T = Ts[it];
+      kda_bench_tensors t;
+      tensors_create(ctx, &t, dt, B, T, H, D, backward);
+      const double flops = clmoe_kda_forward_flops(B, T, H, D);
+      const double es = (double)clmoe_dtype_size(dt);
+      const double bytes = (double)(B * T * H) * (es * (3.0 * D + D + 1.0) + 4.0 * D);
+      const int nwhat = backward ? 2 : 1;
+      int do_rec = T <= rec_max;
+      if (do_rec) APP_CHECK(clmoe_tensor_create(ctx, &t.o_rec, CLMOE_F32, 4, (int64_t[]){B, T, H, D}));
+      for (int w = 0; w < nwhat + do_rec; w++) {
+        int what = w < nwhat ? (w == 0 ? RUN_FWD : RUN_FWD_BWD) : RUN_REC;
+        const char *name = what == RUN_FWD ? "forward" : what == RUN_FWD_BWD ? "fwd+bwd" : "recurrent";
+        double ks, ws;
+        int runs;
+        measure(ctx, &t, what, reps, max_s, &ks, &ws, &runs);
+        char check[48] = "";
+        double diff = -1.0;
+        if (what == RUN_REC) {
+          diff = max_rel_diff(&t.o, &t.o_rec);
+          snprintf(check, sizeof check, "|chunked - recurrent| %.1e", diff);
+        }
+        double tf = what == RUN_FWD_BWD ? 0.0 : flops / ks * 1e-12;
+        printf("%4lld %8lld  %-10s %10.3f %10.3f %12.4g %9.3f %9.1f  %s\n", H, T, name, ks * 1e3, ws * 1e3,
+               (double)(B * T) / ks, tf, what == RUN_FWD_BWD ? 0.0 : bytes / ks * 1e-9, check);
+        fflush(stdout);
+        if (jf) {
+          fprintf(jf, "%s\n    {\"H\": %lld, \"T\": %lld, \"pass\": \"%s\", \"runs\": %d, \"kernel_ms\": %.4f, "
+                      "\"wall_ms\": %.4f, \"tokens_per_s\": %.6g, \"forward_flops\": %.6e, \"bytes\": %.6e, "
+                      "\"tflops\": %.4f, \"max_rel_diff_vs_chunked\": ",
+                  first ? "" : ",", H, T, name, runs, ks * 1e3, ws * 1e3, (double)(B * T) / ks, flops,
+                  bytes, tf);
+          json_double(jf, diff);
+          fprintf(jf, "}");
+          first = 0;
+        }
+      }
+      tensors_destroy(&t);
+      clmoe_ctx_pool_trim(ctx); /* large shapes: give the memory back between sizes */
+    }
+  if (jf) {
+    fprintf(jf, "\n  ]\n}\n");
+    app_close_output(jf);
+  }
+  clmoe_ctx_destroy(ctx);
+  return 0;
+}

@@ -40,5 +40,9 @@ int main(int argc, char **argv)
     app_name = "clmoe-bench gemm";
     return bench_gemm(argc - 1, argv + 1);
   }
+  if (!strcmp(argv[1], "kda")) {
+    app_name = "clmoe-bench kda";
+    return bench_kda(argc - 1, argv + 1);
+  }
   app_usage_error("unknown benchmark '%s'", argv[1]);
 }

@@ -88,6 +88,7 @@ void clmoe_ctx_destroy(clmoe_ctx *ctx)
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
   clmoe__gemm_destroy(ctx);
+  clmoe__profile_destroy(ctx);
   clmoe__pool_destroy(ctx);
   for (int i = 0; i < ctx->nprograms; i++) {
     clmoe_program_entry *p = &ctx->programs[i];

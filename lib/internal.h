@@ -107,6 +107,9 @@ struct clmoe_ctx {
   clmoe_program_stats prog_stats;
   clmoe_pool pool;
   clmoe_gemm_backend gemm_backend;
+  int prof_active;       /* clmoe_ctx_profile_begin was called */
+  cl_event *prof_events; /* events of the kernels launched since */
+  int prof_count, prof_cap;
   void *clblast_state; /* reserved for the GEMM layer */
 };
 
@@ -154,6 +157,7 @@ clmoe_status clmoe__scratch(clmoe_ctx *ctx, size_t bytes, cl_mem *mem);
 void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes);
 
 void clmoe__pool_destroy(clmoe_ctx *ctx);
+void clmoe__profile_destroy(clmoe_ctx *ctx);
 void clmoe__gemm_destroy(clmoe_ctx *ctx);
 
 

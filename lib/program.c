@@ -456,8 +456,18 @@ clmoe_status clmoe__launch(clmoe_ctx *ctx, cl_kernel kernel, int dims, const siz
     g[d] = local ? clmoe__round_up(global[d], local[d]) : global[d];
     if (g[d] == 0) return CLMOE_OK; /* nothing to do */
   }
+  cl_event ev = NULL;
+  int keep = ctx->prof_active && ctx->profiling;
+  if (keep && ctx->prof_count == ctx->prof_cap) {
+    int cap = ctx->prof_cap ? 2 * ctx->prof_cap : 64;
+    cl_event *grown = realloc(ctx->prof_events, (size_t)cap * sizeof *grown);
+    if (!grown) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (profiling)");
+    ctx->prof_events = grown;
+    ctx->prof_cap = cap;
+  }
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, (cl_uint)dims, NULL, g, local, 0, NULL,
-                                      NULL);
+                                      keep ? &ev : NULL);
+  if (err == CL_SUCCESS && keep) ctx->prof_events[ctx->prof_count++] = ev;
   if (err != CL_SUCCESS) {
     char name[64];
     clmoe__cl_error(err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
@@ -488,4 +498,46 @@ clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t grou
 {
   size_t global = (size_t)groups * local;
   return clmoe__launch(ctx, kernel, 1, &global, &local);
+}
+
+static void profile_release(clmoe_ctx *ctx)
+{
+  for (int i = 0; i < ctx->prof_count; i++) clReleaseEvent(ctx->prof_events[i]);
+  ctx->prof_count = 0;
+}
+
+clmoe_status clmoe_ctx_profile_begin(clmoe_ctx *ctx)
+{
+  if (!ctx->profiling)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
+                        "clmoe_ctx_profile_begin: the context was created without profiling");
+  profile_release(ctx);
+  ctx->prof_active = 1;
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *kernels)
+{
+  ctx->prof_active = 0;
+  *kernel_seconds = 0.0;
+  if (kernels) *kernels = ctx->prof_count;
+  clmoe_status st = CLMOE_OK;
+  cl_int err = clFinish(ctx->queue);
+  for (int i = 0; i < ctx->prof_count && err == CL_SUCCESS; i++) {
+    cl_ulong t0 = 0, t1 = 0;
+    err = clGetEventProfilingInfo(ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    if (err == CL_SUCCESS)
+      err = clGetEventProfilingInfo(ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    *kernel_seconds += 1e-9 * (double)(t1 - t0);
+  }
+  if (err != CL_SUCCESS) st = clmoe__cl_error(err, "clGetEventProfilingInfo", __FILE__, __LINE__);
+  profile_release(ctx);
+  return st;
+}
+
+void clmoe__profile_destroy(clmoe_ctx *ctx)
+{
+  profile_release(ctx);
+  free(ctx->prof_events);
+  ctx->prof_events = NULL;
 }

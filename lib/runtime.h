@@ -103,6 +103,13 @@ cl_command_queue clmoe_ctx_queue(const clmoe_ctx *ctx);
 /* Waits for all queued work (clFinish). */
 clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx);
 
+/* Kernel timing for benchmarks, on contexts created with profiling = 1: between _begin
+ * and _end every kernel clmoe launches on ctx keeps its OpenCL event; _end waits for the
+ * queue and returns the sum of those kernels' execution times (host overhead and gaps
+ * between kernels excluded) and how many there were. */
+clmoe_status clmoe_ctx_profile_begin(clmoe_ctx *ctx);
+clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *kernels);
+
 /* Short name of a vendor ("nvidia", "amd", "intel", "pocl", ...). */
 const char *clmoe_vendor_name(clmoe_vendor vendor);
 
