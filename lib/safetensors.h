@@ -1,5 +1,142 @@
-/* safetensors files (to be written). */
+/* safetensors files: reading (validated, lazy) and writing (atomic), for op inputs and
+ * outputs, weights and checkpoints.
+ *
+ * Format: an 8-byte little-endian uint64 N, N bytes of UTF-8 JSON (possibly padded with
+ * trailing spaces), then the data region. The JSON object maps each tensor name to
+ * {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]} (byte offsets into the
+ * data region, end exclusive; row-major, little-endian) and may hold "__metadata__", an
+ * object of string -> string.
+ *
+ * A file is never trusted: clmoe_st_open reads and checks the whole header (length against
+ * the file size and a 100 MB cap, strict JSON, UTF-8, known dtypes, shapes without
+ * overflow, offsets that match dtype and shape, lie inside the data region and do not
+ * overlap, unique names) and fails with a message naming the file, the tensor and the
+ * field. Tensor data is read only when loaded (a file that shrank since: CLMOE_ERR_IO).
+ * Gaps between tensors are allowed.
+ *
+ *   clmoe_st_file *f;
+ *   clmoe_tensor q;
+ *   CLMOE_TRY(clmoe_st_open("in.safetensors", &f));
+ *   st = clmoe_st_load(f, "q", ctx, CLMOE_ST_LOAD_NATIVE, &q);
+ *   clmoe_st_close(f);
+ *
+ *   clmoe_st_writer *w;
+ *   CLMOE_TRY(clmoe_st_writer_create("out.safetensors", &w));
+ *   st = clmoe_st_writer_add(w, "o", &o);          (on failure: clmoe_st_writer_discard(w))
+ *   st = clmoe_st_writer_metadata(w, "step", "100");
+ *   st = clmoe_st_writer_finish(w);                (frees w) */
 #ifndef CLMOE_SAFETENSORS_H
 #define CLMOE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
 #include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of the format (the byte-sized ones; sub-byte types are rejected). */
+typedef enum clmoe_st_dtype {
+  CLMOE_ST_BOOL = 0, CLMOE_ST_U8, CLMOE_ST_I8, CLMOE_ST_F8_E4M3, CLMOE_ST_F8_E5M2,
+  CLMOE_ST_I16, CLMOE_ST_U16, CLMOE_ST_F16, CLMOE_ST_BF16,
+  CLMOE_ST_I32, CLMOE_ST_U32, CLMOE_ST_F32,
+  CLMOE_ST_I64, CLMOE_ST_U64, CLMOE_ST_F64,
+  CLMOE_ST_DTYPE_COUNT
+} clmoe_st_dtype;
+
+/* The format's spelling ("F32", "BF16", ...) and the element size in bytes. */
+const char *clmoe_st_dtype_name(clmoe_st_dtype dtype);
+size_t clmoe_st_dtype_size(clmoe_st_dtype dtype);
+
+/* Largest header accepted (as the reference implementation). */
+#define CLMOE_ST_MAX_HEADER 100000000u
+/* Most dimensions a tensor of a file may have (clmoe tensors themselves have 4). */
+#define CLMOE_ST_MAX_DIMS 64
+
+/* ---- reading ------------------------------------------------------------------------ */
+typedef struct clmoe_st_file clmoe_st_file;
+
+typedef struct clmoe_st_info {
+  const char *name;
+  clmoe_st_dtype dtype;
+  int ndim;             /* 0 .. CLMOE_ST_MAX_DIMS (0: a scalar of one element) */
+  const int64_t *shape; /* ndim sizes; valid until clmoe_st_close */
+  int64_t numel;
+  uint64_t offset;      /* of the first byte within the data region */
+  uint64_t bytes;       /* numel * element size */
+} clmoe_st_info;
+
+/* Opens and validates a file; the file stays open for clmoe_st_load/read until
+ * clmoe_st_close. CLMOE_ERR_IO when it cannot be read, CLMOE_ERR_FORMAT when malformed. */
+clmoe_status clmoe_st_open(const char *path, clmoe_st_file **file);
+void clmoe_st_close(clmoe_st_file *file); /* NULL is fine */
+const char *clmoe_st_path(const clmoe_st_file *file);
+
+/* Tensors in the order of the header; index in [0, count) (outside it, info.name is ""). */
+int clmoe_st_count(const clmoe_st_file *file);
+void clmoe_st_info_at(const clmoe_st_file *file, int index, clmoe_st_info *info);
+/* 1 when the file has a tensor of that name. */
+int clmoe_st_has(const clmoe_st_file *file, const char *name);
+/* Describes tensor `name`; CLMOE_ERR_FORMAT ("x.safetensors has no tensor 'q'") if absent. */
+clmoe_status clmoe_st_info_of(const clmoe_st_file *file, const char *name, clmoe_st_info *info);
+
+/* clmoe_st_load stores F32 as f32, BF16 as bf16, F16, F8_E4M3, F8_E5M2 and F64 as f32 (the
+ * small floats exactly, F64 rounded), and BOOL, U8, I8, I16, U16, I32, U32, I64, U64 as i32
+ * (each element checked to fit: CLMOE_ERR_FORMAT names the first that does not). With
+ * CLMOE_ST_LOAD_F32 every type becomes f32 (integers rounded to nearest). */
+enum { CLMOE_ST_LOAD_NATIVE = 0, CLMOE_ST_LOAD_F32 = 1 };
+
+/* Loads tensor `name` into a new contiguous tensor *t on ctx (destroy it with
+ * clmoe_tensor_destroy). The file's shape must have at most CLMOE_MAX_DIMS dimensions. */
+clmoe_status clmoe_st_load(clmoe_st_file *file, const char *name, clmoe_ctx *ctx, int flags,
+                           clmoe_tensor *t);
+/* Loads tensor `name` into an existing contiguous tensor of exactly the file's shape
+ * (checkpoints: parameters that already exist), converting as above to dst's dtype; bf16
+ * destinations accept the float types (BF16 exactly, the others rounded to nearest even).
+ * A shape or a conversion that does not fit: CLMOE_ERR_SHAPE. */
+clmoe_status clmoe_st_load_into(clmoe_st_file *file, const char *name, clmoe_tensor *dst);
+
+/* Host copies: the stored bytes (little-endian; `bytes` must equal info.bytes), or the
+ * elements converted to f32 (`count` must equal info.numel). */
+clmoe_status clmoe_st_read(clmoe_st_file *file, const char *name, void *host, size_t bytes);
+clmoe_status clmoe_st_read_f32(clmoe_st_file *file, const char *name, float *host, size_t count);
+
+/* "__metadata__": the value of key, or NULL when absent; entries in header order (index in
+ * [0, count); outside it key and value are NULL). */
+const char *clmoe_st_metadata(const clmoe_st_file *file, const char *key);
+int clmoe_st_metadata_count(const clmoe_st_file *file);
+void clmoe_st_metadata_at(const clmoe_st_file *file, int index, const char **key,
+                          const char **value);
+
+/* ---- writing ------------------------------------------------------------------------ */
+/* A writer collects tensors (copied to host memory when added) and metadata, and
+ * clmoe_st_writer_finish writes "<path>.tmp.<pid>", flushes and fsyncs it and renames it
+ * over path: path is never left half-written, and the temporary file is removed on
+ * failure. Names and metadata must be non-empty (names) valid UTF-8; names are unique and
+ * not "__metadata__". Data is laid out largest element size first, so that every tensor is
+ * aligned to its element size (the header is padded to a multiple of 8 bytes). */
+typedef struct clmoe_st_writer clmoe_st_writer;
+
+clmoe_status clmoe_st_writer_create(const char *path, clmoe_st_writer **writer);
+/* Downloads a contiguous tensor now: f32 -> F32, bf16 -> BF16, i32 -> I32. An add that
+ * fails (bad or duplicate name, ...) leaves the writer as it was. */
+clmoe_status clmoe_st_writer_add(clmoe_st_writer *writer, const char *name,
+                                 const clmoe_tensor *t);
+/* Copies numel(shape) elements of dtype from host memory (host byte order). */
+clmoe_status clmoe_st_writer_add_host(clmoe_st_writer *writer, const char *name,
+                                      clmoe_st_dtype dtype, int ndim, const int64_t *shape,
+                                      const void *data);
+/* Sets a metadata entry (a later call with the same key replaces the value). */
+clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *writer, const char *key,
+                                      const char *value);
+/* Writes the file and frees the writer, whether or not writing succeeded. */
+clmoe_status clmoe_st_writer_finish(clmoe_st_writer *writer);
+/* Frees a writer without writing anything (NULL is fine). */
+void clmoe_st_writer_discard(clmoe_st_writer *writer);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -149,6 +149,8 @@ clmoe_status clmoe_tensor_slice(const clmoe_tensor *src, clmoe_tensor *dst, int 
 static clmoe_status check_transfer(const clmoe_tensor *t, size_t bytes, const char *what)
 {
   char desc[96];
+  if (clmoe_tensor_numel(t) > 0 && (!t->ctx || !t->buf))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the tensor was never created", what);
   if (!clmoe_tensor_is_contiguous(t))
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: tensor %s is not contiguous", what,
                         clmoe_tensor_describe(t, desc, sizeof desc));
