@@ -45,8 +45,8 @@ static void print_device(const clmoe_device_caps *c, int chosen)
   printf("      vendor        %s [%s], %s\n", c->vendor_name, clmoe_vendor_name(c->vendor),
          c->is_gpu ? "GPU" : c->is_cpu ? "CPU" : c->is_accelerator ? "accelerator" : "other");
   printf("      driver        %s; %s; %s\n", c->driver_version, c->device_version, c->opencl_c_version);
-  printf("      compute       %u units at %u MHz, work-group <= %zu, warp/wavefront %d\n",
-         c->compute_units, c->clock_mhz, c->max_work_group_size, c->warp_size);
+  printf("      compute       %u units at %u MHz, work-group <= %zu, warp/wavefront %d, float vector %u\n",
+         c->compute_units, c->clock_mhz, c->max_work_group_size, c->warp_size, c->float_vector_width);
   printf("      memory        %s global (largest buffer %s), %s local%s\n", gmem, alloc, lmem,
          c->local_mem_dedicated ? "" : " (emulated in global memory)");
   printf("      features      fp64 %s, fp16 %s, subgroups %s, int64 atomics %s\n", yes_no(c->has_fp64),
@@ -76,7 +76,8 @@ static void json_device(FILE *f, const clmoe_device_caps *c, int chosen)
   fprintf(f, ", \"device_version\": "), json_string(f, c->device_version);
   fprintf(f, ", \"opencl_c_version\": "), json_string(f, c->opencl_c_version);
   fprintf(f, ",\n     \"compute_units\": %u, \"clock_mhz\": %u, \"max_work_group_size\": %zu, "
-             "\"warp_size\": %d,\n", c->compute_units, c->clock_mhz, c->max_work_group_size, c->warp_size);
+             "\"warp_size\": %d, \"float_vector_width\": %u,\n", c->compute_units, c->clock_mhz, c->max_work_group_size,
+          c->warp_size, c->float_vector_width);
   fprintf(f, "     \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, \"local_mem_bytes\": %llu, "
              "\"local_mem_dedicated\": %s,\n", (unsigned long long)c->global_mem_bytes,
           (unsigned long long)c->max_alloc_bytes, (unsigned long long)c->local_mem_bytes,

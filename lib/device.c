@@ -154,6 +154,9 @@ clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id dev, int p
   CLMOE_CL(clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL));
   CLMOE_CL(clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_TYPE, sizeof ltype, &ltype, NULL));
   CLMOE_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL));
+  cl_uint vecf = 1;
+  CLMOE_CL(clGetDeviceInfo(dev, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof vecf, &vecf, NULL));
+  c->float_vector_width = vecf ? vecf : 1;
   c->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
   c->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
   c->is_accelerator = (type & CL_DEVICE_TYPE_ACCELERATOR) != 0;

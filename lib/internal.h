@@ -168,6 +168,16 @@ clmoe_status clmoe__want(const clmoe_tensor *t, clmoe_dtype dtype, const char *o
 /* a and b must have the same number of elements. */
 clmoe_status clmoe__want_numel(const clmoe_tensor *a, const clmoe_tensor *b, const char *op,
                                const char *na, const char *nb);
+/* t must be a contiguous f32 (or, with allow_bf16, bf16) tensor of `rank` dimensions
+ * d0, d1, ... (the unused ones ignored); the message names op and name and the expected shape. */
+clmoe_status clmoe__want_shape(const clmoe_tensor *t, const char *op, const char *name, int allow_bf16,
+                               int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+/* Sequence boundaries of a [B, T, ...] batch: with cu (i32 [N + 1], B must be 1; checked to
+ * start at 0, never decrease and end at T, reading it back to the host) N packed sequences,
+ * else B rows of T tokens. *bounds ([N + 1], malloc'ed; free it) may be NULL when only the
+ * check and N are wanted. */
+clmoe_status clmoe__seq_bounds(const char *op, const clmoe_tensor *cu, int64_t B, int64_t T,
+                               int64_t *N, cl_int **bounds);
 /* Rows and last-dimension size of t (rows = numel / n). */
 void clmoe__rows(const clmoe_tensor *t, int64_t *rows, int64_t *n);
 

@@ -13,26 +13,6 @@ double clmoe_kda_forward_flops(int64_t B, int64_t T, int64_t H, int64_t D)
   return (double)B * (double)H * (6.0 * (double)T * D * D + 3.0 * (double)T * C * D + (double)T * C * C);
 }
 
-clmoe_status kda_want_shape(const clmoe_tensor *t, const char *op, const char *name, int allow_bf16,
-                            int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
-{
-  char desc[96];
-  const int64_t want[4] = {d0, d1, d2, d3};
-  if (!t) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, name);
-  int ok = t->ndim == rank && clmoe_tensor_is_contiguous(t) &&
-           (t->dtype == CLMOE_F32 || (allow_bf16 && t->dtype == CLMOE_BF16));
-  for (int d = 0; ok && d < rank; d++) ok = t->shape[d] == want[d];
-  if (ok) return CLMOE_OK;
-  char expect[96];
-  int used = snprintf(expect, sizeof expect, "[");
-  for (int d = 0; d < rank; d++)
-    used += snprintf(expect + used, sizeof expect - (size_t)used, "%s%lld", d ? ", " : "", (long long)want[d]);
-  snprintf(expect + used, sizeof expect - (size_t)used, "] %s", allow_bf16 ? "f32 or bf16" : "f32");
-  return clmoe__error(CLMOE_ERR_SHAPE, "%s: %s is %s%s, expected %s (contiguous)", op, name,
-                      clmoe_tensor_describe(t, desc, sizeof desc),
-                      clmoe_tensor_is_contiguous(t) ? "" : " (not contiguous)", expect);
-}
-
 void kda_options(const kda_plan *p, int out_bf16, char *buf, size_t len)
 {
   snprintf(buf, len, "-DKD=%d -DVD=%d -DSTORE_BF16=%d -DOUT_BF16=%d", (int)p->K, (int)p->V,
@@ -52,49 +32,6 @@ static clmoe_status upload_int2(clmoe_ctx *ctx, const cl_int *host, size_t pairs
     *mem = NULL;
     return clmoe__cl_error(err, "clEnqueueWriteBuffer", __FILE__, __LINE__);
   }
-  return CLMOE_OK;
-}
-
-/* Sequence boundaries on the host: from cu_seqlens (validated) or B rows of T. */
-static clmoe_status sequence_bounds(const char *op, const clmoe_kda_inputs *in, kda_plan *p,
-                                    cl_int **bounds)
-{
-  *bounds = NULL;
-  if (!in->cu_seqlens) {
-    p->N = p->B;
-    cl_int *b = malloc((size_t)(p->N + 1) * sizeof *b);
-    if (!b) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    for (int64_t n = 0; n <= p->N; n++) b[n] = (cl_int)(n * p->T);
-    *bounds = b;
-    return CLMOE_OK;
-  }
-  const clmoe_tensor *cu = in->cu_seqlens;
-  char desc[96];
-  if (cu->dtype != CLMOE_I32 || cu->ndim != 1 || cu->shape[0] < 2 || !clmoe_tensor_is_contiguous(cu))
-    return clmoe__error(CLMOE_ERR_SHAPE, "%s: cu_seqlens is %s, expected i32 [N + 1] with N >= 1",
-                        op, clmoe_tensor_describe(cu, desc, sizeof desc));
-  if (p->B != 1)
-    return clmoe__error(CLMOE_ERR_SHAPE, "%s: with cu_seqlens the batch size B must be 1 (got %lld): "
-                        "pack the sequences along T", op, (long long)p->B);
-  p->N = cu->shape[0] - 1;
-  cl_int *b = malloc((size_t)(p->N + 1) * sizeof *b);
-  if (!b) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-  clmoe_status st = clmoe_tensor_read(cu, b, (size_t)(p->N + 1) * sizeof *b);
-  if (st != CLMOE_OK) {
-    free(b);
-    return st;
-  }
-  for (int64_t n = 0; n <= p->N; n++) {
-    int bad = (n == 0 && b[0] != 0) || (n > 0 && b[n] < b[n - 1]) || (n == p->N && b[n] != p->T);
-    if (bad) {
-      st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
-                        "%s: cu_seqlens must start at 0, never decrease and end at T = %lld "
-                        "(entry %lld is %d)", op, (long long)p->T, (long long)n, b[n]);
-      free(b);
-      return st;
-    }
-  }
-  *bounds = b;
   return CLMOE_OK;
 }
 
@@ -125,17 +62,17 @@ clmoe_status kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_optio
   struct { const clmoe_tensor *t; const char *name; int64_t last; } same[] = {
       {in->q, "q", p->K}, {in->k, "k", p->K}, {in->g, "g", p->K}, {in->v, "v", p->V}};
   for (int i = 0; i < 4; i++) {
-    CLMOE_TRY(kda_want_shape(same[i].t, op, same[i].name, 1, 4, p->B, p->T, p->H, same[i].last));
+    CLMOE_TRY(clmoe__want_shape(same[i].t, op, same[i].name, 1, 4, p->B, p->T, p->H, same[i].last));
     if ((same[i].t->dtype == CLMOE_BF16) != bf)
       return clmoe__error(CLMOE_ERR_SHAPE, "%s: q, k, v, g and beta must share one storage type "
                           "(q is %s, %s is %s)", op, clmoe_dtype_name(q->dtype), same[i].name,
                           clmoe_dtype_name(same[i].t->dtype));
   }
-  CLMOE_TRY(kda_want_shape(in->beta, op, "beta", 1, 3, p->B, p->T, p->H, 0));
+  CLMOE_TRY(clmoe__want_shape(in->beta, op, "beta", 1, 3, p->B, p->T, p->H, 0));
   if ((in->beta->dtype == CLMOE_BF16) != bf)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: beta's storage type differs from q's", op);
-  CLMOE_TRY(kda_want_shape(in->A_log, op, "A_log", 0, 1, p->H, 0, 0, 0));
-  CLMOE_TRY(kda_want_shape(in->dt_bias, op, "dt_bias", 0, 2, p->H, p->K, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(in->A_log, op, "A_log", 0, 1, p->H, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(in->dt_bias, op, "dt_bias", 0, 2, p->H, p->K, 0, 0));
 
   p->lb = opts->lower_bound == 0.0f ? -5.0f : opts->lower_bound;
   if (!(p->lb >= -5.0f && p->lb < 0.0f))
@@ -150,9 +87,9 @@ clmoe_status kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_optio
   p->nvs = (int)((p->V + KDA_VS - 1) / KDA_VS);
 
   cl_int *bounds = NULL;
-  CLMOE_TRY(sequence_bounds(op, in, p, &bounds));
+  CLMOE_TRY(clmoe__seq_bounds(op, in->cu_seqlens, p->B, p->T, &p->N, &bounds));
   if (in->initial_state) {
-    clmoe_status st = kda_want_shape(in->initial_state, op, "initial_state", 0, 4, p->N, p->H, p->K, p->V);
+    clmoe_status st = clmoe__want_shape(in->initial_state, op, "initial_state", 0, 4, p->N, p->H, p->K, p->V);
     if (st != CLMOE_OK) {
       free(bounds);
       return st;
@@ -270,8 +207,8 @@ clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_in
 static clmoe_status check_outputs(const char *op, const kda_plan *p, clmoe_tensor *o,
                                   clmoe_tensor *final_state)
 {
-  CLMOE_TRY(kda_want_shape(o, op, "o", 1, 4, p->B, p->T, p->H, p->V));
-  if (final_state) CLMOE_TRY(kda_want_shape(final_state, op, "final_state", 0, 4, p->N, p->H, p->K, p->V));
+  CLMOE_TRY(clmoe__want_shape(o, op, "o", 1, 4, p->B, p->T, p->H, p->V));
+  if (final_state) CLMOE_TRY(clmoe__want_shape(final_state, op, "final_state", 0, 4, p->N, p->H, p->K, p->V));
   return CLMOE_OK;
 }
 
@@ -350,10 +287,10 @@ clmoe_status clmoe_kda_decode_step(clmoe_ctx *ctx, const clmoe_kda_options *opts
   clmoe_tensor q4, k4, v4, g4, b3, o4;
   const int64_t N = q->shape[0], H = q->shape[1], K = q->shape[2], V = v->shape[2];
   int64_t sk[4] = {N, 1, H, K}, sv[4] = {N, 1, H, V}, sb[3] = {N, 1, H};
-  CLMOE_TRY(kda_want_shape(k, op, "k", 1, 3, N, H, K, 0));
-  CLMOE_TRY(kda_want_shape(g, op, "g", 1, 3, N, H, K, 0));
-  CLMOE_TRY(kda_want_shape(beta, op, "beta", 1, 2, N, H, 0, 0));
-  CLMOE_TRY(kda_want_shape(o, op, "o", 1, 3, N, H, V, 0));
+  CLMOE_TRY(clmoe__want_shape(k, op, "k", 1, 3, N, H, K, 0));
+  CLMOE_TRY(clmoe__want_shape(g, op, "g", 1, 3, N, H, K, 0));
+  CLMOE_TRY(clmoe__want_shape(beta, op, "beta", 1, 2, N, H, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(o, op, "o", 1, 3, N, H, V, 0));
   CLMOE_TRY(clmoe_tensor_view(q, &q4, 4, sk, 0));
   CLMOE_TRY(clmoe_tensor_view(k, &k4, 4, sk, 0));
   CLMOE_TRY(clmoe_tensor_view(g, &g4, 4, sk, 0));
@@ -364,7 +301,7 @@ clmoe_status clmoe_kda_decode_step(clmoe_ctx *ctx, const clmoe_kda_options *opts
   kda_plan p;
   CLMOE_TRY(kda_plan_make(ctx, op, opts, &in, &p));
   /* The kernel reads each state slice before it writes it back: in place is safe. */
-  clmoe_status st = kda_want_shape(state, op, "state", 0, 4, N, H, K, V);
+  clmoe_status st = clmoe__want_shape(state, op, "state", 0, 4, N, H, K, V);
   if (st == CLMOE_OK) st = run_recurrent(ctx, &p, &in, state, &o4, state);
   kda_plan_release(ctx, &p);
   return st;

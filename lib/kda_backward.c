@@ -47,17 +47,17 @@ static clmoe_status check_grads(const char *op, const kda_plan *p, const clmoe_t
                                 const clmoe_tensor *dht, const clmoe_kda_grads *g)
 {
   if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
-  CLMOE_TRY(kda_want_shape(dout, op, "dout", 0, 4, p->B, p->T, p->H, p->V));
-  if (dht) CLMOE_TRY(kda_want_shape(dht, op, "dfinal_state", 0, 4, p->N, p->H, p->K, p->V));
-  CLMOE_TRY(kda_want_shape(g->dq, op, "dq", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(kda_want_shape(g->dk, op, "dk", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(kda_want_shape(g->dg, op, "dg", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(kda_want_shape(g->dv, op, "dv", 0, 4, p->B, p->T, p->H, p->V));
-  CLMOE_TRY(kda_want_shape(g->dbeta, op, "dbeta", 0, 3, p->B, p->T, p->H, 0));
-  CLMOE_TRY(kda_want_shape(g->dA_log, op, "dA_log", 0, 1, p->H, 0, 0, 0));
-  CLMOE_TRY(kda_want_shape(g->ddt_bias, op, "ddt_bias", 0, 2, p->H, p->K, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(dout, op, "dout", 0, 4, p->B, p->T, p->H, p->V));
+  if (dht) CLMOE_TRY(clmoe__want_shape(dht, op, "dfinal_state", 0, 4, p->N, p->H, p->K, p->V));
+  CLMOE_TRY(clmoe__want_shape(g->dq, op, "dq", 0, 4, p->B, p->T, p->H, p->K));
+  CLMOE_TRY(clmoe__want_shape(g->dk, op, "dk", 0, 4, p->B, p->T, p->H, p->K));
+  CLMOE_TRY(clmoe__want_shape(g->dg, op, "dg", 0, 4, p->B, p->T, p->H, p->K));
+  CLMOE_TRY(clmoe__want_shape(g->dv, op, "dv", 0, 4, p->B, p->T, p->H, p->V));
+  CLMOE_TRY(clmoe__want_shape(g->dbeta, op, "dbeta", 0, 3, p->B, p->T, p->H, 0));
+  CLMOE_TRY(clmoe__want_shape(g->dA_log, op, "dA_log", 0, 1, p->H, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(g->ddt_bias, op, "ddt_bias", 0, 2, p->H, p->K, 0, 0));
   if (g->dinitial_state)
-    CLMOE_TRY(kda_want_shape(g->dinitial_state, op, "dinitial_state", 0, 4, p->N, p->H, p->K, p->V));
+    CLMOE_TRY(clmoe__want_shape(g->dinitial_state, op, "dinitial_state", 0, 4, p->N, p->H, p->K, p->V));
   return CLMOE_OK;
 }
 

@@ -31,11 +31,6 @@ clmoe_status kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_optio
                            const clmoe_kda_inputs *in, kda_plan *p);
 void kda_plan_release(clmoe_ctx *ctx, kda_plan *p);
 
-/* Checks an output or gradient tensor: f32 (or f32/bf16 when allow_bf16), contiguous,
- * shape [d0, d1, d2, d3] of `rank` dimensions. */
-clmoe_status kda_want_shape(const clmoe_tensor *t, const char *op, const char *name, int allow_bf16,
-                            int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
-
 /* Build options for the KDA programs. */
 void kda_options(const kda_plan *p, int out_bf16, char *buf, size_t len);
 

@@ -60,6 +60,7 @@ typedef struct clmoe_device_caps {
   unsigned pci_domain, pci_bus, pci_device, pci_function;
   int nv_cc_major, nv_cc_minor; /* NVIDIA compute capability, 0.0 elsewhere */
   int warp_size;                /* NVIDIA warp or AMD wavefront size when known, else 0 */
+  unsigned float_vector_width;  /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT (1 on GPUs, SIMD on CPUs) */
   int inline_ptx;               /* 1: inline PTX asm() builds and runs; 0: no; -1: not probed */
   /* Tunables derived from the above and passed to every kernel as -D constants. */
   unsigned wg_size; /* default 1-D work-group size (CLMOE_WG) */
