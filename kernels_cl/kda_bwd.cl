@@ -17,7 +17,6 @@
  * The anchor row G0 cancels in every product Qp Km^T and Kp Km^T, so its gradient terms
  * sum to zero exactly and are left out. */
 
-#define NM ((KD + 15) / 16) /* key columns per work-item: d = lane + 16 m */
 
 __kernel __attribute__((reqd_work_group_size(KDA_WG, 1, 1)))
 void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global const float *Qgg,
@@ -161,79 +160,11 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
   const ulong base = (ulong)c * (ulong)H + (ulong)h;
   const float ea = exp(A_log[ao + h]);
 
-  /* ---- A: the forward's tiles again (as kda_prep), keeping this work-item's entries
-   * (row r, columns d = lane + 16 m) of qn, kn, e^(G - G0) and e^(G0 - G) in registers. */
+  /* ---- A: the forward's tiles again (kda_common.cl), keeping this work-item's entries of
+   * qn, kn, e^(G - G0) and e^(G0 - G) in registers. */
   float qn[NM], kn[NM], up[NM], dn[NM];
-  float sq = 0.0f, sk = 0.0f;
-  for (int m = 0; m < NM; m++) {
-    const int d = lane + 16 * m;
-    if (d >= KD) break;
-    float qv = valid ? LOAD(q, qo + rk + d) : 0.0f, kv = valid ? LOAD(k, ko + rk + d) : 0.0f;
-    Qp[r][d] = qv;
-    Kp[r][d] = kv;
-    sq += qv * qv;
-    sk += kv * kv;
-    Km[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded) : 0.0f;
-  }
-  red[r][lane] = sq;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nq[r] = 1.0f / sqrt(s + L2_EPS);
-    bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  red[r][lane] = sk;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nk[r] = 1.0f / sqrt(s + L2_EPS);
-  }
-  for (int d = lid; d < KD; d += KDA_WG) {
-    float run = 0.0f;
-    for (int i = 0; i < CH; i++) {
-      run += Km[i][d];
-      Km[i][d] = run;
-    }
-    G0[d] = Km[0][d];
-    E0[d] = exp(Km[0][d]);
-    EL[d] = exp(Km[len - 1][d] - Km[0][d]);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int m = 0; m < NM; m++) {
-    const int d = lane + 16 * m;
-    if (d >= KD) break;
-    float e = Km[r][d] - G0[d];
-    up[m] = exp(e);
-    dn[m] = exp(-e);
-    qn[m] = Qp[r][d] * nq[r];
-    kn[m] = Kp[r][d] * nk[r];
-    Qp[r][d] = qn[m] * up[m];
-    Kp[r][d] = kn[m] * up[m];
-    Km[r][d] = kn[m] * dn[m];
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  {
-    float a = 0.0f;
-    for (int d = 0; d < KD; d++) a += Kp[r][d] * Km[lane][d];
-    Pm[r][lane] = lane < r ? a : 0.0f;
-    Akk[r][lane] = lane < r ? bt[r] * a : 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < CH) {
-    const int cc = lid;
-    for (int i = 0; i < CH; i++) {
-      float t = i == cc ? 1.0f : 0.0f;
-      if (i > cc) {
-        float s = 0.0f;
-        for (int m = cc; m < i; m++) s += Akk[i][m] * Tm[m][cc];
-        t = -s;
-      }
-      Tm[i][cc] = t;
-    }
-  }
+  kda_tiles(q, qo, k, ko, z, zo, bl, bo, dtb, dto, ea, h, H, tok, len, scale, lb, unbounded, Qp, Kp,
+            Km, G0, E0, EL, red, nq, nk, bt, Pm, Akk, 0, Tm, qn, kn, up, dn);
   /* ---- B: back through the factors. */
   for (int e = lid; e < CH * KD; e += KDA_WG) T16[e / KD][e % KD] = dWg[base * CH * KD + e];
   barrier(CLK_LOCAL_MEM_FENCE);

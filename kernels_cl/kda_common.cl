@@ -45,3 +45,109 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 
 /* Chunk table entries: (first token, rows) of a chunk in the flattened [B*T] token axis;
  * sequence table entries: (first chunk, chunks) of a sequence. */
+
+#define NM ((KD + 15) / 16) /* key columns per work-item: d = lane + 16 m */
+
+/* The tiles of one (chunk, head), shared by kda_prep and kda_bwd_chunk; every work-item
+ * of the 16 x 16 work-group calls it. Loads q, k and the gate of the chunk's rows (zero
+ * past len) and the sigmoid of beta, forms the L2 norms, the cumulative gate G and the
+ * anchored factors with G0 the first row:
+ *   Qp = qn e^(G - G0),  Kp = kn e^(G - G0)  (<= 1),   Km = kn e^(G0 - G)  (<= e^75),
+ * then P = Kp Km^T and Akk = beta P (c < r), Aqk = scale Qp Km^T (c <= r; skipped when
+ * Aqk is 0), and Tm = (I + Akk)^-1 by forward substitution, one column per work-item.
+ * Work-item (r, lane) keeps its entries (d = lane + 16 m) of qn, kn, e^(G - G0) and
+ * e^(G0 - G) in qn, kn, up, dn. On return Tm and everything else are visible to all. */
+inline void kda_tiles(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
+                      __global const store_t *z, ulong zo, __global const store_t *bl, ulong bo,
+                      __global const float *dtb, ulong dto, float ea, int h, int H, ulong tok,
+                      int len, float scale, float lb, int unbounded,
+                      __local float (*Qp)[KD], __local float (*Kp)[KD], __local float (*Km)[KD],
+                      __local float *G0, __local float *E0, __local float *EL,
+                      __local float (*red)[CH + 1], __local float *nq, __local float *nk,
+                      __local float *bt, __local float (*Pm)[CH + 1], __local float (*Akk)[CH + 1],
+                      __local float (*Aqk)[CH + 1], __local float (*Tm)[CH + 1],
+                      float *qn, float *kn, float *up, float *dn)
+{
+  const int lid = (int)get_local_id(0), r = lid >> 4, lane = lid & 15, valid = r < len;
+  const ulong rk = (tok * (ulong)H + (ulong)h) * KD;
+  /* Raw q, k and the gate g (in Km for now); the squared norms by fixed partials. */
+  float sq = 0.0f, sk = 0.0f;
+  for (int m = 0; m < NM; m++) {
+    const int d = lane + 16 * m;
+    if (d >= KD) break;
+    float qv = valid ? LOAD(q, qo + rk + d) : 0.0f, kv = valid ? LOAD(k, ko + rk + d) : 0.0f;
+    Qp[r][d] = qv;
+    Kp[r][d] = kv;
+    sq += qv * qv;
+    sk += kv * kv;
+    Km[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded) : 0.0f;
+  }
+  red[r][lane] = sq;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == 0) {
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += red[r][l];
+    nq[r] = 1.0f / sqrt(s + L2_EPS);
+    bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[r][lane] = sk;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == 0) {
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += red[r][l];
+    nk[r] = 1.0f / sqrt(s + L2_EPS);
+  }
+  /* In-chunk inclusive cumulative sum of g, one column per work-item. */
+  for (int d = lid; d < KD; d += KDA_WG) {
+    float run = 0.0f;
+    for (int i = 0; i < CH; i++) {
+      run += Km[i][d];
+      Km[i][d] = run;
+    }
+    G0[d] = Km[0][d];
+    E0[d] = exp(Km[0][d]);
+    EL[d] = exp(Km[len - 1][d] - Km[0][d]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Anchored factors, normalising q and k on the way. */
+  for (int m = 0; m < NM; m++) {
+    const int d = lane + 16 * m;
+    if (d >= KD) break;
+    const float e = Km[r][d] - G0[d]; /* G_r - G0 in [-75, 0] */
+    up[m] = exp(e);
+    dn[m] = exp(-e);
+    qn[m] = Qp[r][d] * nq[r];
+    kn[m] = Kp[r][d] * nk[r];
+    Qp[r][d] = qn[m] * up[m];
+    Kp[r][d] = kn[m] * up[m];
+    Km[r][d] = kn[m] * dn[m];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* The tile products; (r, lane) is one entry of each. */
+  {
+    float a = 0.0f, b = 0.0f;
+    for (int d = 0; d < KD; d++) {
+      a += Kp[r][d] * Km[lane][d];
+      if (Aqk) b += Qp[r][d] * Km[lane][d];
+    }
+    if (Pm) Pm[r][lane] = lane < r ? a : 0.0f;
+    Akk[r][lane] = lane < r ? bt[r] * a : 0.0f;
+    if (Aqk) Aqk[r][lane] = lane <= r ? scale * b : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Tm = (I + Akk)^-1: column cc only needs earlier rows of column cc. */
+  if (lid < CH) {
+    const int cc = lid;
+    for (int i = 0; i < CH; i++) {
+      float t = i == cc ? 1.0f : 0.0f;
+      if (i > cc) {
+        float s = 0.0f;
+        for (int m = cc; m < i; m++) s += Akk[i][m] * Tm[m][cc];
+        t = -s;
+      }
+      Tm[i][cc] = t;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}

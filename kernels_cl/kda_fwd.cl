@@ -36,82 +36,14 @@ void kda_prep(__global const store_t *q, ulong qo, __global const store_t *k, ul
   const int2 ch = chunks[c];
   const int len = ch.y, valid = r < len;
   const ulong tok = (ulong)(ch.x + r);
-  const ulong rk = (tok * (ulong)H + (ulong)h) * KD, rv = (tok * (ulong)H + (ulong)h) * VD;
+  const ulong rv = (tok * (ulong)H + (ulong)h) * VD;
   const float ea = exp(A_log[ao + h]);
 
-  /* 1. Load q, k, the gate g (into Km for now) and v; padded rows are zero. */
-  float sq = 0.0f, sk = 0.0f;
-  for (int d = lane; d < KD; d += 16) {
-    float qv = valid ? LOAD(q, qo + rk + d) : 0.0f, kv = valid ? LOAD(k, ko + rk + d) : 0.0f;
-    Qp[r][d] = qv;
-    Kp[r][d] = kv;
-    sq += qv * qv;
-    sk += kv * kv;
-    Km[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded) : 0.0f;
-  }
+  /* Steps 1-5: the tiles (kda_common.cl); v is loaded here, before the first barrier. */
   for (int j = lane; j < VD; j += 16) Vs[r][j] = valid ? LOAD(v, vo + rv + j) : 0.0f;
-  red[r][lane] = sq;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nq[r] = 1.0f / sqrt(s + L2_EPS);
-    bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  red[r][lane] = sk;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nk[r] = 1.0f / sqrt(s + L2_EPS);
-  }
-  /* 2. In-chunk inclusive cumulative sum of g, one column per work-item. */
-  for (int d = lid; d < KD; d += KDA_WG) {
-    float run = 0.0f;
-    for (int i = 0; i < CH; i++) {
-      run += Km[i][d];
-      Km[i][d] = run;
-    }
-    G0[d] = Km[0][d];
-    E0[d] = exp(Km[0][d]);
-    EL[d] = exp(Km[len - 1][d] - Km[0][d]);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  /* 3. Anchored factors (normalising q and k on the way). */
-  for (int d = lane; d < KD; d += 16) {
-    float e = Km[r][d] - G0[d]; /* G_r - G0 in [-75, 0] */
-    float up = exp(e), down = exp(-e), kn = Kp[r][d] * nk[r];
-    Qp[r][d] = Qp[r][d] * nq[r] * up;
-    Kp[r][d] = kn * up;
-    Km[r][d] = kn * down;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  /* 4. The two tile products; (r, lane) is one entry of each. */
-  {
-    float a = 0.0f, b = 0.0f;
-    for (int d = 0; d < KD; d++) {
-      a += Kp[r][d] * Km[lane][d];
-      b += Qp[r][d] * Km[lane][d];
-    }
-    Akk[r][lane] = lane < r ? bt[r] * a : 0.0f;
-    Aqk[r][lane] = lane <= r ? scale * b : 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  /* 5. Tm = (I + Akk)^-1: column cc only needs earlier rows of column cc. */
-  if (lid < CH) {
-    const int cc = lid;
-    for (int i = 0; i < CH; i++) {
-      float t = i == cc ? 1.0f : 0.0f;
-      if (i > cc) {
-        float s = 0.0f;
-        for (int m = cc; m < i; m++) s += Akk[i][m] * Tm[m][cc];
-        t = -s;
-      }
-      Tm[i][cc] = t;
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  float qn[NM], kn[NM], up[NM], dn[NM];
+  kda_tiles(q, qo, k, ko, z, zo, bl, bo, dtb, dto, ea, h, H, tok, len, scale, lb, unbounded, Qp, Kp,
+            Km, G0, E0, EL, red, nq, nk, bt, 0, Akk, Aqk, Tm, qn, kn, up, dn);
   /* 6. W, U, Qg, Kd, Aqk, gl for the state pass. */
   const ulong base = (ulong)c * (ulong)H + (ulong)h;
   for (int d = lane; d < KD; d += 16) {

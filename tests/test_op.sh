@@ -4,29 +4,8 @@
 # and clear errors with exit 1 (bad data) or 2 (bad command line).
 # Run by make check with CLMOE_APPS_DIR set to the built apps.
 set -u
-apps=${CLMOE_APPS_DIR:-../apps}
+. "$(dirname "$0")/apps_common.sh"
 op="$apps/clmoe-op"
-info="$apps/clmoe-info"
-tmp=$(mktemp -d /tmp/clmoe-op.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
-
-# expect NAME STATUS PATTERN -- command...: exit status and a pattern in stdout+stderr.
-expect() {
-  name=$1 want=$2 pattern=$3
-  shift 4
-  "$@" > "$tmp/out" 2>&1
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "$name: exit $got, expected $want"; sed 's/^/    /' "$tmp/out" | tail -15; return
-  fi
-  if [ -n "$pattern" ] && ! grep -q -- "$pattern" "$tmp/out"; then
-    fail "$name: output lacks '$pattern'"; sed 's/^/    /' "$tmp/out" | tail -15; return
-  fi
-  pass "$name"
-}
 
 # le64 N: N as 8 little-endian bytes.
 le64() {
@@ -57,12 +36,7 @@ mkst() {
   { le64 ${#json}; printf '%s' "$json"; dd if=/dev/zero bs=1 count="$off" 2> /dev/null; } > "$out"
 }
 
-# No device at all: skip (77) like the CUnit suites.
-if ! "$info" --no-probe > /dev/null 2>&1; then
-  if "$info" --no-probe 2>&1 | grep -q "CLMOE_ERR_NO_DEVICE"; then
-    echo "SKIP: no OpenCL device"; exit 77
-  fi
-fi
+skip_without_device
 
 # ---- command line ---------------------------------------------------------------------
 expect "op --help" 0 "Commands:" -- "$op" --help
