@@ -8,6 +8,8 @@
 
 int bench_gemm(int argc, char **argv);
 int bench_kda(int argc, char **argv);
+int bench_mla(int argc, char **argv);
+int bench_moe(int argc, char **argv);
 
 /* Median of n timings (sorts in place). */
 double bench_median(double *v, int n);

@@ -44,5 +44,13 @@ int main(int argc, char **argv)
     app_name = "clmoe-bench kda";
     return bench_kda(argc - 1, argv + 1);
   }
+  if (!strcmp(argv[1], "mla")) {
+    app_name = "clmoe-bench mla";
+    return bench_mla(argc - 1, argv + 1);
+  }
+  if (!strcmp(argv[1], "moe")) {
+    app_name = "clmoe-bench moe";
+    return bench_moe(argc - 1, argv + 1);
+  }
   app_usage_error("unknown benchmark '%s'", argv[1]);
 }

@@ -13,6 +13,8 @@
 #include "kda.h"
 #include "conv.h"
 #include "safetensors.h"
+#include "mla.h"
+#include "moe.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1

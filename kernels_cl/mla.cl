@@ -1,0 +1,1 @@
+/* mla.cl: (to be written) */

@@ -1,0 +1,1 @@
+/* moe.cl: (to be written) */

@@ -1,0 +1,2 @@
+/* MLA operator (to be written). */
+#include "internal.h"

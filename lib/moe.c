@@ -1,0 +1,2 @@
+/* MOE operator (to be written). */
+#include "internal.h"
