@@ -13,6 +13,7 @@
 #include "kda.h"
 #include "conv.h"
 #include "safetensors.h"
+#include "model_config.h"
 #include "mla.h"
 #include "moe.h"
 

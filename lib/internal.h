@@ -67,6 +67,7 @@ typedef struct clmoe_kernel_source {
   const char *text;
 } clmoe_kernel_source;
 extern const clmoe_kernel_source clmoe__kernel_sources[]; /* ends with {NULL, NULL} */
+extern const clmoe_kernel_source clmoe__preset_sources[]; /* the presets (presets/NAME.conf), likewise */
 
 /* ---- the context -------------------------------------------------------------------- */
 typedef struct clmoe_kernel_entry {

@@ -51,5 +51,15 @@ else
   fail "bench gemm JSON"
 fi
 
+train="$apps/clmoe-train"
+expect "train --count-params k3 (report: 2.78T, 104.2B)" 0 "2.779T *104.19B" -- "$train" --preset k3 --count-params
+expect "train --count-params gpu (705M, 99M)" 0 "705.09M *99.28M" -- "$train" --preset gpu --count-params
+expect "train unknown preset" 2 "unknown preset 'k4'" -- "$train" --preset k4 --count-params
+expect "train both preset and config" 2 "exactly one of" -- "$train" --preset tiny --config x.conf
+printf '[model]\nvocab = 256\nwidth = 3\n' > "$tmp/bad.conf"
+expect "train bad config names file, line, key" 1 "bad.conf:3: \\[model\\] width: unknown key" -- "$train" --config "$tmp/bad.conf" --count-params
+"$train" --preset demo --print-config > "$tmp/demo.conf" 2>&1
+expect "train --print-config parses back" 0 "demo.conf" -- "$train" --config "$tmp/demo.conf" --count-params
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -1,0 +1,103 @@
+/* Model and training configuration: one documented text format, strict parsing, presets,
+ * and parameter counting.
+ *
+ * Format: `key = value` lines grouped by `[section]` headers; `#` starts a comment; lists
+ * are comma-separated. Sections and keys (all sizes are counts of numbers):
+ *   [model]    vocab, d_model, layers, mla_every (every N-th layer, 1-based, is MLA),
+ *              mla_layers (explicit 1-based list, added to mla_every), dense_layers (the
+ *              first n layers have a dense FFN, the rest MoE), norm_eps
+ *   [kda]      heads, head_dim (K = V), gate_rank, conv_width, lower_bound (in [-5, 0)),
+ *              gate (bounded | unbounded)
+ *   [mla]      heads, q_rank, kv_rank, qk_nope_dim, qk_rope_dim, v_dim
+ *   [ffn]      dense_ff (intermediate width of the dense SiTU-GLU FFN)
+ *   [moe]      experts, top_k, shared_experts, shared_ff, latent (0: no latent projection),
+ *              expert_ff, routed_scale, balancing (quantile | quantile-hist | sign | none),
+ *              quantile_bins, sign_rate
+ *   [attn_res] block (layers per Block AttnRes block)
+ *   [train]    lr, min_lr, warmup_steps, steps, batch, seq_len, curriculum ("len@step, ..."),
+ *              weight_decay, beta1, beta2, adam_eps, clip, seed, eval_every, eval_batches,
+ *              log_every, checkpoint_every
+ * An unknown section or key, a malformed value, a value out of range or sizes that do not
+ * fit together are errors naming the file, the line and the key. */
+#ifndef CLMOE_MODEL_CONFIG_H
+#define CLMOE_MODEL_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLMOE_MAX_LAYERS 256
+#define CLMOE_MAX_CURRICULUM 16
+
+typedef struct clmoe_train_config {
+  double lr, min_lr;          /* peak and final learning rate of the cosine schedule */
+  int64_t warmup_steps, steps;
+  int64_t batch, seq_len;     /* sequences per step and their length (before the curriculum) */
+  int ncurriculum;            /* context curriculum: seq_len[i] from step start[i] on */
+  int64_t curriculum_len[CLMOE_MAX_CURRICULUM], curriculum_step[CLMOE_MAX_CURRICULUM];
+  double weight_decay, beta1, beta2, adam_eps, clip;
+  uint64_t seed;
+  int64_t eval_every, eval_batches, log_every, checkpoint_every;
+} clmoe_train_config;
+
+typedef struct clmoe_config {
+  char name[64]; /* the preset's or the file's name */
+  /* [model] */
+  int64_t vocab, d_model;
+  int layers;
+  unsigned char is_mla[CLMOE_MAX_LAYERS]; /* by 0-based layer index */
+  int dense_layers;
+  double norm_eps;
+  /* [kda] */
+  int64_t kda_heads, kda_head_dim, kda_gate_rank;
+  int kda_conv_width, kda_unbounded_gate;
+  double kda_lower_bound;
+  /* [mla] */
+  int64_t mla_heads, mla_q_rank, mla_kv_rank, mla_qk_nope_dim, mla_qk_rope_dim, mla_v_dim;
+  /* [ffn] */
+  int64_t dense_ff;
+  /* [moe] */
+  int64_t experts, top_k, shared_experts, shared_ff, latent, expert_ff;
+  double routed_scale, sign_rate;
+  char balancing[16];
+  int quantile_bins;
+  /* [attn_res] */
+  int attn_res_block;
+  clmoe_train_config train;
+} clmoe_config;
+
+/* Defaults for everything (a config must still set the model sizes). */
+void clmoe_config_defaults(clmoe_config *cfg);
+/* Parses a file / a string (`name` is used in messages) over the defaults, then validates. */
+clmoe_status clmoe_config_load(const char *path, clmoe_config *cfg);
+clmoe_status clmoe_config_parse(const char *text, const char *name, clmoe_config *cfg);
+/* A shipped preset by name (tiny, demo, gpu, k3, kimi-linear-48b). */
+clmoe_status clmoe_config_preset(const char *preset, clmoe_config *cfg);
+/* The preset names, NULL-terminated. */
+const char *const *clmoe_config_preset_names(void);
+/* Checks that the sizes fit together (run by the loaders). */
+clmoe_status clmoe_config_validate(const clmoe_config *cfg, const char *name);
+/* Writes the config in the format above (it parses back to the same config). */
+int clmoe_config_write(const clmoe_config *cfg, FILE *f);
+/* Number of MLA layers. */
+int clmoe_config_mla_count(const clmoe_config *cfg);
+
+/* Parameter counts by component; active = used per token (routed experts count top_k of
+ * them; the embedding table is not counted as active, the output head is). */
+typedef struct clmoe_param_count {
+  double embedding, head, kda, mla, dense_ffn, moe_experts, moe_shared, moe_router,
+      moe_latent, norms, attn_res;
+  double total;
+  double active_moe_experts, active;
+} clmoe_param_count;
+void clmoe_config_count_params(const clmoe_config *cfg, clmoe_param_count *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
