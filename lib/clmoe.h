@@ -14,6 +14,7 @@
 #include "conv.h"
 #include "safetensors.h"
 #include "model_config.h"
+#include "attn_res.h"
 #include "mla.h"
 #include "moe.h"
 

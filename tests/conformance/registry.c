@@ -9,11 +9,13 @@ extern const clmoe_check clmoe_checks_norm[]; /* check_norm.c: RMSNorm, softmax,
 extern const clmoe_check clmoe_checks_embed[]; /* check_embed.c: embedding, device sort, AdamW */
 extern const clmoe_check clmoe_checks_kda[];   /* check_kda.c: KDA forward, backward, decode */
 extern const clmoe_check clmoe_checks_conv[];  /* check_conv.c: causal short convolution */
+extern const clmoe_check clmoe_checks_layers[]; /* check_layers.c: Block AttnRes */
 extern const clmoe_check clmoe_checks_mla[];   /* check_mla.c: gated MLA */
 extern const clmoe_check clmoe_checks_moe[];   /* check_moe.c: Stable LatentMoE */
 
 static const clmoe_check *const families[] = {clmoe_checks_core, clmoe_checks_norm,
                                               clmoe_checks_embed, clmoe_checks_kda, clmoe_checks_conv,
+                                              clmoe_checks_layers,
                                               clmoe_checks_mla, clmoe_checks_moe};
 
 #define MAX_CHECKS 512
