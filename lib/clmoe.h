@@ -15,6 +15,7 @@
 #include "safetensors.h"
 #include "model_config.h"
 #include "attn_res.h"
+#include "kda_layer.h"
 #include "mla.h"
 #include "moe.h"
 

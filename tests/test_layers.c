@@ -44,6 +44,7 @@ static void add_tests(CU_pSuite suite)
 {
   CU_add_test(suite, "AttnRes reference backward = finite differences", test_attn_res_fd);
   test_add_checks(suite, "attn_res");
+  test_add_checks(suite, "kda_layer");
 }
 
 int main(void) { return test_main("layers", add_tests); }

@@ -68,3 +68,33 @@ void ref_attn_res_backward(const double *src, int64_t S, int64_t T, int64_t d, c
   }
   free(r);
 }
+
+#include "ref/ref_kda.h"
+#include "ref/reference.h"
+
+void ref_kda_layer_forward(const ref_kda_layer *L, int64_t B, int64_t T, const int32_t *cu_seqlens,
+                           int64_t nseq, const double *x, double *y)
+{
+  const int64_t N = B * T, d = L->d, H = L->H, D = L->D, HD = H * D;
+  ref_kda_shape s = {B, T, H, D, D, cu_seqlens, nseq, 1.0 / sqrt((double)D), -5.0, 0};
+  double *pre = malloc((size_t)(N * HD) * sizeof *pre), *q = malloc((size_t)(N * HD) * sizeof *q);
+  double *k = malloc((size_t)(N * HD) * sizeof *k), *v = malloc((size_t)(N * HD) * sizeof *v);
+  double *za = malloc((size_t)(N * L->rank) * sizeof *za), *z = malloc((size_t)(N * HD) * sizeof *z);
+  double *beta = malloc((size_t)(N * H) * sizeof *beta), *o = malloc((size_t)(N * HD) * sizeof *o);
+  double *gate = malloc((size_t)(N * HD) * sizeof *gate);
+  const double *W[3] = {L->w_q, L->w_k, L->w_v}, *cw[3] = {L->conv_q, L->conv_k, L->conv_v};
+  double *post[3] = {q, k, v};
+  for (int j = 0; j < 3; j++) {
+    ref_gemm(0, 0, N, HD, d, 1.0, x, d, W[j], HD, 0.0, pre, HD);
+    ref_short_conv(&s, HD, L->W, pre, cw[j], NULL, post[j], NULL);
+  }
+  ref_gemm(0, 0, N, L->rank, d, 1.0, x, d, L->w_a_down, L->rank, 0.0, za, L->rank);
+  ref_gemm(0, 0, N, HD, L->rank, 1.0, za, L->rank, L->w_a_up, HD, 0.0, z, HD);
+  ref_gemm(0, 0, N, H, d, 1.0, x, d, L->w_beta, H, 0.0, beta, H);
+  ref_kda_forward(&s, q, k, v, z, beta, L->A_log, L->dt_bias, NULL, o, NULL);
+  ref_rmsnorm(o, L->o_gain, N * H, D, L->eps, o); /* per head, in place */
+  ref_gemm(0, 0, N, HD, d, 1.0, x, d, L->w_g, HD, 0.0, gate, HD);
+  for (int64_t i = 0; i < N * HD; i++) gate[i] = o[i] / (1.0 + exp(-gate[i]));
+  ref_gemm(0, 0, N, d, HD, 1.0, gate, HD, L->w_o, d, 0.0, y, d);
+  free(pre), free(q), free(k), free(v), free(za), free(z), free(beta), free(o), free(gate);
+}

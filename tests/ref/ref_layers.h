@@ -13,3 +13,17 @@ void ref_attn_res_backward(const double *src, int64_t S, int64_t T, int64_t d, c
                            double *dw, double *dg);
 
 #endif
+
+/* The KDA token mixer (lib/kda_layer.h) from the other references: GEMMs, the short
+ * convolution, the KDA token loop, the per-head RMSNorm and the sigmoid gate. Weights are
+ * row-major [in, out] like the library's. Sequences as in ref_kda_shape (its B, T,
+ * cu_seqlens, nseq; H, K = V = D, scale 1/sqrt(D), lb -5 are set from the layer). */
+typedef struct ref_kda_layer {
+  int64_t d, H, D, rank, W;
+  double eps;
+  const double *w_q, *w_k, *w_v, *w_beta, *w_a_down, *w_a_up, *dt_bias, *A_log;
+  const double *conv_q, *conv_k, *conv_v, *o_gain, *w_g, *w_o;
+} ref_kda_layer;
+/* x, y [B, T, d]. */
+void ref_kda_layer_forward(const ref_kda_layer *L, int64_t B, int64_t T, const int32_t *cu_seqlens,
+                           int64_t nseq, const double *x, double *y);

@@ -1,0 +1,94 @@
+/* The KDA token mixer of the model (MODEL.md section 2): projections, short convolutions,
+ * the low-rank decay gate, KDA, a per-head RMSNorm and the sigmoid output gate:
+ *   q, k, v = SiLU(ShortConv(x W_q)), SiLU(ShortConv(x W_k)), SiLU(ShortConv(x W_v))
+ *   z = (x W_a_down) W_a_up;  beta = x W_beta
+ *   o = KDA(q, k, v, z, beta; A_log, dt_bias)          (L2 norms, sigmoid, gate inside)
+ *   y = (sigmoid(x W_g) * RMSNorm_head(o; gain)) W_o
+ * Weights are f32 and stored as x-by-W matrices: W_q is [d, H D], so a projection is one
+ * GEMM of the [tokens, d] activations. The backward ADDS to the gradients and to dx, so a
+ * model can zero them once per step and accumulate. */
+#ifndef CLMOE_KDA_LAYER_H
+#define CLMOE_KDA_LAYER_H
+
+#include "kda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clmoe_kda_layer {
+  int64_t d, H, D, rank, conv_width;
+  float norm_eps;
+  clmoe_kda_options opts;
+  clmoe_tensor w_q, w_k, w_v;          /* [d, H D] */
+  clmoe_tensor w_beta;                 /* [d, H] */
+  clmoe_tensor w_a_down;               /* [d, rank] */
+  clmoe_tensor w_a_up;                 /* [rank, H D] */
+  clmoe_tensor dt_bias;                /* [H, D] */
+  clmoe_tensor A_log;                  /* [H] */
+  clmoe_tensor conv_q, conv_k, conv_v; /* [H D, conv_width] */
+  clmoe_tensor o_gain;                 /* [D], shared by the heads */
+  clmoe_tensor w_g;                    /* [d, H D] */
+  clmoe_tensor w_o;                    /* [H D, d] */
+} clmoe_kda_layer;
+
+#define CLMOE_KDA_LAYER_PARAMS 14
+
+/* Allocates the parameters (contents undefined); destroy releases them. */
+clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d, int64_t H,
+                                    int64_t D, int64_t rank, int64_t conv_width, float norm_eps,
+                                    const clmoe_kda_options *opts);
+void clmoe_kda_layer_destroy(clmoe_kda_layer *l);
+/* The parameter tensors in a fixed order with their names and whether weight decay
+ * applies (not to gains, biases, A_log); returns CLMOE_KDA_LAYER_PARAMS. */
+int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **tensors, const char **names, int *decay);
+/* Initialisation (documented, seeded, the same on every device): matrices N(0, 0.02),
+ * convolution taps N(0, 0.02) plus 1 on the newest tap (starts near the identity),
+ * A_log 0, dt_bias 0, the norm gain 1. */
+clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed);
+
+/* Activations the forward keeps for the backward ([tokens, .] f32). */
+typedef struct clmoe_kda_layer_cache {
+  clmoe_tensor xq, xk, xv;   /* pre-convolution projections [N, H D] */
+  clmoe_tensor q, k, v;      /* after convolution and SiLU [N, H D] */
+  clmoe_tensor za;           /* x W_a_down [N, rank] */
+  clmoe_tensor z;            /* gate logits [N, H D] */
+  clmoe_tensor beta;         /* beta logits [N, H] */
+  clmoe_tensor o;            /* KDA output [N, H D] */
+  clmoe_tensor rstd;         /* per-head norm [N H] */
+  clmoe_tensor on;           /* RMSNorm_head(o) [N, H D] */
+  clmoe_tensor gs;           /* sigmoid(x W_g) [N, H D] */
+} clmoe_kda_layer_cache;
+void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c);
+
+/* Recurrent state for inference: KDA [Nseq, H, D, D] and the three conv states
+ * [Nseq, conv_width - 1, H D]. */
+typedef struct clmoe_kda_layer_state {
+  clmoe_tensor kda, conv_q, conv_k, conv_v;
+} clmoe_kda_layer_state;
+clmoe_status clmoe_kda_layer_state_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64_t nseq,
+                                          clmoe_kda_layer_state *s);
+void clmoe_kda_layer_state_destroy(clmoe_kda_layer_state *s);
+
+/* x [B, T, d] -> y [B, T, d] (overwritten). cu_seqlens as in KDA (B = 1) or NULL. cache may
+ * be NULL (no backward follows). state may be NULL (training: zero states); when given, its
+ * states are read as the sequences' starting states and replaced by their final ones
+ * (prefill, chunked prefill). */
+clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                     const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
+                                     clmoe_kda_layer_cache *cache, clmoe_kda_layer_state *state);
+
+/* dy [B, T, d]: adds the parameter gradients to grads (a clmoe_kda_layer of the same sizes)
+ * and dx [B, T, d] += the input gradient. */
+clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                      const clmoe_tensor *cu_seqlens, const clmoe_kda_layer_cache *cache,
+                                      const clmoe_tensor *dy, clmoe_kda_layer *grads, clmoe_tensor *dx);
+
+/* Decoding: x [Nseq, d], one token per sequence; state updated in place; y [Nseq, d]. */
+clmoe_status clmoe_kda_layer_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                  clmoe_kda_layer_state *state, clmoe_tensor *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
