@@ -16,6 +16,7 @@
 #include "model_config.h"
 #include "attn_res.h"
 #include "kda_layer.h"
+#include "data.h"
 #include "mla.h"
 #include "moe.h"
 

@@ -1,0 +1,189 @@
+/* CUnit suite: training data (bytes, shards, MQAR), deterministic batches, bad files,
+ * the learning-rate schedule. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_common.h"
+
+static char dir[64];
+
+static const char *path_of(const char *name)
+{
+  static char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return p;
+}
+
+static void write_file(const char *name, const void *data, size_t n)
+{
+  FILE *f = fopen(path_of(name), "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* A shard header (little-endian fields), then n tokens of `size` bytes. */
+static void write_shard(const char *name, uint32_t version, uint32_t size, uint64_t count, uint32_t vocab,
+                        const uint32_t *tok, size_t n)
+{
+  unsigned char buf[32 + 4 * 64] = "CLMOETOK";
+  for (int i = 0; i < 4; i++) buf[8 + i] = (unsigned char)(version >> 8 * i);
+  for (int i = 0; i < 4; i++) buf[12 + i] = (unsigned char)(size >> 8 * i);
+  for (int i = 0; i < 8; i++) buf[16 + i] = (unsigned char)(count >> 8 * i);
+  for (int i = 0; i < 4; i++) buf[24 + i] = (unsigned char)(vocab >> 8 * i);
+  memset(buf + 28, 0, 4);
+  for (size_t t = 0; t < n; t++)
+    for (uint32_t i = 0; i < size; i++) buf[32 + t * size + i] = (unsigned char)(tok[t] >> 8 * i);
+  write_file(name, buf, 32 + n * size);
+}
+
+static void test_bytes(void)
+{
+  const char text[] = "the quick brown fox jumps over the lazy dog, again and again and again.";
+  write_file("text.txt", text, sizeof text - 1);
+  clmoe_data *d = NULL;
+  TEST_OK(clmoe_data_open(path_of("text.txt"), &d));
+  CU_ASSERT_STRING_EQUAL(clmoe_data_kind(d), "bytes");
+  CU_ASSERT_EQUAL(clmoe_data_vocab(d), 256);
+  const int64_t n = (int64_t)sizeof text - 1, nval = clmoe_data_tokens(d, CLMOE_SPLIT_VAL);
+  CU_ASSERT_EQUAL(clmoe_data_tokens(d, CLMOE_SPLIT_TRAIN) + nval, n);
+  CU_ASSERT(nval >= 1);
+  int32_t in[4 * 8], tg[4 * 8], in2[4 * 8], tg2[4 * 8];
+  TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 7, 3, 4, 8, in, tg));
+  TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 7, 3, 4, 8, in2, tg2));
+  CU_ASSERT_EQUAL(memcmp(in, in2, sizeof in), 0); /* the same (seed, index): the same batch */
+  for (int b = 0; b < 4; b++)
+    for (int t = 0; t < 8; t++) {
+      if (t + 1 < 8) CU_ASSERT_EQUAL(tg[b * 8 + t], in[b * 8 + t + 1]); /* next token */
+      /* every window is a substring of the training part */
+      CU_ASSERT(in[b * 8 + t] >= 0 && in[b * 8 + t] < 256);
+    }
+  char window[9];
+  for (int t = 0; t < 8; t++) window[t] = (char)in[t];
+  window[8] = '\0';
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, window));
+  TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 7, 4, 4, 8, in2, tg2));
+  CU_ASSERT_NOT_EQUAL(memcmp(in, in2, sizeof in), 0);
+  clmoe_data_close(d);
+}
+
+static void test_shard(void)
+{
+  uint32_t tok[40];
+  for (int i = 0; i < 40; i++) tok[i] = (uint32_t)(i * 37 % 1000);
+  write_shard("ok16.tok", 1, 2, 40, 1000, tok, 40);
+  write_shard("ok32.tok", 1, 4, 40, 100000, tok, 40);
+  for (int f = 0; f < 2; f++) {
+    clmoe_data *d = NULL;
+    TEST_OK(clmoe_data_open(path_of(f ? "ok32.tok" : "ok16.tok"), &d));
+    CU_ASSERT_STRING_EQUAL(clmoe_data_kind(d), "shard");
+    CU_ASSERT_EQUAL(clmoe_data_vocab(d), f ? 100000 : 1000);
+    int32_t in[2 * 5], tg[2 * 5];
+    TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_VAL, 1, 0, 2, 5, in, tg));
+    /* Validation windows come from the last 5% (2 tokens: 74 % 1000 ... wraps). */
+    for (int i = 0; i < 10; i++) CU_ASSERT(in[i] == (int32_t)tok[38] || in[i] == (int32_t)tok[39]);
+    clmoe_data_close(d);
+  }
+}
+
+static void test_bad_files(void)
+{
+  uint32_t tok[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  write_shard("version.tok", 2, 2, 8, 100, tok, 8);
+  write_shard("size.tok", 1, 3, 8, 100, tok, 8);
+  write_shard("truncated.tok", 1, 2, 9, 100, tok, 8);
+  write_shard("padded.tok", 1, 2, 7, 100, tok, 8);
+  write_shard("vocab.tok", 1, 2, 8, 5, tok, 8);
+  write_shard("vocab16.tok", 1, 2, 8, 70000, tok, 8);
+  write_file("header.tok", "CLMOETOK\1\0", 10);
+  write_file("empty.txt", "", 0);
+  write_file("one.txt", "x", 1);
+  const struct { const char *file, *expect; } bad[] = {
+      {"version.tok", "shard version 2"},
+      {"size.tok", "token size 3 bytes"},
+      {"truncated.tok", "promises 9 tokens"},
+      {"padded.tok", "promises 7 tokens"},
+      {"vocab.tok", "token 4 is 5, not below the vocabulary size 5"},
+      {"vocab16.tok", "vocabulary size 70000 does not fit 2-byte tokens"},
+      {"header.tok", "needs a 32-byte header"},
+      {"empty.txt", "the file is empty"},
+      {"one.txt", "too few to train on"},
+      {"missing.txt", "cannot open"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    clmoe_data *d = NULL;
+    clmoe_status st = clmoe_data_open(path_of(bad[i].file), &d);
+    int ok = st != CLMOE_OK && d == NULL && strstr(clmoe_last_error(), bad[i].file) &&
+             strstr(clmoe_last_error(), bad[i].expect);
+    if (!ok) fprintf(stderr, "\n  %s: \"%s\"\n", bad[i].file, clmoe_last_error());
+    CU_ASSERT(ok);
+  }
+  clmoe_data *d = NULL;
+  CU_ASSERT_NOT_EQUAL(clmoe_data_open(dir, &d), CLMOE_OK); /* a directory */
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "not a regular file"));
+}
+
+/* MQAR: every scored target is the value paired with the question's key earlier in the
+ * same sequence. */
+static void test_mqar(void)
+{
+  clmoe_mqar task = {64, 64, 8, 4};
+  clmoe_data *d = NULL;
+  TEST_OK(clmoe_data_mqar(&task, &d));
+  CU_ASSERT_EQUAL(clmoe_data_vocab(d), 2 + 64 + 64);
+  enum { B = 5, T = 40 };
+  int32_t in[B * T], tg[B * T];
+  TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 3, 11, B, T, in, tg));
+  int scored = 0;
+  for (int b = 0; b < B; b++) {
+    const int32_t *s = in + b * T, *g = tg + b * T;
+    CU_ASSERT_EQUAL(s[16], 1); /* the separator after 8 pairs */
+    for (int t = 0; t < T; t++) {
+      if (g[t] < 0) continue;
+      scored++;
+      int found = 0;
+      for (int p = 0; p < 16; p += 2)
+        if (s[p] == s[t]) found = g[t] == s[p + 1];
+      CU_ASSERT(found);
+    }
+  }
+  CU_ASSERT_EQUAL(scored, B * 4);
+  clmoe_mqar bad = {4, 4, 8, 2};
+  clmoe_data *d2 = NULL;
+  CU_ASSERT_EQUAL(clmoe_data_mqar(&bad, &d2), CLMOE_ERR_INVALID_ARGUMENT);
+  clmoe_data_close(d);
+}
+
+static void test_lr(void)
+{
+  /* Warm-up 10 steps to 1e-3, cosine to 1e-4 at step 110. */
+  CU_ASSERT(fabs(clmoe_lr_at(1e-3, 1e-4, 10, 110, 0) - 1e-4) < 1e-12);
+  CU_ASSERT(fabs(clmoe_lr_at(1e-3, 1e-4, 10, 110, 9) - 1e-3) < 1e-12);
+  CU_ASSERT(fabs(clmoe_lr_at(1e-3, 1e-4, 10, 110, 10) - 1e-3) < 1e-12);
+  CU_ASSERT(fabs(clmoe_lr_at(1e-3, 1e-4, 10, 110, 60) - 5.5e-4) < 1e-12); /* half way */
+  CU_ASSERT(fabs(clmoe_lr_at(1e-3, 1e-4, 10, 110, 110) - 1e-4) < 1e-12);
+  CU_ASSERT(fabs(clmoe_lr_at(1e-3, 1e-4, 10, 110, 500) - 1e-4) < 1e-12);
+}
+
+static void add_tests(CU_pSuite suite)
+{
+  snprintf(dir, sizeof dir, "/tmp/clmoe-data.XXXXXX");
+  if (!mkdtemp(dir)) abort();
+  CU_add_test(suite, "byte files", test_bytes);
+  CU_add_test(suite, "token shards", test_shard);
+  CU_add_test(suite, "bad data files", test_bad_files);
+  CU_add_test(suite, "MQAR task", test_mqar);
+  CU_add_test(suite, "learning-rate schedule", test_lr);
+}
+
+int main(void)
+{
+  int rc = test_main("data", add_tests);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (dir[0] && system(cmd) != 0) rc = rc ? rc : 1;
+  return rc;
+}
