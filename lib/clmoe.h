@@ -17,6 +17,7 @@
 #include "attn_res.h"
 #include "kda_layer.h"
 #include "data.h"
+#include "params.h"
 #include "mla.h"
 #include "moe.h"
 

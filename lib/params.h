@@ -1,0 +1,75 @@
+/* The trainable parameters of a model in one registry: their gradients, AdamW moments,
+ * global gradient-norm clipping, and checkpoints.
+ *
+ * A model registers each parameter tensor it owns under a unique name (with whether weight
+ * decay applies) and each non-trainable state tensor that must survive a restart (e.g. the
+ * MoE balancing biases) as a buffer. The registry creates a gradient and the two AdamW
+ * moments per parameter.
+ *
+ * Checkpoints are safetensors files: "param/NAME", "adam_m/NAME", "adam_v/NAME",
+ * "buffer/NAME", plus metadata (the config text, the step, the data position, ...).
+ * They are written to a temporary file, fsynced and renamed (never a half-written file).
+ * Loading checks every name, shape and dtype against the registry: a missing, extra or
+ * mis-shaped tensor, or a truncated or corrupt file, is an error naming the file and the
+ * tensor, and nothing is changed unless everything fits. */
+#ifndef CLMOE_PARAMS_H
+#define CLMOE_PARAMS_H
+
+#include "ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clmoe_param {
+  char name[96];
+  clmoe_tensor *value; /* owned by the model */
+  clmoe_tensor grad, m, v;
+  int decay;           /* 1: decoupled weight decay applies */
+  int trainable;       /* 0: a buffer (no gradient, no moments) */
+} clmoe_param;
+
+typedef struct clmoe_params {
+  clmoe_ctx *ctx;
+  clmoe_param *p;
+  int n, cap;
+  int64_t step; /* optimizer steps taken (AdamW's t - 1) */
+} clmoe_params;
+
+void clmoe_params_init(clmoe_params *ps, clmoe_ctx *ctx);
+void clmoe_params_destroy(clmoe_params *ps);
+/* Registers a parameter (zeroed gradient and moments are created) or a buffer. Names are
+ * unique; "prefix/name" by convention ("layer3/kda/w_q"). */
+clmoe_status clmoe_params_add(clmoe_params *ps, const char *name, clmoe_tensor *value, int decay);
+clmoe_status clmoe_params_add_buffer(clmoe_params *ps, const char *name, clmoe_tensor *value);
+/* Looks a parameter up by name (NULL when absent). */
+clmoe_param *clmoe_params_find(clmoe_params *ps, const char *name);
+/* Number of trainable scalars. */
+int64_t clmoe_params_count(const clmoe_params *ps);
+
+clmoe_status clmoe_params_zero_grad(clmoe_params *ps);
+/* sqrt(sum of every gradient's squares), summed in registration order (deterministic). */
+clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm);
+/* One AdamW step over every parameter (hp->step is ignored: the registry counts steps);
+ * with clip > 0, gradients are scaled by min(1, clip / norm) first. *norm (may be NULL)
+ * receives the norm before clipping. */
+clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm);
+
+/* Checkpoint metadata: up to 32 key-value strings stored beside the tensors (owned copies;
+ * zero-initialise, release with clmoe_ckpt_meta_free). */
+typedef struct clmoe_ckpt_meta {
+  int n;
+  char *key[32], *value[32];
+} clmoe_ckpt_meta;
+clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value);
+const char *clmoe_ckpt_meta_get(const clmoe_ckpt_meta *m, const char *key);
+void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m);
+
+clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta);
+/* Loads into the registered tensors; meta (may be NULL) receives every metadata entry. */
+clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
