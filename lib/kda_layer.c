@@ -40,9 +40,9 @@ clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t 
   l->d = d, l->H = H, l->D = D, l->rank = rank, l->conv_width = conv_width, l->norm_eps = norm_eps;
   if (opts) l->opts = *opts;
   const int64_t HD = H * D;
-  const int64_t shapes[NPARAM][2] = {{d, HD}, {d, HD}, {d, HD}, {d, H}, {d, rank}, {rank, HD}, {H, D},
+  const int64_t shapes[NPARAM][2] = {{HD, d}, {HD, d}, {HD, d}, {H, d}, {rank, d}, {HD, rank}, {H, D},
                                      {H, 1}, {HD, conv_width}, {HD, conv_width}, {HD, conv_width},
-                                     {D, 1}, {d, HD}, {HD, d}};
+                                     {D, 1}, {HD, d}, {d, HD}};
   static const int rank1[NPARAM] = {0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
   clmoe_tensor *t[NPARAM];
   clmoe_kda_layer_params(l, t, NULL, NULL);
@@ -116,18 +116,18 @@ static clmoe_status view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clm
   return clmoe_tensor_view(t, v, 2, (int64_t[]){rows, cols}, 0);
 }
 
-/* Y (+)= X W */
+/* Y (+)= X W^T: weights are [out, in] (PyTorch's Linear layout). */
 static clmoe_status proj(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W, clmoe_tensor *Y, float beta)
 {
-  return clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, X, W, beta, Y);
+  return clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, X, W, beta, Y);
 }
 
-/* The backward of Y = X W: dW += X^T dY and, when dX is not NULL, dX += dY W^T. */
+/* The backward of Y = X W^T: dW += dY^T X and, when dX is not NULL, dX += dY W. */
 static clmoe_status proj_back(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
                               const clmoe_tensor *dY, clmoe_tensor *dW, clmoe_tensor *dX)
 {
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, X, dY, 1.0f, dW));
-  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, dY, W, 1.0f, dX));
+  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, 1.0f, dW));
+  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, 1.0f, dX));
   return CLMOE_OK;
 }
 

@@ -4,8 +4,8 @@
  *   z = (x W_a_down) W_a_up;  beta = x W_beta
  *   o = KDA(q, k, v, z, beta; A_log, dt_bias)          (L2 norms, sigmoid, gate inside)
  *   y = (sigmoid(x W_g) * RMSNorm_head(o; gain)) W_o
- * Weights are f32 and stored as x-by-W matrices: W_q is [d, H D], so a projection is one
- * GEMM of the [tokens, d] activations. The backward ADDS to the gradients and to dx, so a
+ * Weights are f32 in PyTorch's Linear layout [out, in] (W_q is [H D, d]): a projection is
+ * one GEMM x W^T of the [tokens, d] activations. The backward ADDS to the gradients and to dx, so a
  * model can zero them once per step and accumulate. */
 #ifndef CLMOE_KDA_LAYER_H
 #define CLMOE_KDA_LAYER_H
@@ -20,16 +20,16 @@ typedef struct clmoe_kda_layer {
   int64_t d, H, D, rank, conv_width;
   float norm_eps;
   clmoe_kda_options opts;
-  clmoe_tensor w_q, w_k, w_v;          /* [d, H D] */
-  clmoe_tensor w_beta;                 /* [d, H] */
-  clmoe_tensor w_a_down;               /* [d, rank] */
-  clmoe_tensor w_a_up;                 /* [rank, H D] */
+  clmoe_tensor w_q, w_k, w_v;          /* [H D, d] */
+  clmoe_tensor w_beta;                 /* [H, d] */
+  clmoe_tensor w_a_down;               /* [rank, d] */
+  clmoe_tensor w_a_up;                 /* [H D, rank] */
   clmoe_tensor dt_bias;                /* [H, D] */
   clmoe_tensor A_log;                  /* [H] */
   clmoe_tensor conv_q, conv_k, conv_v; /* [H D, conv_width] */
   clmoe_tensor o_gain;                 /* [D], shared by the heads */
-  clmoe_tensor w_g;                    /* [d, H D] */
-  clmoe_tensor w_o;                    /* [H D, d] */
+  clmoe_tensor w_g;                    /* [H D, d] */
+  clmoe_tensor w_o;                    /* [d, H D] */
 } clmoe_kda_layer;
 
 #define CLMOE_KDA_LAYER_PARAMS 14

@@ -85,16 +85,16 @@ void ref_kda_layer_forward(const ref_kda_layer *L, int64_t B, int64_t T, const i
   const double *W[3] = {L->w_q, L->w_k, L->w_v}, *cw[3] = {L->conv_q, L->conv_k, L->conv_v};
   double *post[3] = {q, k, v};
   for (int j = 0; j < 3; j++) {
-    ref_gemm(0, 0, N, HD, d, 1.0, x, d, W[j], HD, 0.0, pre, HD);
+    ref_gemm(0, 1, N, HD, d, 1.0, x, d, W[j], d, 0.0, pre, HD);
     ref_short_conv(&s, HD, L->W, pre, cw[j], NULL, post[j], NULL);
   }
-  ref_gemm(0, 0, N, L->rank, d, 1.0, x, d, L->w_a_down, L->rank, 0.0, za, L->rank);
-  ref_gemm(0, 0, N, HD, L->rank, 1.0, za, L->rank, L->w_a_up, HD, 0.0, z, HD);
-  ref_gemm(0, 0, N, H, d, 1.0, x, d, L->w_beta, H, 0.0, beta, H);
+  ref_gemm(0, 1, N, L->rank, d, 1.0, x, d, L->w_a_down, d, 0.0, za, L->rank);
+  ref_gemm(0, 1, N, HD, L->rank, 1.0, za, L->rank, L->w_a_up, L->rank, 0.0, z, HD);
+  ref_gemm(0, 1, N, H, d, 1.0, x, d, L->w_beta, d, 0.0, beta, H);
   ref_kda_forward(&s, q, k, v, z, beta, L->A_log, L->dt_bias, NULL, o, NULL);
   ref_rmsnorm(o, L->o_gain, N * H, D, L->eps, o); /* per head, in place */
-  ref_gemm(0, 0, N, HD, d, 1.0, x, d, L->w_g, HD, 0.0, gate, HD);
+  ref_gemm(0, 1, N, HD, d, 1.0, x, d, L->w_g, d, 0.0, gate, HD);
   for (int64_t i = 0; i < N * HD; i++) gate[i] = o[i] / (1.0 + exp(-gate[i]));
-  ref_gemm(0, 0, N, d, HD, 1.0, gate, HD, L->w_o, d, 0.0, y, d);
+  ref_gemm(0, 1, N, d, HD, 1.0, gate, HD, L->w_o, HD, 0.0, y, d);
   free(pre), free(q), free(k), free(v), free(za), free(z), free(beta), free(o), free(gate);
 }

@@ -16,7 +16,7 @@ void ref_attn_res_backward(const double *src, int64_t S, int64_t T, int64_t d, c
 
 /* The KDA token mixer (lib/kda_layer.h) from the other references: GEMMs, the short
  * convolution, the KDA token loop, the per-head RMSNorm and the sigmoid gate. Weights are
- * row-major [in, out] like the library's. Sequences as in ref_kda_shape (its B, T,
+ * row-major [out, in] like the library's. Sequences as in ref_kda_shape (its B, T,
  * cu_seqlens, nseq; H, K = V = D, scale 1/sqrt(D), lb -5 are set from the layer). */
 typedef struct ref_kda_layer {
   int64_t d, H, D, rank, W;
