@@ -18,6 +18,26 @@
  * sum to zero exactly and are left out. */
 
 
+#define NPF ((CH * KD + KDA_WG - 1) / KDA_WG) /* tile elements per work-item */
+/* Loads chunk cc's tiles (W, Qg, Kd, this work-item's Aqk and dO entries, gl) into registers. */
+#define KDA_PREFETCH_BWD(cc)                                                                \
+  do {                                                                                      \
+    const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
+    const int2 ch_ = chunks[cc];                                                            \
+    for (int p = 0; p < NPF; p++) {                                                         \
+      const int e = lid + p * KDA_WG;                                                       \
+      if (e < CH * KD) {                                                                    \
+        const ulong g = b_ * CH * KD + e;                                                   \
+        pw[p] = Wg[g];                                                                      \
+        pq[p] = Qgg[g];                                                                     \
+        pk[p] = Kdg[g];                                                                     \
+      }                                                                                     \
+    }                                                                                       \
+    pa = Ag[b_ * CH * CH + r * CH + jj];                                                    \
+    pd = r < ch_.y && jv ? dout[doo + ((ulong)(ch_.x + r) * (ulong)H + (ulong)h) * VD + j] : 0.0f; \
+    pg = lid < KD ? glg[b_ * KD + lid] : 0.0f;                                              \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(KDA_WG, 1, 1)))
 void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global const float *Qgg,
                    __global const float *Kdg, __global const float *glg,
@@ -37,26 +57,31 @@ void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global 
     int d = e / VS, jc = e % VS;
     dS[d][jc] = has_dht && j0 + jc < VD ? dht[dhto + (sbase + d) * VD + j0 + jc] : 0.0f;
   }
+  /* The previous chunk's tiles travel through registers (see kda_state). */
+  float pw[NPF], pq[NPF], pk[NPF], pa = 0.0f, pd = 0.0f, pg = 0.0f;
   const int2 sq = seqs[n];
+  if (sq.y > 0) KDA_PREFETCH_BWD(sq.x + sq.y - 1);
   for (int ci = sq.y - 1; ci >= 0; ci--) {
     const int c = sq.x + ci;
-    const int2 ch = chunks[c];
     const ulong base = (ulong)c * (ulong)H + (ulong)h;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int e = lid; e < KD * VS; e += KDA_WG) {
       int d = e / VS, jc = e % VS;
       if (j0 + jc < VD) dSsave[(base * KD + d) * VD + j0 + jc] = dS[d][jc];
     }
-    for (int e = lid; e < CH * KD; e += KDA_WG) {
-      const ulong g = base * CH * KD + e;
-      Wl[e / KD][e % KD] = Wg[g];
-      Ql[e / KD][e % KD] = Qgg[g];
-      Kl[e / KD][e % KD] = Kdg[g];
+    for (int p = 0; p < NPF; p++) {
+      const int e = lid + p * KDA_WG;
+      if (e < CH * KD) {
+        Wl[e / KD][e % KD] = pw[p];
+        Ql[e / KD][e % KD] = pq[p];
+        Kl[e / KD][e % KD] = pk[p];
+      }
     }
-    Al[r][jj] = Ag[base * CH * CH + r * CH + jj];
-    dOl[r][jj] = r < ch.y && jv ? dout[doo + ((ulong)(ch.x + r) * (ulong)H + (ulong)h) * VD + j] : 0.0f;
-    for (int d = lid; d < KD; d += KDA_WG) gll[d] = glg[base * KD + d];
+    Al[r][jj] = pa;
+    dOl[r][jj] = pd;
+    if (lid < KD) gll[lid] = pg;
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (ci > 0) KDA_PREFETCH_BWD(c - 1);
     float acc = 0.0f;
     for (int m = 0; m < CH; m++) acc += Al[m][r] * dOl[m][jj];
     for (int d = 0; d < KD; d++) acc += Kl[r][d] * dS[d][jj];
@@ -65,9 +90,9 @@ void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global 
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int e = lid; e < KD * VS; e += KDA_WG) {
       int d = e / VS, jc = e % VS;
-      float s = gll[d] * dS[d][jc];
-      for (int m = 0; m < CH; m++) s += Ql[m][d] * dOl[m][jc] - Wl[m][d] * dV[m][jc];
-      dS[d][jc] = s;
+      float sv = gll[d] * dS[d][jc];
+      for (int m = 0; m < CH; m++) sv += Ql[m][d] * dOl[m][jc] - Wl[m][d] * dV[m][jc];
+      dS[d][jc] = sv;
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);

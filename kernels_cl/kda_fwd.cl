@@ -63,6 +63,25 @@ void kda_prep(__global const store_t *q, ulong qo, __global const store_t *k, ul
   for (int d = lid; d < KD; d += KDA_WG) glg[base * KD + d] = E0[d] * EL[d];
 }
 
+#define NPF ((CH * KD + KDA_WG - 1) / KDA_WG) /* tile elements per work-item */
+/* Loads chunk cc's tiles (W, Qg, Kd, this work-item's U and Aqk entries, gl) into registers. */
+#define KDA_PREFETCH(cc)                                                                    \
+  do {                                                                                      \
+    const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
+    for (int p = 0; p < NPF; p++) {                                                         \
+      const int e = lid + p * KDA_WG;                                                       \
+      if (e < CH * KD) {                                                                    \
+        const ulong g = b_ * CH * KD + e;                                                   \
+        pw[p] = Wg[g];                                                                      \
+        pq[p] = Qgg[g];                                                                     \
+        pk[p] = Kdg[g];                                                                     \
+      }                                                                                     \
+    }                                                                                       \
+    pu = jv ? Ug[(b_ * CH + r) * VD + j] : 0.0f;                                            \
+    pa = Ag[b_ * CH * CH + r * CH + jj];                                                    \
+    pg = lid < KD ? glg[b_ * KD + lid] : 0.0f;                                              \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(KDA_WG, 1, 1)))
 void kda_state(__global const float *Wg, __global const float *Ug, __global const float *Ag,
                __global const float *Qgg, __global const float *Kdg, __global const float *glg,
@@ -82,42 +101,53 @@ void kda_state(__global const float *Wg, __global const float *Ug, __global cons
     int d = e / VS, jc = e % VS;
     S[d][jc] = has_h0 && j0 + jc < VD ? h0[h0o + (sbase + d) * VD + j0 + jc] : 0.0f;
   }
+  /* The next chunk's tiles travel through registers: loaded from global memory while the
+   * current chunk computes, stored to local memory at the top of the next iteration. */
+  float pw[NPF], pq[NPF], pk[NPF], pu = 0.0f, pa = 0.0f, pg = 0.0f;
   const int2 sq = seqs[n];
+  if (sq.y > 0) KDA_PREFETCH(sq.x);
   for (int ci = 0; ci < sq.y; ci++) {
     const int c = sq.x + ci;
     const int2 ch = chunks[c];
     const ulong base = (ulong)c * (ulong)H + (ulong)h;
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with the tiles */
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with the tiles and with S */
     if (save)
       for (int e = lid; e < KD * VS; e += KDA_WG) {
         int d = e / VS, jc = e % VS;
         if (j0 + jc < VD) saved[(base * KD + d) * VD + j0 + jc] = S[d][jc];
       }
-    for (int e = lid; e < CH * KD; e += KDA_WG) {
-      const ulong g = base * CH * KD + e;
-      Wl[e / KD][e % KD] = Wg[g];
-      Ql[e / KD][e % KD] = Qgg[g];
-      Kl[e / KD][e % KD] = Kdg[g];
+    for (int p = 0; p < NPF; p++) {
+      const int e = lid + p * KDA_WG;
+      if (e < CH * KD) {
+        Wl[e / KD][e % KD] = pw[p];
+        Ql[e / KD][e % KD] = pq[p];
+        Kl[e / KD][e % KD] = pk[p];
+      }
     }
-    Ul[r][jj] = jv ? Ug[(base * CH + r) * VD + j] : 0.0f;
-    Al[r][jj] = Ag[base * CH * CH + r * CH + jj];
-    for (int d = lid; d < KD; d += KDA_WG) gll[d] = glg[base * KD + d];
+    Ul[r][jj] = pu;
+    Al[r][jj] = pa;
+    if (lid < KD) gll[lid] = pg;
     barrier(CLK_LOCAL_MEM_FENCE);
-    float acc = 0.0f;
-    for (int d = 0; d < KD; d++) acc += Wl[r][d] * S[d][jj];
-    Vn[r][jj] = Ul[r][jj] - acc;
+    if (ci + 1 < sq.y) KDA_PREFETCH(c + 1);
+    /* W S and Qg S in one pass over S. */
+    float accw = 0.0f, accq = 0.0f;
+    for (int d = 0; d < KD; d++) {
+      const float sv = S[d][jj];
+      accw += Wl[r][d] * sv;
+      accq += Ql[r][d] * sv;
+    }
+    Vn[r][jj] = Ul[r][jj] - accw;
     if (save && jv) saved_vn[(base * CH + r) * VD + j] = Vn[r][jj];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float out = 0.0f;
-    for (int d = 0; d < KD; d++) out += Ql[r][d] * S[d][jj];
+    barrier(CLK_LOCAL_MEM_FENCE); /* Vn complete; every read of S is done */
+    float out = accq;
     for (int m = 0; m < CH; m++) out += Al[r][m] * Vn[m][jj];
     if (has_o && r < ch.y && jv) STORE_OUT(o, oo + ((ulong)(ch.x + r) * (ulong)H + (ulong)h) * VD + j, out);
-    barrier(CLK_LOCAL_MEM_FENCE); /* every read of S is done */
+    /* Each entry of S belongs to one work-item: update in place. */
     for (int e = lid; e < KD * VS; e += KDA_WG) {
       int d = e / VS, jc = e % VS;
-      float s = gll[d] * S[d][jc];
-      for (int m = 0; m < CH; m++) s += Kl[m][d] * Vn[m][jc];
-      S[d][jc] = s;
+      float sv = gll[d] * S[d][jc];
+      for (int m = 0; m < CH; m++) sv += Kl[m][d] * Vn[m][jc];
+      S[d][jc] = sv;
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
