@@ -478,6 +478,8 @@ static int cmd_compare(int argc, char **argv)
 }
 
 /* ---- commands ---------------------------------------------------------------------------- */
+int cmd_mla(int argc, char **argv); /* clmoe_op_mla.c */
+
 static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
@@ -485,6 +487,8 @@ static const struct {
 } commands[] = {
     {"kda", cmd_kda, "KDA (Kimi Delta Attention) forward and backward: inputs q, k, v, g, beta,\n"
                      "           A_log, dt_bias [, initial_state, cu_seqlens, do, dfinal_state]"},
+    {"mla", cmd_mla, "Gated MLA attention forward and backward: inputs q, k_nope, k_rope, v\n"
+                     "           [, cu_seqlens, do]"},
     {"compare", cmd_compare, "testing aid: max errors between the tensors of two files"},
 };
 
@@ -518,5 +522,5 @@ int main(int argc, char **argv)
     app_name = name;
     return commands[i].run(argc - 1, argv + 1);
   }
-  app_usage_error("unknown command '%s' (kda, compare)", argv[1]);
+  app_usage_error("unknown command '%s' (kda, mla, compare)", argv[1]);
 }

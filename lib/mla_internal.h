@@ -1,0 +1,76 @@
+/* Internal to the MLA host code (mla.c, mla_attn.c, mla_decode.c): strided operands, the
+ * sequence plan with its tile tables, and the attention entry points the layer uses with
+ * column slices of its projections. */
+#ifndef CLMOE_MLA_INTERNAL_H
+#define CLMOE_MLA_INTERNAL_H
+
+#include "internal.h"
+#include "mla.h"
+
+#define MLA_WG 256 /* kernels_cl/mla.cl */
+#define MLA_TILE 16 /* BK = BB = 16 in kernels_cl/mla.cl */
+#define MLA_MAX_DQK 256
+#define MLA_MAX_DV 256
+#define MLA_DECODE_SPLIT 256 /* cache tokens per decode work-group (fixes the merge order) */
+
+/* An operand addressed as buf[off + token * ts + head * hs + d] (hs unused for k_rope). */
+typedef struct mla_operand {
+  cl_mem buf;
+  cl_ulong off;
+  cl_uint ts, hs;
+} mla_operand;
+
+/* Sequences of a [B, T] batch (or cu_seqlens) and their tile tables. */
+typedef struct mla_plan {
+  int64_t B, T, M, N;   /* M = B T tokens, N sequences */
+  cl_int *bounds;       /* host [N + 1] token offsets */
+  int64_t max_len;
+  cl_mem fwd_tiles;     /* int4 tables (see mla.cl), built on demand */
+  cl_mem bwd_tiles;     /* 16-row tiles: query tiles of dQ and key tiles of dK/dV */
+  size_t fwd_bytes, bwd_bytes;
+  int nfwd, nbwd, fq;   /* tile counts; FQ rows of the forward's query tiles */
+} mla_plan;
+
+clmoe_status mla_plan_make(clmoe_ctx *ctx, const char *op, int64_t B, int64_t T,
+                           const clmoe_tensor *cu, mla_plan *p);
+void mla_plan_release(clmoe_ctx *ctx, mla_plan *p);
+
+/* Everything the attention kernels need, validated. */
+typedef struct mla_attn_desc {
+  int64_t M, H, Dn, Dr, Dv;
+  int in_bf16;
+  float scale;
+  mla_operand q, kn, kr, v;
+} mla_attn_desc;
+
+/* Forward over a plan: o [M, H, Dv] (f32 or bf16, contiguous), lse [M, H] f32 or NULL. */
+clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                              clmoe_tensor *o, clmoe_tensor *lse);
+/* Backward: dq [M, H, Dqk] contiguous f32; dk_nope and dv as strided operands (f32);
+ * dkr [M, Dr] contiguous f32. */
+clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                              const clmoe_tensor *o, const clmoe_tensor *lse,
+                              const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                              mla_operand dv, clmoe_tensor *dkr);
+
+/* A strided 3-D view [d0, d1, d2] of base's buffer with the given element strides, starting
+ * `offset` elements after base's first (for head-batched GEMMs over interleaved columns). */
+void mla_strided_view(const clmoe_tensor *base, int64_t offset, int64_t d0, int64_t d1, int64_t d2,
+                      int64_t s0, int64_t s1, clmoe_tensor *out);
+
+/* Layer internals shared with prefill and decode (mla.c). */
+float mla_scale(const clmoe_mla_config *cfg);
+float mla_eps(const clmoe_mla_config *cfg);
+clmoe_status mla_check_weights(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_weights *w);
+/* The layer forward over a plan into y, filling s (every tensor created here). */
+clmoe_status mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                               const clmoe_tensor *x2, mla_plan *p, clmoe_tensor *y2, clmoe_mla_saved *s);
+/* The query, latent and gate projections of M tokens x2 [M, d] (no attention): q [M, H Dqk],
+ * c [M, dc], kr [M, Dr], gate [M, H Dv] (sigmoid applied), created here. */
+clmoe_status mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                         const clmoe_tensor *x2, clmoe_mla_saved *s, int keep_raw);
+/* y [M, d] = W_o (gate * o); u [M, H Dv] receives gate * o. */
+clmoe_status mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const clmoe_tensor *gate,
+                        const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2);
+
+#endif
