@@ -18,6 +18,7 @@
 #include "kda_layer.h"
 #include "data.h"
 #include "params.h"
+#include "model.h"
 #include "mla.h"
 #include "moe.h"
 

