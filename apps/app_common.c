@@ -13,8 +13,8 @@ const char *app_name = "clmoe";
 
 void app_die(clmoe_status st, const char *what)
 {
-  fprintf(stderr, "%s: %s failed: %s\n  %s\n", app_name, what, clmoe_strerror(st),
-          clmoe_last_error());
+  /* the message first (it names the file, flag or tensor); the call, for bug reports */
+  fprintf(stderr, "%s: %s\n  (%s from %s)\n", app_name, clmoe_last_error(), clmoe_strerror(st), what);
   exit(1);
 }
 

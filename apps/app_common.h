@@ -11,7 +11,7 @@
 /* The running program's name for messages ("clmoe-info"). */
 extern const char *app_name;
 
-/* Prints "app: what: STATUS: message" and exits 1. */
+/* Prints "app: message" and "(STATUS from what)" and exits 1. */
 void app_die(clmoe_status st, const char *what) __attribute__((noreturn));
 /* Prints "app: message" plus a hint to run --help, and exits 2 (bad command line). */
 void app_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));

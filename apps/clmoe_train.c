@@ -21,7 +21,10 @@ static void usage(void)
          "                      stopped. --steps may extend the run.\n"
          "Data (one of):\n"
          "  --data FILE         any file as byte tokens (vocabulary 256), or a CLMOETOK token shard\n"
-         "  --task mqar         the built-in recall task (key-value pairs, then queries)\n"
+         "  --task mqar[:keys=K,values=V,pairs=P,queries=Q]\n"
+         "                      the built-in recall task: P key-value pairs, then Q of the\n"
+         "                      keys whose values the model must recall (defaults 64, 64, 16,\n"
+         "                      8; chance is 1/V); validation accuracy is the recall rate\n"
          "Run:\n"
          "  --out DIR           checkpoints go to DIR/checkpoint.safetensors (default clmoe-run)\n"
          "  --metrics FILE      per-step CSV (default DIR/metrics.csv; - for none)\n"
@@ -32,7 +35,12 @@ static void usage(void)
          "                      byte data only; 0: none)\n"
          "  --prompt TEXT       the sample's prompt (default \"The \")\n"
          "  --device SPEC       OpenCL device (clmoe-info lists them; default: the best GPU, else CPU)\n"
-         "  --quiet             no progress lines\n"
+         "  --stop-at STEP      stop after STEP with a checkpoint, keeping the schedule of\n"
+         "                      --steps (split a run over several jobs; --resume goes on)\n"
+         "  --quiet             no progress lines (checkpoints and errors are still reported)\n"
+         "  --profile           at the end, device time by operator family and kernel\n"
+         "                      (OpenCL profiling events; steps after the first two), peak\n"
+         "                      device memory and tokens/s\n"
          "Inspection (no training):\n"
          "  --count-params      total and active (per token) parameters by component; active counts\n"
          "                      the top-k routed experts and the output head, not the embedding table\n"
@@ -124,6 +132,8 @@ static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **dat
     fprintf(stderr, "%s: %s\n", app_name, clmoe_last_error());
     exit(1);
   }
+  if (!strncmp(text, "# ", 2)) /* the model's name, as clmoe_config_write put it */
+    snprintf(cfg->name, sizeof cfg->name, "%.*s", (int)strcspn(text + 2, "\n"), text + 2);
   if (d && !(*data = strdup(d))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
   clmoe_st_close(f);
 }
@@ -133,7 +143,7 @@ int main(int argc, char **argv)
   app_name = "clmoe-train";
   const char *preset = NULL, *config = NULL, *json = NULL, *metrics = NULL;
   const char *steps = NULL, *batch = NULL, *seq_len = NULL, *lr = NULL, *seed = NULL, *eval_every = NULL,
-             *log_every = NULL, *ckpt_every = NULL, *sample = NULL;
+             *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL;
   train_opts o = {.out_dir = "clmoe-run", .sample_tokens = 200};
   int count = 0, print = 0;
   for (int i = 1; i < argc; i++) {
@@ -160,17 +170,19 @@ int main(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--log-every", &v)) log_every = v;
     else if (app_option(argc, argv, &i, "--checkpoint-every", &v)) ckpt_every = v;
     else if (app_option(argc, argv, &i, "--sample", &v)) sample = v;
+    else if (app_option(argc, argv, &i, "--stop-at", &v)) stop_at = v;
     else if (app_option(argc, argv, &i, "--prompt", &v)) o.prompt = v;
     else if (app_option(argc, argv, &i, "--device", &v)) o.device = v;
     else if (app_option(argc, argv, &i, "--json", &v)) json = v;
     else if (!strcmp(argv[i], "--count-params")) count = 1;
     else if (!strcmp(argv[i], "--print-config")) print = 1;
     else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
+    else if (!strcmp(argv[i], "--profile")) o.profile = 1;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   if ((preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
     app_usage_error("give exactly one of --preset NAME, --config FILE and --resume CKPT");
-  if (o.task && strcmp(o.task, "mqar")) app_usage_error("--task: unknown task '%s' (known: mqar)", o.task);
+  if (o.task) train_parse_task("--task", o.task, &o.mqar);
   if (o.task && o.data) app_usage_error("give --data FILE or --task mqar, not both");
 
   clmoe_config c;
@@ -195,6 +207,7 @@ int main(int argc, char **argv)
   if (log_every) t->log_every = app_parse_int("--log-every", log_every, 1, INT64_MAX);
   if (ckpt_every) t->checkpoint_every = app_parse_int("--checkpoint-every", ckpt_every, 0, INT64_MAX);
   if (sample) o.sample_tokens = app_parse_int("--sample", sample, 0, 1 << 20);
+  if (stop_at) o.stop_at = app_parse_int("--stop-at", stop_at, 1, INT64_MAX / 2);
   if (t->min_lr > t->lr) t->min_lr = t->lr;
   if (clmoe_config_validate(&c, preset ? preset : config ? config : o.resume) != CLMOE_OK) {
     fprintf(stderr, "%s: %s\n", app_name, clmoe_last_error());
@@ -208,7 +221,10 @@ int main(int argc, char **argv)
     return 0;
   }
   if (!o.data && !o.task) { /* a resumed run keeps its data unless told otherwise */
-    if (ckpt_data && !strcmp(ckpt_data, "mqar")) o.task = "mqar";
+    if (ckpt_data && !strncmp(ckpt_data, "mqar", 4)) {
+      o.task = ckpt_data;
+      train_parse_task(o.resume, ckpt_data, &o.mqar);
+    }
     else if (ckpt_data) o.data = ckpt_data;
     else app_usage_error("give the training data: --data FILE or --task mqar");
   }

@@ -55,13 +55,13 @@ static void save(run *r, const char *why)
   snprintf(val, sizeof val, "%lld", (long long)r->step);
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "config", text));
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "step", val));
-  APP_CHECK(clmoe_ckpt_meta_set(&meta, "data", r->o->data ? r->o->data : "mqar"));
+  APP_CHECK(clmoe_ckpt_meta_set(&meta, "data", r->o->data ? r->o->data : r->o->task));
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "next_batch", val)); /* batches are drawn by (seed, index) */
   free(text);
   clmoe_status st = clmoe_params_save(clmoe_model_params(r->model), path, &meta);
   clmoe_ckpt_meta_free(&meta);
   if (st != CLMOE_OK) app_die(st, "writing the checkpoint");
-  if (!r->o->quiet) fprintf(stderr, "%s: checkpoint %s at step %lld (%s)\n", app_name, path, (long long)r->step, why);
+  fprintf(stderr, "%s: checkpoint %s at step %lld (%s)\n", app_name, path, (long long)r->step, why);
 }
 
 /* Validation loss and next-token accuracy (argmax) over the scored tokens of eval_batches
@@ -130,24 +130,133 @@ static void sample(run *r)
   free(seq), free(row);
 }
 
+/* The op family of a kernel: its name up to the first '_' ("kda_chunk_fwd" -> "kda"). */
+static void family_of(const char *kernel, char *fam, size_t len)
+{
+  size_t n = strcspn(kernel, "_");
+  if (n >= len) n = len - 1;
+  memcpy(fam, kernel, n);
+  fam[n] = 0;
+}
+
+static int by_seconds(const void *a, const void *b)
+{
+  const double x = ((const clmoe_kernel_time *)a)->seconds, y = ((const clmoe_kernel_time *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+/* --profile: device time by family, the top kernels, memory and throughput. */
+static void print_profile(clmoe_ctx *ctx, double wall_s, double kernel_s, int64_t tokens)
+{
+  const clmoe_kernel_time *rows;
+  const int n = clmoe_ctx_profile_kernels(ctx, &rows);
+  clmoe_pool_stats ps;
+  clmoe_ctx_pool_stats(ctx, &ps);
+  printf("profile (%s): %lld tokens in %.3f s of steps (%.0f tok/s); device time %.3f s (%.0f%% of the steps)\n",
+         clmoe_ctx_caps(ctx)->device_name, (long long)tokens, wall_s, tokens / (wall_s > 0 ? wall_s : 1), kernel_s,
+         100.0 * kernel_s / (wall_s > 0 ? wall_s : 1));
+  printf("device memory: peak in use %.1f MiB, held by the pool %.1f MiB\n", ps.peak_in_use_bytes / 1048576.0,
+         ps.device_bytes / 1048576.0);
+  if (n == 0) return;
+  clmoe_kernel_time *k = malloc((size_t)n * sizeof *k), *fam = calloc((size_t)n, sizeof *fam);
+  if (!k || !fam) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
+  memcpy(k, rows, (size_t)n * sizeof *k);
+  int nf = 0;
+  for (int i = 0; i < n; i++) {
+    char f[64];
+    family_of(k[i].name, f, sizeof f);
+    int j = 0;
+    while (j < nf && strcmp(fam[j].name, f)) j++;
+    if (j == nf) snprintf(fam[nf++].name, sizeof fam[0].name, "%s", f);
+    fam[j].seconds += k[i].seconds, fam[j].launches += k[i].launches;
+  }
+  qsort(fam, (size_t)nf, sizeof *fam, by_seconds);
+  qsort(k, (size_t)n, sizeof *k, by_seconds);
+  printf("%-28s %10s %7s %10s\n", "family", "seconds", "share", "launches");
+  for (int i = 0; i < nf; i++)
+    printf("%-28s %10.4f %6.1f%% %10lld\n", fam[i].name, fam[i].seconds, 100.0 * fam[i].seconds / kernel_s,
+           (long long)fam[i].launches);
+  printf("%-28s %10s %7s %10s %10s\n", "kernel (top 15)", "seconds", "share", "launches", "us/launch");
+  for (int i = 0; i < n && i < 15; i++)
+    printf("%-28s %10.4f %6.1f%% %10lld %10.1f\n", k[i].name, k[i].seconds, 100.0 * k[i].seconds / kernel_s,
+           (long long)k[i].launches, 1e6 * k[i].seconds / (double)k[i].launches);
+  free(k), free(fam);
+}
+
+void train_parse_task(const char *flag, const char *spec, clmoe_mqar *task)
+{
+  *task = (clmoe_mqar){64, 64, 16, 8};
+  if (strncmp(spec, "mqar", 4) || (spec[4] && spec[4] != ':'))
+    app_usage_error("%s: unknown task '%s' (known: mqar[:keys=K,values=V,pairs=P,queries=Q])", flag, spec);
+  for (const char *p = spec[4] ? spec + 5 : spec + 4; *p;) {
+    const size_t n = strcspn(p, "=,");
+    char *end;
+    if (p[n] != '=') app_usage_error("%s: '%s': expected NAME=VALUE after '%.*s'", flag, spec, (int)n, p);
+    errno = 0;
+    const long v = strtol(p + n + 1, &end, 10);
+    if (errno || end == p + n + 1 || (*end && *end != ',') || v < 1 || v > 100000)
+      app_usage_error("%s: '%s': the value of '%.*s' must be an integer in [1, 100000]", flag, spec, (int)n, p);
+    int *field = !strncmp(p, "keys", n) && n == 4      ? &task->keys
+                 : !strncmp(p, "values", n) && n == 6  ? &task->values
+                 : !strncmp(p, "pairs", n) && n == 5   ? &task->pairs
+                 : !strncmp(p, "queries", n) && n == 7 ? &task->queries
+                                                       : NULL;
+    if (!field) app_usage_error("%s: '%s': unknown field '%.*s' (keys, values, pairs, queries)", flag, spec, (int)n, p);
+    *field = (int)v;
+    p = *end ? end + 1 : end;
+  }
+}
+
+/* A resumed run's metrics file keeps the rows up to the checkpoint's step (a run that went
+ * on past its last checkpoint before it died wrote rows that are about to be redone). */
+static void metrics_truncate(const char *path, int64_t step)
+{
+  FILE *f = fopen(path, "r");
+  if (!f) return; /* a new file */
+  char *keep = NULL, line[1024];
+  size_t len = 0;
+  FILE *m = open_memstream(&keep, &len);
+  if (!m) app_die(CLMOE_ERR_OUT_OF_MEMORY, "open_memstream");
+  while (fgets(line, sizeof line, f))
+    if (!(line[0] >= '0' && line[0] <= '9') || atoll(line) <= step) fputs(line, m);
+  fclose(f);
+  fclose(m);
+  f = fopen(path, "w");
+  if (!f || fwrite(keep, 1, len, f) != len || fclose(f) != 0) {
+    fprintf(stderr, "%s: cannot rewrite %s: %s\n", app_name, path, strerror(errno));
+    exit(1);
+  }
+  free(keep);
+}
+
 int train_run(clmoe_config *cfg, const train_opts *o)
 {
   run r = {0};
   r.cfg = cfg, r.o = o;
   const clmoe_train_config *t = &cfg->train;
   if (o->data) APP_CHECK(clmoe_data_open(o->data, &r.data));
-  else {
-    clmoe_mqar task = {64, 64, 16, 8};
-    APP_CHECK(clmoe_data_mqar(&task, &r.data));
+  else APP_CHECK(clmoe_data_mqar(&o->mqar, &r.data));
+  if (clmoe_data_vocab(r.data) > cfg->vocab) {
+    fprintf(stderr, "%s: %s: the data's vocabulary (%lld) exceeds the model's ([model] vocab = %lld)\n", app_name,
+            o->data ? o->data : o->task, (long long)clmoe_data_vocab(r.data), (long long)cfg->vocab);
+    return 1;
   }
-  if (clmoe_data_vocab(r.data) > cfg->vocab)
-    app_usage_error("the data's vocabulary (%lld) exceeds the model's ([model] vocab = %lld)",
-                    (long long)clmoe_data_vocab(r.data), (long long)cfg->vocab);
+  int64_t maxT = t->seq_len;
+  for (int i = 0; i < t->ncurriculum; i++) maxT = t->curriculum_len[i] > maxT ? t->curriculum_len[i] : maxT;
+  for (int split = 0; o->data && split < 2; split++) { /* windows must not wrap around */
+    const int64_t have = clmoe_data_tokens(r.data, (clmoe_split)split);
+    if (have < maxT + 1) {
+      fprintf(stderr, "%s: %s: the %s split has %lld tokens, fewer than one sequence of %lld + 1 (use more data or "
+              "a shorter --seq-len)\n", app_name, o->data, split ? "validation (last 5%)" : "training",
+              (long long)have, (long long)maxT);
+      return 1;
+    }
+  }
   if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "%s: cannot create %s: %s\n", app_name, o->out_dir, strerror(errno));
     return 1;
   }
-  clmoe_ctx_options copts = {.device = o->device};
+  clmoe_ctx_options copts = {.device = o->device, .profiling = o->profile};
   APP_CHECK(clmoe_ctx_create(&r.ctx, &copts));
   APP_CHECK(clmoe_model_create(r.ctx, cfg, &r.model));
   clmoe_params *ps = clmoe_model_params(r.model);
@@ -160,12 +269,11 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   } else {
     APP_CHECK(clmoe_model_init(r.model, t->seed));
   }
-  int64_t maxT = t->seq_len;
-  for (int i = 0; i < t->ncurriculum; i++) maxT = t->curriculum_len[i] > maxT ? t->curriculum_len[i] : maxT;
   r.tokens = malloc((size_t)(t->batch * maxT) * sizeof *r.tokens);
   r.targets = malloc((size_t)(t->batch * maxT) * sizeof *r.targets);
   if (!r.tokens || !r.targets) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
   if (o->metrics) {
+    if (r.step) metrics_truncate(o->metrics, r.step);
     r.metrics = fopen(o->metrics, r.step ? "a" : "w");
     if (!r.metrics) {
       fprintf(stderr, "%s: cannot write %s: %s\n", app_name, o->metrics, strerror(errno));
@@ -185,13 +293,18 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   const int64_t first = r.step;
   int64_t tokens_done = 0;
   double loss = NAN, val = NAN, acc = NAN, norm = NAN;
-  while (r.step < t->steps && !stop_signal) {
+  double prof_s = 0.0, prof_kernel_s = 0.0;
+  int64_t prof_tokens = 0;
+  const int64_t end = o->stop_at > 0 && o->stop_at < t->steps ? o->stop_at : t->steps;
+  while (r.step < end && !stop_signal) {
     const int64_t T = seq_len_at(t, r.step);
     const double t0 = app_now();
     APP_CHECK(clmoe_data_batch(r.data, CLMOE_SPLIT_TRAIN, t->seed, r.step, t->batch, T, r.tokens, r.targets));
     clmoe_adamw hp = {(float)clmoe_lr_at(t->lr, t->min_lr, warmup_of(t), t->steps, r.step), (float)t->beta1,
                       (float)t->beta2, (float)t->adam_eps, (float)t->weight_decay, 1.0f, 0};
     int64_t scored;
+    const int profiled = o->profile && r.step - first >= 2; /* skip warm-up (kernel builds) */
+    if (profiled) APP_CHECK(clmoe_ctx_profile_begin(r.ctx));
     APP_CHECK(clmoe_params_zero_grad(ps));
     APP_CHECK(clmoe_model_forward(r.model, t->batch, T, r.tokens, r.targets, 1, &loss, &scored));
     clmoe_moe_load load = {0};
@@ -210,29 +323,44 @@ int train_run(clmoe_config *cfg, const train_opts *o)
               (long long)r.step, clmoe_last_error(), loss);
       return 1;
     }
+    if (profiled) {
+      double ks;
+      APP_CHECK(clmoe_ctx_profile_end(r.ctx, &ks, NULL));
+      prof_s += app_now() - t0, prof_kernel_s += ks, prof_tokens += t->batch * T;
+    }
     r.step++;
     tokens_done += t->batch * T;
     train_s += app_now() - t0;
-    const int last = r.step == t->steps;
-    if (t->eval_every > 0 && (r.step % t->eval_every == 0 || last)) val = evaluate(&r, T, &acc);
+    const int last = r.step == end;
+    const int evaluated = t->eval_every > 0 && (r.step % t->eval_every == 0 || r.step == t->steps);
+    if (evaluated) val = evaluate(&r, T, &acc);
+    char vs[64] = ",", vp[64] = "-";
+    if (!isnan(val)) { /* the CSV has val_loss and val_accuracy on evaluation steps only */
+      if (evaluated) snprintf(vs, sizeof vs, "%.6f,%.4f", val, acc);
+      snprintf(vp, sizeof vp, "%.4f (acc %.3f)", val, acc);
+    }
     if (r.metrics)
-      fprintf(r.metrics, "%lld,%.6f,%.6f,%.4f,%.6g,%.6g,%.1f,%.4f,%lld\n", (long long)r.step, loss, val, acc, hp.lr, norm,
+      fprintf(r.metrics, "%lld,%.6f,%s,%.6g,%.6g,%.1f,%.4f,%lld\n", (long long)r.step, loss, vs, hp.lr, norm,
               (double)tokens_done / train_s, worst, (long long)empty);
     if (!o->quiet && (r.step % t->log_every == 0 || last)) {
       const double el = app_now() - start;
       char e[32], eta[32];
       fmt_time(e, sizeof e, el);
-      fmt_time(eta, sizeof eta, el / (double)(r.step - first) * (double)(t->steps - r.step));
-      fprintf(stderr, "%sstep %6lld/%lld  loss %.4f  val %.4f (acc %.3f)  %.0f tok/s  lr %.2e  |g| %.3f  moe max/mean %.2f  %s ETA %s%s",
-              tty ? "\r" : "", (long long)r.step, (long long)t->steps, loss, val, acc, (double)tokens_done / train_s, hp.lr, norm,
+      fmt_time(eta, sizeof eta, el / (double)(r.step - first) * (double)(end - r.step));
+      fprintf(stderr, "%sstep %6lld/%lld  loss %.4f  val %s  %.0f tok/s  lr %.2e  |g| %.3f  moe max/mean %.2f  %s ETA %s%s",
+              tty ? "\r" : "", (long long)r.step, (long long)t->steps, loss, vp, (double)tokens_done / train_s, hp.lr, norm,
               worst, e, eta, tty ? "   " : "\n");
     }
     if (t->checkpoint_every > 0 && r.step % t->checkpoint_every == 0) save(&r, "interval");
   }
   if (!o->quiet && tty) fprintf(stderr, "\n");
-  save(&r, stop_signal ? "interrupted" : "end");
-  if (r.metrics) fclose(r.metrics);
-  if (!stop_signal) sample(&r);
+  if (o->profile) print_profile(r.ctx, prof_s, prof_kernel_s, prof_tokens);
+  save(&r, stop_signal ? "interrupted" : r.step < t->steps ? "--stop-at" : "end");
+  if (r.metrics && fclose(r.metrics) != 0) {
+    fprintf(stderr, "%s: writing %s: %s\n", app_name, o->metrics, strerror(errno));
+    return 1;
+  }
+  if (!stop_signal && r.step == t->steps) sample(&r);
   free(r.tokens), free(r.targets);
   clmoe_model_destroy(r.model);
   clmoe_ctx_destroy(r.ctx);

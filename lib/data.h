@@ -10,7 +10,8 @@
  *   - the synthetic multi-query associative recall task (MQAR): each sequence lists
  *     key-value pairs, then asks for the values of some of the keys; only the answers are
  *     scored, so a model that recalls beats chance (1 / values) clearly.
- * A stream's last 5% (at least one sequence's worth) is held out for validation. Batches are
+ * A stream's last 5% is held out for validation (a split shorter than a window wraps around;
+ * clmoe-train refuses such data). Batches are
  * drawn by position from (seed, batch index) alone, so a run resumes exactly by continuing
  * the batch index. */
 #ifndef CLMOE_DATA_H

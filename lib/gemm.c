@@ -143,18 +143,29 @@ static clmoe_status gemm_clblast(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb,
   CLBlastTranspose cta = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose ctb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastStatusCode code;
+  /* profiling: a marker before the call and CLBlast's event (its last kernel) after it */
+  cl_event start = NULL, ev = NULL, *evp = NULL;
+  if (ctx->prof_active && ctx->profiling) {
+    CLMOE_CL(clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &start));
+    evp = &ev;
+  }
   if (s->batch == 1)
     code = CLBlastSgemm(CLBlastLayoutRowMajor, cta, ctb, (size_t)s->m, (size_t)s->n, (size_t)s->k,
                         alpha, A->buf, (size_t)A->offset, (size_t)s->lda, B->buf,
                         (size_t)B->offset, (size_t)s->ldb, beta, C->buf, (size_t)C->offset,
-                        (size_t)s->ldc, &ctx->queue, NULL);
+                        (size_t)s->ldc, &ctx->queue, evp);
   else
     code = CLBlastSgemmStridedBatched(
         CLBlastLayoutRowMajor, cta, ctb, (size_t)s->m, (size_t)s->n, (size_t)s->k, alpha, A->buf,
         (size_t)A->offset, (size_t)s->lda, (size_t)s->astride, B->buf, (size_t)B->offset,
         (size_t)s->ldb, (size_t)s->bstride, beta, C->buf, (size_t)C->offset, (size_t)s->ldc,
-        (size_t)s->cstride, (size_t)s->batch, &ctx->queue, NULL);
-  return code == CLBlastSuccess ? CLMOE_OK : clblast_error(code);
+        (size_t)s->cstride, (size_t)s->batch, &ctx->queue, evp);
+  if (code != CLBlastSuccess) {
+    if (start) clReleaseEvent(start);
+    if (ev) clReleaseEvent(ev);
+    return clblast_error(code);
+  }
+  return evp ? clmoe__profile_record(ctx, ev, start, "clblast_sgemm") : CLMOE_OK;
 }
 
 /* A contiguous fp32 copy of a bf16 operand (the CLBlast path only takes fp32). */

@@ -108,9 +108,11 @@ struct clmoe_ctx {
   clmoe_program_stats prog_stats;
   clmoe_pool pool;
   clmoe_gemm_backend gemm_backend;
-  int prof_active;       /* clmoe_ctx_profile_begin was called */
-  cl_event *prof_events; /* events of the kernels launched since */
+  int prof_active;                /* clmoe_ctx_profile_begin was called */
+  struct clmoe__prof_event *prof_events; /* the kernels launched since */
   int prof_count, prof_cap;
+  clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
+  int prof_rows, prof_table_cap;
   void *clblast_state; /* reserved for the GEMM layer */
 };
 
@@ -159,6 +161,10 @@ void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes);
 
 void clmoe__pool_destroy(clmoe_ctx *ctx);
 void clmoe__profile_destroy(clmoe_ctx *ctx);
+/* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;
+ * with `start` (a marker enqueued before a library call such as CLBlast's, also owned),
+ * the time counts from start's end to ev's end. No-op (releasing both) otherwise. */
+clmoe_status clmoe__profile_record(clmoe_ctx *ctx, cl_event ev, cl_event start, const char *name);
 void clmoe__gemm_destroy(clmoe_ctx *ctx);
 
 

@@ -420,6 +420,18 @@ clmoe_status clmoe_config_validate(const clmoe_config *c, const char *name)
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */
+/* The shortest %g form that reads back as the same double (0.0003, not 0.00029999...). */
+static const char *shortest(double v, char *buf)
+{
+  for (int prec = 6; prec < 17; prec++) {
+    snprintf(buf, 32, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return buf;
+  }
+  snprintf(buf, 32, "%.17g", v);
+  return buf;
+}
+#define G(v) shortest((v), (char[32]){0})
+
 int clmoe_config_write(const clmoe_config *c, FILE *f)
 {
   int ok = fprintf(f, "# %s\n[model]\nvocab = %lld\nd_model = %lld\nlayers = %d\n", c->name,
@@ -433,11 +445,11 @@ int clmoe_config_write(const clmoe_config *c, FILE *f)
       }
     ok &= fprintf(f, "\n") > 0;
   }
-  ok &= fprintf(f, "dense_layers = %d\nnorm_eps = %.17g\n", c->dense_layers, c->norm_eps) > 0;
+  ok &= fprintf(f, "dense_layers = %d\nnorm_eps = %s\n", c->dense_layers, G(c->norm_eps)) > 0;
   if (c->kda_heads)
     ok &= fprintf(f, "\n[kda]\nheads = %lld\nhead_dim = %lld\ngate_rank = %lld\nconv_width = %d\n"
-                     "lower_bound = %.17g\ngate = %s\n", (long long)c->kda_heads, (long long)c->kda_head_dim,
-                  (long long)c->kda_gate_rank, c->kda_conv_width, c->kda_lower_bound,
+                     "lower_bound = %s\ngate = %s\n", (long long)c->kda_heads, (long long)c->kda_head_dim,
+                  (long long)c->kda_gate_rank, c->kda_conv_width, G(c->kda_lower_bound),
                   c->kda_unbounded_gate ? "unbounded" : "bounded") > 0;
   if (c->mla_heads)
     ok &= fprintf(f, "\n[mla]\nheads = %lld\nq_rank = %lld\nkv_rank = %lld\nqk_nope_dim = %lld\n"
@@ -447,14 +459,14 @@ int clmoe_config_write(const clmoe_config *c, FILE *f)
   if (c->dense_ff) ok &= fprintf(f, "\n[ffn]\ndense_ff = %lld\n", (long long)c->dense_ff) > 0;
   if (c->experts)
     ok &= fprintf(f, "\n[moe]\nexperts = %lld\ntop_k = %lld\nshared_experts = %lld\n%s%lld\nlatent = %lld\n"
-                     "expert_ff = %lld\nrouted_scale = %.17g\nbalancing = %s\nquantile_bins = %d\nsign_rate = %.17g\n",
+                     "expert_ff = %lld\nrouted_scale = %s\nbalancing = %s\nquantile_bins = %d\nsign_rate = %s\n",
                   (long long)c->experts, (long long)c->top_k, (long long)c->shared_experts,
                   c->shared_ff ? "shared_ff = " : "# shared_ff = ", (long long)c->shared_ff,
-                  (long long)c->latent, (long long)c->expert_ff, c->routed_scale, c->balancing,
-                  c->quantile_bins, c->sign_rate) > 0;
+                  (long long)c->latent, (long long)c->expert_ff, G(c->routed_scale), c->balancing,
+                  c->quantile_bins, G(c->sign_rate)) > 0;
   ok &= fprintf(f, "\n[attn_res]\nblock = %d\n", c->attn_res_block) > 0;
   const clmoe_train_config *t = &c->train;
-  ok &= fprintf(f, "\n[train]\nlr = %.17g\nmin_lr = %.17g\n", t->lr, t->min_lr) > 0;
+  ok &= fprintf(f, "\n[train]\nlr = %s\nmin_lr = %s\n", G(t->lr), G(t->min_lr)) > 0;
   if (t->warmup_steps >= 0) ok &= fprintf(f, "warmup_steps = %lld\n", (long long)t->warmup_steps) > 0;
   ok &= fprintf(f, "steps = %lld\nbatch = %lld\nseq_len = %lld\n", (long long)t->steps, (long long)t->batch,
                 (long long)t->seq_len) > 0;
@@ -465,9 +477,9 @@ int clmoe_config_write(const clmoe_config *c, FILE *f)
                     (long long)t->curriculum_step[i]) > 0;
     ok &= fprintf(f, "\n") > 0;
   }
-  ok &= fprintf(f, "weight_decay = %.17g\nbeta1 = %.17g\nbeta2 = %.17g\nadam_eps = %.17g\nclip = %.17g\n"
+  ok &= fprintf(f, "weight_decay = %s\nbeta1 = %s\nbeta2 = %s\nadam_eps = %s\nclip = %s\n"
                    "seed = %llu\neval_every = %lld\neval_batches = %lld\nlog_every = %lld\ncheckpoint_every = %lld\n",
-                t->weight_decay, t->beta1, t->beta2, t->adam_eps, t->clip, (unsigned long long)t->seed,
+                G(t->weight_decay), G(t->beta1), G(t->beta2), G(t->adam_eps), G(t->clip), (unsigned long long)t->seed,
                 (long long)t->eval_every, (long long)t->eval_batches, (long long)t->log_every,
                 (long long)t->checkpoint_every) > 0;
   return ok ? 0 : -1;

@@ -111,6 +111,18 @@ clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx);
 clmoe_status clmoe_ctx_profile_begin(clmoe_ctx *ctx);
 clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *kernels);
 
+/* Time by kernel name, summed over every profiled interval since the context was created
+ * or last cleared. CLBlast's GEMMs count as "clblast_sgemm" (from a marker before the call
+ * to the end of its last kernel, so CLBlast's own host work between its kernels is
+ * included). `*rows` stays valid until the next profiling call; returns the row count. */
+typedef struct clmoe_kernel_time {
+  char name[64];
+  double seconds;
+  int64_t launches;
+} clmoe_kernel_time;
+int clmoe_ctx_profile_kernels(const clmoe_ctx *ctx, const clmoe_kernel_time **rows);
+void clmoe_ctx_profile_clear(clmoe_ctx *ctx);
+
 /* Short name of a vendor ("nvidia", "amd", "intel", "pocl", ...). */
 const char *clmoe_vendor_name(clmoe_vendor vendor);
 
