@@ -2,6 +2,7 @@
  * GEMMs (CLBlast), the short convolution, KDA, RMSNorm and pointwise ops. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,13 +57,41 @@ clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t 
   return CLMOE_OK;
 }
 
+/* dt_bias sets each channel's decay rate at initialisation (z = 0, A_log = 0): rates
+ * -g log-uniform in [1e-3, 0.5] per token, memories from about 2 to 1000 tokens, as
+ * Mamba initialises its time steps. With dt_bias = 0 every channel would start at
+ * g = lb / 2 (alpha = e^-2.5 for lb = -5): nothing survives a few tokens and recall has to
+ * be learnt against that. Drawn on the host from the counter-based generator, so every
+ * device gets the same bits. */
+static clmoe_status init_dt_bias(clmoe_kda_layer *l, uint64_t seed)
+{
+  const int64_t n = l->H * l->D;
+  const double lb = l->opts.lower_bound != 0.0f ? fabs((double)l->opts.lower_bound) : 5.0;
+  float *h = malloc((size_t)n * sizeof *h);
+  if (!h) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_kda_layer_init: out of host memory");
+  for (int64_t i = 0; i < n; i++) {
+    const double u = clmoe_random_uniform(seed, (uint64_t)i, 0.0f, 1.0f);
+    const double rate = exp(log(1e-3) + u * (log(0.5) - log(1e-3)));
+    if (l->opts.gate == CLMOE_KDA_GATE_UNBOUNDED) {
+      h[i] = (float)log(expm1(rate)); /* softplus(dt_bias) = rate */
+    } else {
+      const double p = rate / lb; /* sigmoid(dt_bias) = rate / |lb| */
+      h[i] = (float)log(p / (1.0 - p));
+    }
+  }
+  clmoe_status st = clmoe_tensor_write(&l->dt_bias, h, (size_t)n * sizeof *h);
+  free(h);
+  return st;
+}
+
 clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed)
 {
   clmoe_tensor *t[NPARAM];
   const char *names[NPARAM];
   clmoe_kda_layer_params(l, t, names, NULL);
   for (int i = 0; i < NPARAM; i++) {
-    if (t[i] == &l->A_log || t[i] == &l->dt_bias) CLMOE_TRY(clmoe_tensor_fill(t[i], 0.0));
+    if (t[i] == &l->A_log) CLMOE_TRY(clmoe_tensor_fill(t[i], 0.0));
+    else if (t[i] == &l->dt_bias) CLMOE_TRY(init_dt_bias(l, seed * 64 + (uint64_t)i));
     else if (t[i] == &l->o_gain) CLMOE_TRY(clmoe_tensor_fill(t[i], 1.0));
     else CLMOE_TRY(clmoe_tensor_fill_normal(t[i], seed * 64 + (uint64_t)i, 0.0f, 0.02f));
   }

@@ -44,7 +44,8 @@ void clmoe_kda_layer_destroy(clmoe_kda_layer *l);
 int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **tensors, const char **names, int *decay);
 /* Initialisation (documented, seeded, the same on every device): matrices N(0, 0.02),
  * convolution taps N(0, 0.02) plus 1 on the newest tap (starts near the identity),
- * A_log 0, dt_bias 0, the norm gain 1. */
+ * A_log 0, dt_bias such that the initial per-token decay rates -g are log-uniform in
+ * [1e-3, 0.5] over the channels (memories of ~2 to ~1000 tokens), the norm gain 1. */
 clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed);
 
 /* Activations the forward keeps for the backward ([tokens, .] f32). */

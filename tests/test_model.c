@@ -149,8 +149,63 @@ static void test_training_lowers_loss(void)
   clmoe_model_destroy(m);
 }
 
+/* Information flows forward in time only, within a sequence: changing token s changes the
+ * logits at every t >= s (through KDA states and MLA attention) and no logit before s nor in
+ * the other sequence (bit for bit). For the tiny stack, an all-KDA and an all-MLA stack. */
+static void check_flow(int mla, const char *what)
+{
+  clmoe_config cfg;
+  TEST_OK(clmoe_config_preset("tiny", &cfg));
+  if (mla >= 0)
+    for (int i = 0; i < cfg.layers; i++) cfg.is_mla[i] = (unsigned char)mla;
+  clmoe_model *m = NULL;
+  TEST_OK(clmoe_model_create(test_ctx, &cfg, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  TEST_OK(clmoe_model_init(m, 11));
+  batch(12);
+  const int64_t V = cfg.vocab, n = B * T * V, s = 9;
+  float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a && b ? a : NULL);
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, NULL, 0, NULL, NULL));
+  TEST_OK(clmoe_tensor_read(clmoe_model_logits(m), a, (size_t)n * sizeof *a));
+  tokens[s] = (tokens[s] + 128) % 256; /* sequence 0, position s */
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, NULL, 0, NULL, NULL));
+  TEST_OK(clmoe_tensor_read(clmoe_model_logits(m), b, (size_t)n * sizeof *b));
+  int past_same = 1, other_same = 1, future_moved = 1;
+  double weakest = INFINITY;
+  for (int64_t t = 0; t < T; t++) {
+    double diff = 0.0, mag = 0.0;
+    for (int64_t v = 0; v < V; v++) {
+      const int64_t i = t * V + v, j = (T + t) * V + v;
+      if (t < s && memcmp(&a[i], &b[i], sizeof a[i])) past_same = 0;
+      if (memcmp(&a[j], &b[j], sizeof a[j])) other_same = 0;
+      diff += fabs((double)a[i] - b[i]), mag += fabs((double)a[i]);
+    }
+    if (t > s) { /* later positions see s only through the mixers */
+      weakest = fmin(weakest, diff / mag);
+      if (!(diff / mag > 1e-5)) future_moved = 0;
+    }
+  }
+  if (!past_same || !other_same || !future_moved)
+    fprintf(stderr, "\n    %s: past unchanged %d, other sequence unchanged %d, later positions moved %d "
+            "(weakest relative change %.3g)\n", what, past_same, other_same, future_moved, weakest);
+  CU_ASSERT(past_same);
+  CU_ASSERT(other_same);
+  CU_ASSERT(future_moved);
+  free(a), free(b);
+  clmoe_model_destroy(m);
+}
+
+static void test_flow(void)
+{
+  check_flow(-1, "tiny");
+  check_flow(0, "all KDA");
+  check_flow(1, "all MLA");
+}
+
 static void add_tests(CU_pSuite suite)
 {
+  CU_add_test(suite, "causal: a token moves later logits only, in its own sequence", test_flow);
   CU_add_test(suite, "loss at initialisation is ln(vocab)", test_init_loss);
   CU_add_test(suite, "gradients = finite differences, by parameter group", test_gradients);
   CU_add_test(suite, "training steps lower the loss", test_training_lowers_loss);
