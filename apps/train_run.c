@@ -102,8 +102,25 @@ static void fmt_time(char *buf, size_t len, double s)
   else snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
 }
 
-/* Greedy continuation of a prompt with full forwards (clmoe-generate does this properly,
- * with KDA states and the MLA cache). */
+/* Next token from logits at temperature 0.8 (0: greedy), with a 64-bit LCG state. */
+static int32_t draw(const float *row, int64_t V, double temperature, uint64_t *state)
+{
+  int32_t best = 0;
+  for (int64_t v = 1; v < V; v++)
+    if (row[v] > row[best]) best = (int32_t)v;
+  if (temperature <= 0.0) return best;
+  double z = 0.0;
+  for (int64_t v = 0; v < V; v++) z += exp(((double)row[v] - row[best]) / temperature);
+  *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+  double u = (double)(*state >> 11) * 0x1.0p-53 * z;
+  for (int64_t v = 0; v < V; v++)
+    if ((u -= exp(((double)row[v] - row[best]) / temperature)) <= 0.0) return (int32_t)v;
+  return best;
+}
+
+/* A continuation of a prompt, sampled at temperature 0.8 (seeded by the config's seed),
+ * with full forwards (clmoe-generate does this properly, with KDA states and the MLA
+ * cache). */
 static void sample(run *r)
 {
   if (r->o->sample_tokens <= 0 || strcmp(clmoe_data_kind(r->data), "bytes")) return;
@@ -113,17 +130,16 @@ static void sample(run *r)
   float *row = malloc((size_t)V * sizeof *row);
   if (!seq || !row) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
   for (int64_t i = 0; i < n0; i++) seq[i] = (unsigned char)prompt[i];
-  printf("%s: sample after %lld steps:\n%s", app_name, (long long)r->step, prompt);
+  uint64_t state = r->cfg->train.seed;
+  printf("%s: sample after %lld steps (temperature 0.8):\n%s", app_name, (long long)r->step, prompt);
   for (int64_t len = n0; len < n; len++) {
     APP_CHECK(clmoe_model_forward(r->model, 1, len, seq, NULL, 0, NULL, NULL));
     clmoe_tensor last;
     APP_CHECK(clmoe_tensor_view(clmoe_model_logits(r->model), &last, 1, &V, (len - 1) * V));
     APP_CHECK(clmoe_tensor_read(&last, row, (size_t)V * sizeof *row));
-    int32_t best = 0;
-    for (int64_t v = 1; v < V; v++)
-      if (row[v] > row[best]) best = (int32_t)v;
-    seq[len] = best;
-    putchar(best >= 32 && best < 127 ? best : best == '\n' ? '\n' : '.');
+    const int32_t next = draw(row, V, 0.8, &state);
+    seq[len] = next;
+    putchar(next >= 32 && next < 127 ? next : next == '\n' ? '\n' : '.');
     fflush(stdout);
   }
   printf("\n");
@@ -296,7 +312,9 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   double prof_s = 0.0, prof_kernel_s = 0.0;
   int64_t prof_tokens = 0;
   const int64_t end = o->stop_at > 0 && o->stop_at < t->steps ? o->stop_at : t->steps;
-  while (r.step < end && !stop_signal) {
+  int timed_out = 0;
+  double last_log = start;
+  while (r.step < end && !stop_signal && !timed_out) {
     const int64_t T = seq_len_at(t, r.step);
     const double t0 = app_now();
     APP_CHECK(clmoe_data_batch(r.data, CLMOE_SPLIT_TRAIN, t->seed, r.step, t->batch, T, r.tokens, r.targets));
@@ -331,8 +349,9 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     r.step++;
     tokens_done += t->batch * T;
     train_s += app_now() - t0;
-    const int last = r.step == end;
-    const int evaluated = t->eval_every > 0 && (r.step % t->eval_every == 0 || r.step == t->steps);
+    timed_out = o->time_limit > 0 && app_now() - start >= o->time_limit && r.step < end;
+    const int last = r.step == end || timed_out;
+    const int evaluated = t->eval_every > 0 && (r.step % t->eval_every == 0 || r.step == t->steps || timed_out);
     if (evaluated) val = evaluate(&r, T, &acc);
     char vs[64] = ",", vp[64] = "-";
     if (!isnan(val)) { /* the CSV has val_loss and val_accuracy on evaluation steps only */
@@ -342,7 +361,9 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     if (r.metrics)
       fprintf(r.metrics, "%lld,%.6f,%s,%.6g,%.6g,%.1f,%.4f,%lld\n", (long long)r.step, loss, vs, hp.lr, norm,
               (double)tokens_done / train_s, worst, (long long)empty);
-    if (!o->quiet && (r.step % t->log_every == 0 || last)) {
+    /* a line every log_every steps, and at least every 10 s on slow devices */
+    if (!o->quiet && (r.step % t->log_every == 0 || last || app_now() - last_log >= 10.0)) {
+      last_log = app_now();
       const double el = app_now() - start;
       char e[32], eta[32];
       fmt_time(e, sizeof e, el);
@@ -351,16 +372,16 @@ int train_run(clmoe_config *cfg, const train_opts *o)
               tty ? "\r" : "", (long long)r.step, (long long)t->steps, loss, vp, (double)tokens_done / train_s, hp.lr, norm,
               worst, e, eta, tty ? "   " : "\n");
     }
-    if (t->checkpoint_every > 0 && r.step % t->checkpoint_every == 0) save(&r, "interval");
+    if (t->checkpoint_every > 0 && r.step % t->checkpoint_every == 0 && !timed_out) save(&r, "interval");
   }
   if (!o->quiet && tty) fprintf(stderr, "\n");
   if (o->profile) print_profile(r.ctx, prof_s, prof_kernel_s, prof_tokens);
-  save(&r, stop_signal ? "interrupted" : r.step < t->steps ? "--stop-at" : "end");
+  save(&r, stop_signal ? "interrupted" : timed_out ? "--time-limit" : r.step < t->steps ? "--stop-at" : "end");
   if (r.metrics && fclose(r.metrics) != 0) {
     fprintf(stderr, "%s: writing %s: %s\n", app_name, o->metrics, strerror(errno));
     return 1;
   }
-  if (!stop_signal && r.step == t->steps) sample(&r);
+  if (!stop_signal) sample(&r);
   free(r.tokens), free(r.targets);
   clmoe_model_destroy(r.model);
   clmoe_ctx_destroy(r.ctx);

@@ -7,7 +7,8 @@
 typedef struct train_opts {
   const char *device, *data, *task, *out_dir, *resume, *metrics, *prompt;
   int64_t sample_tokens;
-  int64_t stop_at;  /* stop (with a checkpoint) after this step; 0: run to the end */
+  int64_t stop_at;
+  double time_limit; /* seconds: stop (with a checkpoint) after the step that passes it; 0: none */  /* stop (with a checkpoint) after this step; 0: run to the end */
   clmoe_mqar mqar;  /* the recall task's sizes when task is set */
   int quiet;
   int profile; /* kernel time by op family after the run (steps after the first two) */
