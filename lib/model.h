@@ -27,7 +27,8 @@ void clmoe_model_destroy(clmoe_model *model);
 /* Documented, seeded initialisation (the same model on any device for the same seed):
  * matrices N(0, 0.02) from the counter-based generator, one stream per tensor; RMSNorm gains
  * 1; AttnRes pseudo-queries 0 (uniform mixing at the start) and gains 1; KDA A_log 0,
- * dt_bias 0, convolutions near the identity; MoE biases 0. */
+ * dt_bias for initial memories of ~2 to ~1000 tokens (kda_layer.h), convolutions near the
+ * identity; MoE biases 0. */
 clmoe_status clmoe_model_init(clmoe_model *model, uint64_t seed);
 
 clmoe_params *clmoe_model_params(clmoe_model *model);

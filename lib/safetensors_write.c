@@ -248,6 +248,21 @@ static void build_header(clmoe_st_writer *w, sbuf *b)
   while (!b->failed && b->n % 8) sb_str(b, " ");
 }
 
+/* Makes the rename itself durable (the directory entry); best effort: some file systems
+ * refuse fsync on directories, and the data is already safe. */
+static void sync_directory(const char *path)
+{
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+  if (!dir) return;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  free(dir);
+}
+
 static clmoe_status write_all(clmoe_st_writer *w, FILE *fp, const char *tmp, const sbuf *hdr)
 {
   unsigned char len8[8];
@@ -289,6 +304,7 @@ clmoe_status clmoe_st_writer_finish(clmoe_st_writer *w)
   if (st == CLMOE_OK && rename(tmp, w->path) != 0)
     st = clmoe__error(CLMOE_ERR_IO, "%s: cannot rename %s over it: %s", w->path, tmp, strerror(errno));
   if (st != CLMOE_OK) unlink(tmp);
+  else sync_directory(w->path);
 done:
   free(tmp);
   free(hdr.p);
