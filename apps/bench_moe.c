@@ -16,19 +16,22 @@
 static void usage(void)
 {
   printf("Usage: clmoe-bench moe [--preset LIST] [--tokens LIST] [--experts E] [--top-k K]\n"
-         "                       [--gemm LIST] [--no-backward] [--reps N] [--max-seconds S]\n"
-         "                       [--device SPEC] [--json FILE|-]\n"
+         "                       [--widths D:L:F,...] [--gemm LIST] [--no-backward] [--reps N]\n"
+         "                       [--max-seconds S] [--device SPEC] [--json FILE|-]\n"
          "       clmoe-bench moe --curves STEPS [--curve-tokens M] [--fresh] [--gamma G] ...\n"
          "\n"
          "Times clmoe_moe_forward and forward + backward (median wall time, the device\n"
          "finished) for every preset's MoE widths and token count, on each expert GEMM path,\n"
          "then once more with per-phase timing for the shares of routing, dispatch, expert\n"
          "GEMMs, combine and the dense projections (that run waits after every phase).\n"
+         "The backward's own time is the forward + backward median minus the forward's.\n"
          "\n"
          "  --preset LIST      model presets whose [moe] widths to use (default tiny,gpu)\n"
          "  --tokens LIST      tokens per call (default 512,2048)\n"
          "  --experts E        override the preset's expert count (default: the preset's, 896)\n"
          "  --top-k K          override the preset's top-k\n"
+         "  --widths LIST      instead of the presets' widths: model width, latent and expert\n"
+         "                     width as D:L:F triples (other settings from the first preset)\n"
          "  --gemm LIST        of grouped, padded (default both)\n"
          "  --no-backward      forward only\n"
          "  --reps N           timed runs after one warm-up (default 5)\n"
@@ -52,6 +55,25 @@ static int parse_list(const char *flag, const char *s, long long *out, long long
   }
   free(copy);
   if (n == 0) app_usage_error("%s: empty list", flag);
+  return n;
+}
+
+/* "1024:256:128,2048:512:256" -> triples */
+static int parse_widths(const char *s, long long (*w)[3])
+{
+  int n = 0;
+  char *copy = strdup(s), *save = NULL;
+  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *c1 = strchr(tok, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2 || n == MAX_LIST) app_usage_error("--widths: '%s' is not a list of at most %d D:L:F triples", s, MAX_LIST);
+    *c1 = *c2 = '\0';
+    w[n][0] = app_parse_int("--widths (D)", tok, 1, 1 << 16);
+    w[n][1] = app_parse_int("--widths (L)", c1 + 1, 1, 1 << 16);
+    w[n++][2] = app_parse_int("--widths (F)", c2 + 1, 1, 1 << 16);
+  }
+  free(copy);
+  if (n == 0) app_usage_error("--widths: empty list");
   return n;
 }
 
@@ -126,21 +148,29 @@ static double weight_bytes(const clmoe_moe_config *c)
   return 4.0 * (E * d + 2.0 * l * d + 3.0 * E * l * f + l + 3.0 * d * S);
 }
 
-static void bench_layers(clmoe_ctx *ctx, char **presets, int np, const long long *tokens, int nt,
-                         long long experts, long long top_k, const int *gemms, int ng, int backward,
-                         int reps, double max_s, FILE *jf)
+/* One layer per preset, or (widths given) per D:L:F triple with the first preset's other
+ * settings. */
+static void bench_layers(clmoe_ctx *ctx, char **presets, int np, long long (*widths)[3], int nw,
+                         const long long *tokens, int nt, long long experts, long long top_k, const int *gemms,
+                         int ng, int backward, int reps, double max_s, FILE *jf)
 {
   static const char *gemm_name[3] = {"auto", "grouped", "padded"};
-  printf("%-6s %6s %5s %3s %-8s %-8s %10s %11s %8s %6s %6s %6s %6s %6s  %s\n", "preset", "tokens", "E",
+  printf("%-12s %6s %5s %3s %-8s %-8s %10s %11s %8s %6s %6s %6s %6s %6s  %s\n", "preset", "tokens", "E",
          "k", "gemm", "pass", "ms", "tokens/s", "GFLOP/s", "route", "disp", "expert", "comb", "dense",
          "check");
   int first = 1;
-  for (int ip = 0; ip < np; ip++) {
+  for (int ip = 0; ip < (nw ? nw : np); ip++) {
     clmoe_config mc;
-    APP_CHECK(clmoe_config_preset(presets[ip], &mc));
+    APP_CHECK(clmoe_config_preset(presets[nw ? 0 : ip], &mc));
     clmoe_moe_config cfg = {.d = mc.d_model, .latent = mc.latent, .n_experts = experts ? experts : mc.experts,
                             .top_k = top_k ? top_k : mc.top_k, .expert_ff = mc.expert_ff,
                             .n_shared = mc.shared_experts, .shared_ff = mc.shared_ff};
+    char name[64];
+    snprintf(name, sizeof name, "%s", presets[nw ? 0 : ip]);
+    if (nw) {
+      cfg.d = widths[ip][0], cfg.latent = widths[ip][1], cfg.expert_ff = widths[ip][2];
+      snprintf(name, sizeof name, "%lld:%lld:%lld", widths[ip][0], widths[ip][1], widths[ip][2]);
+    }
     clmoe_moe_layer L;
     APP_CHECK(clmoe_moe_layer_create(ctx, &L, &cfg));
     APP_CHECK(clmoe_moe_layer_init(&L, 1, 0.02f));
@@ -164,7 +194,7 @@ static void bench_layers(clmoe_ctx *ctx, char **presets, int np, const long long
       const double bytes = weight_bytes(&cfg) + 8.0 * (double)m * (double)cfg.d;
       for (int ig = 0; ig < ng; ig++) {
         L.cfg.gemm = (clmoe_moe_gemm)gemms[ig];
-        double diff = -1.0;
+        double diff = -1.0, fwd_s = 0.0;
         for (int pass = 0; pass < 1 + backward; pass++) {
           clmoe_moe_timing ph;
           int runs;
@@ -179,8 +209,11 @@ static void bench_layers(clmoe_ctx *ctx, char **presets, int np, const long long
           }
           const double tot = ph.route + ph.dispatch + ph.experts + ph.combine + ph.dense;
           const double fl = pass ? 3.0 * flops : flops;
-          printf("%-6s %6lld %5lld %3lld %-8s %-8s %10.3f %11.4g %8.2f %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%  %s\n",
-                 presets[ip], (long long)m, (long long)cfg.n_experts, (long long)cfg.top_k,
+          if (pass == 0) fwd_s = s;
+          const double bwd_s = pass ? s - fwd_s : -1.0; /* the backward alone (difference of medians) */
+          if (pass) snprintf(check, sizeof check, "bwd %.3f ms, %.4g tok/s", bwd_s * 1e3, (double)m / bwd_s);
+          printf("%-12s %6lld %5lld %3lld %-8s %-8s %10.3f %11.4g %8.2f %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%  %s\n",
+                 name, (long long)m, (long long)cfg.n_experts, (long long)cfg.top_k,
                  gemm_name[gemms[ig]], pass ? "fwd+bwd" : "forward", s * 1e3, (double)m / s, fl / s * 1e-9,
                  100 * ph.route / tot, 100 * ph.dispatch / tot, 100 * ph.experts / tot, 100 * ph.combine / tot,
                  100 * ph.dense / tot, check);
@@ -191,12 +224,13 @@ static void bench_layers(clmoe_ctx *ctx, char **presets, int np, const long long
                         "\"gemm\": \"%s\", \"pass\": \"%s\", \"runs\": %d, \"ms\": %.4f, \"tokens_per_s\": %.6g, "
                         "\"flops\": %.6e, \"bytes\": %.6e, \"gflops\": %.4f, \"phase_s\": {\"route\": %.6f, "
                         "\"dispatch\": %.6f, \"experts\": %.6f, \"combine\": %.6f, \"dense\": %.6f}, "
+                        "\"backward_ms\": %.4f, \"backward_tokens_per_s\": %.6g, "
                         "\"max_rel_diff_vs_first_gemm\": ",
-                    first ? "" : ",", presets[ip], (long long)m, (long long)cfg.d, (long long)cfg.latent,
+                    first ? "" : ",", name, (long long)m, (long long)cfg.d, (long long)cfg.latent,
                     (long long)cfg.n_experts, (long long)cfg.top_k, (long long)cfg.expert_ff,
                     (long long)(cfg.n_shared * cfg.shared_ff), gemm_name[gemms[ig]], pass ? "fwd+bwd" : "forward",
                     runs, s * 1e3, (double)m / s, fl, bytes, fl / s * 1e-9, ph.route, ph.dispatch, ph.experts,
-                    ph.combine, ph.dense);
+                    ph.combine, ph.dense, pass ? bwd_s * 1e3 : -1.0, pass ? (double)m / bwd_s : -1.0);
             json_double(jf, pass == 0 ? diff : -1.0);
             fprintf(jf, "}");
             first = 0;
@@ -276,9 +310,11 @@ static void bench_curves(clmoe_ctx *ctx, int steps, long long m, int fresh, floa
     printf("   (%.1f/%.1f/%.1f)\n", st[s].q10, st[s].q50, st[s].q90);
   }
   if (jf) {
-    fprintf(jf, "{\n  \"benchmark\": \"moe-balance-curves\",\n  \"clmoe_version\": \"%s\",\n  \"experts\": 896, "
-                "\"top_k\": 16, \"tokens\": %lld, \"fresh\": %d, \"sign_gamma\": %g,\n  \"curves\": {",
-            clmoe_version(), m, fresh, (double)gamma);
+    fprintf(jf, "{\n  \"benchmark\": \"moe-balance-curves\",\n  \"clmoe_version\": \"%s\",\n  \"device\": ",
+            clmoe_version());
+    json_string(jf, clmoe_ctx_caps(ctx)->device_name);
+    fprintf(jf, ",\n  \"experts\": 896, \"top_k\": 16, \"tokens\": %lld, \"fresh\": %d, \"sign_gamma\": %g,\n"
+                "  \"curves\": {", m, fresh, (double)gamma);
     for (int r = 0; r < 4; r++) {
       fprintf(jf, "%s\n    \"%s\": [", r ? "," : "", clmoe_moe_balance_name(rules[r]));
       for (int s = 0; s < steps; s++) {
@@ -297,8 +333,8 @@ static void bench_curves(clmoe_ctx *ctx, int steps, long long m, int fresh, floa
 
 int bench_moe(int argc, char **argv)
 {
-  long long tokens[MAX_LIST] = {512, 2048}, experts = 0, top_k = 0, curve_m = 4096;
-  int nt = 2, reps = 5, backward = 1, curves = 0, fresh = 0;
+  long long tokens[MAX_LIST] = {512, 2048}, experts = 0, top_k = 0, curve_m = 4096, widths[MAX_LIST][3];
+  int nw = 0, nt = 2, reps = 5, backward = 1, curves = 0, fresh = 0;
   double max_s = 5.0, gamma = 1e-3;
   const char *json = NULL, *device = NULL, *preset_arg = "tiny,gpu", *gemm_arg = "grouped,padded";
   for (int i = 1; i < argc; i++) {
@@ -311,6 +347,7 @@ int bench_moe(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--experts", &v)) experts = app_parse_int("--experts", v, 1, 1 << 20);
     else if (app_option(argc, argv, &i, "--top-k", &v)) top_k = app_parse_int("--top-k", v, 1, 64);
     else if (app_option(argc, argv, &i, "--gemm", &v)) gemm_arg = v;
+    else if (app_option(argc, argv, &i, "--widths", &v)) nw = parse_widths(v, widths);
     else if (app_option(argc, argv, &i, "--reps", &v)) reps = (int)app_parse_int("--reps", v, 1, 100000);
     else if (app_option(argc, argv, &i, "--max-seconds", &v)) {
       max_s = atof(v);
@@ -358,7 +395,7 @@ int bench_moe(int argc, char **argv)
       json_string(jf, caps->driver_version);
       fprintf(jf, ",\n  \"results\": [");
     }
-    bench_layers(ctx, presets, np, tokens, nt, experts, top_k, gemms, ngn, backward, reps, max_s, jf);
+    bench_layers(ctx, presets, np, widths, nw, tokens, nt, experts, top_k, gemms, ngn, backward, reps, max_s, jf);
     if (jf) fprintf(jf, "\n  ]\n}\n");
   }
   if (jf) app_close_output(jf);

@@ -295,7 +295,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
       fprintf(stderr, "%s: cannot write %s: %s\n", app_name, o->metrics, strerror(errno));
       return 1;
     }
-    if (!r.step) fprintf(r.metrics, "step,loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s,moe_max_over_mean,moe_empty\n");
+    if (!r.step) fprintf(r.metrics, "step,loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s,moe_max_over_mean,moe_empty,seq_len\n");
   }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
@@ -359,8 +359,8 @@ int train_run(clmoe_config *cfg, const train_opts *o)
       snprintf(vp, sizeof vp, "%.4f (acc %.3f)", val, acc);
     }
     if (r.metrics)
-      fprintf(r.metrics, "%lld,%.6f,%s,%.6g,%.6g,%.1f,%.4f,%lld\n", (long long)r.step, loss, vs, hp.lr, norm,
-              (double)tokens_done / train_s, worst, (long long)empty);
+      fprintf(r.metrics, "%lld,%.6f,%s,%.6g,%.6g,%.1f,%.4f,%lld,%lld\n", (long long)r.step, loss, vs, hp.lr, norm,
+              (double)tokens_done / train_s, worst, (long long)empty, (long long)T);
     /* a line every log_every steps, and at least every 10 s on slow devices */
     if (!o->quiet && (r.step % t->log_every == 0 || last || app_now() - last_log >= 10.0)) {
       last_log = app_now();

@@ -12,7 +12,7 @@ void moe__tiles(const clmoe_ctx *ctx, moe_tiles *t)
 {
   /* GPUs: 32 x 64 tiles of 128 work-items (4 x 4 each), the usual shape for fp32 on SIMT.
    * CPUs (PoCL): 16 x 128 tiles of 64 work-items (4 x 8 each) were the fastest of the shapes
-   * tried on the tiny and gpu presets' widths (docs/moe-notes.md). */
+   * tried on the tiny and gpu presets' widths (docs/architecture.md, "Stable LatentMoE"). */
   static const moe_tiles gpu = {32, 64, 16, 4, 4}, cpu = {16, 128, 16, 4, 8};
   *t = ctx->caps.is_gpu ? gpu : cpu;
 }

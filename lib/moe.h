@@ -70,9 +70,9 @@ typedef enum clmoe_moe_balance {
 } clmoe_moe_balance;
 
 /* AUTO is GROUPED: on PoCL it was faster at the gpu preset's widths (l 256, f 128) and
- * slower only at the tiny preset's (docs/moe-notes.md), it never waits for the host, and
- * its buffers hold m k rows where the padded ones hold E x (largest load) - unbounded when
- * routing collapses onto few experts. */
+ * slower only at the tiny preset's (docs/architecture.md, "Stable LatentMoE"); it never
+ * waits for the host, and its buffers hold m k rows where the padded ones hold E x (largest
+ * load) - unbounded when routing collapses onto few experts. */
 typedef enum clmoe_moe_gemm {
   CLMOE_MOE_GEMM_AUTO = 0,
   CLMOE_MOE_GEMM_GROUPED,  /* our grouped kernel over per-expert offsets */

@@ -49,7 +49,7 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
   cl_mem cbuf = cutoff ? cutoff->buf : probs->buf; /* never written when k1 = k */
   CLMOE_TRY(clmoe__args(kr, 10, KA(s_all->buf), KA(L->bias.buf), KA(im), KA(iE), KA(ik), KA(ik1),
                         KA(topk->buf), KA(scores->buf), KA(probs->buf), KA(cbuf)));
-  return clmoe__launch1d(ctx, kr, (size_t)m);
+  return clmoe__launch_groups(ctx, kr, m, 64); /* MOE_ROUTE_WG of kernels_cl/moe_route.cl */
 }
 
 /* s_all [m, E] and cutoff [m] of a QB statistic. */
