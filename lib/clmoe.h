@@ -21,6 +21,7 @@
 #include "model.h"
 #include "mla.h"
 #include "moe.h"
+#include "generate.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1

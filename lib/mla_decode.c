@@ -330,14 +330,15 @@ done:
   return st;
 }
 
-/* oc [N, H, dc] = absorbed attention of qc [N, H, dc] and q_r (in q [N, H, Dqk]) over the cache. */
-static clmoe_status decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
-                                  const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
+/* oc [N, H, dc] (offset 0) = absorbed attention of qc [N, H, dc] and q_r (in q [N, H, Dqk]) over
+ * the cache, for N query rows: row n reads the block-table row `table[n]` ([N, maxb] i32)
+ * up to lens[n] tokens (i32 [N]); maxlen bounds lens. Splits of `split` tokens. */
+static clmoe_status attend_rows(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c, cl_mem table,
+                                int64_t tmaxb, cl_mem lens, int64_t N, int64_t maxlen, int64_t split_len,
+                                const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
 {
-  const int64_t N = c->nseq, H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope;
-  int64_t maxlen = 0;
-  for (int64_t n = 0; n < N; n++) maxlen = c->len[n] > maxlen ? c->len[n] : maxlen;
-  const int64_t nsplit = (maxlen + MLA_DECODE_SPLIT - 1) / MLA_DECODE_SPLIT;
+  const int64_t H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope;
+  const int64_t nsplit = (maxlen + split_len - 1) / split_len;
   int hg, bt;
   CLMOE_TRY(decode_shape(ctx, c, &hg, &bt));
   char opts[128];
@@ -352,19 +353,124 @@ static clmoe_status decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, c
   for (int i = 0; i < 3; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
   cl_ulong qco = (cl_ulong)qc->offset, qo = (cl_ulong)(q->offset + cfg->qk_nope);
   cl_uint q_ts = (cl_uint)(H * dqk), q_hs = (cl_uint)dqk;
-  cl_int maxb = (cl_int)c->maxb, Hi = (cl_int)H, split = MLA_DECODE_SPLIT, ns = (cl_int)nsplit;
+  cl_int maxb = (cl_int)tmaxb, Hi = (cl_int)H, split = (cl_int)split_len, ns = (cl_int)nsplit;
   float sl2 = mla_scale(cfg) * 1.4426950408889634f;
   CLMOE_TRY_GOTO(st, clmoe__args(ka, 17, KA(qc->buf), KA(qco), KA(q->buf), KA(qo), KA(q_ts), KA(q_hs),
-                                 KA(c->store.buf), KA(c->d_table.buf), KA(maxb), KA(c->d_len.buf), KA(Hi),
+                                 KA(c->store.buf), KA(table), KA(maxb), KA(lens), KA(Hi),
                                  KA(split), KA(ns), KA(sl2), KA(m[0]), KA(m[1]), KA(m[2])), done);
   size_t global[3] = {(size_t)nsplit * MLA_WG, (size_t)((H + hg - 1) / hg), (size_t)N}, local[3] = {MLA_WG, 1, 1};
   CLMOE_TRY_GOTO(st, clmoe__launch(ctx, ka, 3, global, local), done);
-  CLMOE_TRY_GOTO(st, clmoe__args(kc, 8, KA(m[0]), KA(m[1]), KA(m[2]), KA(c->d_len.buf), KA(Hi), KA(split), KA(ns),
+  CLMOE_TRY_GOTO(st, clmoe__args(kc, 8, KA(m[0]), KA(m[1]), KA(m[2]), KA(lens), KA(Hi), KA(split), KA(ns),
                                  KA(oc->buf)), done);
   size_t gc[3] = {(size_t)c->dc, (size_t)H, (size_t)N};
   st = clmoe__launch(ctx, kc, 3, gc, NULL);
 done:
   for (int i = 0; i < 3; i++) clmoe__scratch_release(ctx, m[i], bytes[i]);
+  return st;
+}
+
+/* The decode step's attention: one row per cache sequence over its whole cache. */
+static clmoe_status decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
+                                  const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
+{
+  int64_t maxlen = 0;
+  for (int64_t n = 0; n < c->nseq; n++) maxlen = c->len[n] > maxlen ? c->len[n] : maxlen;
+  return attend_rows(ctx, cfg, c, c->d_table.buf, c->maxb, c->d_len.buf, c->nseq, maxlen, MLA_DECODE_SPLIT, qc, q,
+                     oc);
+}
+
+/* Rows of an extend: new token r belongs to cache sequence seq[r] and sees its first len[r]
+ * cached tokens (its own included). */
+typedef struct extend_rows {
+  const cl_int *seq, *len;
+} extend_rows;
+
+/* Scratch budget of one attention launch of an extend (partials and row tables). */
+#define MLA_EXTEND_SCRATCH ((size_t)256 << 20)
+/* Splits per query row in an extend: long contexts use longer splits (fewer partials). */
+#define MLA_EXTEND_SPLITS 32
+
+/* Attention of M new rows (extend) in launches that keep the partials within the budget:
+ * each launch gets a block table with one row per query (a copy of its sequence's row). */
+static clmoe_status extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
+                                  const extend_rows *r, int64_t M, const clmoe_tensor *qc, const clmoe_tensor *q,
+                                  clmoe_tensor *oc)
+{
+  const int64_t H = cfg->n_heads, dc = c->dc, dqk = cfg->qk_nope + cfg->qk_rope;
+  int64_t maxlen = 1;
+  for (int64_t i = 0; i < M; i++) maxlen = r->len[i] > maxlen ? r->len[i] : maxlen;
+  int64_t split = (maxlen + MLA_EXTEND_SPLITS - 1) / MLA_EXTEND_SPLITS;
+  split = split < MLA_DECODE_SPLIT ? MLA_DECODE_SPLIT : split;
+  const int64_t nsplit = (maxlen + split - 1) / split, tb = blocks_for(maxlen);
+  const size_t per_row = (size_t)(H * nsplit) * (size_t)(dc + 2) * sizeof(float) + (size_t)(tb + 1) * sizeof(cl_int);
+  int64_t R = (int64_t)(MLA_EXTEND_SCRATCH / per_row);
+  R = R < 1 ? 1 : R > M ? M : R;
+  cl_int *host = malloc((size_t)(R * (tb + 1)) * sizeof *host);
+  if (!host) return oom("extend tables");
+  clmoe_tensor tab = {0}, lens = {0}, part = {0};
+  clmoe_status st = CLMOE_OK;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &tab, CLMOE_I32, 2, (int64_t[]){R, tb}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &lens, CLMOE_I32, 1, (int64_t[]){R}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &part, CLMOE_F32, 3, (int64_t[]){R, H, dc}), done);
+  for (int64_t r0 = 0; r0 < M; r0 += R) {
+    const int64_t n = M - r0 < R ? M - r0 : R;
+    int64_t ml = 1;
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t sq = r->seq[r0 + i];
+      for (int64_t b = 0; b < tb; b++) host[i * tb + b] = b < c->maxb ? c->table[sq * c->maxb + b] : 0;
+      host[R * tb + i] = r->len[r0 + i];
+      ml = r->len[r0 + i] > ml ? r->len[r0 + i] : ml;
+    }
+    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&tab, host, (size_t)(n * tb) * sizeof *host), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&lens, host + R * tb, (size_t)n * sizeof *host), done);
+    clmoe_tensor qcv, qv, ocv, pv;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(qc, &qcv, 3, (int64_t[]){n, H, dc}, r0 * H * dc), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(q, &qv, 2, (int64_t[]){n, H * dqk}, r0 * H * dqk), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&part, &pv, 3, (int64_t[]){n, H, dc}, 0), done);
+    CLMOE_TRY_GOTO(st, attend_rows(ctx, cfg, c, tab.buf, tb, lens.buf, n, ml, split, &qcv, &qv, &pv), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(oc, &ocv, 3, (int64_t[]){n, H, dc}, r0 * H * dc), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&ocv, &pv), done);
+  }
+done:
+  free(host);
+  clmoe_tensor_destroy(&tab), clmoe_tensor_destroy(&lens), clmoe_tensor_destroy(&part);
+  return st;
+}
+
+/* The absorbed attention and output of M new tokens whose c and k_r are already cached and
+ * whose projections are in s: y [M, d]. rows NULL: a decode step (one row per sequence). */
+static clmoe_status absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                             clmoe_mla_cache *c, clmoe_mla_saved *s, int64_t N, const extend_rows *rows,
+                             clmoe_tensor *y)
+{
+  const int64_t H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope;
+  const int64_t dv = cfg->v_dim, dc = cfg->kv_rank, dkv = dn + dv;
+  clmoe_tensor qc = {0}, oc = {0}, o = {0};
+  clmoe_status st = CLMOE_OK;
+  /* q_c[h] = q_n[h] W_uk[h]: [N, Dn] x [Dn, dc] per head */
+  int64_t s3[3] = {N, H, dc}, sv[3] = {N, H, dv};
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &qc, CLMOE_F32, 3, s3), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &oc, CLMOE_F32, 3, s3), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &o, CLMOE_F32, 3, sv), done);
+  clmoe_tensor A, Bm, C;
+  mla_strided_view(&s->q, 0, H, N, dn, dqk, H * dqk, &A);
+  mla_strided_view(&w->w_ukv, 0, H, dn, dc, dkv * dc, dc, &Bm);
+  mla_strided_view(&qc, 0, H, N, dc, dc, H * dc, &C);
+  CLMOE_TRY_GOTO(st, clmoe_gemm_batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &Bm, 0.0f, &C), done);
+  if (rows) CLMOE_TRY_GOTO(st, extend_attend(ctx, cfg, c, rows, N, &qc, &s->q, &oc), done);
+  else CLMOE_TRY_GOTO(st, decode_attend(ctx, cfg, c, &qc, &s->q, &oc), done);
+  /* o[h] = oc[h] W_uv[h]^T: [N, dc] x [dc, Dv] per head */
+  mla_strided_view(&oc, 0, H, N, dc, dc, H * dc, &A);
+  mla_strided_view(&w->w_ukv, dn * dc, H, dv, dc, dkv * dc, dc, &Bm);
+  mla_strided_view(&o, 0, H, N, dv, dv, H * dv, &C);
+  CLMOE_TRY_GOTO(st, clmoe_gemm_batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &A, &Bm, 0.0f, &C), done);
+  clmoe_tensor o2;
+  int64_t so[2] = {N, H * dv};
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&o, &o2, 2, so, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &s->u, CLMOE_F32, 2, so), done);
+  st = mla_output(ctx, w, &s->gate, &o2, &s->u, y);
+done:
+  clmoe_tensor_destroy(&qc), clmoe_tensor_destroy(&oc), clmoe_tensor_destroy(&o);
   return st;
 }
 
@@ -374,13 +480,11 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   const char *op = "clmoe_mla_decode_step";
   CLMOE_TRY(mla_check_weights(op, cfg, w));
   CLMOE_TRY(check_cache(op, cfg, c));
-  const int64_t N = c->nseq, H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope;
-  const int64_t dv = cfg->v_dim, dc = cfg->kv_rank, dkv = dn + dv;
+  const int64_t N = c->nseq;
   CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, N, cfg->d_model, 0, 0));
   CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, N, cfg->d_model, 0, 0));
   clmoe_mla_saved s;
   memset(&s, 0, sizeof s);
-  clmoe_tensor qc = {0}, oc = {0}, o = {0};
   clmoe_status st = CLMOE_OK;
   /* Projections of the new tokens, then their c and k_r appended to the cache (positions
    * and lengths on the device: no upload unless a block was added). */
@@ -388,29 +492,50 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   for (int64_t n = 0; n < N; n++) CLMOE_TRY_GOTO(st, reserve(c, n, c->len[n] + 1), done);
   CLMOE_TRY_GOTO(st, cache_write(ctx, c, &s.c, &s.kr, NULL, N), done);
   for (int64_t n = 0; n < N; n++) c->len[n]++;
-  /* q_c[h] = q_n[h] W_uk[h]: [N, Dn] x [Dn, dc] per head */
-  int64_t s3[3] = {N, H, dc}, sv[3] = {N, H, dv};
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &qc, CLMOE_F32, 3, s3), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &oc, CLMOE_F32, 3, s3), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &o, CLMOE_F32, 3, sv), done);
-  clmoe_tensor A, Bm, C;
-  mla_strided_view(&s.q, 0, H, N, dn, dqk, H * dqk, &A);
-  mla_strided_view(&w->w_ukv, 0, H, dn, dc, dkv * dc, dc, &Bm);
-  mla_strided_view(&qc, 0, H, N, dc, dc, H * dc, &C);
-  CLMOE_TRY_GOTO(st, clmoe_gemm_batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &Bm, 0.0f, &C), done);
-  CLMOE_TRY_GOTO(st, decode_attend(ctx, cfg, c, &qc, &s.q, &oc), done);
-  /* o[h] = oc[h] W_uv[h]^T: [N, dc] x [dc, Dv] per head */
-  mla_strided_view(&oc, 0, H, N, dc, dc, H * dc, &A);
-  mla_strided_view(&w->w_ukv, dn * dc, H, dv, dc, dkv * dc, dc, &Bm);
-  mla_strided_view(&o, 0, H, N, dv, dv, H * dv, &C);
-  CLMOE_TRY_GOTO(st, clmoe_gemm_batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &A, &Bm, 0.0f, &C), done);
-  clmoe_tensor o2;
-  int64_t so[2] = {N, H * dv};
-  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&o, &o2, 2, so, 0), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &s.u, CLMOE_F32, 2, so), done);
-  st = mla_output(ctx, w, &s.gate, &o2, &s.u, y);
+  st = absorbed(ctx, cfg, w, c, &s, N, NULL, y);
 done:
-  clmoe_tensor_destroy(&qc), clmoe_tensor_destroy(&oc), clmoe_tensor_destroy(&o);
+  clmoe_mla_saved_release(&s);
+  return st;
+}
+
+clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                              clmoe_mla_cache *c, const clmoe_tensor *x, const int64_t *counts, clmoe_tensor *y)
+{
+  const char *op = "clmoe_mla_extend";
+  CLMOE_TRY(mla_check_weights(op, cfg, w));
+  CLMOE_TRY(check_cache(op, cfg, c));
+  if (!counts) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts is NULL", op);
+  int64_t M = 0;
+  for (int64_t n = 0; n < c->nseq; n++) {
+    if (counts[n] < 0 || counts[n] > ((int64_t)1 << 30))
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts[%lld] = %lld is out of range", op, (long long)n,
+                          (long long)counts[n]);
+    M += counts[n];
+  }
+  if (M == 0) return CLMOE_OK;
+  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, M, cfg->d_model, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, M, cfg->d_model, 0, 0));
+  clmoe_mla_saved s;
+  memset(&s, 0, sizeof s);
+  cl_int *map = malloc((size_t)M * 4 * sizeof *map);
+  if (!map) return oom("token map");
+  cl_int *seq = map + 2 * M, *len = map + 3 * M;
+  clmoe_status st = CLMOE_OK;
+  CLMOE_TRY_GOTO(st, mla_project(ctx, cfg, w, x, &s, 0), done);
+  for (int64_t n = 0, i = 0; n < c->nseq; n++) {
+    CLMOE_TRY_GOTO(st, reserve(c, n, c->len[n] + counts[n]), done);
+    for (int64_t t = 0; t < counts[n]; t++, i++) {
+      map[2 * i] = (cl_int)n, map[2 * i + 1] = (cl_int)(c->len[n] + t);
+      seq[i] = (cl_int)n, len[i] = (cl_int)(c->len[n] + t + 1);
+    }
+  }
+  CLMOE_TRY_GOTO(st, cache_write(ctx, c, &s.c, &s.kr, map, M), done);
+  for (int64_t n = 0; n < c->nseq; n++) c->len[n] += counts[n];
+  c->len_dirty = 1;
+  extend_rows rows = {seq, len};
+  st = absorbed(ctx, cfg, w, c, &s, M, &rows, y);
+done:
+  free(map);
   clmoe_mla_saved_release(&s);
   return st;
 }

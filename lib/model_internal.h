@@ -47,6 +47,7 @@ struct clmoe_model {
   clmoe_tensor falpha, fh, fhn, frstd; /* final AttnRes and norm */
   clmoe_tensor logits, loss, lse;      /* [N, V], [N], [N] */
   int64_t scored;
+  int inference_only;   /* gradients and moments released (clmoe_gen_load): no training */
 };
 
 void clmoe__model_release_activations(clmoe_model *m);

@@ -92,6 +92,8 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
   if (B < 1 || T < 1 || !tokens)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_forward: B, T >= 1 and tokens are required");
   if (train && !targets) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_forward: training needs targets");
+  if (train && m->inference_only)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_forward: this model was loaded for inference only");
   clmoe_ctx *ctx = m->ctx;
   const clmoe_config *c = &m->cfg;
   const int64_t d = c->d_model, V = c->vocab;

@@ -1,0 +1,276 @@
+/* clmoe-generate: text from a clmoe-train checkpoint. Prompts (bytes: the shipped models
+ * are byte-level) are prefilled together in chunks, then decoded together one token per
+ * sequence per step with sampling, streamed as produced; a summary of speed and memory goes
+ * to stderr. --prefill-bench measures long synthetic prompts instead (generate_report.c). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate_app.h"
+
+static void usage(void)
+{
+  printf("Usage: clmoe-generate --ckpt FILE [--prompt TEXT | --prompt-file FILE]... [options]\n"
+         "       clmoe-generate --ckpt FILE --prefill-bench T[,T...] [options]\n"
+         "\n"
+         "Generates bytes from a checkpoint written by clmoe-train (its config is inside it).\n"
+         "Several prompts are decoded together as a batch of sequences of different lengths.\n"
+         "\n"
+         "Input:\n"
+         "  --ckpt FILE         the checkpoint (e.g. clmoe-run/checkpoint.safetensors)\n"
+         "  --prompt TEXT       a prompt (repeat for a batch); bytes are tokens\n"
+         "  --prompt-file FILE  a prompt read from a file (repeatable; - is stdin)\n"
+         "Generation:\n"
+         "  -n N                new tokens per prompt (default 128)\n"
+         "  --greedy            always the most likely token (same as --temperature 0)\n"
+         "  --temperature T     sampling temperature (default 0.8)\n"
+         "  --top-k K           sample among the K most likely tokens (default 0: all)\n"
+         "  --top-p P           then among the fewest whose probability reaches P (default 0.95)\n"
+         "  --seed S            sampling seed (default 1): the same seed gives the same text\n"
+         "  --stop STR          a sequence ends after it produces STR (printed)\n"
+         "Run:\n"
+         "  --device SPEC       OpenCL device (clmoe-info lists them; default: the best GPU, else CPU)\n"
+         "  --prefill-chunk C   prompt tokens per sequence per prefill pass (default 2048)\n"
+         "  --cache-bf16        keep the MLA latent cache in bf16 (half the memory; default f32)\n"
+         "  --prefill-bench T   instead of generating: prefill a synthetic prompt of T tokens (a\n"
+         "                      comma-separated list runs several lengths) in chunks and report\n"
+         "                      time, tokens/s, the constant KDA state and the growing MLA cache\n"
+         "  --bench-steps N     decode steps timed after each benchmark prefill (default 4)\n"
+         "  --json FILE         the summary (and texts) as JSON (- for stdout)\n"
+         "  --quiet             no summary on stderr\n"
+         "  --help, --version\n"
+         "\n"
+         "With one prompt the text is streamed as it is produced; with several, each text is\n"
+         "printed when its sequence ends, after a line \"--- [i] SOURCE\". The summary on\n"
+         "stderr gives prefill and decode tokens/s, the time to the first token and device\n"
+         "memory by kind (weights, KDA states, MLA cache).\n");
+}
+
+static double parse_real(const char *flag, const char *v, double min, double max)
+{
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !(x >= min && x <= max))
+    app_usage_error("%s: '%s' is not a number in [%g, %g]", flag, v, min, max);
+  return x;
+}
+
+/* Reads a whole file ("-": stdin) into a malloc'ed buffer. */
+static char *read_all(const char *path, int64_t *len)
+{
+  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+  if (!f) {
+    fprintf(stderr, "%s: --prompt-file %s: cannot open: %s\n", app_name, path, strerror(errno));
+    exit(1);
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) {
+      char *bigger = realloc(buf, cap *= 2);
+      if (!bigger) free(buf);
+      buf = bigger;
+    }
+  }
+  if (!buf) app_die(CLMOE_ERR_OUT_OF_MEMORY, "reading a prompt file");
+  if (ferror(f)) {
+    fprintf(stderr, "%s: --prompt-file %s: read error: %s\n", app_name, path, strerror(errno));
+    exit(1);
+  }
+  if (f != stdin) fclose(f);
+  *len = (int64_t)n;
+  return buf;
+}
+
+static void add_prompt(gen_opts *o, char *bytes, int64_t len, const char *file)
+{
+  if (o->nprompts == GEN_MAX_PROMPTS) app_usage_error("at most %d prompts", GEN_MAX_PROMPTS);
+  char label[32], *from;
+  snprintf(label, sizeof label, "--prompt #%d", o->nprompts + 1);
+  if (!(from = strdup(file ? file : label))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
+  o->prompt[o->nprompts] = bytes;
+  o->prompt_len[o->nprompts] = len;
+  o->prompt_from[o->nprompts++] = from;
+}
+
+static void parse_args(int argc, char **argv, gen_opts *o)
+{
+  o->max_new = 128;
+  o->bench_steps = 4;
+  o->sampling = (clmoe_gen_sampling){.temperature = 0.8, .top_p = 0.95, .seed = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      exit(0);
+    } else if (!strcmp(argv[i], "--version")) {
+      printf("clmoe-generate %s\n", clmoe_version());
+      exit(0);
+    } else if (app_option(argc, argv, &i, "--ckpt", &v)) o->ckpt = v;
+    else if (app_option(argc, argv, &i, "--prompt", &v)) {
+      char *copy = strdup(v);
+      if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
+      add_prompt(o, copy, (int64_t)strlen(v), NULL);
+    } else if (app_option(argc, argv, &i, "--prompt-file", &v)) {
+      int64_t len;
+      char *bytes = read_all(v, &len);
+      add_prompt(o, bytes, len, v);
+    } else if (app_option(argc, argv, &i, "-n", &v)) o->max_new = app_parse_int("-n", v, 1, 1LL << 30);
+    else if (!strcmp(argv[i], "--greedy")) o->sampling.greedy = 1;
+    else if (app_option(argc, argv, &i, "--temperature", &v)) o->sampling.temperature = parse_real("--temperature", v, 0, 1e6);
+    else if (app_option(argc, argv, &i, "--top-k", &v)) o->sampling.top_k = app_parse_int("--top-k", v, 0, 1LL << 31);
+    else if (app_option(argc, argv, &i, "--top-p", &v)) o->sampling.top_p = parse_real("--top-p", v, 0, 1);
+    else if (app_option(argc, argv, &i, "--seed", &v)) o->sampling.seed = (uint64_t)app_parse_int("--seed", v, 0, LLONG_MAX);
+    else if (app_option(argc, argv, &i, "--stop", &v)) {
+      if (!*v) app_usage_error("--stop: the stop string is empty");
+      o->stop = v;
+    } else if (app_option(argc, argv, &i, "--device", &v)) o->device = v;
+    else if (app_option(argc, argv, &i, "--prefill-chunk", &v)) o->gen.prefill_chunk = app_parse_int("--prefill-chunk", v, 1, 1LL << 24);
+    else if (!strcmp(argv[i], "--cache-bf16")) o->gen.cache_dtype = CLMOE_BF16;
+    else if (app_option(argc, argv, &i, "--prefill-bench", &v)) {
+      char *list = strdup(v), *save = NULL;
+      if (!list) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
+      for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->nbench == GEN_MAX_BENCH) app_usage_error("--prefill-bench: at most %d lengths", GEN_MAX_BENCH);
+        o->bench[o->nbench++] = app_parse_int("--prefill-bench", t, 1, 1LL << 30);
+      }
+      free(list);
+      if (!o->nbench) app_usage_error("--prefill-bench: no length given");
+    } else if (app_option(argc, argv, &i, "--bench-steps", &v)) o->bench_steps = app_parse_int("--bench-steps", v, 0, 100000);
+    else if (app_option(argc, argv, &i, "--json", &v)) o->json = v;
+    else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
+    else app_usage_error("unknown argument '%s'", argv[i]);
+  }
+  if (!o->ckpt) app_usage_error("--ckpt FILE is required");
+  if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
+  if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
+  for (int p = 0; p < o->nprompts; p++)
+    if (o->prompt_len[p] == 0) app_usage_error("prompt %d (%s) is empty: a prompt needs at least one byte", p + 1,
+                                               o->prompt_from[p]);
+}
+
+/* The prompts as tokens; a byte outside the vocabulary is an error naming the prompt. */
+static int32_t **prompt_tokens(const gen_opts *o, int64_t V)
+{
+  int32_t **t = calloc((size_t)o->nprompts, sizeof *t);
+  if (!t) app_die(CLMOE_ERR_OUT_OF_MEMORY, "prompts");
+  for (int p = 0; p < o->nprompts; p++) {
+    if (!(t[p] = malloc((size_t)o->prompt_len[p] * sizeof **t))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "prompts");
+    for (int64_t i = 0; i < o->prompt_len[p]; i++) {
+      const int32_t b = (unsigned char)o->prompt[p][i];
+      if (b >= V) {
+        fprintf(stderr, "%s: prompt %d (%s): byte 0x%02x at offset %lld is outside the model's vocabulary of %lld "
+                "tokens\n", app_name, p + 1, o->prompt_from[p], (unsigned)b, (long long)i, (long long)V);
+        exit(1);
+      }
+      t[p][i] = b;
+    }
+  }
+  return t;
+}
+
+/* Appends a token to a sequence's text (bytes; tokens past 255 as "<id>"). */
+static void append(gen_result *r, int64_t s, int32_t tok, char *piece, size_t *plen)
+{
+  if (tok < 256) piece[0] = (char)tok, *plen = 1;
+  else *plen = (size_t)snprintf(piece, 16, "<%d>", tok);
+  memcpy(r->text[s] + r->text_len[s], piece, *plen);
+  r->text_len[s] += (int64_t)*plen;
+}
+
+static int ends_with(const char *text, int64_t len, const char *stop)
+{
+  const int64_t n = (int64_t)strlen(stop);
+  return len >= n && !memcmp(text + len - n, stop, (size_t)n);
+}
+
+static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, double load_s)
+{
+  const int64_t n = o->nprompts, V = clmoe_model_config(model)->vocab;
+  int32_t **tok = prompt_tokens(o, V);
+  gen_result r = {.nseq = n, .load_s = load_s};
+  r.text = calloc((size_t)n, sizeof *r.text);
+  r.text_len = calloc((size_t)n, sizeof *r.text_len);
+  r.why = calloc((size_t)n, sizeof *r.why);
+  float *logits = malloc((size_t)(n * V) * sizeof *logits);
+  int32_t *next = calloc((size_t)n, sizeof *next);
+  if (!r.text || !r.text_len || !r.why || !logits || !next) app_die(CLMOE_ERR_OUT_OF_MEMORY, "generation buffers");
+  for (int64_t s = 0; s < n; s++) {
+    if (!(r.text[s] = malloc((size_t)o->max_new * 16 + 1))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "texts");
+    r.prompt_tokens += o->prompt_len[s];
+  }
+  clmoe_gen_state *g;
+  APP_CHECK(clmoe_gen_state_create(model, n, &o->gen, &g));
+  const double t0 = app_now();
+  APP_CHECK(clmoe_gen_prefill(g, (const int32_t *const *)tok, o->prompt_len, logits, NULL));
+  r.prefill_s = app_now() - t0;
+  int64_t active = n;
+  char piece[16];
+  size_t plen;
+  for (int64_t k = 0; active > 0; k++) {
+    for (int64_t s = 0; s < n; s++) {
+      if (r.why[s]) continue; /* finished: fed its last token again, output ignored */
+      APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k, &next[s]));
+      append(&r, s, next[s], piece, &plen);
+      r.new_tokens++;
+      if (n == 1) {
+        fwrite(piece, 1, plen, stdout);
+        fflush(stdout);
+      }
+      if (o->stop && ends_with(r.text[s], r.text_len[s], o->stop)) r.why[s] = "stop";
+      else if (k + 1 == o->max_new) r.why[s] = "length";
+      if (r.why[s]) {
+        active--;
+        if (n > 1) {
+          printf("--- [%lld] %s\n", (long long)s + 1, o->prompt_from[s]);
+          fwrite(r.text[s], 1, (size_t)r.text_len[s], stdout);
+          printf("\n");
+          fflush(stdout);
+        }
+      }
+    }
+    if (k == 0) r.first_token_s = app_now() - t0;
+    if (active == 0) break;
+    APP_CHECK(clmoe_gen_step(g, next, logits));
+    r.steps++;
+  }
+  if (n == 1) printf("\n");
+  clmoe_gen_stats st;
+  clmoe_gen_stats_get(g, &st);
+  r.decode_s = st.step_seconds;
+  clmoe_gen_memory_usage(g, &r.mem);
+  gen_report(o, model, ctx, &r);
+  clmoe_gen_state_destroy(g);
+  for (int64_t s = 0; s < n; s++) free(tok[s]), free(r.text[s]);
+  free(tok), free(r.text), free(r.text_len), free(r.why), free(logits), free(next);
+}
+
+int main(int argc, char **argv)
+{
+  app_name = "clmoe-generate";
+  gen_opts o = {0};
+  parse_args(argc, argv, &o);
+  clmoe_ctx *ctx;
+  clmoe_ctx_options copts = {.device = o.device};
+  APP_CHECK(clmoe_ctx_create(&ctx, &copts));
+  clmoe_model *model;
+  const double t0 = app_now();
+  clmoe_status st = clmoe_gen_load(ctx, o.ckpt, &model, NULL);
+  if (st != CLMOE_OK) {
+    fprintf(stderr, "%s: cannot load the checkpoint: %s\n  %s\n", app_name, clmoe_strerror(st), clmoe_last_error());
+    clmoe_ctx_destroy(ctx);
+    return 1;
+  }
+  const double load_s = app_now() - t0;
+  int rc = 0;
+  if (o.nbench) rc = gen_prefill_bench(&o, model, ctx);
+  else generate(&o, model, ctx, load_s);
+  clmoe_model_destroy(model);
+  clmoe_ctx_destroy(ctx);
+  for (int p = 0; p < o.nprompts; p++) free(o.prompt[p]), free(o.prompt_from[p]);
+  return rc;
+}

@@ -1,0 +1,192 @@
+/* clmoe-generate: the summary (stderr, JSON) and --prefill-bench. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate_app.h"
+
+const char *gen_bytes(char *buf, size_t len, double b)
+{
+  if (b >= 1073741824.0) snprintf(buf, len, "%.2f GiB", b / 1073741824.0);
+  else if (b >= 1048576.0) snprintf(buf, len, "%.2f MiB", b / 1048576.0);
+  else if (b >= 1024.0) snprintf(buf, len, "%.1f KiB", b / 1024.0);
+  else snprintf(buf, len, "%.0f B", b);
+  return buf;
+}
+
+/* A JSON string of arbitrary bytes: valid UTF-8 as it is, other bytes (and controls) as
+ * \u00XX escapes. */
+static void json_bytes(FILE *f, const char *buf, int64_t len)
+{
+  const unsigned char *s = (const unsigned char *)buf;
+  fputc('"', f);
+  for (int64_t i = 0; i < len;) {
+    const unsigned c = s[i];
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    for (int k = 1; k < n; k++)
+      if (i + k >= len || (s[i + k] & 0xc0) != 0x80) n = 0;
+    if (n > 1) {
+      fwrite(s + i, 1, (size_t)n, f);
+      i += n;
+      continue;
+    }
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c == '\n') fputs("\\n", f);
+    else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+    else fputc((int)c, f);
+    i++;
+  }
+  fputc('"', f);
+}
+
+static double rate(double n, double s) { return s > 0.0 ? n / s : 0.0; }
+
+static void model_line(const clmoe_model *model, clmoe_ctx *ctx, const char *ckpt)
+{
+  const clmoe_config *c = clmoe_model_config(model);
+  fprintf(stderr, "%s: %s: %d layers (%d MLA), d %lld, vocab %lld, on %s\n", app_name, ckpt, c->layers,
+          clmoe_config_mla_count(c), (long long)c->d_model, (long long)c->vocab, clmoe_ctx_caps(ctx)->device_name);
+}
+
+static void memory_json(FILE *f, const clmoe_gen_memory *m)
+{
+  fprintf(f, "{\"weights\": %zu, \"kda_state\": %zu, \"mla_cache_allocated\": %zu, \"mla_cache_used\": %zu, "
+          "\"mla_bytes_per_token\": %zu, \"tokens\": %lld}", m->weights, m->kda_state, m->mla_cache, m->mla_cache_used,
+          m->mla_token_bytes, (long long)m->tokens);
+}
+
+void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen_result *r)
+{
+  const double dec_tokens = (double)r->steps * (double)r->nseq;
+  if (!o->quiet) {
+    char a[32], b[32], c[32], d[32];
+    const clmoe_gen_memory *m = &r->mem;
+    model_line(model, ctx, o->ckpt);
+    fprintf(stderr, "load: %.3f s\n", r->load_s);
+    fprintf(stderr, "prefill: %lld tokens of %lld prompts in %.3f s: %.1f tokens/s; time to first token %.3f s\n",
+            (long long)r->prompt_tokens, (long long)r->nseq, r->prefill_s, rate((double)r->prompt_tokens, r->prefill_s),
+            r->first_token_s);
+    fprintf(stderr, "decode: %lld steps x %lld sequences in %.3f s: %.1f tokens/s (%.1f steps/s); %lld tokens kept\n",
+            (long long)r->steps, (long long)r->nseq, r->decode_s, rate(dec_tokens, r->decode_s),
+            rate((double)r->steps, r->decode_s), (long long)r->new_tokens);
+    fprintf(stderr, "memory: weights %s, KDA states %s (constant), MLA cache %s used (%zu B per token) of %s "
+            "allocated\n", gen_bytes(a, sizeof a, (double)m->weights), gen_bytes(b, sizeof b, (double)m->kda_state),
+            gen_bytes(c, sizeof c, (double)m->mla_cache_used), m->mla_token_bytes,
+            gen_bytes(d, sizeof d, (double)m->mla_cache));
+  }
+  if (!o->json) return;
+  FILE *f = app_open_output(o->json);
+  fprintf(f, "{\n  \"checkpoint\": ");
+  json_string(f, o->ckpt);
+  fprintf(f, ",\n  \"device\": ");
+  json_string(f, clmoe_ctx_caps(ctx)->device_name);
+  fprintf(f, ",\n  \"sequences\": %lld,\n  \"prompt_tokens\": %lld,\n  \"new_tokens\": %lld,\n  \"steps\": %lld,\n",
+          (long long)r->nseq, (long long)r->prompt_tokens, (long long)r->new_tokens, (long long)r->steps);
+  fprintf(f, "  \"load_s\": ");
+  json_double(f, r->load_s);
+  fprintf(f, ",\n  \"prefill_s\": ");
+  json_double(f, r->prefill_s);
+  fprintf(f, ",\n  \"prefill_tokens_per_s\": ");
+  json_double(f, rate((double)r->prompt_tokens, r->prefill_s));
+  fprintf(f, ",\n  \"time_to_first_token_s\": ");
+  json_double(f, r->first_token_s);
+  fprintf(f, ",\n  \"decode_s\": ");
+  json_double(f, r->decode_s);
+  fprintf(f, ",\n  \"decode_tokens_per_s\": ");
+  json_double(f, rate(dec_tokens, r->decode_s));
+  fprintf(f, ",\n  \"memory\": ");
+  memory_json(f, &r->mem);
+  fprintf(f, ",\n  \"outputs\": [\n");
+  for (int64_t s = 0; s < r->nseq; s++) {
+    fprintf(f, "    {\"prompt\": ");
+    json_string(f, o->prompt_from[s]);
+    fprintf(f, ", \"end\": \"%s\", \"text\": ", r->why[s] ? r->why[s] : "length");
+    json_bytes(f, r->text[s], r->text_len[s]);
+    fprintf(f, "}%s\n", s + 1 < r->nseq ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  app_close_output(f);
+}
+
+/* One benchmark length: a synthetic prompt (bytes from the seed), prefilled in chunks,
+ * then a few decode steps at that context. */
+typedef struct bench_row {
+  int64_t T, chunk, steps;
+  double prefill_s, step_s;
+  clmoe_gen_memory mem;
+  size_t all_mla_bytes; /* the cache an all-MLA stack of the same depth would hold */
+} bench_row;
+
+static void bench_one(const gen_opts *o, clmoe_model *model, int64_t T, bench_row *row)
+{
+  const clmoe_config *c = clmoe_model_config(model);
+  const int64_t V = c->vocab;
+  int32_t *p = malloc((size_t)T * sizeof *p);
+  float *logits = malloc((size_t)V * sizeof *logits);
+  if (!p || !logits) app_die(CLMOE_ERR_OUT_OF_MEMORY, "benchmark prompt");
+  for (int64_t i = 0; i < T; i++) {
+    int32_t t = (int32_t)(clmoe_random_uniform(o->sampling.seed, (uint64_t)i, 0.0f, 1.0f) * (float)V);
+    p[i] = t < V ? t : (int32_t)V - 1;
+  }
+  clmoe_gen_options go = o->gen;
+  go.reserve_tokens = T + o->bench_steps; /* one allocation: no doubling inside the timing */
+  clmoe_gen_state *g;
+  APP_CHECK(clmoe_gen_state_create(model, 1, &go, &g));
+  const int32_t *pp[1] = {p};
+  const int64_t len[1] = {T};
+  double t0 = app_now();
+  APP_CHECK(clmoe_gen_prefill(g, pp, len, logits, NULL));
+  row->prefill_s = app_now() - t0;
+  clmoe_gen_memory_usage(g, &row->mem); /* the context of the prompt itself */
+  int32_t next = p[T - 1];
+  t0 = app_now();
+  for (int64_t k = 0; k < o->bench_steps; k++) APP_CHECK(clmoe_gen_step(g, &next, logits));
+  row->step_s = o->bench_steps ? (app_now() - t0) / (double)o->bench_steps : 0.0;
+  row->T = T, row->steps = o->bench_steps;
+  row->chunk = go.prefill_chunk ? go.prefill_chunk : 2048;
+  const int nmla = clmoe_config_mla_count(c);
+  row->all_mla_bytes = nmla ? row->mem.mla_token_bytes / (size_t)nmla * (size_t)c->layers * (size_t)row->mem.tokens : 0;
+  clmoe_gen_state_destroy(g);
+  free(p), free(logits);
+}
+
+int gen_prefill_bench(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
+{
+  bench_row rows[GEN_MAX_BENCH];
+  if (!o->quiet) {
+    model_line(model, ctx, o->ckpt);
+    fprintf(stderr, "%10s %8s %11s %12s %14s %14s %14s %14s\n", "tokens", "chunk", "prefill s", "tokens/s",
+            "KDA state", "MLA cache", "all-MLA cache", "decode step ms");
+  }
+  for (int i = 0; i < o->nbench; i++) {
+    bench_one(o, model, o->bench[i], &rows[i]);
+    if (o->quiet) continue;
+    char a[32], b[32], c[32];
+    const bench_row *r = &rows[i];
+    fprintf(stderr, "%10lld %8lld %11.3f %12.1f %14s %14s %14s %14.2f\n", (long long)r->T, (long long)r->chunk,
+            r->prefill_s, rate((double)r->T, r->prefill_s), gen_bytes(a, sizeof a, (double)r->mem.kda_state),
+            gen_bytes(b, sizeof b, (double)r->mem.mla_cache_used), gen_bytes(c, sizeof c, (double)r->all_mla_bytes),
+            1e3 * r->step_s);
+  }
+  if (!o->json) return 0;
+  FILE *f = app_open_output(o->json);
+  fprintf(f, "{\n  \"checkpoint\": ");
+  json_string(f, o->ckpt);
+  fprintf(f, ",\n  \"device\": ");
+  json_string(f, clmoe_ctx_caps(ctx)->device_name);
+  fprintf(f, ",\n  \"prefill_bench\": [\n");
+  for (int i = 0; i < o->nbench; i++) {
+    const bench_row *r = &rows[i];
+    fprintf(f, "    {\"tokens\": %lld, \"chunk\": %lld, \"prefill_s\": ", (long long)r->T, (long long)r->chunk);
+    json_double(f, r->prefill_s);
+    fprintf(f, ", \"prefill_tokens_per_s\": ");
+    json_double(f, rate((double)r->T, r->prefill_s));
+    fprintf(f, ", \"decode_steps\": %lld, \"decode_step_s\": ", (long long)r->steps);
+    json_double(f, r->step_s);
+    fprintf(f, ", \"all_mla_cache_bytes\": %zu, \"memory\": ", r->all_mla_bytes);
+    memory_json(f, &r->mem);
+    fprintf(f, "}%s\n", i + 1 < o->nbench ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  app_close_output(f);
+  return 0;
+}
