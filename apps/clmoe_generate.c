@@ -239,6 +239,7 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, doub
     r.steps++;
   }
   if (n == 1) printf("\n");
+  fflush(stdout); /* the text before the summary on stderr */
   clmoe_gen_stats st;
   clmoe_gen_stats_get(g, &st);
   r.decode_s = st.step_seconds;

@@ -40,8 +40,11 @@ echo "== the main job: train the demo model, then generate text from it"
 # and prints text it generates.
 ./apps/clmoe-info 2> /dev/null | grep '^Chosen'
 cat /usr/share/common-licenses/* > demo-text.txt
-# (clmoe-generate, once built, takes over the sampling: see docs/user-guide.md)
 ./apps/clmoe-train --preset demo --data demo-text.txt --out demo-run --time-limit "${CLMOE_DEMO_SECONDS:-150}" \
-  --sample 300 --prompt "The Licensee "
+  --sample 0
+echo "== generating from the trained model (prompt: 'The Licensee ')"
+printf 'The Licensee '
+./apps/clmoe-generate --ckpt demo-run/checkpoint.safetensors --prompt "The Licensee " -n 300 \
+  --temperature 0.8 --top-k 40 --seed 1
 echo "== quickstart done: the apps are in $root/build/apps ('make install' puts them in /usr/local/bin);"
 echo "   the model is in $root/build/demo-run (metrics.csv, checkpoint.safetensors)"
