@@ -245,6 +245,17 @@ static void metrics_truncate(const char *path, int64_t step)
   free(keep);
 }
 
+/* Releases whatever the run holds (any of it may not exist yet) and returns rc. */
+static int run_end(run *r, int rc)
+{
+  if (r->metrics) fclose(r->metrics);
+  free(r->tokens), free(r->targets);
+  clmoe_model_destroy(r->model);
+  clmoe_ctx_destroy(r->ctx);
+  clmoe_data_close(r->data);
+  return rc;
+}
+
 int train_run(clmoe_config *cfg, const train_opts *o)
 {
   run r = {0};
@@ -255,7 +266,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   if (clmoe_data_vocab(r.data) > cfg->vocab) {
     fprintf(stderr, "%s: %s: the data's vocabulary (%lld) exceeds the model's ([model] vocab = %lld)\n", app_name,
             o->data ? o->data : o->task, (long long)clmoe_data_vocab(r.data), (long long)cfg->vocab);
-    return 1;
+    return run_end(&r, 1);
   }
   int64_t maxT = t->seq_len;
   for (int i = 0; i < t->ncurriculum; i++) maxT = t->curriculum_len[i] > maxT ? t->curriculum_len[i] : maxT;
@@ -265,12 +276,12 @@ int train_run(clmoe_config *cfg, const train_opts *o)
       fprintf(stderr, "%s: %s: the %s split has %lld tokens, fewer than one sequence of %lld + 1 (use more data or "
               "a shorter --seq-len)\n", app_name, o->data, split ? "validation (last 5%)" : "training",
               (long long)have, (long long)maxT);
-      return 1;
+      return run_end(&r, 1);
     }
   }
   if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "%s: cannot create %s: %s\n", app_name, o->out_dir, strerror(errno));
-    return 1;
+    return run_end(&r, 1);
   }
   clmoe_ctx_options copts = {.device = o->device, .profiling = o->profile};
   APP_CHECK(clmoe_ctx_create(&r.ctx, &copts));
@@ -293,7 +304,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     r.metrics = fopen(o->metrics, r.step ? "a" : "w");
     if (!r.metrics) {
       fprintf(stderr, "%s: cannot write %s: %s\n", app_name, o->metrics, strerror(errno));
-      return 1;
+      return run_end(&r, 1);
     }
     if (!r.step) fprintf(r.metrics, "step,loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s,moe_max_over_mean,moe_empty,seq_len\n");
   }
@@ -339,7 +350,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     if (st != CLMOE_OK) {
       fprintf(stderr, "\n%s: step %lld: %s (loss %g): stopping; the last checkpoint is kept\n", app_name,
               (long long)r.step, clmoe_last_error(), loss);
-      return 1;
+      return run_end(&r, 1);
     }
     if (profiled) {
       double ks;
@@ -377,14 +388,12 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   if (!o->quiet && tty) fprintf(stderr, "\n");
   if (o->profile) print_profile(r.ctx, prof_s, prof_kernel_s, prof_tokens);
   save(&r, stop_signal ? "interrupted" : timed_out ? "--time-limit" : r.step < t->steps ? "--stop-at" : "end");
-  if (r.metrics && fclose(r.metrics) != 0) {
+  FILE *metrics = r.metrics;
+  r.metrics = NULL;
+  if (metrics && fclose(metrics) != 0) {
     fprintf(stderr, "%s: writing %s: %s\n", app_name, o->metrics, strerror(errno));
-    return 1;
+    return run_end(&r, 1);
   }
   if (!stop_signal) sample(&r);
-  free(r.tokens), free(r.targets);
-  clmoe_model_destroy(r.model);
-  clmoe_ctx_destroy(r.ctx);
-  clmoe_data_close(r.data);
-  return stop_signal ? 130 : 0;
+  return run_end(&r, stop_signal ? 130 : 0);
 }

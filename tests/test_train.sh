@@ -105,6 +105,11 @@ expect "task vocabulary too big" 1 "exceeds the model" -- "$train" --preset tiny
 expect "bad --steps" 2 "--steps" -- "$train" --preset tiny --data "$tmp/text.txt" --steps 0
 expect "unwritable --out" 1 "cannot create" -- "$train" --preset tiny --data "$tmp/text.txt" --steps 1 --out /proc/nonexistent/run
 
+# 4b. Every malformed config of tests/bad/config through the app: its line and key, exit 1.
+for f in "$srcdir"/tests/bad/config/*.conf; do
+  expect "bad config $(basename "$f")" 1 "$(basename "$f")" -- $wrap "$train" --config "$f" --data "$tmp/text.txt" --steps 1 --out "$tmp/bad"
+done
+
 # 5. Damaged checkpoints: every one is refused with the file named, nothing is overwritten.
 ck="$tmp/a/checkpoint.safetensors"
 [ -f "$ck" ] || "$train" $tiny --steps 2 --out "$tmp/a" > /dev/null 2>&1
