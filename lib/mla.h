@@ -180,8 +180,9 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
 /* Appends new tokens to sequences that may already hold context (chunked prefill): x
  * [M, d] holds counts[n] tokens of cache sequence n for n = 0 .. nseq - 1 in that order
  * (sum M; counts may be 0). Every new token's c and k_r are cached, then each attends
- * causally to its sequence's earlier tokens and itself in absorbed form (the decode kernel
- * with one row per token: O(context) per token, no flash tiling); y [M, d]. */
+ * causally to its sequence's earlier tokens and itself in absorbed form: a tiled kernel
+ * (kernels_cl/mla_extend.cl) whose work-groups share each cache tile among several tokens
+ * and all heads; O(M x context) work, O(M) extra memory; y [M, d]. */
 clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
                               clmoe_mla_cache *cache, const clmoe_tensor *x, const int64_t *counts,
                               clmoe_tensor *y);

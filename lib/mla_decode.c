@@ -5,7 +5,8 @@
  *   q_c = W_uk[h]^T q_n            (batched GEMM over heads)
  *   s_t = scale (q_c . c_t + q_r . k_r,t),  p = softmax(s)   over the cached tokens t
  *   o_h = W_uv[h] (sum_t p_t c_t)  (batched GEMM over heads)
- * which equals the training form exactly in exact arithmetic (no rotation: NoPE). */
+ * which equals the training form exactly in exact arithmetic (no rotation: NoPE). Chunked
+ * prefill into a cache that holds context (clmoe_mla_extend) is in mla_extend.c. */
 #include "mla_internal.h"
 
 #include <stdio.h>
@@ -14,25 +15,6 @@
 
 #include "gemm.h"
 
-#define CBLK CLMOE_MLA_CACHE_BLOCK
-
-struct clmoe_mla_cache {
-  clmoe_ctx *ctx;
-  int64_t nseq, dc, dr, row; /* row = dc + dr numbers per token */
-  clmoe_dtype dtype;
-  clmoe_tensor store;        /* [cap_blocks, CBLK, row] */
-  int64_t cap_blocks;
-  int32_t *free_blocks;      /* stack of unused physical blocks [cap_blocks] */
-  int64_t nfree;
-  int64_t *len;              /* [nseq] tokens per sequence */
-  int32_t *table;            /* [nseq, maxb] physical block of each logical block */
-  int64_t maxb;
-  clmoe_tensor d_table;      /* i32 [nseq, maxb] */
-  clmoe_tensor d_len;        /* i32 [nseq], kept equal to len (decode steps advance both) */
-  int table_dirty, len_dirty;
-};
-
-static int64_t blocks_for(int64_t tokens) { return (tokens + CBLK - 1) / CBLK; }
 
 static clmoe_status oom(const char *what)
 {
@@ -91,7 +73,7 @@ static clmoe_status grow_table(clmoe_mla_cache *c, int64_t cols)
 }
 
 /* Makes room for `tokens` tokens in sequence s (blocks from the pool, table widened). */
-static clmoe_status reserve(clmoe_mla_cache *c, int64_t s, int64_t tokens)
+clmoe_status mla_cache_reserve(clmoe_mla_cache *c, int64_t s, int64_t tokens)
 {
   const int64_t have = blocks_for(c->len[s]), need = blocks_for(tokens);
   if (need > c->maxb) {
@@ -184,7 +166,7 @@ size_t clmoe_mla_cache_device_bytes(const clmoe_mla_cache *c)
   return c ? clmoe_tensor_bytes(&c->store) + clmoe_tensor_bytes(&c->d_table) + clmoe_tensor_bytes(&c->d_len) : 0;
 }
 
-static clmoe_status check_cache(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_cache *c)
+clmoe_status mla_check_cache(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_cache *c)
 {
   if (!c) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cache is NULL", op);
   if (c->dc != cfg->kv_rank || c->dr != cfg->qk_rope)
@@ -218,7 +200,7 @@ static clmoe_status decode_shape(clmoe_ctx *ctx, const clmoe_mla_cache *c, int *
 
 /* Uploads the block table and the lengths if the host changed them (the table changes
  * once per 64 tokens of a sequence; decode steps advance the lengths on the device). */
-static clmoe_status sync_device(clmoe_mla_cache *c)
+clmoe_status mla_cache_sync(clmoe_mla_cache *c)
 {
   if (c->table_dirty)
     CLMOE_TRY(clmoe_tensor_write(&c->d_table, c->table, (size_t)(c->nseq * c->maxb) * sizeof *c->table));
@@ -236,11 +218,11 @@ static clmoe_status sync_device(clmoe_mla_cache *c)
 /* Writes c [M, dc] and kr [M, Dr] of M tokens to the cache: at map[i] = (sequence,
  * position), or with map NULL (a decode step, M = nseq) at the end of every sequence, whose
  * device lengths then advance by one. */
-static clmoe_status cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat, const clmoe_tensor *kr,
+clmoe_status mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat, const clmoe_tensor *kr,
                                 const cl_int *map, int64_t M)
 {
   if (M == 0) return CLMOE_OK;
-  CLMOE_TRY(sync_device(c));
+  CLMOE_TRY(mla_cache_sync(c));
   char opts[128];
   int hg, bt;
   CLMOE_TRY(decode_shape(ctx, c, &hg, &bt));
@@ -277,7 +259,7 @@ clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, cons
   const char *op = "clmoe_mla_prefill";
   char desc[96];
   CLMOE_TRY(mla_check_weights(op, cfg, w));
-  CLMOE_TRY(check_cache(op, cfg, cache));
+  CLMOE_TRY(mla_check_cache(op, cfg, cache));
   if (!x || x->ndim != 3)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, d_model] f32", op,
                         x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL");
@@ -317,10 +299,10 @@ clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, cons
   }
   for (int64_t n = 0; n < p.N; n++) {
     const int64_t slot = slots ? slots[n] : n, L = p.bounds[n + 1] - p.bounds[n];
-    CLMOE_TRY_GOTO(st, reserve(cache, slot, L), done);
+    CLMOE_TRY_GOTO(st, mla_cache_reserve(cache, slot, L), done);
     for (int64_t t = 0; t < L; t++) map[2 * (p.bounds[n] + t)] = (cl_int)slot, map[2 * (p.bounds[n] + t) + 1] = (cl_int)t;
   }
-  CLMOE_TRY_GOTO(st, cache_write(ctx, cache, &s.c, &s.kr, map, p.M), done);
+  CLMOE_TRY_GOTO(st, mla_cache_write(ctx, cache, &s.c, &s.kr, map, p.M), done);
   for (int64_t n = 0; n < p.N; n++) cache->len[slots ? slots[n] : n] = p.bounds[n + 1] - p.bounds[n];
   cache->len_dirty = 1;
 done:
@@ -379,69 +361,11 @@ static clmoe_status decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, c
                      oc);
 }
 
-/* Rows of an extend: new token r belongs to cache sequence seq[r] and sees its first len[r]
- * cached tokens (its own included). */
-typedef struct extend_rows {
-  const cl_int *seq, *len;
-} extend_rows;
-
-/* Scratch budget of one attention launch of an extend (partials and row tables). */
-#define MLA_EXTEND_SCRATCH ((size_t)256 << 20)
-/* Splits per query row in an extend: long contexts use longer splits (fewer partials). */
-#define MLA_EXTEND_SPLITS 32
-
-/* Attention of M new rows (extend) in launches that keep the partials within the budget:
- * each launch gets a block table with one row per query (a copy of its sequence's row). */
-static clmoe_status extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
-                                  const extend_rows *r, int64_t M, const clmoe_tensor *qc, const clmoe_tensor *q,
-                                  clmoe_tensor *oc)
-{
-  const int64_t H = cfg->n_heads, dc = c->dc, dqk = cfg->qk_nope + cfg->qk_rope;
-  int64_t maxlen = 1;
-  for (int64_t i = 0; i < M; i++) maxlen = r->len[i] > maxlen ? r->len[i] : maxlen;
-  int64_t split = (maxlen + MLA_EXTEND_SPLITS - 1) / MLA_EXTEND_SPLITS;
-  split = split < MLA_DECODE_SPLIT ? MLA_DECODE_SPLIT : split;
-  const int64_t nsplit = (maxlen + split - 1) / split, tb = blocks_for(maxlen);
-  const size_t per_row = (size_t)(H * nsplit) * (size_t)(dc + 2) * sizeof(float) + (size_t)(tb + 1) * sizeof(cl_int);
-  int64_t R = (int64_t)(MLA_EXTEND_SCRATCH / per_row);
-  R = R < 1 ? 1 : R > M ? M : R;
-  cl_int *host = malloc((size_t)(R * (tb + 1)) * sizeof *host);
-  if (!host) return oom("extend tables");
-  clmoe_tensor tab = {0}, lens = {0}, part = {0};
-  clmoe_status st = CLMOE_OK;
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &tab, CLMOE_I32, 2, (int64_t[]){R, tb}), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &lens, CLMOE_I32, 1, (int64_t[]){R}), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &part, CLMOE_F32, 3, (int64_t[]){R, H, dc}), done);
-  for (int64_t r0 = 0; r0 < M; r0 += R) {
-    const int64_t n = M - r0 < R ? M - r0 : R;
-    int64_t ml = 1;
-    for (int64_t i = 0; i < n; i++) {
-      const int64_t sq = r->seq[r0 + i];
-      for (int64_t b = 0; b < tb; b++) host[i * tb + b] = b < c->maxb ? c->table[sq * c->maxb + b] : 0;
-      host[R * tb + i] = r->len[r0 + i];
-      ml = r->len[r0 + i] > ml ? r->len[r0 + i] : ml;
-    }
-    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&tab, host, (size_t)(n * tb) * sizeof *host), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&lens, host + R * tb, (size_t)n * sizeof *host), done);
-    clmoe_tensor qcv, qv, ocv, pv;
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(qc, &qcv, 3, (int64_t[]){n, H, dc}, r0 * H * dc), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(q, &qv, 2, (int64_t[]){n, H * dqk}, r0 * H * dqk), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&part, &pv, 3, (int64_t[]){n, H, dc}, 0), done);
-    CLMOE_TRY_GOTO(st, attend_rows(ctx, cfg, c, tab.buf, tb, lens.buf, n, ml, split, &qcv, &qv, &pv), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(oc, &ocv, 3, (int64_t[]){n, H, dc}, r0 * H * dc), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&ocv, &pv), done);
-  }
-done:
-  free(host);
-  clmoe_tensor_destroy(&tab), clmoe_tensor_destroy(&lens), clmoe_tensor_destroy(&part);
-  return st;
-}
-
 /* The absorbed attention and output of M new tokens whose c and k_r are already cached and
  * whose projections are in s: y [M, d]. rows NULL: a decode step (one row per sequence). */
-static clmoe_status absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                             clmoe_mla_cache *c, clmoe_mla_saved *s, int64_t N, const extend_rows *rows,
-                             clmoe_tensor *y)
+clmoe_status mla_absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                          clmoe_mla_cache *c, clmoe_mla_saved *s, int64_t N, const mla_extend_rows *rows,
+                          clmoe_tensor *y)
 {
   const int64_t H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope;
   const int64_t dv = cfg->v_dim, dc = cfg->kv_rank, dkv = dn + dv;
@@ -457,7 +381,7 @@ static clmoe_status absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const 
   mla_strided_view(&w->w_ukv, 0, H, dn, dc, dkv * dc, dc, &Bm);
   mla_strided_view(&qc, 0, H, N, dc, dc, H * dc, &C);
   CLMOE_TRY_GOTO(st, clmoe_gemm_batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &Bm, 0.0f, &C), done);
-  if (rows) CLMOE_TRY_GOTO(st, extend_attend(ctx, cfg, c, rows, N, &qc, &s->q, &oc), done);
+  if (rows) CLMOE_TRY_GOTO(st, mla_extend_attend(ctx, cfg, c, rows, &qc, &s->q, &oc), done);
   else CLMOE_TRY_GOTO(st, decode_attend(ctx, cfg, c, &qc, &s->q, &oc), done);
   /* o[h] = oc[h] W_uv[h]^T: [N, dc] x [dc, Dv] per head */
   mla_strided_view(&oc, 0, H, N, dc, dc, H * dc, &A);
@@ -479,7 +403,7 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
 {
   const char *op = "clmoe_mla_decode_step";
   CLMOE_TRY(mla_check_weights(op, cfg, w));
-  CLMOE_TRY(check_cache(op, cfg, c));
+  CLMOE_TRY(mla_check_cache(op, cfg, c));
   const int64_t N = c->nseq;
   CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, N, cfg->d_model, 0, 0));
   CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, N, cfg->d_model, 0, 0));
@@ -489,53 +413,11 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   /* Projections of the new tokens, then their c and k_r appended to the cache (positions
    * and lengths on the device: no upload unless a block was added). */
   CLMOE_TRY_GOTO(st, mla_project(ctx, cfg, w, x, &s, 0), done);
-  for (int64_t n = 0; n < N; n++) CLMOE_TRY_GOTO(st, reserve(c, n, c->len[n] + 1), done);
-  CLMOE_TRY_GOTO(st, cache_write(ctx, c, &s.c, &s.kr, NULL, N), done);
+  for (int64_t n = 0; n < N; n++) CLMOE_TRY_GOTO(st, mla_cache_reserve(c, n, c->len[n] + 1), done);
+  CLMOE_TRY_GOTO(st, mla_cache_write(ctx, c, &s.c, &s.kr, NULL, N), done);
   for (int64_t n = 0; n < N; n++) c->len[n]++;
-  st = absorbed(ctx, cfg, w, c, &s, N, NULL, y);
+  st = mla_absorbed(ctx, cfg, w, c, &s, N, NULL, y);
 done:
-  clmoe_mla_saved_release(&s);
-  return st;
-}
-
-clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                              clmoe_mla_cache *c, const clmoe_tensor *x, const int64_t *counts, clmoe_tensor *y)
-{
-  const char *op = "clmoe_mla_extend";
-  CLMOE_TRY(mla_check_weights(op, cfg, w));
-  CLMOE_TRY(check_cache(op, cfg, c));
-  if (!counts) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts is NULL", op);
-  int64_t M = 0;
-  for (int64_t n = 0; n < c->nseq; n++) {
-    if (counts[n] < 0 || counts[n] > ((int64_t)1 << 30))
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts[%lld] = %lld is out of range", op, (long long)n,
-                          (long long)counts[n]);
-    M += counts[n];
-  }
-  if (M == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, M, cfg->d_model, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, M, cfg->d_model, 0, 0));
-  clmoe_mla_saved s;
-  memset(&s, 0, sizeof s);
-  cl_int *map = malloc((size_t)M * 4 * sizeof *map);
-  if (!map) return oom("token map");
-  cl_int *seq = map + 2 * M, *len = map + 3 * M;
-  clmoe_status st = CLMOE_OK;
-  CLMOE_TRY_GOTO(st, mla_project(ctx, cfg, w, x, &s, 0), done);
-  for (int64_t n = 0, i = 0; n < c->nseq; n++) {
-    CLMOE_TRY_GOTO(st, reserve(c, n, c->len[n] + counts[n]), done);
-    for (int64_t t = 0; t < counts[n]; t++, i++) {
-      map[2 * i] = (cl_int)n, map[2 * i + 1] = (cl_int)(c->len[n] + t);
-      seq[i] = (cl_int)n, len[i] = (cl_int)(c->len[n] + t + 1);
-    }
-  }
-  CLMOE_TRY_GOTO(st, cache_write(ctx, c, &s.c, &s.kr, map, M), done);
-  for (int64_t n = 0; n < c->nseq; n++) c->len[n] += counts[n];
-  c->len_dirty = 1;
-  extend_rows rows = {seq, len};
-  st = absorbed(ctx, cfg, w, c, &s, M, &rows, y);
-done:
-  free(map);
   clmoe_mla_saved_release(&s);
   return st;
 }

@@ -1,6 +1,6 @@
-/* Internal to the MLA host code (mla.c, mla_attn.c, mla_decode.c): strided operands, the
- * sequence plan with its tile tables, and the attention entry points the layer uses with
- * column slices of its projections. */
+/* Internal to the MLA host code (mla.c, mla_attn.c, mla_decode.c, mla_extend.c): strided
+ * operands, the sequence plan with its tile tables, the attention entry points the layer uses
+ * with column slices of its projections, and the paged cache shared by decode and extend. */
 #ifndef CLMOE_MLA_INTERNAL_H
 #define CLMOE_MLA_INTERNAL_H
 
@@ -72,5 +72,56 @@ clmoe_status mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmo
 /* y [M, d] = W_o (gate * o); u [M, H Dv] receives gate * o. */
 clmoe_status mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const clmoe_tensor *gate,
                         const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2);
+
+/* ---- the paged latent cache (mla_decode.c) and chunked prefill (mla_extend.c) ---- */
+
+#define CBLK CLMOE_MLA_CACHE_BLOCK
+
+struct clmoe_mla_cache {
+  clmoe_ctx *ctx;
+  int64_t nseq, dc, dr, row; /* row = dc + dr numbers per token */
+  clmoe_dtype dtype;
+  clmoe_tensor store;        /* [cap_blocks, CBLK, row] */
+  int64_t cap_blocks;
+  int32_t *free_blocks;      /* stack of unused physical blocks [cap_blocks] */
+  int64_t nfree;
+  int64_t *len;              /* [nseq] tokens per sequence */
+  int32_t *table;            /* [nseq, maxb] physical block of each logical block */
+  int64_t maxb;
+  clmoe_tensor d_table;      /* i32 [nseq, maxb] */
+  clmoe_tensor d_len;        /* i32 [nseq], kept equal to len (decode steps advance both) */
+  int table_dirty, len_dirty;
+};
+
+static inline int64_t blocks_for(int64_t tokens) { return (tokens + CBLK - 1) / CBLK; }
+
+clmoe_status mla_check_cache(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_cache *c);
+/* Makes room for `tokens` tokens in sequence s (blocks from the pool, table widened). */
+clmoe_status mla_cache_reserve(clmoe_mla_cache *c, int64_t s, int64_t tokens);
+/* Uploads the block table and the lengths if the host changed them. */
+clmoe_status mla_cache_sync(clmoe_mla_cache *c);
+/* Writes c [M, dc] and kr [M, Dr] of M tokens at map[i] = (sequence, position), or with map
+ * NULL (a decode step, M = nseq) at the end of every sequence (device lengths advance). */
+clmoe_status mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat, const clmoe_tensor *kr,
+                             const cl_int *map, int64_t M);
+
+/* New tokens of an extend, already in the cache, packed by sequence: counts[n] tokens of
+ * sequence n (nseq entries), token i at cache position pos[i] (sees positions <= pos[i]). */
+typedef struct mla_extend_rows {
+  const int64_t *counts;
+  const cl_int *pos;
+  int64_t M;
+} mla_extend_rows;
+
+/* oc [M, H, dc] = the absorbed attention of qc [M, H, dc] and q_r (in q [M, H Dqk]) of the
+ * new rows over their sequences' caches, by the tiled kernel (kernels_cl/mla_extend.cl). */
+clmoe_status mla_extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
+                               const mla_extend_rows *rows, const clmoe_tensor *qc, const clmoe_tensor *q,
+                               clmoe_tensor *oc);
+/* The absorbed attention and output of N new tokens whose c and k_r are already cached and
+ * whose projections are in s: y [N, d]. rows NULL: a decode step (one row per sequence). */
+clmoe_status mla_absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                          clmoe_mla_cache *c, clmoe_mla_saved *s, int64_t N, const mla_extend_rows *rows,
+                          clmoe_tensor *y);
 
 #endif

@@ -3,7 +3,8 @@
  * heads, packed sequences, bf16 storage, the report's head sizes), the materialised
  * baseline kernel, the whole layer forward and backward, and the absorbed decode (prefill +
  * token-by-token steps of sequences of different lengths) against the training-form
- * forward, both the reference's and the device's. bf16 storage is modelled in the reference:
+ * forward, both the reference's and the device's; chunked prefill (extend passes of uneven
+ * sizes after prompts of 0 to 300 tokens) against the same. bf16 storage is modelled in the reference:
  * a bf16 cache rounds c and k_r, a bf16 o rounds o where the backward reads it (D = dO.o).
  * Tolerances: fp32 1e-4 (long sums over keys and
  * features), bf16 storage 1e-2. */
@@ -13,10 +14,7 @@
 #include <string.h>
 
 #include "conformance/conformance.h"
-#include "ref/ref_mla.h"
-
-#define TOL_F32 1e-4
-#define TOL_BF16 1e-2
+#include "conformance/check_mla.h"
 
 enum { A_FWD, A_BWD, A_NAIVE };
 
@@ -30,7 +28,7 @@ typedef struct attn_case {
 } attn_case;
 
 /* Packed lengths -> cu_seqlens (host and device); *T their sum. */
-static clmoe_status make_cu(clmoe_ctx *ctx, const int32_t *lens, int n, int32_t **cu, clmoe_tensor *t, int64_t *T)
+clmoe_status ck_mla_make_cu(clmoe_ctx *ctx, const int32_t *lens, int n, int32_t **cu, clmoe_tensor *t, int64_t *T)
 {
   clmoe_status st = CLMOE_OK;
   CK_ALLOC(*cu, n + 1);
@@ -56,7 +54,7 @@ static clmoe_status check_attn(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result
   const int64_t H = ac->H, Dn = ac->Dn, Dr = ac->Dr, Dv = ac->Dv;
   if (ac->lens) {
     B = 1;
-    CK(make_cu(ctx, ac->lens, ac->nlens, &cu, &cu_t, &T));
+    CK(ck_mla_make_cu(ctx, ac->lens, ac->nlens, &cu, &cu_t, &T));
   }
   const int64_t M = B * T;
   const int64_t shp[NT][4] = {{B, T, H, Dn + Dr}, {B, T, H, Dn}, {B, T, Dr, 0}, {B, T, H, Dv}, {B, T, H, Dv},
@@ -111,23 +109,7 @@ done:
 
 /* ---- the layer and decoding --------------------------------------------------------------- */
 
-typedef struct layer_case {
-  int64_t d, H, rq, dc, Dn, Dr, Dv;
-  int64_t B, T;           /* without lens */
-  const int32_t *lens;    /* packed sequences, or for decoding the prompt lengths */
-  int nlens;
-  int steps;              /* decoding: tokens generated per sequence after the prompts */
-  clmoe_dtype cache;      /* decoding: cache storage */
-} layer_case;
-
-typedef struct layer_data {
-  clmoe_mla_config cfg;
-  ref_mla_layer rl;
-  clmoe_mla_weights w;
-  double *hw[REF_MLA_NWEIGHTS];
-} layer_data;
-
-static void layer_free(layer_data *L)
+void ck_mla_layer_free(layer_data *L)
 {
   clmoe_mla_weights_destroy(&L->w);
   for (int i = 0; i < REF_MLA_NWEIGHTS; i++) free(L->hw[i]);
@@ -135,7 +117,7 @@ static void layer_free(layer_data *L)
 
 /* Random weights of a scale that keeps every activation near 1 (so the softmax is neither
  * uniform nor one-hot): matrices uniform in +-sqrt(3 / fan_in), gains in (0.5, 1.5]. */
-static clmoe_status layer_setup(clmoe_ctx *ctx, uint64_t seed, const layer_case *lc, layer_data *L)
+clmoe_status ck_mla_layer_setup(clmoe_ctx *ctx, uint64_t seed, const layer_case *lc, layer_data *L)
 {
   clmoe_status st = CLMOE_OK;
   memset(L, 0, sizeof *L);
@@ -152,7 +134,7 @@ static clmoe_status layer_setup(clmoe_ctx *ctx, uint64_t seed, const layer_case 
     CK(ck_read(t, &L->hw[i]));
   }
 done:
-  if (st != CLMOE_OK) layer_free(L);
+  if (st != CLMOE_OK) ck_mla_layer_free(L);
   return st;
 }
 
@@ -167,11 +149,11 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   double *hx = NULL, *hy = NULL, *ry = NULL, *hdy = NULL, *hdx = NULL, *rdx = NULL;
   double *rg[REF_MLA_NWEIGHTS] = {0}, *gg[REF_MLA_NWEIGHTS] = {0};
   int32_t *cu = NULL;
-  CK(layer_setup(ctx, seed, lc, &L));
+  CK(ck_mla_layer_setup(ctx, seed, lc, &L));
   int64_t B = lc->B, T = lc->T;
   if (lc->lens) {
     B = 1;
-    CK(make_cu(ctx, lc->lens, lc->nlens, &cu, &cu_t, &T));
+    CK(ck_mla_make_cu(ctx, lc->lens, lc->nlens, &cu, &cu_t, &T));
   }
   const int64_t M = B * T, d = lc->d, sx[3] = {B, T, d};
   L.rl.s.B = B, L.rl.s.T = T, L.rl.s.cu_seqlens = cu, L.rl.s.nseq = lc->nlens;
@@ -210,7 +192,7 @@ done:
   clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&y), clmoe_tensor_destroy(&dy), clmoe_tensor_destroy(&dx);
   clmoe_tensor_destroy(&cu_t);
   free(hx), free(hy), free(ry), free(hdy), free(hdx), free(rdx), free(cu);
-  layer_free(&L);
+  ck_mla_layer_free(&L);
   return st;
 }
 
@@ -228,12 +210,12 @@ static clmoe_status check_decode(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
   int32_t *cu = NULL, *cup_h = NULL, *full = NULL;
   const int N = lc->nlens, S = lc->steps;
   const int64_t d = lc->d;
-  CK(layer_setup(ctx, seed, lc, &L));
+  CK(ck_mla_layer_setup(ctx, seed, lc, &L));
   CK_ALLOC(full, N);
   for (int n = 0; n < N; n++) full[n] = lc->lens[n] + S;
   int64_t T, P;
-  CK(make_cu(ctx, full, N, &cu, &cua, &T));
-  CK(make_cu(ctx, lc->lens, N, &cup_h, &cup, &P));
+  CK(ck_mla_make_cu(ctx, full, N, &cu, &cua, &T));
+  CK(ck_mla_make_cu(ctx, lc->lens, N, &cup_h, &cup, &P));
   const int64_t sa[3] = {1, T, d}, sp[3] = {1, P, d}, ss[2] = {N, d};
   CK(ck_uniform(ctx, &xa, CLMOE_F32, 3, sa, seed, -1.0f, 1.0f, &hx));
   CK(clmoe_tensor_create(ctx, &ya, CLMOE_F32, 3, sa));
@@ -291,7 +273,7 @@ done:
   clmoe_tensor *all[] = {&xa, &ya, &cua, &xp, &yp, &cup, &xs, &ys};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
   free(hx), free(ry), free(rb), free(dy), free(got), free(xf), free(buf), free(cu), free(cup_h), free(full);
-  layer_free(&L);
+  ck_mla_layer_free(&L);
   return st;
 }
 
@@ -362,4 +344,9 @@ const clmoe_check clmoe_checks_mla[] = {
     {"mla.decode", "prefill 5,0,70 + 9 absorbed decode steps = training-form forward", decode},
     {"mla.decode.bf16", "prefill + decode with a bf16 cache", decode_bf16},
     {"mla.decode.long", "a 602-token context: two decode splits merged", decode_long},
+    {"mla.extend", "chunked prefill: prompts 0,5,70, then 5 uneven extend passes (1-token, across blocks)", check_mla_extend_f32},
+    {"mla.extend.bf16", "chunked prefill with a bf16 cache", check_mla_extend_bf16},
+    {"mla.extend.long", "extend 150 then 1 then 130 tokens after a 300-token prompt, 3 heads", check_mla_extend_long},
+    {"mla.extend.wide", "extend with 192-number cache rows (the 32-row tile shape)", check_mla_extend_wide},
+    {"mla.extend.wide.bf16", "extend with wide bf16 cache rows", check_mla_extend_wide_bf16},
     {NULL, NULL, NULL}};
