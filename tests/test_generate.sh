@@ -54,6 +54,10 @@ for key in '"prefill_tokens_per_s"' '"decode_tokens_per_s"' '"time_to_first_toke
 done
 if [ "$(grep -c '"end": "length"' "$tmp/batch.json")" -eq 3 ]; then pass "batch JSON has 3 outputs"
 else fail "batch JSON outputs"; cat "$tmp/batch.json"; fi
+# A barely trained byte model emits every byte value: the JSON must still be valid UTF-8.
+"$gen" --ckpt "$ckpt" --prompt "x" -n 400 --temperature 3 --top-p 1 --seed 7 --quiet --json "$tmp/raw.json" > /dev/null 2>&1
+if iconv -f UTF-8 -t UTF-8 "$tmp/raw.json" > /dev/null 2>&1; then pass "JSON of arbitrary bytes is valid UTF-8"
+else fail "JSON of arbitrary bytes is not valid UTF-8"; fi
 # A nearly untrained model samples bytes almost uniformly: with this seed 'a' comes early.
 expect "generate --stop" 0 "" -- "$gen" --ckpt "$ckpt" --prompt "0123" --prompt "xyz" -n 3000 --stop a --seed 7 \
   --json "$tmp/stop.json"
