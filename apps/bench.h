@@ -14,4 +14,9 @@ int bench_moe(int argc, char **argv);
 /* Median of n timings (sorts in place). */
 double bench_median(double *v, int n);
 
+/* "4096,16384" -> at most BENCH_MAX_LIST integers in [lo, hi] into out; returns the count.
+ * A bad or empty list is a usage error naming the flag. */
+#define BENCH_MAX_LIST 16
+int bench_parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi);
+
 #endif

@@ -9,7 +9,7 @@
 
 #include "bench.h"
 
-#define MAX_LIST 16
+#define MAX_LIST BENCH_MAX_LIST
 
 static void usage(void)
 {
@@ -33,20 +33,6 @@ static void usage(void)
          "  --reps N           timed runs after one warm-up (default 10)\n"
          "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
          "  --json FILE        results as JSON (- for stdout)\n");
-}
-
-static int parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi)
-{
-  int n = 0;
-  char *copy = strdup(s), *save = NULL;
-  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == MAX_LIST) app_usage_error("%s: at most %d values", flag, MAX_LIST);
-    out[n++] = app_parse_int(flag, tok, lo, hi);
-  }
-  free(copy);
-  if (n == 0) app_usage_error("%s: empty list", flag);
-  return n;
 }
 
 typedef struct kda_bench_tensors {
@@ -160,8 +146,8 @@ int bench_kda(int argc, char **argv)
       usage();
       return 0;
     } else if (app_option(argc, argv, &i, "--batch", &v)) B = app_parse_int("--batch", v, 1, 4096);
-    else if (app_option(argc, argv, &i, "--T", &v)) nT = parse_list("--T", v, Ts, 1, 1 << 24);
-    else if (app_option(argc, argv, &i, "--H", &v)) nH = parse_list("--H", v, Hs, 1, 1024);
+    else if (app_option(argc, argv, &i, "--T", &v)) nT = bench_parse_list("--T", v, Ts, 1, 1 << 24);
+    else if (app_option(argc, argv, &i, "--H", &v)) nH = bench_parse_list("--H", v, Hs, 1, 1024);
     else if (app_option(argc, argv, &i, "--D", &v)) D = app_parse_int("--D", v, 1, 128);
     else if (app_option(argc, argv, &i, "--dtype", &v)) dtype_arg = v;
     else if (app_option(argc, argv, &i, "--recurrent-max", &v)) rec_max = app_parse_int("--recurrent-max", v, 0, 1 << 24);

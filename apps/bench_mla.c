@@ -18,7 +18,7 @@
 
 #include "bench.h"
 
-#define MAX_LIST 16
+#define MAX_LIST BENCH_MAX_LIST
 
 static void usage(void)
 {
@@ -51,20 +51,6 @@ static void usage(void)
          "  --reps N           timed runs after one warm-up (default 10)\n"
          "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
          "  --json FILE        results as JSON (- for stdout)\n");
-}
-
-static int parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi)
-{
-  int n = 0;
-  char *copy = strdup(s), *save = NULL;
-  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == MAX_LIST) app_usage_error("%s: at most %d values", flag, MAX_LIST);
-    out[n++] = app_parse_int(flag, tok, lo, hi);
-  }
-  free(copy);
-  if (n == 0) app_usage_error("%s: empty list", flag);
-  return n;
 }
 
 /* "32:4096,16:65536" -> pairs. */
@@ -327,17 +313,17 @@ int bench_mla(int argc, char **argv)
       usage();
       return 0;
     } else if (app_option(argc, argv, &i, "--shapes", &v)) nshapes = parse_shapes(v, sH, sT);
-    else if (app_option(argc, argv, &i, "--T", &v)) nT = parse_list("--T", v, Ts, 1, 1 << 24);
-    else if (app_option(argc, argv, &i, "--H", &v)) nH = parse_list("--H", v, Hs, 1, 1024);
-    else if (app_option(argc, argv, &i, "--batch", &v)) nB = parse_list("--batch", v, Bs, 1, 4096);
+    else if (app_option(argc, argv, &i, "--T", &v)) nT = bench_parse_list("--T", v, Ts, 1, 1 << 24);
+    else if (app_option(argc, argv, &i, "--H", &v)) nH = bench_parse_list("--H", v, Hs, 1, 1024);
+    else if (app_option(argc, argv, &i, "--batch", &v)) nB = bench_parse_list("--batch", v, Bs, 1, 4096);
     else if (app_option(argc, argv, &i, "--Dn", &v)) Dn = app_parse_int("--Dn", v, 1, 255);
     else if (app_option(argc, argv, &i, "--Dr", &v)) Dr = app_parse_int("--Dr", v, 1, 255);
     else if (app_option(argc, argv, &i, "--Dv", &v)) Dv = app_parse_int("--Dv", v, 1, 256);
     else if (app_option(argc, argv, &i, "--dtype", &v)) dtype_arg = v;
     else if (app_option(argc, argv, &i, "--cache-dtype", &v)) cache_arg = v;
     else if (app_option(argc, argv, &i, "--naive-max", &v)) naive_max = app_parse_int("--naive-max", v, 0, 1 << 24);
-    else if (app_option(argc, argv, &i, "--decode-ctx", &v)) nL = parse_list("--decode-ctx", v, Ls, 1, 1 << 24);
-    else if (app_option(argc, argv, &i, "--decode-batch", &v)) nN = parse_list("--decode-batch", v, Ns, 1, 4096);
+    else if (app_option(argc, argv, &i, "--decode-ctx", &v)) nL = bench_parse_list("--decode-ctx", v, Ls, 1, 1 << 24);
+    else if (app_option(argc, argv, &i, "--decode-batch", &v)) nN = bench_parse_list("--decode-batch", v, Ns, 1, 4096);
     else if (app_option(argc, argv, &i, "--decode-H", &v)) dH = app_parse_int("--decode-H", v, 1, 1024);
     else if (app_option(argc, argv, &i, "--d", &v)) d = app_parse_int("--d", v, 1, 1 << 16);
     else if (app_option(argc, argv, &i, "--q-rank", &v)) rq = app_parse_int("--q-rank", v, 1, 1 << 16);

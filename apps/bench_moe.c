@@ -11,7 +11,7 @@
 
 #include "bench.h"
 
-#define MAX_LIST 16
+#define MAX_LIST BENCH_MAX_LIST
 
 static void usage(void)
 {
@@ -42,20 +42,6 @@ static void usage(void)
          "  --fresh            --curves draws new tokens every step (default: the same batch)\n"
          "  --gamma G          the sign rule's step (default 1e-3)\n"
          "  --json FILE        results as JSON (- for stdout)\n");
-}
-
-static int parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi)
-{
-  int n = 0;
-  char *copy = strdup(s), *save = NULL;
-  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == MAX_LIST) app_usage_error("%s: at most %d values", flag, MAX_LIST);
-    out[n++] = app_parse_int(flag, tok, lo, hi);
-  }
-  free(copy);
-  if (n == 0) app_usage_error("%s: empty list", flag);
-  return n;
 }
 
 /* "1024:256:128,2048:512:256" -> triples */
@@ -343,7 +329,7 @@ int bench_moe(int argc, char **argv)
       usage();
       return 0;
     } else if (app_option(argc, argv, &i, "--preset", &v)) preset_arg = v;
-    else if (app_option(argc, argv, &i, "--tokens", &v)) nt = parse_list("--tokens", v, tokens, 1, 1 << 22);
+    else if (app_option(argc, argv, &i, "--tokens", &v)) nt = bench_parse_list("--tokens", v, tokens, 1, 1 << 22);
     else if (app_option(argc, argv, &i, "--experts", &v)) experts = app_parse_int("--experts", v, 1, 1 << 20);
     else if (app_option(argc, argv, &i, "--top-k", &v)) top_k = app_parse_int("--top-k", v, 1, 64);
     else if (app_option(argc, argv, &i, "--gemm", &v)) gemm_arg = v;
