@@ -139,6 +139,7 @@ static clmoe_status gemm_clblast(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb,
   if (!ctx->clblast_state) {
     ctx->clblast_state = ctx; /* marks this context as a CLBlast user */
     atomic_fetch_add(&clblast_users, 1);
+    CLMOE_TRY(clmoe__clblast_tuning(ctx)); /* CLMOE_CLBLAST_TUNING, before the first call */
   }
   CLBlastTranspose cta = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose ctb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;

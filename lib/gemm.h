@@ -41,6 +41,15 @@ clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend, clmoe_tra
 
 /* The backend clmoe_gemm uses on this context (default AUTO). */
 void clmoe_ctx_set_gemm_backend(clmoe_ctx *ctx, clmoe_gemm_backend backend);
+
+/* CLBlast tuner results applied to ctx's device: CLMOE_CLBLAST_TUNING=FILE[:FILE...] names
+ * JSON files written by CLBlast's tuners (clblast_tuner_xgemm and others, Debian package
+ * clblast-utils); before the context's first CLBlast call, each file for this device and
+ * single precision overrides CLBlast's parameters for its kernel (CLBlastOverrideParameters);
+ * files for other devices are skipped; an unreadable or malformed file makes that first
+ * GEMM fail with an error naming it. Returns how many files were applied (0 before the
+ * first CLBlast call). */
+int clmoe_gemm_tuned_kernels(const clmoe_ctx *ctx);
 const char *clmoe_gemm_backend_name(clmoe_gemm_backend backend);
 
 #ifdef __cplusplus

@@ -114,6 +114,7 @@ struct clmoe_ctx {
   clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
   int prof_rows, prof_table_cap;
   void *clblast_state; /* reserved for the GEMM layer */
+  int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
 };
 
 /* Finds (building on first use) kernel `name` of family `family` (kernels_cl/family.cl)
@@ -161,6 +162,9 @@ void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes);
 
 void clmoe__pool_destroy(clmoe_ctx *ctx);
 void clmoe__profile_destroy(clmoe_ctx *ctx);
+/* Applies the CLBlast tuner files named by CLMOE_CLBLAST_TUNING that match ctx's device
+ * (clblast_tuning.c). */
+clmoe_status clmoe__clblast_tuning(clmoe_ctx *ctx);
 /* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;
  * with `start` (a marker enqueued before a library call such as CLBlast's, also owned),
  * the time counts from start's end to ev's end. No-op (releasing both) otherwise. */
