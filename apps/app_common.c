@@ -11,10 +11,19 @@
 
 const char *app_name = "clmoe";
 
+clmoe_dist *app_dist = NULL;
+
 void app_die(clmoe_status st, const char *what)
 {
   /* the message first (it names the file, flag or tensor); the call, for bug reports */
-  fprintf(stderr, "%s: %s\n  (%s from %s)\n", app_name, clmoe_last_error(), clmoe_strerror(st), what);
+  if (app_dist && clmoe_dist_size(app_dist) > 1) {
+    fprintf(stderr, "%s: rank %d of %d: %s\n  (%s from %s)\n", app_name, clmoe_dist_rank(app_dist),
+            clmoe_dist_size(app_dist), clmoe_last_error(), clmoe_strerror(st), what);
+    fflush(stderr);
+    clmoe_dist_abort(app_dist, 1); /* ends every rank: none waits forever for this one */
+  } else {
+    fprintf(stderr, "%s: %s\n  (%s from %s)\n", app_name, clmoe_last_error(), clmoe_strerror(st), what);
+  }
   exit(1);
 }
 

@@ -11,6 +11,9 @@
 /* The running program's name for messages ("clmoe-info"). */
 extern const char *app_name;
 
+/* The distributed run of the app, when it has one (set after clmoe_dist_init): app_die
+ * then names the rank and ends the whole job (MPI_Abort) so no other rank hangs. */
+extern clmoe_dist *app_dist;
 /* Prints "app: message" and "(STATUS from what)" and exits 1. */
 void app_die(clmoe_status st, const char *what) __attribute__((noreturn));
 /* Prints "app: message" plus a hint to run --help, and exits 2 (bad command line). */

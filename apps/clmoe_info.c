@@ -1,5 +1,6 @@
 /* clmoe-info: every OpenCL platform and device with its capability record, which device
- * clmoe chooses and why, where that device sits (hwloc), and the kernel cache. */
+ * clmoe chooses and why, where that device sits (hwloc), and the kernel cache; with --mpi,
+ * where every rank of an MPI job lands (device, NUMA node, binding). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,7 +8,7 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-info [--device SPEC] [--json FILE|-] [--warm] [--no-probe]\n"
+  printf("Usage: clmoe-info [--device SPEC] [--json FILE|-] [--warm] [--no-probe] [--mpi]\n"
          "\n"
          "Lists every OpenCL platform and device with the capability record clmoe uses to\n"
          "choose kernels, says which device clmoe picks and why, and shows that device's PCI\n"
@@ -20,9 +21,14 @@ static void usage(void)
          "  --warm         build every kernel family for the chosen device into the cache\n"
          "                 (for example in a Slurm prolog), and report the time it took\n"
          "  --no-probe     skip the compiler probes (inline PTX) for a faster listing\n"
+         "  --mpi          under mpirun/srun: every rank chooses its device and binds its cores\n"
+         "                 as a distributed run does, and rank 0 prints each rank's host,\n"
+         "                 device, PCI address, NUMA node and cpuset in rank order (--device\n"
+         "                 may be a comma-separated list, one entry per local rank)\n"
          "  --help, --version\n"
          "\n"
-         "Environment: CLMOE_DEVICE, CLMOE_CACHE_DIR, CLMOE_CACHE=0, CLMOE_KERNEL_DIR.\n");
+         "Environment: CLMOE_DEVICE, CLMOE_CACHE_DIR, CLMOE_CACHE=0, CLMOE_KERNEL_DIR;\n"
+         "with --mpi also CLMOE_BIND=auto|none and CLMOE_MPI=0|1 (docs/distributed.md).\n");
 }
 
 static void fmt_bytes(char *buf, size_t len, uint64_t b)
@@ -94,11 +100,102 @@ static void json_device(FILE *f, const clmoe_device_caps *c, int chosen)
           c->wg_size);
 }
 
+static void print_rank(const clmoe_rank_report *r)
+{
+  printf("rank %d of %d on %s (local rank %d of %d)\n", r->rank, r->size, r->host, r->local_rank,
+         r->local_size);
+  printf("  device      [%d:%d] %s - %s\n", r->platform_index, r->device_index, r->device, r->device_why);
+  if (r->pci[0])
+    printf("  locality    PCI %s, NUMA node %d\n", r->pci, r->numa_node);
+  else
+    printf("  locality    no PCI location (a CPU device, or not reported by the driver)\n");
+  printf("  binding     %s: cores %s (%d) - %s\n", r->bind_source, r->cpuset, r->ncores, r->bind_note);
+  printf("  visibility  %s\n", r->visibility);
+}
+
+static void json_rank(FILE *f, const clmoe_rank_report *r)
+{
+  fprintf(f, "    {\"rank\": %d, \"size\": %d, \"local_rank\": %d, \"local_size\": %d, \"host\": ",
+          r->rank, r->size, r->local_rank, r->local_size);
+  json_string(f, r->host);
+  fprintf(f, ",\n     \"platform_index\": %d, \"device_index\": %d, \"device\": ", r->platform_index,
+          r->device_index);
+  json_string(f, r->device);
+  fprintf(f, ", \"device_reason\": ");
+  json_string(f, r->device_why);
+  fprintf(f, ",\n     \"pci\": ");
+  if (r->pci[0]) json_string(f, r->pci);
+  else fprintf(f, "null");
+  fprintf(f, ", \"numa_node\": %d, \"binding\": ", r->numa_node);
+  json_string(f, r->bind_source);
+  fprintf(f, ", \"cpuset\": ");
+  json_string(f, r->cpuset);
+  fprintf(f, ", \"cores\": %d, \"binding_note\": ", r->ncores);
+  json_string(f, r->bind_note);
+  fprintf(f, ",\n     \"visibility\": ");
+  json_string(f, r->visibility);
+  fprintf(f, "}");
+}
+
+/* --mpi: each rank chooses its device and binds as a distributed run would (lib/dist.h);
+ * rank 0 gathers the reports and prints them in rank order. Returns the exit status. */
+static int info_mpi(const char *device, const char *json, int *argc, char ***argv)
+{
+  clmoe_dist *dist = NULL;
+  APP_CHECK(clmoe_dist_init(&dist, argc, argv));
+  app_dist = dist;
+  int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  if (!clmoe_dist_uses_mpi(dist))
+    fprintf(stderr, "%s: --mpi: %s; showing this process as the only rank%s\n", app_name,
+            clmoe_dist_describe(dist),
+            clmoe_dist_built_with_mpi() ? " (start it as: mpirun -np N clmoe-info --mpi)"
+                                        : " (re-run configure with --with-mpi=yes and Open MPI "
+                                          "installed: apt-get install libopenmpi-dev openmpi-bin)");
+
+  clmoe_device_caps *list = NULL;
+  int n = 0, chosen = 0;
+  clmoe_rank_report mine;
+  APP_CHECK(clmoe_devices_list(&list, &n));
+  APP_CHECK(clmoe_dist_place(dist, list, n, device, NULL, &chosen, &mine));
+  free(list);
+  clmoe_rank_report *all = NULL;
+  if (rank == 0 && !(all = calloc((size_t)size, sizeof *all))) {
+    fprintf(stderr, "%s: out of host memory for %d rank reports\n", app_name, size);
+    clmoe_dist_abort(dist, 1);
+    return 1;
+  }
+  APP_CHECK(clmoe_dist_gather_reports(dist, &mine, all));
+  if (rank == 0) {
+    if (json) {
+      FILE *f = app_open_output(json);
+      fprintf(f, "{\n  \"clmoe_version\": \"%s\", \"mpi\": %s, \"ranks_note\": ", clmoe_version(),
+              clmoe_dist_uses_mpi(dist) ? "true" : "false");
+      json_string(f, clmoe_dist_describe(dist));
+      fprintf(f, ",\n  \"ranks\": [\n");
+      for (int r = 0; r < size; r++) {
+        json_rank(f, &all[r]);
+        fprintf(f, "%s\n", r + 1 < size ? "," : "");
+      }
+      fprintf(f, "  ]\n}\n");
+      app_close_output(f);
+    }
+    if (!json || strcmp(json, "-")) {
+      printf("clmoe %s: %s\n", clmoe_version(), clmoe_dist_describe(dist));
+      for (int r = 0; r < size; r++) print_rank(&all[r]);
+    }
+    fflush(stdout);
+  }
+  free(all);
+  app_dist = NULL;
+  APP_CHECK(clmoe_dist_finalize(dist));
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   app_name = "clmoe-info";
   const char *device = NULL, *json = NULL;
-  int warm = 0, probe = 1;
+  int warm = 0, probe = 1, mpi = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -115,11 +212,17 @@ int main(int argc, char **argv)
       warm = 1;
     } else if (!strcmp(argv[i], "--no-probe")) {
       probe = 0;
+    } else if (!strcmp(argv[i], "--mpi")) {
+      mpi = 1;
     } else {
       app_usage_error("unknown argument '%s'", argv[i]);
     }
   }
 
+  if (mpi) {
+    if (warm) app_usage_error("--warm and --mpi do not go together (warm the cache once per node)");
+    return info_mpi(device, json, &argc, &argv);
+  }
   clmoe_device_caps *list = NULL;
   int n = 0, chosen = 0;
   char why[256];

@@ -22,6 +22,9 @@
 #include "mla.h"
 #include "moe.h"
 #include "generate.h"
+#include "dist.h"
+#include "expert_map.h"
+#include "dist_exchange.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1
