@@ -30,7 +30,8 @@ typedef float out_t;
 #endif
 
 /* Tile tables (int4 per tile): x = first token of the tile's sequence, y = first row of the
- * tile, z = rows in the tile, w = one past the sequence's last token. Query tiles of the
- * forward and dQ kernels attend to keys [x, y + z); key tiles of the dK/dV kernel collect
- * queries [y, w). Tiles start at their sequence's first token, so the bits of a sequence
- * do not depend on where it sits in a packed batch. */
+ * tile, z = rows in the tile, w = one past the sequence's last token (backward) or the
+ * position shift of the queries (forward: 0, or a chunked prefill's, see mla_fwd.cl). Query
+ * tiles of the forward and dQ kernels attend to keys [x, y + z (+ w)); key tiles of the
+ * dK/dV kernel collect queries [y, w). Tiles start at their sequence's first token, so the
+ * bits of a sequence do not depend on where it sits in a packed batch. */

@@ -4,7 +4,8 @@
  * the normed latent c, then the shared key k_r. A sequence's token p lives in block
  * table[seq][p / CB], row p % CB.
  *
- * mla_cache_write: writes the rows of a batch of tokens (map[i] = (sequence, position)).
+ * mla_cache_write: writes the rows of a batch of tokens (map[i] = (sequence, position));
+ *   mla_cache_gather reads them back into contiguous f32 (chunked prefill, training form).
  * mla_decode_attn: one work-group per (split of `split` tokens, group of HG heads,
  *   sequence). In absorbed form every head attends to the same cache rows with the query
  *   [q_c = W_uk^T q_n; q_r] (DC + DR wide, pre-scaled by scale log2 e): the rows are loaded
@@ -55,6 +56,23 @@ __kernel void mla_cache_write(__global const float *c, ulong co, uint c_ts, __gl
   const int blk = table[sp.x * maxb + sp.y / CB];
   const float x = e < DC ? c[co + (ulong)i * c_ts + e] : kr[kro + (ulong)i * kr_ts + (e - DC)];
   CSTORE(cache, ((ulong)blk * CB + (ulong)(sp.y % CB)) * DL + e, x);
+}
+
+/* The inverse for a chunked prefill in the training form: cache rows to contiguous f32 c
+ * [keys, DC] and kr [keys, DR], key i from map[i] = (sequence, position); bf16 rows come
+ * out as stored. One work-item per (element, key). */
+__kernel void mla_cache_gather(__global const cache_t *cache, __global const int *table, int maxb,
+                               __global const int2 *map, int keys, __global float *c, __global float *kr)
+{
+  const int e = (int)get_global_id(0), i = (int)get_global_id(1);
+  if (e >= DL || i >= keys) return;
+  const int2 sp = map[i];
+  const int blk = table[sp.x * maxb + sp.y / CB];
+  const float x = CLOAD(cache, ((ulong)blk * CB + (ulong)(sp.y % CB)) * DL + e);
+  if (e < DC)
+    c[(ulong)i * DC + e] = x;
+  else
+    kr[(ulong)i * DR + (e - DC)] = x;
 }
 
 /* lens[n] += 1 after a decode step's rows are written. */

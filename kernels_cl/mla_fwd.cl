@@ -1,6 +1,11 @@
 /* mla_fwd.cl: MLA attention forward.
  *
- * mla_attn_fwd: one work-group per (query tile of FQ rows, head), 256 work-items. The query
+ * mla_attn_fwd: one work-group per (query tile of FQ rows, head), 256 work-items. A tile
+ *   (int4: first key of the sequence, first query row, rows, shift) attends to keys
+ *   [x, y + z + w): query row i sits at key position i + w. The training form has the
+ *   queries and keys of the same tokens (w = 0); a chunked prefill (mla_extend_flash.c)
+ *   has only the new tokens' queries against the whole context's keys (w = prefix + key
+ *   start - query start), with the key tiles anchored at the sequence's first key. The query
  *   tile stays in local memory, pre-scaled by scale * log2(e); key tiles of BK = 16 rows
  *   (k_nope of the head, then the shared k_rope) and then value tiles pass through one
  *   local buffer. Rows are zero-padded to whole float4s so the products run on float4
@@ -54,7 +59,8 @@ void mla_attn_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   const int lid = (int)get_local_id(0);
   const int4 tl = tiles[get_group_id(0)];
   const int h = (int)get_group_id(1);
-  const int s0 = tl.x, t0 = tl.y, rows = tl.z, kend = t0 + rows;
+  /* keys [s0, kend); query row t0 + rr is key t0 + rr + shift (0 in the training form) */
+  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
   for (int e = lid; e < FQ * 4 * DQ4; e += MLA_WG) {
     const int rr = e / (4 * DQ4), d = e % (4 * DQ4);
     Qf[rr * 4 * QROW + d] =
@@ -63,7 +69,7 @@ void mla_attn_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   if (lid < FQ) mrow[lid] = -INFINITY, lrow[lid] = 0.0f;
   /* score phase: (r, lane); P V phase: rows 4 rg .. 4 rg + 3, column groups cg + CGN k */
   const int r = lid / FL, lane = lid % FL, rg = lid / CGN, cg = lid % CGN;
-  const int qi = t0 + min(r, rows - 1); /* padding rows repeat the last row (never stored) */
+  const int qi = t0 + min(r, rows - 1) + shift; /* as a key; padding rows repeat the last row */
   float4 acc[4][NC4];
   for (int k = 0; k < NC4; k++) acc[0][k] = acc[1][k] = acc[2][k] = acc[3][k] = (float4)(0.0f);
   for (int kb = s0; kb < kend; kb += BK) {

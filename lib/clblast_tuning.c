@@ -73,14 +73,17 @@ static clmoe_status apply_file(clmoe_ctx *ctx, const char *path, int *applied)
   const int ok = json_field(text, "best_kernel", kernel, sizeof kernel) &&
                  json_field(text, "precision", precision, sizeof precision) &&
                  json_field(text, "best_parameters", params, sizeof params) &&
-                 (json_field(text, "clblast_device_name", device, sizeof device) ||
-                  json_field(text, "device", device, sizeof device));
+                 (json_field(text, "device", device, sizeof device) || /* the OpenCL name */
+                  json_field(text, "clblast_device_name", device, sizeof device));
   free(text);
   if (!ok)
     return clmoe__error(CLMOE_ERR_FORMAT,
                         "CLMOE_CLBLAST_TUNING: %s: not a CLBlast tuner result (needs best_kernel, precision, "
                         "best_parameters and the device name)", path);
   if (strcmp(device, ctx->caps.device_name) || strcmp(precision, "32")) return CLMOE_OK;
+  /* the direct tuner names the variant it timed (XgemmDirectTN, ...); the parameters belong
+   * to the kernel family's database entry */
+  if (!strncmp(kernel, "XgemmDirect", 11)) kernel[11] = 0;
   const char *names[MAX_PARAMS];
   size_t values[MAX_PARAMS], n = 0;
   for (char *save = NULL, *tok = strtok_r(params, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {

@@ -43,10 +43,18 @@ clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **mode
 
 /* ---- state -------------------------------------------------------------------------- */
 
+/* How prefill passes over sequences that hold context attend to the MLA cache. */
+typedef enum clmoe_gen_extend_form {
+  CLMOE_GEN_EXTEND_AUTO = 0,     /* per pass, the form with fewer multiply-adds (default) */
+  CLMOE_GEN_EXTEND_TRAINING = 1, /* clmoe_mla_extend_flash: decompressed K/V, flash forward */
+  CLMOE_GEN_EXTEND_ABSORBED = 2  /* clmoe_mla_extend: absorbed form over the latent cache */
+} clmoe_gen_extend_form;
+
 typedef struct clmoe_gen_options {
   int64_t prefill_chunk;  /* tokens per sequence per prefill pass; 0: 2048 */
   clmoe_dtype cache_dtype; /* MLA latent cache storage: CLMOE_F32 (default, 0) or CLMOE_BF16 */
   int64_t reserve_tokens; /* MLA cache capacity to allocate up front (0: grow on demand) */
+  clmoe_gen_extend_form extend_form; /* later prefill passes (docs/generate.md) */
 } clmoe_gen_options;
 
 typedef struct clmoe_gen_state clmoe_gen_state;

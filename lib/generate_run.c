@@ -42,6 +42,11 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
   CLMOE_TRY(clmoe_tensor_view(y, &y3, 3, s3, 0));
   if (!L->is_mla) return clmoe_kda_layer_forward(ctx, &L->kda, &x3, &p->cu, &y3, NULL, &g->kda[l]);
   if (p->fresh) return clmoe_mla_prefill(ctx, &L->mla_cfg, &L->mla, g->mla[l], &x3, &p->cu_act, p->slots, &y3);
+  /* later passes: the training form when it costs fewer multiply-adds (or as chosen) */
+  const clmoe_gen_extend_form f = g->opts.extend_form;
+  if (f == CLMOE_GEN_EXTEND_TRAINING ||
+      (f == CLMOE_GEN_EXTEND_AUTO && clmoe_mla_extend_flash_cheaper(&L->mla_cfg, g->mla[l], p->counts)))
+    return clmoe_mla_extend_flash(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
   return clmoe_mla_extend(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
 }
 

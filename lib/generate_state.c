@@ -17,9 +17,9 @@ clmoe_status clmoe_gen_state_create(clmoe_model *m, int64_t nseq, const clmoe_ge
   if (o.prefill_chunk == 0) o.prefill_chunk = 2048;
   if (o.cache_dtype == 0) o.cache_dtype = CLMOE_F32;
   if (o.prefill_chunk < 1 || o.prefill_chunk > ((int64_t)1 << 24) || o.reserve_tokens < 0 ||
-      (o.cache_dtype != CLMOE_F32 && o.cache_dtype != CLMOE_BF16))
+      (o.cache_dtype != CLMOE_F32 && o.cache_dtype != CLMOE_BF16) || (unsigned)o.extend_form > 2u)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_state_create: prefill_chunk %lld must be in [1, 2^24], "
-                        "reserve_tokens %lld >= 0, cache_dtype f32 or bf16", (long long)o.prefill_chunk,
+                        "reserve_tokens %lld >= 0, cache_dtype f32 or bf16, extend_form 0-2", (long long)o.prefill_chunk,
                         (long long)o.reserve_tokens);
   const clmoe_config *c = &m->cfg;
   clmoe_gen_state *g = calloc(1, sizeof *g);

@@ -187,6 +187,23 @@ clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const
                               clmoe_mla_cache *cache, const clmoe_tensor *x, const int64_t *counts,
                               clmoe_tensor *y);
 
+/* The same pass in the training form (lib/mla_extend_flash.c): appends the new tokens'
+ * c and k_r, then decompresses the whole context of every extended sequence from the cache
+ * (per head [k_n; v] = W_ukv c, one GEMM; k_r and bf16 rows as stored) and runs the tiled
+ * flash forward of clmoe_mla_attention with the new queries shifted to their positions
+ * (key tiles anchored at each sequence's first token, so sums run in the one-pass order).
+ * Work O(M x context) at (Dn + Dr + Dv) multiply-adds per (query, key, head), against
+ * (2 dc + Dr) in absorbed form, plus O(context) for the decompression; extra memory
+ * (dc + Dr + H (Dn + Dv)) floats per context token of the extended sequences, for the pass. */
+clmoe_status clmoe_mla_extend_flash(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                    clmoe_mla_cache *cache, const clmoe_tensor *x, const int64_t *counts,
+                                    clmoe_tensor *y);
+/* 1 when the training form needs no more multiply-adds than the absorbed form for a pass of
+ * counts[n] new tokens over the cache's current lengths (a FLOP count, the same on every
+ * device): true from about dc (Dn + Dv) / (2 dc - Dn - Dv) new tokens per sequence (170 at
+ * the report's dims, 1-token passes stay absorbed). */
+int clmoe_mla_extend_flash_cheaper(const clmoe_mla_config *cfg, const clmoe_mla_cache *cache, const int64_t *counts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,8 +32,9 @@ void mla_plan_release(clmoe_ctx *ctx, mla_plan *p)
   memset(p, 0, sizeof *p);
 }
 
-/* int4 tiles of `rows` rows over every sequence (see kernels_cl/mla.cl). */
-static clmoe_status build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, cl_mem *mem, size_t *bytes,
+/* int4 tiles of `rows` rows over every sequence (see kernels_cl/mla.cl); forward tiles
+ * (fwd) have no query shift. */
+static clmoe_status build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd, cl_mem *mem, size_t *bytes,
                                 int *count)
 {
   int64_t n = 0;
@@ -48,7 +49,7 @@ static clmoe_status build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, cl_
       t[4 * i] = p->bounds[s];
       t[4 * i + 1] = t0;
       t[4 * i + 2] = p->bounds[s + 1] - t0 < rows ? p->bounds[s + 1] - t0 : rows;
-      t[4 * i + 3] = p->bounds[s + 1];
+      t[4 * i + 3] = fwd ? 0 : p->bounds[s + 1];
     }
   clmoe_status st = clmoe__scratch(ctx, *bytes, mem);
   if (st == CLMOE_OK && n) {
@@ -112,9 +113,21 @@ clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *
   if (!p->fwd_tiles || p->fq != fq) {
     clmoe__scratch_release(ctx, p->fwd_tiles, p->fwd_bytes);
     p->fwd_tiles = NULL;
-    CLMOE_TRY(build_tiles(ctx, p, fq, &p->fwd_tiles, &p->fwd_bytes, &p->nfwd));
+    CLMOE_TRY(build_tiles(ctx, p, fq, 1, &p->fwd_tiles, &p->fwd_bytes, &p->nfwd));
     p->fq = fq;
   }
+  return mla_attn_fwd_launch(ctx, a, fq, p->fwd_tiles, p->nfwd, o, lse);
+}
+
+clmoe_status mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq)
+{
+  return check_device(ctx, op, a, fq);
+}
+
+clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq, cl_mem tiles, int ntiles,
+                                 clmoe_tensor *o, clmoe_tensor *lse)
+{
+  if (ntiles == 0) return CLMOE_OK;
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, fq, opts, sizeof opts);
   cl_kernel k;
@@ -125,9 +138,9 @@ clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *
   cl_ulong oo = (cl_ulong)o->offset, lo = lse ? (cl_ulong)lse->offset : 0;
   CLMOE_TRY(clmoe__args(k, 23, KA(a->q.buf), KA(a->q.off), KA(a->q.ts), KA(a->q.hs), KA(a->kn.buf),
                         KA(a->kn.off), KA(a->kn.ts), KA(a->kn.hs), KA(a->kr.buf), KA(a->kr.off), KA(a->kr.ts),
-                        KA(a->v.buf), KA(a->v.off), KA(a->v.ts), KA(a->v.hs), KA(p->fwd_tiles), KA(H), KA(sl2),
+                        KA(a->v.buf), KA(a->v.off), KA(a->v.ts), KA(a->v.hs), KA(tiles), KA(H), KA(sl2),
                         KA(o->buf), KA(oo), KA(lm), KA(lo), KA(has_lse)));
-  size_t global[2] = {(size_t)p->nfwd * MLA_WG, (size_t)a->H}, local[2] = {MLA_WG, 1};
+  size_t global[2] = {(size_t)ntiles * MLA_WG, (size_t)a->H}, local[2] = {MLA_WG, 1};
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
@@ -141,7 +154,7 @@ clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *
   int fq;
   CLMOE_TRY(check_device(ctx, op, a, &fq));
   if (p->M == 0) return CLMOE_OK;
-  if (!p->bwd_tiles) CLMOE_TRY(build_tiles(ctx, p, MLA_TILE, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
+  if (!p->bwd_tiles) CLMOE_TRY(build_tiles(ctx, p, MLA_TILE, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, 0, opts, sizeof opts);
   cl_kernel kdot, kkv, kq, kred;

@@ -252,6 +252,32 @@ done:
   return st;
 }
 
+clmoe_status mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl_int *map, int64_t keys,
+                              clmoe_tensor *lat, clmoe_tensor *kr)
+{
+  if (keys == 0) return CLMOE_OK;
+  CLMOE_TRY(mla_cache_sync(c));
+  char opts[128];
+  int hg, bt;
+  CLMOE_TRY(decode_shape(ctx, c, &hg, &bt));
+  decode_options(c, hg, bt, opts, sizeof opts);
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode", opts, "mla_cache_gather", &k));
+  const size_t bytes = (size_t)keys * 2 * sizeof(cl_int);
+  cl_mem m = NULL;
+  CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));
+  clmoe_status st = CLMOE_OK;
+  CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, bytes, map, 0, NULL, NULL), done);
+  cl_int n = (cl_int)keys, maxb = (cl_int)c->maxb;
+  CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(c->store.buf), KA(c->d_table.buf), KA(maxb), KA(m), KA(n), KA(lat->buf),
+                                 KA(kr->buf)), done);
+  size_t global[2] = {(size_t)c->row, (size_t)keys};
+  st = clmoe__launch(ctx, k, 2, global, NULL);
+done:
+  clmoe__scratch_release(ctx, m, bytes);
+  return st;
+}
+
 clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
                                clmoe_mla_cache *cache, const clmoe_tensor *x, const clmoe_tensor *cu_seqlens,
                                const int32_t *slots, clmoe_tensor *y)

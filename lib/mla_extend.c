@@ -5,7 +5,9 @@
  * consecutive tokens with all their heads) and streams the sequence's cache through local
  * memory in tiles of EK rows with an online softmax. Cost O(new tokens x context) work and
  * O(new tokens) memory (a tile table and the token positions); no per-row block tables or
- * per-split partials. The decode step (mla_decode.c) keeps its split kernel. */
+ * per-split partials. The decode step (mla_decode.c) keeps its split kernel. The first half
+ * (checks, projections, cache append: mla_extend_append) is shared with the training form
+ * (mla_extend_flash.c). */
 #include "mla_internal.h"
 
 #include <stdio.h>
@@ -97,48 +99,65 @@ done:
   return st;
 }
 
-clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                              clmoe_mla_cache *c, const clmoe_tensor *x, const int64_t *counts, clmoe_tensor *y)
+clmoe_status mla_extend_append(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
+                               const clmoe_mla_weights *w, clmoe_mla_cache *c, const clmoe_tensor *x,
+                               const int64_t *counts, const clmoe_tensor *y, clmoe_mla_saved *s, cl_int **pos,
+                               int64_t *M)
 {
-  const char *op = "clmoe_mla_extend";
+  *pos = NULL, *M = 0;
   CLMOE_TRY(mla_check_weights(op, cfg, w));
   CLMOE_TRY(mla_check_cache(op, cfg, c));
   if (!counts) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts is NULL", op);
-  int64_t M = 0;
+  int64_t m = 0;
   for (int64_t n = 0; n < c->nseq; n++) {
     if (counts[n] < 0 || counts[n] > ((int64_t)1 << 30))
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts[%lld] = %lld is out of range", op, (long long)n,
                           (long long)counts[n]);
-    M += counts[n];
+    m += counts[n];
   }
-  if (M == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, M, cfg->d_model, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, M, cfg->d_model, 0, 0));
-  clmoe_mla_saved s;
-  memset(&s, 0, sizeof s);
-  cl_int *map = malloc((size_t)M * 3 * sizeof *map);
+  if (m == 0) return CLMOE_OK;
+  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, m, cfg->d_model, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, m, cfg->d_model, 0, 0));
+  for (int64_t n = 0; n < c->nseq; n++)
+    if (c->len[n] + counts[n] > INT32_MAX)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sequence %lld would exceed 2^31 tokens", op, (long long)n);
+  cl_int *map = malloc((size_t)m * 3 * sizeof *map);
   if (!map) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory (token map)", op);
-  cl_int *pos = map + 2 * M;
+  cl_int *p = map + 2 * m;
   clmoe_status st = CLMOE_OK;
-  CLMOE_TRY_GOTO(st, mla_project(ctx, cfg, w, x, &s, 0), done);
+  CLMOE_TRY_GOTO(st, mla_project(ctx, cfg, w, x, s, 0), done);
   for (int64_t n = 0, i = 0; n < c->nseq; n++) {
-    if (c->len[n] + counts[n] > INT32_MAX) {
-      st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sequence %lld would exceed 2^31 tokens", op, (long long)n);
-      goto done;
-    }
     CLMOE_TRY_GOTO(st, mla_cache_reserve(c, n, c->len[n] + counts[n]), done);
     for (int64_t t = 0; t < counts[n]; t++, i++) {
-      pos[i] = (cl_int)(c->len[n] + t);
-      map[2 * i] = (cl_int)n, map[2 * i + 1] = pos[i];
+      p[i] = (cl_int)(c->len[n] + t);
+      map[2 * i] = (cl_int)n, map[2 * i + 1] = p[i];
     }
   }
-  CLMOE_TRY_GOTO(st, mla_cache_write(ctx, c, &s.c, &s.kr, map, M), done);
+  CLMOE_TRY_GOTO(st, mla_cache_write(ctx, c, &s->c, &s->kr, map, m), done);
   for (int64_t n = 0; n < c->nseq; n++) c->len[n] += counts[n];
   c->len_dirty = 1;
-  const mla_extend_rows rows = {counts, pos, M};
-  st = mla_absorbed(ctx, cfg, w, c, &s, M, &rows, y);
+  /* keep the positions (the tail of the block) for the caller */
+  memmove(map, p, (size_t)m * sizeof *map);
+  *pos = map, *M = m;
+  return CLMOE_OK;
 done:
   free(map);
+  clmoe_mla_saved_release(s);
+  return st;
+}
+
+clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                              clmoe_mla_cache *c, const clmoe_tensor *x, const int64_t *counts, clmoe_tensor *y)
+{
+  clmoe_mla_saved s;
+  memset(&s, 0, sizeof s);
+  cl_int *pos;
+  int64_t M;
+  CLMOE_TRY(mla_extend_append(ctx, "clmoe_mla_extend", cfg, w, c, x, counts, y, &s, &pos, &M));
+  if (M == 0) return CLMOE_OK;
+  const mla_extend_rows rows = {counts, pos, M};
+  clmoe_status st = mla_absorbed(ctx, cfg, w, c, &s, M, &rows, y);
+  free(pos);
   clmoe_mla_saved_release(&s);
   return st;
 }

@@ -1,4 +1,4 @@
-/* Internal to the MLA host code (mla.c, mla_attn.c, mla_decode.c, mla_extend.c): strided
+/* Internal to the MLA host code (mla.c, mla_attn.c, mla_decode.c, mla_extend*.c): strided
  * operands, the sequence plan with its tile tables, the attention entry points the layer uses
  * with column slices of its projections, and the paged cache shared by decode and extend. */
 #ifndef CLMOE_MLA_INTERNAL_H
@@ -46,6 +46,13 @@ typedef struct mla_attn_desc {
 /* Forward over a plan: o [M, H, Dv] (f32 or bf16, contiguous), lse [M, H] f32 or NULL. */
 clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
                               clmoe_tensor *o, clmoe_tensor *lse);
+/* The forward's query rows per tile (FQ) on this device, after checking its limits. */
+clmoe_status mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq);
+/* The forward over an explicit device tile table of ntiles int4 tiles of at most fq rows
+ * (kernels_cl/mla_fwd.cl: x first key of the sequence, y first query row, z rows, w the
+ * queries' key shift): o [rows, H, Dv] contiguous, lse [rows, H] f32 or NULL. */
+clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq, cl_mem tiles, int ntiles,
+                                 clmoe_tensor *o, clmoe_tensor *lse);
 /* Backward: dq [M, H, Dqk] contiguous f32; dk_nope and dv as strided operands (f32);
  * dkr [M, Dr] contiguous f32. */
 clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
@@ -105,6 +112,11 @@ clmoe_status mla_cache_sync(clmoe_mla_cache *c);
 clmoe_status mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat, const clmoe_tensor *kr,
                              const cl_int *map, int64_t M);
 
+/* Reads the rows at map[i] = (sequence, position), i < keys, into contiguous f32 lat
+ * [keys, dc] and kr [keys, Dr] (both starting their buffers); bf16 rows as stored. */
+clmoe_status mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl_int *map, int64_t keys,
+                              clmoe_tensor *lat, clmoe_tensor *kr);
+
 /* New tokens of an extend, already in the cache, packed by sequence: counts[n] tokens of
  * sequence n (nseq entries), token i at cache position pos[i] (sees positions <= pos[i]). */
 typedef struct mla_extend_rows {
@@ -113,6 +125,13 @@ typedef struct mla_extend_rows {
   int64_t M;
 } mla_extend_rows;
 
+/* The first half of either extend form: checks the arguments, projects x [M, d] into s
+ * (q, c, kr, gate), appends the new tokens' c and k_r to the cache and fills pos [M] (each
+ * token's cache position). *M receives the token count (0: nothing to do, s untouched). */
+clmoe_status mla_extend_append(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
+                               const clmoe_mla_weights *w, clmoe_mla_cache *c, const clmoe_tensor *x,
+                               const int64_t *counts, const clmoe_tensor *y, clmoe_mla_saved *s, cl_int **pos,
+                               int64_t *M);
 /* oc [M, H, dc] = the absorbed attention of qc [M, H, dc] and q_r (in q [M, H Dqk]) of the
  * new rows over their sequences' caches, by the tiled kernel (kernels_cl/mla_extend.cl). */
 clmoe_status mla_extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,

@@ -132,6 +132,9 @@ static void text(int32_t *t, int64_t n, uint64_t seed)
   }
 }
 
+/* How check_equivalence's later prefill passes attend to the MLA cache (default: auto). */
+static clmoe_gen_extend_form extend_form = CLMOE_GEN_EXTEND_AUTO;
+
 /* Prefills nseq prompts (lens[s] tokens each, from full[s]) in chunks of `chunk`, then
  * `steps` decode steps feeding the next tokens of full[s]; compares every position's
  * logits with a forward over full[s][0 .. lens[s] + steps). */
@@ -141,7 +144,7 @@ static void check_equivalence(int64_t nseq, const int64_t *lens, int64_t steps, 
   clmoe_model *model = slow;
   CU_ASSERT_PTR_NOT_NULL_FATAL(model);
   const int64_t V = clmoe_model_config(model)->vocab;
-  clmoe_gen_options o = {.prefill_chunk = chunk, .cache_dtype = cache};
+  clmoe_gen_options o = {.prefill_chunk = chunk, .cache_dtype = cache, .extend_form = extend_form};
   clmoe_gen_state *g = NULL;
   TEST_OK(clmoe_gen_state_create(model, nseq, &o, &g));
   int64_t total = 0, maxl = 0;
@@ -167,9 +170,9 @@ static void check_equivalence(int64_t nseq, const int64_t *lens, int64_t steps, 
       e_step = e > e_step ? e : e_step;
     }
     if (!(e_pre <= tol && e_last <= tol && e_step <= tol) || getenv("CLMOE_TEST_VERBOSE"))
-      fprintf(stderr, "\n  seq %lld (prompt %lld, chunk %lld, %lld steps): prefill %.3g, last %.3g, steps %.3g "
-              "(tol %.0e)", (long long)s, (long long)lens[s], (long long)chunk, (long long)steps, e_pre, e_last,
-              e_step, tol);
+      fprintf(stderr, "\n  seq %lld (prompt %lld, chunk %lld, %lld steps, extend form %d): prefill %.3g, last "
+              "%.3g, steps %.3g (tol %.0e)", (long long)s, (long long)lens[s], (long long)chunk, (long long)steps,
+              (int)extend_form, e_pre, e_last, e_step, tol);
     CU_ASSERT(e_pre <= tol && e_last <= tol && e_step <= tol);
     free(ref);
   }
@@ -199,6 +202,26 @@ static void test_batch_of_lengths(void)
   check_equivalence(S, lens, 4, 8, CLMOE_F32, 1e-4, full);   /* 1, 3 and 3 passes */
   check_equivalence(S, lens, 3, 100, CLMOE_F32, 1e-4, full); /* one pass */
   check_equivalence(S, lens, 3, 8, CLMOE_BF16, 1e-2, full);  /* bf16 latent cache */
+}
+
+/* The multi-pass cases with each MLA extend form forced: the training form (decompressed
+ * K/V, flash forward with a query shift) and the absorbed one. */
+static void test_extend_forms(void)
+{
+  enum { S = 3 };
+  int32_t a[48], b[40], c[40];
+  int32_t *one[1] = {a}, *full[S] = {a, b, c};
+  text(a, 48, 11), text(b, 40, 22), text(c, 40, 23);
+  const int64_t len[1] = {37}, len3[1] = {3}, lens[S] = {5, 23, 17};
+  const clmoe_gen_extend_form forms[2] = {CLMOE_GEN_EXTEND_TRAINING, CLMOE_GEN_EXTEND_ABSORBED};
+  for (int f = 0; f < 2; f++) {
+    extend_form = forms[f];
+    check_equivalence(1, len, 6, 16, CLMOE_F32, 1e-4, one);    /* chunks 16 + 16 + 5 */
+    check_equivalence(1, len3, 5, 1, CLMOE_F32, 1e-4, one);    /* one token per pass */
+    check_equivalence(S, lens, 4, 8, CLMOE_F32, 1e-4, full);   /* 1, 3 and 3 passes */
+    check_equivalence(S, lens, 3, 8, CLMOE_BF16, 1e-2, full);  /* bf16 latent cache */
+  }
+  extend_form = CLMOE_GEN_EXTEND_AUTO;
 }
 
 /* Sequence 1 is reset and refilled while 0 keeps its context: a pass over a subset. */
@@ -374,6 +397,10 @@ static void test_memory_and_arguments(void)
   clmoe_gen_options o = {.prefill_chunk = -1};
   CU_ASSERT_EQUAL(clmoe_gen_state_create(trained, 1, &o, &g), CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NULL(g);
+  clmoe_gen_options of = {.extend_form = (clmoe_gen_extend_form)3};
+  CU_ASSERT_EQUAL(clmoe_gen_state_create(trained, 1, &of, &g), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "extend_form"));
+  CU_ASSERT_PTR_NULL(g);
 }
 
 /* Copies the first `bytes` bytes of ckpt to scratch. */
@@ -445,6 +472,7 @@ static void add(CU_pSuite s)
   CU_add_test(s, "train a tiny model and load its checkpoint", test_train_and_load);
   CU_add_test(s, "one prompt in uneven chunks = training forward", test_single_uneven_chunks);
   CU_add_test(s, "a batch of prompt lengths = training forward", test_batch_of_lengths);
+  CU_add_test(s, "each MLA extend form (training, absorbed) = training forward", test_extend_forms);
   CU_add_test(s, "reset and refill one sequence of a batch", test_reset_and_refill);
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);

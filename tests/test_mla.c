@@ -262,6 +262,19 @@ static void test_errors(void)
   clmoe_mla_config other = cfg;
   other.kv_rank = 16;
   CU_ASSERT_EQUAL(clmoe_mla_decode_step(test_ctx, &other, &w, cache, &x2, &y2), CLMOE_ERR_SHAPE);
+  /* Training-form extend: arguments checked before anything is appended; the form chooser
+   * keeps 1-token passes absorbed and takes long ones in the training form. */
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash(test_ctx, &cfg, &w, cache, &x2, NULL, &y2), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "counts"));
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash(test_ctx, &cfg, &w, cache, &x2, (int64_t[]){1, 2}, &y2), CLMOE_ERR_SHAPE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "clmoe_mla_extend_flash"));
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash(test_ctx, &other, &w, cache, &x2, (int64_t[]){1, 1}, &y2), CLMOE_ERR_SHAPE);
+  CU_ASSERT_EQUAL(clmoe_mla_cache_length(cache, 0), 0);
+  CU_ASSERT_EQUAL(clmoe_mla_cache_length(cache, 1), 3);
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash_cheaper(&cfg, cache, (int64_t[]){0, 1}), 0);
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash_cheaper(&cfg, cache, (int64_t[]){1, 1}), 0);
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash_cheaper(&cfg, cache, (int64_t[]){0, 200}), 1);
+  CU_ASSERT_EQUAL(clmoe_mla_extend_flash_cheaper(&cfg, cache, NULL), 0);
   clmoe_mla_cache_destroy(cache);
   clmoe_mla_weights_destroy(&w);
   clmoe_tensor *all[] = {&qh, &kr5, &cu, &x, &y, &x2, &y2};

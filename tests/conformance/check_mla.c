@@ -349,4 +349,8 @@ const clmoe_check clmoe_checks_mla[] = {
     {"mla.extend.long", "extend 150 then 1 then 130 tokens after a 300-token prompt, 3 heads", check_mla_extend_long},
     {"mla.extend.wide", "extend with 192-number cache rows (the 32-row tile shape)", check_mla_extend_wide},
     {"mla.extend.wide.bf16", "extend with wide bf16 cache rows", check_mla_extend_wide_bf16},
+    {"mla.extend.flash", "chunked prefill in the training form: prompts 0,5,70,33, 5 uneven passes", check_mla_extend_flash_f32},
+    {"mla.extend.flash.bf16", "training-form chunked prefill with a bf16 cache", check_mla_extend_flash_bf16},
+    {"mla.extend.flash.long", "training form: passes (150, 1) and (1, 130) after prompts 300 and 0, 3 heads", check_mla_extend_flash_long},
+    {"mla.extend.flash.wide", "training form, bf16 cache, Dr 32, Dv 24, dc 160, 3 heads", check_mla_extend_flash_wide},
     {NULL, NULL, NULL}};

@@ -37,5 +37,9 @@ clmoe_status check_mla_extend_bf16(clmoe_ctx *c, uint64_t s, clmoe_check_result 
 clmoe_status check_mla_extend_long(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 clmoe_status check_mla_extend_wide(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 clmoe_status check_mla_extend_wide_bf16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
+clmoe_status check_mla_extend_flash_f32(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
+clmoe_status check_mla_extend_flash_bf16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
+clmoe_status check_mla_extend_flash_long(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
+clmoe_status check_mla_extend_flash_wide(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 
 #endif

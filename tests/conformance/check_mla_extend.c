@@ -4,8 +4,9 @@
  * 64-token cache blocks, for several sequences at once; every output row against the
  * double-precision reference forward over the whole sequences (a bf16 cache modelled for the
  * rows that read it) and, in f32, against the device's training-form forward. Narrow (40)
- * and wide (192) cache rows take the kernel's two tile shapes. Tolerances: fp32 1e-4,
- * bf16 cache 1e-2. */
+ * and wide (192) cache rows take the kernel's two tile shapes. The same passes through the
+ * training form (clmoe_mla_extend_flash: decompressed K/V and the flash forward with a query
+ * shift). Tolerances: fp32 1e-4, bf16 cache 1e-2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ typedef struct extend_case {
   layer_case lc;
   int npass;
   const int32_t *counts; /* [npass][lc.nlens] */
+  int flash;             /* 1: clmoe_mla_extend_flash (training form), 0: clmoe_mla_extend */
 } extend_case;
 
 static clmoe_status check_extend(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const extend_case *ec)
@@ -97,7 +99,8 @@ static clmoe_status check_extend(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
     CK(clmoe_tensor_create(ctx, &ys, CLMOE_F32, 2, ss));
     CK(clmoe_tensor_write_f32(&xs, xf));
     CK(clmoe_tensor_fill(&ys, NAN));
-    CK(clmoe_mla_extend(ctx, &L.cfg, &L.w, cache, &xs, cnt, &ys));
+    CK(ec->flash ? clmoe_mla_extend_flash(ctx, &L.cfg, &L.w, cache, &xs, cnt, &ys)
+                 : clmoe_mla_extend(ctx, &L.cfg, &L.w, cache, &xs, cnt, &ys));
     CK(clmoe_tensor_read_f32(&ys, buf));
     for (int n = 0, row = 0; n < N; n++)
       for (int t = 0; t < cnt[n]; t++, row++)
@@ -123,12 +126,14 @@ done:
   return st;
 }
 
-#define EXTEND_CHECK(fname, counts, npass, ...)                                           \
+#define EXTEND_CHECK_FORM(fname, flash, counts, npass, ...)                               \
   clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
   {                                                                                        \
-    const extend_case ec = {__VA_ARGS__, npass, counts};                                   \
+    const extend_case ec = {__VA_ARGS__, npass, counts, flash};                            \
     return check_extend(c, s, r, &ec);                                                     \
   }
+#define EXTEND_CHECK(fname, counts, npass, ...) EXTEND_CHECK_FORM(fname, 0, counts, npass, __VA_ARGS__)
+#define FLASH_CHECK(fname, counts, npass, ...) EXTEND_CHECK_FORM(fname, 1, counts, npass, __VA_ARGS__)
 /* Prompts 0, 5, 70 (an empty cache, a short and a 2-block one); passes of 1 token each,
  * uneven ones, and ones that cross the 64-token block boundary (0 -> 68, 6 -> 71). */
 static const int32_t ext_prompts[] = {0, 5, 70};
@@ -141,3 +146,12 @@ EXTEND_CHECK(check_mla_extend_bf16, ext_counts, 5,      {64, 2, 32, 32,  16, 8, 
 EXTEND_CHECK(check_mla_extend_long, ext_counts_long, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, ext_prompts_long, 2, 0, F})
 EXTEND_CHECK(check_mla_extend_wide, ext_counts, 5,      {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, F})
 EXTEND_CHECK(check_mla_extend_wide_bf16, ext_counts, 5, {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, H16})
+/* The training form (clmoe_mla_extend_flash): the same passes; 40 query rows cross the
+ * forward's 32-row query tiles, and the long case's 150 and 130-token passes take several. */
+static const int32_t flash_prompts[] = {0, 5, 70, 33};
+static const int32_t flash_counts[] = {1, 1, 1, 0, 7, 0, 3, 40, 60, 1, 0, 1, 1, 64, 2, 0, 3, 2, 1, 31};
+/*                                                     d   H  rq  dc   Dn  Dr Dv  B  T  lens         nl st cache */
+FLASH_CHECK(check_mla_extend_flash_f32,  flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, F})
+FLASH_CHECK(check_mla_extend_flash_bf16, flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, H16})
+FLASH_CHECK(check_mla_extend_flash_long, ext_counts_long, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, ext_prompts_long, 2, 0, F})
+FLASH_CHECK(check_mla_extend_flash_wide, flash_counts, 5,    {64, 3, 32, 160, 16, 32, 24, 0, 0, flash_prompts, 4, 0, H16})
