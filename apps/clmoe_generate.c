@@ -34,6 +34,9 @@ static void usage(void)
          "  --device SPEC       OpenCL device (clmoe-info lists them; default: the best GPU, else CPU)\n"
          "  --prefill-chunk C   prompt tokens per sequence per prefill pass (default 2048)\n"
          "  --cache-bf16        keep the MLA latent cache in bf16 (half the memory; default f32)\n"
+         "  --extend-form F     how prefill passes after the first attend to the cached prefix:\n"
+         "                      auto (default: the one with fewer multiply-adds), training\n"
+         "                      (decompressed K/V, flash kernel) or absorbed (latent cache)\n"
          "  --prefill-bench T   instead of generating: prefill a synthetic prompt of T tokens (a\n"
          "                      comma-separated list runs several lengths) in chunks and report\n"
          "                      time, tokens/s, the constant KDA state and the growing MLA cache\n"
@@ -131,6 +134,12 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     } else if (app_option(argc, argv, &i, "--device", &v)) o->device = v;
     else if (app_option(argc, argv, &i, "--prefill-chunk", &v)) o->gen.prefill_chunk = app_parse_int("--prefill-chunk", v, 1, 1LL << 24);
     else if (!strcmp(argv[i], "--cache-bf16")) o->gen.cache_dtype = CLMOE_BF16;
+    else if (app_option(argc, argv, &i, "--extend-form", &v)) {
+      if (!strcmp(v, "auto")) o->gen.extend_form = CLMOE_GEN_EXTEND_AUTO;
+      else if (!strcmp(v, "training")) o->gen.extend_form = CLMOE_GEN_EXTEND_TRAINING;
+      else if (!strcmp(v, "absorbed")) o->gen.extend_form = CLMOE_GEN_EXTEND_ABSORBED;
+      else app_usage_error("--extend-form: '%s' is not auto, training or absorbed", v);
+    }
     else if (app_option(argc, argv, &i, "--prefill-bench", &v)) {
       char *list = strdup(v), *save = NULL;
       if (!list) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");

@@ -54,6 +54,19 @@ for key in '"prefill_tokens_per_s"' '"decode_tokens_per_s"' '"time_to_first_toke
 done
 if [ "$(grep -c '"end": "length"' "$tmp/batch.json")" -eq 3 ]; then pass "batch JSON has 3 outputs"
 else fail "batch JSON outputs"; cat "$tmp/batch.json"; fi
+# Later prefill passes in the training form add up exactly as one pass: the same greedy text.
+# (The absorbed form rounds differently: near-ties of a barely trained model may flip, so
+# it is only run here; tests/test_generate.c compares its logits within 1e-4.)
+for form in training absorbed; do
+  "$gen" --ckpt "$ckpt" --prompt "the quick brown fox jumps over the lazy dog, again and again" -n 24 --greedy \
+    --prefill-chunk 7 --extend-form $form --quiet > "$tmp/form-$form.txt" 2>&1
+done
+"$gen" --ckpt "$ckpt" --prompt "the quick brown fox jumps over the lazy dog, again and again" -n 24 --greedy \
+  --quiet > "$tmp/form-one.txt" 2>&1
+if cmp -s "$tmp/form-training.txt" "$tmp/form-one.txt" && [ -s "$tmp/form-absorbed.txt" ]; then
+  pass "--extend-form training continues exactly like one pass; absorbed runs"
+else fail "--extend-form outputs differ"; head -3 "$tmp"/form-*.txt; fi
+expect "bad --extend-form" 2 "not auto, training or absorbed" -- "$gen" --ckpt "$ckpt" --prompt x --extend-form fast
 # A barely trained byte model emits every byte value: the JSON must still be valid UTF-8.
 "$gen" --ckpt "$ckpt" --prompt "x" -n 400 --temperature 3 --top-p 1 --seed 7 --quiet --json "$tmp/raw.json" > /dev/null 2>&1
 if iconv -f UTF-8 -t UTF-8 "$tmp/raw.json" > /dev/null 2>&1; then pass "JSON of arbitrary bytes is valid UTF-8"
