@@ -45,19 +45,6 @@ static clmoe_status check_extra(clmoe_st_file *f, clmoe_params *ps)
   return CLMOE_OK;
 }
 
-/* Releases what only training needs: the registry's gradients and AdamW moments. */
-static void drop_training_state(clmoe_model *m)
-{
-  clmoe_params *ps = &m->params;
-  for (int i = 0; i < ps->n; i++) {
-    clmoe_tensor_destroy(&ps->p[i].grad);
-    clmoe_tensor_destroy(&ps->p[i].m);
-    clmoe_tensor_destroy(&ps->p[i].v);
-  }
-  m->inference_only = 1;
-  clmoe_ctx_pool_trim(m->ctx);
-}
-
 clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta)
 {
   if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load: model is NULL");
@@ -79,12 +66,11 @@ clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **mode
     clmoe__append_error(" (the \"config\" metadata of checkpoint %s)", path);
     goto done;
   }
-  CLMOE_TRY_GOTO(st, clmoe_model_create(ctx, &cfg, &m), done);
+  CLMOE_TRY_GOTO(st, clmoe_model_create_inference(ctx, &cfg, &m), done);
   clmoe_params *ps = clmoe_model_params(m);
   /* Everything is checked before any data is read. */
   for (int i = 0; i < ps->n; i++) CLMOE_TRY_GOTO(st, check_tensor(f, &cfg, &ps->p[i], name, sizeof name), done);
   CLMOE_TRY_GOTO(st, check_extra(f, ps), done);
-  drop_training_state(m);
   for (int i = 0; i < ps->n; i++) {
     snprintf(name, sizeof name, "%s/%s", ps->p[i].trainable ? "param" : "buffer", ps->p[i].name);
     st = clmoe_st_load_into(f, name, ps->p[i].value);

@@ -102,7 +102,7 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   return clmoe_params_add_buffer(&m->params, full, &L->moe.bias);
 }
 
-clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
+static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inference, clmoe_model **out)
 {
   *out = NULL;
   CLMOE_TRY(clmoe_config_validate(cfg, cfg->name));
@@ -111,6 +111,8 @@ clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_m
   m->ctx = ctx;
   m->cfg = *cfg;
   clmoe_params_init(&m->params, ctx);
+  m->params.inference = inference;
+  m->inference_only = inference;
   clmoe_status st = CLMOE_OK;
   const int64_t V = cfg->vocab, d = cfg->d_model;
   m->layers = calloc((size_t)cfg->layers, sizeof *m->layers);
@@ -136,6 +138,16 @@ fail:
   clmoe__append_error(" (creating model %s)", cfg->name);
   clmoe_model_destroy(m);
   return st;
+}
+
+clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
+{
+  return create(ctx, cfg, 0, out);
+}
+
+clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
+{
+  return create(ctx, cfg, 1, out);
 }
 
 void clmoe_model_destroy(clmoe_model *m)

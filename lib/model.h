@@ -23,6 +23,9 @@ typedef struct clmoe_model clmoe_model;
 
 /* Creates every tensor of a config (contents undefined until init or a checkpoint load). */
 clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
+/* The same without gradients and AdamW moments (a quarter of the memory): forward only,
+ * training calls and clmoe_params_save fail with an error saying so. */
+clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
 void clmoe_model_destroy(clmoe_model *model);
 /* Documented, seeded initialisation (the same model on any device for the same seed):
  * matrices N(0, 0.02) from the counter-based generator, one stream per tensor; RMSNorm gains

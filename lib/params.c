@@ -55,7 +55,7 @@ static clmoe_status add(clmoe_params *ps, const char *name, clmoe_tensor *value,
   p->value = value;
   p->decay = decay;
   p->trainable = trainable;
-  if (trainable) {
+  if (trainable && !ps->inference) {
     clmoe_tensor *t[3] = {&p->grad, &p->m, &p->v};
     for (int i = 0; i < 3; i++) {
       clmoe_status st = clmoe_tensor_zeros(ps->ctx, t[i], CLMOE_F32, value->ndim, value->shape);
@@ -89,6 +89,8 @@ int64_t clmoe_params_count(const clmoe_params *ps)
 
 clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
 {
+  if (ps->inference)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_zero_grad: the parameters were created for inference (no gradients or moments)");
   for (int i = 0; i < ps->n; i++)
     if (ps->p[i].trainable) CLMOE_TRY(clmoe_tensor_fill(&ps->p[i].grad, 0.0));
   return CLMOE_OK;
@@ -96,6 +98,8 @@ clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
 
 clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
 {
+  if (ps->inference)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_grad_norm: the parameters were created for inference (no gradients or moments)");
   *norm = 0.0;
   if (ps->n == 0) return CLMOE_OK;
   /* Each gradient's sum of squares into its own slot, one read, then an ordered sum. */
@@ -120,6 +124,8 @@ clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
 
 clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm_out)
 {
+  if (ps->inference)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_adamw: the parameters were created for inference (no gradients or moments)");
   double norm = 0.0;
   CLMOE_TRY(clmoe_params_grad_norm(ps, &norm));
   if (norm_out) *norm_out = norm;
@@ -178,6 +184,8 @@ static const char *const kinds[3] = {"param", "adam_m", "adam_v"};
 
 clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta)
 {
+  if (ps->inference)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_save: the parameters were created for inference (no gradients or moments)");
   clmoe_st_writer *w = NULL;
   CLMOE_TRY(clmoe_st_writer_create(path, &w));
   clmoe_status st = CLMOE_OK;
@@ -226,6 +234,8 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
 
 clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta)
 {
+  if (ps->inference)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_load: the parameters were created for inference (no moments to load; use clmoe_gen_load)");
   clmoe_st_file *f = NULL;
   CLMOE_TRY(clmoe_st_open(path, &f));
   clmoe_status st = CLMOE_OK;

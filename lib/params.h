@@ -34,6 +34,7 @@ typedef struct clmoe_params {
   clmoe_param *p;
   int n, cap;
   int64_t step; /* optimizer steps taken (AdamW's t - 1) */
+  int inference; /* 1: parameters get no gradient or moments (set before the first add) */
 } clmoe_params;
 
 void clmoe_params_init(clmoe_params *ps, clmoe_ctx *ctx);

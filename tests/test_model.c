@@ -203,8 +203,49 @@ static void test_flow(void)
   check_flow(1, "all MLA");
 }
 
+/* A model created for inference holds no gradients or moments (about a quarter of the
+ * device memory), computes the same logits, and refuses every training call. */
+static void test_inference_model(void)
+{
+  clmoe_config cfg;
+  TEST_OK(clmoe_config_preset("tiny", &cfg));
+  clmoe_pool_stats s0, s1, s2;
+  clmoe_ctx_pool_stats(test_ctx, &s0);
+  clmoe_model *tm = NULL, *im = NULL;
+  TEST_OK(clmoe_model_create(test_ctx, &cfg, &tm));
+  clmoe_ctx_pool_stats(test_ctx, &s1);
+  TEST_OK(clmoe_model_create_inference(test_ctx, &cfg, &im));
+  clmoe_ctx_pool_stats(test_ctx, &s2);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(tm && im ? im : NULL);
+  const double train_bytes = (double)(s1.in_use_bytes - s0.in_use_bytes),
+               infer_bytes = (double)(s2.in_use_bytes - s1.in_use_bytes);
+  CU_ASSERT(infer_bytes < 0.3 * train_bytes);
+  TEST_OK(clmoe_model_init(tm, 4));
+  TEST_OK(clmoe_model_init(im, 4));
+  batch(5);
+  const int64_t n = B * T * cfg.vocab;
+  float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a && b ? a : NULL);
+  TEST_OK(clmoe_model_forward(tm, B, T, tokens, NULL, 0, NULL, NULL));
+  TEST_OK(clmoe_tensor_read(clmoe_model_logits(tm), a, (size_t)n * sizeof *a));
+  TEST_OK(clmoe_model_forward(im, B, T, tokens, NULL, 0, NULL, NULL));
+  TEST_OK(clmoe_tensor_read(clmoe_model_logits(im), b, (size_t)n * sizeof *b));
+  CU_ASSERT(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+  clmoe_params *ps = clmoe_model_params(im);
+  clmoe_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f};
+  CU_ASSERT_EQUAL(clmoe_model_forward(im, B, T, tokens, targets, 1, NULL, NULL), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(clmoe_params_zero_grad(ps), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(clmoe_params_adamw(ps, &hp, 1.0, NULL), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(clmoe_params_save(ps, "/tmp/clmoe-never-written.safetensors", NULL), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "inference"));
+  free(a), free(b);
+  clmoe_model_destroy(tm);
+  clmoe_model_destroy(im);
+}
+
 static void add_tests(CU_pSuite suite)
 {
+  CU_add_test(suite, "a model created for inference: a quarter of the memory, same logits, no training", test_inference_model);
   CU_add_test(suite, "causal: a token moves later logits only, in its own sequence", test_flow);
   CU_add_test(suite, "loss at initialisation is ln(vocab)", test_init_loss);
   CU_add_test(suite, "gradients = finite differences, by parameter group", test_gradients);
