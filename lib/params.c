@@ -87,10 +87,16 @@ int64_t clmoe_params_count(const clmoe_params *ps)
   return n;
 }
 
+/* Training calls on a registry made for inference (clmoe_model_create_inference). */
+static clmoe_status inference_error(const char *call)
+{
+  return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
+                      "%s: the parameters were created for inference: no gradients or AdamW moments", call);
+}
+
 clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
 {
-  if (ps->inference)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_zero_grad: the parameters were created for inference (no gradients or moments)");
+  if (ps->inference) return inference_error("clmoe_params_zero_grad");
   for (int i = 0; i < ps->n; i++)
     if (ps->p[i].trainable) CLMOE_TRY(clmoe_tensor_fill(&ps->p[i].grad, 0.0));
   return CLMOE_OK;
@@ -98,8 +104,7 @@ clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
 
 clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
 {
-  if (ps->inference)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_grad_norm: the parameters were created for inference (no gradients or moments)");
+  if (ps->inference) return inference_error("clmoe_params_grad_norm");
   *norm = 0.0;
   if (ps->n == 0) return CLMOE_OK;
   /* Each gradient's sum of squares into its own slot, one read, then an ordered sum. */
@@ -124,8 +129,7 @@ clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
 
 clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm_out)
 {
-  if (ps->inference)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_adamw: the parameters were created for inference (no gradients or moments)");
+  if (ps->inference) return inference_error("clmoe_params_adamw");
   double norm = 0.0;
   CLMOE_TRY(clmoe_params_grad_norm(ps, &norm));
   if (norm_out) *norm_out = norm;
@@ -184,8 +188,7 @@ static const char *const kinds[3] = {"param", "adam_m", "adam_v"};
 
 clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta)
 {
-  if (ps->inference)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_save: the parameters were created for inference (no gradients or moments)");
+  if (ps->inference) return inference_error("clmoe_params_save");
   clmoe_st_writer *w = NULL;
   CLMOE_TRY(clmoe_st_writer_create(path, &w));
   clmoe_status st = CLMOE_OK;
@@ -234,8 +237,7 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
 
 clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta)
 {
-  if (ps->inference)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_load: the parameters were created for inference (no moments to load; use clmoe_gen_load)");
+  if (ps->inference) return inference_error("clmoe_params_load");
   clmoe_st_file *f = NULL;
   CLMOE_TRY(clmoe_st_open(path, &f));
   clmoe_status st = CLMOE_OK;
