@@ -25,6 +25,7 @@
 #include "dist.h"
 #include "expert_map.h"
 #include "dist_exchange.h"
+#include "moe_ep.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1
