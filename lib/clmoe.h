@@ -26,6 +26,7 @@
 #include "expert_map.h"
 #include "dist_exchange.h"
 #include "moe_ep.h"
+#include "dist_grads.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1

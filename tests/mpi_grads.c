@@ -1,0 +1,232 @@
+/* Run by tests/test_dist_grads.sh under mpirun (and once without it): the bucketed gradient
+ * all-reduce and the QB histogram sum (lib/dist_grads.h).
+ * Gradients: every rank registers the same parameters (two of them expert-local, one by
+ * name prefix and one by predicate, plus a buffer) and fills each gradient with values that
+ * depend on the rank (counter-based, seed = rank and parameter). Every rank can compute
+ * every rank's values on the host, so it computes the expected result itself: the sum in
+ * rank order in double, times 1/N, rounded once to fp32, and requires the same bits (hence
+ * the same on every rank and every run), for buckets of 3 and 7 floats (smaller than
+ * every tensor), 37 floats, and the default (larger than all), averaged and summed; the
+ * expert-local gradients must keep their own values. A registry that differs on one rank
+ * must be an error on every rank.
+ * QB histogram: each rank runs a train-mode forward (balance = qb-hist) on its share of a
+ * batch; the summed counts and token total must equal, exactly, those of one forward over
+ * the whole batch, and the biases from them must be the same bits.
+ * --mutate: one bucket (elements [37, 74) in registration order) keeps the rank's own values,
+ * as if it had been skipped: must fail ("mismatch") on 2 or more ranks.
+ * Prints "mpi_grads: OK N rank(s)" on rank 0 when every rank passed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clmoe.h"
+
+#define NP 7
+#define TOKENS 45
+
+static clmoe_dist *dist;
+
+static void die(const char *what, clmoe_status st)
+{
+  fprintf(stderr, "mpi_grads: rank %d: %s: %s (%s)\n", clmoe_dist_rank(dist), what,
+          clmoe_last_error(), clmoe_strerror(st));
+  clmoe_dist_abort(dist, 1);
+  exit(1);
+}
+#define TRY(call)                                                                          \
+  do {                                                                                     \
+    clmoe_status st_ = (call);                                                             \
+    if (st_ != CLMOE_OK) die(#call, st_);                                                  \
+  } while (0)
+
+static const char *const names[NP] = {"embed", "layer0/w_q", "layer0/experts/w_up", "layer0/bias",
+                                      "layer1/w_o", "layer1/routed_w", "head"};
+static const int64_t shapes[NP][3] = {{37, 13, 1}, {101, 1, 1}, {7, 11, 1}, {5, 1, 1},
+                                      {3, 5, 2},   {9, 4, 1},   {257, 1, 1}};
+static const int is_buffer[NP] = {0, 0, 0, 1, 0, 0, 0};
+
+static int routed(const clmoe_param *p, void *user)
+{
+  (void)user;
+  return strstr(p->name, "routed") != NULL;
+}
+
+static uint64_t seed_of(int rank, int i) { return 7919u * (uint64_t)rank + 31u * (uint64_t)i + 5u; }
+
+/* Fills every trainable gradient with this rank's values. */
+static void fill(clmoe_params *ps, int rank)
+{
+  for (int i = 0; i < ps->n; i++)
+    if (ps->p[i].trainable)
+      TRY(clmoe_tensor_fill_uniform(&ps->p[i].grad, seed_of(rank, i), -1.0f, 1.0f));
+}
+
+/* Checks every gradient against the expected bits; returns the number of mismatches. */
+static int64_t check(clmoe_params *ps, const clmoe_grad_allreduce_opts *o, const char *label,
+                     int mutate)
+{
+  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  const double scale = o->no_average ? 1.0 : 1.0 / size;
+  int64_t bad = 0, pos = 0; /* pos: index among the reduced elements */
+  for (int i = 0; i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable) continue;
+    const int64_t n = clmoe_tensor_numel(&p->grad);
+    const int local = clmoe_grad_param_is_local(p, o);
+    float *got = malloc((size_t)n * sizeof *got);
+    if (!got) die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+    TRY(clmoe_tensor_read(&p->grad, got, (size_t)n * sizeof *got));
+    for (int64_t j = 0; j < n; j++) {
+      float want;
+      if (local) {
+        want = clmoe_random_uniform(seed_of(rank, i), (uint64_t)j, -1.0f, 1.0f);
+      } else {
+        double s = 0.0;
+        for (int r = 0; r < size; r++) s += (double)clmoe_random_uniform(seed_of(r, i), (uint64_t)j, -1.0f, 1.0f);
+        want = (float)(s * scale);
+        if (mutate && pos >= 37 && pos < 74) /* a skipped bucket */
+          got[j] = clmoe_random_uniform(seed_of(rank, i), (uint64_t)j, -1.0f, 1.0f);
+        pos++;
+      }
+      if (memcmp(&got[j], &want, sizeof want) != 0) {
+        if (bad < 3)
+          fprintf(stderr, "mpi_grads: rank %d: %s: %s[%lld] = %.9g, want %.9g: mismatch\n", rank,
+                  label, p->name, (long long)j, got[j], want);
+        bad++;
+      }
+    }
+    free(got);
+  }
+  return bad;
+}
+
+static int64_t check_grads(clmoe_ctx *ctx, int mutate)
+{
+  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  clmoe_tensor values[NP];
+  clmoe_params ps;
+  clmoe_params_init(&ps, ctx);
+  for (int i = 0; i < NP; i++) {
+    TRY(clmoe_tensor_zeros(ctx, &values[i], CLMOE_F32, 3, shapes[i]));
+    if (is_buffer[i]) TRY(clmoe_params_add_buffer(&ps, names[i], &values[i]));
+    else TRY(clmoe_params_add(&ps, names[i], &values[i], 1));
+  }
+  static const char *const prefixes[] = {"layer0/experts/"};
+  const size_t buckets[4] = {3 * 4, 7 * 4, 37 * 4, 0};
+  int64_t bad = 0;
+  for (int b = 0; b < 4; b++)
+    for (int avg = 0; avg < 2; avg++) {
+      clmoe_grad_allreduce_opts o = {.bucket_bytes = buckets[b], .no_average = !avg,
+                                     .is_local = routed, .local_prefixes = prefixes,
+                                     .n_local_prefixes = 1};
+      clmoe_grad_allreduce_stats s;
+      char label[64];
+      snprintf(label, sizeof label, "bucket %zu bytes, %s", buckets[b], avg ? "mean" : "sum");
+      for (int run = 0; run < 2; run++) { /* the same bits on a second run */
+        fill(&ps, rank);
+        TRY(clmoe_dist_allreduce_grads(dist, &ps, &o, &s));
+        bad += check(&ps, &o, label, mutate && buckets[b] == 37 * 4);
+      }
+      if (s.params_local != 2 || s.params_reduced != 4) {
+        fprintf(stderr, "mpi_grads: rank %d: %s: %d reduced, %d local (want 4, 2)\n", rank,
+                label, s.params_reduced, s.params_local);
+        bad++;
+      }
+    }
+  if (size > 1) { /* the last rank marks one more parameter local: every rank must refuse */
+    static const char *const more[] = {"layer0/experts/", "head"};
+    clmoe_grad_allreduce_opts o = {.local_prefixes = more, .n_local_prefixes = rank == size - 1 ? 2 : 1};
+    clmoe_status st = clmoe_dist_allreduce_grads(dist, &ps, &o, NULL);
+    if (st != CLMOE_ERR_INVALID_ARGUMENT) {
+      fprintf(stderr, "mpi_grads: rank %d: a registry differing on one rank gave %s\n", rank,
+              clmoe_strerror(st));
+      bad++;
+    }
+  }
+  clmoe_params_destroy(&ps);
+  for (int i = 0; i < NP; i++) clmoe_tensor_destroy(&values[i]);
+  return bad;
+}
+
+/* The histogram counts and bias after a qb-hist forward of x [m, d]. */
+static void qb_run(clmoe_ctx *ctx, clmoe_moe_layer *L, const clmoe_tensor *x, int sum,
+                   int32_t *hist, size_t hist_len, float *bias, int64_t *tokens)
+{
+  clmoe_tensor y;
+  clmoe_moe_saved saved;
+  memset(&saved, 0, sizeof saved);
+  TRY(clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, x->shape));
+  TRY(clmoe_moe_forward(ctx, L, x, &y, &saved));
+  if (sum) TRY(clmoe_dist_sum_qb_histogram(dist, &saved));
+  TRY(clmoe_tensor_read(&saved.hist, hist, hist_len * sizeof *hist));
+  *tokens = saved.hist_tokens;
+  TRY(clmoe_moe_balance_update(ctx, L, &saved));
+  TRY(clmoe_tensor_read(&L->bias, bias, (size_t)L->cfg.n_experts * sizeof *bias));
+  clmoe_moe_saved_destroy(&saved);
+  clmoe_tensor_destroy(&y);
+}
+
+static int64_t check_qb(clmoe_ctx *ctx)
+{
+  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  const clmoe_moe_config cfg = {.d = 24, .latent = 16, .n_experts = 22, .top_k = 3, .expert_ff = 12,
+                                .balance = CLMOE_MOE_BALANCE_QB_HIST, .hist_bins = 64};
+  const size_t E = 22, bins = 64;
+  clmoe_moe_layer L;
+  TRY(clmoe_moe_layer_create(ctx, &L, &cfg));
+  TRY(clmoe_moe_layer_init(&L, 8, 0.3f));
+  clmoe_tensor x, mine;
+  const int64_t shape[2] = {TOKENS, cfg.d};
+  TRY(clmoe_tensor_create(ctx, &x, CLMOE_F32, 2, shape));
+  TRY(clmoe_tensor_fill_uniform(&x, 99, -1.0f, 1.0f));
+  const int64_t first = TOKENS * rank / size, rows = TOKENS * (rank + 1) / size - first;
+  TRY(clmoe_tensor_view(&x, &mine, 2, (int64_t[]){rows, cfg.d}, first * cfg.d));
+  int32_t h_all[22 * 64], h_sum[22 * 64];
+  float b_all[22], b_sum[22];
+  int64_t t_all, t_sum;
+  TRY(clmoe_tensor_fill_uniform(&L.bias, 81, -0.1f, 0.1f));
+  qb_run(ctx, &L, &x, 0, h_all, E * bins, b_all, &t_all);
+  TRY(clmoe_tensor_fill_uniform(&L.bias, 81, -0.1f, 0.1f)); /* the same starting bias */
+  qb_run(ctx, &L, &mine, 1, h_sum, E * bins, b_sum, &t_sum);
+  int64_t bad = 0;
+  if (t_all != TOKENS || t_sum != TOKENS) bad++;
+  if (memcmp(h_all, h_sum, sizeof h_all) != 0) bad++;
+  if (memcmp(b_all, b_sum, sizeof b_all) != 0) bad++;
+  if (bad)
+    fprintf(stderr, "mpi_grads: rank %d: QB histogram: tokens %lld/%lld, counts %s, bias %s: "
+            "mismatch\n", rank, (long long)t_sum, (long long)t_all,
+            memcmp(h_all, h_sum, sizeof h_all) ? "differ" : "agree",
+            memcmp(b_all, b_sum, sizeof b_all) ? "differs" : "agrees");
+  clmoe_tensor_destroy(&x);
+  clmoe_moe_layer_destroy(&L);
+  return bad;
+}
+
+int main(int argc, char **argv)
+{
+  clmoe_status st = clmoe_dist_init(&dist, &argc, &argv);
+  if (st != CLMOE_OK) {
+    fprintf(stderr, "mpi_grads: clmoe_dist_init: %s\n", clmoe_last_error());
+    return 1;
+  }
+  const int mutate = argc > 1 && strcmp(argv[1], "--mutate") == 0;
+  clmoe_ctx *ctx = NULL;
+  TRY(clmoe_ctx_create(&ctx, NULL));
+  int64_t bad = check_grads(ctx, mutate) + check_qb(ctx);
+  clmoe_pool_stats pool;
+  clmoe_ctx_pool_stats(ctx, &pool);
+  if (pool.in_use_bytes != 0) {
+    fprintf(stderr, "mpi_grads: rank %d: %llu bytes of tensors not destroyed\n",
+            clmoe_dist_rank(dist), (unsigned long long)pool.in_use_bytes);
+    bad++;
+  }
+  clmoe_ctx_destroy(ctx);
+  TRY(clmoe_dist_allreduce_sum_i64(dist, &bad, 1));
+  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  if (rank == 0) {
+    if (bad) fprintf(stderr, "mpi_grads: FAILED: %lld mismatches over %d rank(s)\n", (long long)bad, size);
+    else printf("mpi_grads: OK %d rank%s\n", size, size == 1 ? "" : "s");
+  }
+  TRY(clmoe_dist_finalize(dist));
+  return bad ? 1 : 0;
+}
