@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "app_common.h"
+#include "clmoe_op.h"
 
 /* "clmoe-op kda: message" and exit 1: bad input data (a bad command line exits 2). */
-static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
+void op_fail(const char *fmt, ...)
 {
   va_list ap;
   fprintf(stderr, "%s: ", app_name);
@@ -33,12 +33,12 @@ static double parse_double(const char *flag, const char *value)
 }
 
 /* "0,5,12" -> a new array of *n integers in [lo, hi] (free it). */
-static int64_t *parse_list(const char *flag, const char *value, int64_t lo, int64_t hi, int *n)
+int64_t *op_parse_list(const char *flag, const char *value, int64_t lo, int64_t hi, int *n)
 {
   int cap = 1;
   for (const char *c = value; *c; c++) cap += *c == ',';
   int64_t *out = malloc((size_t)cap * sizeof *out);
-  if (!out) fail("out of memory");
+  if (!out) op_fail("out of memory");
   const char *s = value;
   for (*n = 0;; s++) {
     char *end = NULL;
@@ -54,7 +54,7 @@ static int64_t *parse_list(const char *flag, const char *value, int64_t lo, int6
 }
 
 /* "F32 [2, 3]" for messages; a negative size prints as *. */
-static const char *describe(const char *dtype, const int64_t *dims, int n, char *buf, size_t len)
+const char *op_describe(const char *dtype, const int64_t *dims, int n, char *buf, size_t len)
 {
   size_t used = (size_t)snprintf(buf, len, "%s [", dtype);
   for (int d = 0; d < n && used < len; d++)
@@ -137,7 +137,7 @@ static int dims_of(const char *spec, const int64_t sz[6], int64_t dims[4])
 static void kda_make_example(const kda_args *a)
 {
   int n, ncu = a->ncu;
-  int64_t sz[6], *cu = a->cu, *shape = parse_list("--shape", a->shape, 0, 65536, &n); /* B, T, H, K, V, N */
+  int64_t sz[6], *cu = a->cu, *shape = op_parse_list("--shape", a->shape, 0, 65536, &n); /* B, T, H, K, V, N */
   if (n != 5) app_usage_error("--shape: '%s' is not B,T,H,K,V", a->shape);
   memcpy(sz, shape, 5 * sizeof *sz);
   free(shape);
@@ -159,7 +159,7 @@ static void kda_make_example(const kda_args *a)
     if (numel > (double)(1 << 28)) app_usage_error("--shape: %s would have over 2^28 elements", in_names[j]);
     float *x = malloc((size_t)numel * sizeof *x + 4);
     uint16_t *h = malloc((size_t)numel * sizeof *h + 2);
-    if (!x || !h) fail("out of memory");
+    if (!x || !h) op_fail("out of memory");
     /* A_log around 1 (decay rates e^A_log), states small, everything else N(0, 1). */
     float mean = j == IN_ALOG ? 1.0f : 0.0f, sd = j == IN_ALOG || j == IN_DTB ? 0.5f : j == IN_H0 || j == IN_DHT ? 0.3f : 1.0f;
     for (size_t i = 0; i < (size_t)numel; i++)
@@ -194,16 +194,16 @@ static void want(const clmoe_st_file *f, int j, const int64_t *sz, clmoe_st_dtyp
   APP_CHECK(clmoe_st_info_of(f, in_names[j], &info));
   int ok = info.ndim == rank;
   for (int d = 0; ok && d < rank; d++) ok = dims[d] < 0 || info.shape[d] == dims[d];
-  describe("", dims, rank, expect, sizeof expect);
-  describe(clmoe_st_dtype_name(info.dtype), info.shape, info.ndim, have, sizeof have);
-  if (!ok) fail("%s: tensor '%s' is %s, expected%s (%s)", clmoe_st_path(f), in_names[j], have, expect, in_dims[j]);
+  op_describe("", dims, rank, expect, sizeof expect);
+  op_describe(clmoe_st_dtype_name(info.dtype), info.shape, info.ndim, have, sizeof have);
+  if (!ok) op_fail("%s: tensor '%s' is %s, expected%s (%s)", clmoe_st_path(f), in_names[j], have, expect, in_dims[j]);
   if (j <= IN_BETA && (info.dtype != qtype || (qtype != CLMOE_ST_F32 && qtype != CLMOE_ST_BF16)))
-    fail("%s: tensor '%s' is %s; q, k, v, g and beta must all be F32 or all BF16", clmoe_st_path(f), in_names[j], have);
+    op_fail("%s: tensor '%s' is %s; q, k, v, g and beta must all be F32 or all BF16", clmoe_st_path(f), in_names[j], have);
   clmoe_st_dtype t = info.dtype;
   int is_float = t == CLMOE_ST_F32 || t == CLMOE_ST_BF16 || t == CLMOE_ST_F16 || t == CLMOE_ST_F64 ||
                  t == CLMOE_ST_F8_E4M3 || t == CLMOE_ST_F8_E5M2;
   if (j > IN_BETA && !is_float)
-    fail("%s: tensor '%s' is %s; expected a float type", clmoe_st_path(f), in_names[j], have);
+    op_fail("%s: tensor '%s' is %s; expected a float type", clmoe_st_path(f), in_names[j], have);
 }
 
 /* Checks the input file before any device work: every name known, every shape consistent
@@ -217,13 +217,13 @@ static void kda_check_inputs(const clmoe_st_file *f, const kda_args *a, kda_inpu
     int j = 0;
     while (j < IN_COUNT && strcmp(info.name, in_names[j])) j++;
     if (j == IN_COUNT)
-      fail("%s: unknown tensor '%s' (kda takes q, k, v, g, beta, A_log, dt_bias, initial_state, "
+      op_fail("%s: unknown tensor '%s' (kda takes q, k, v, g, beta, A_log, dt_bias, initial_state, "
            "cu_seqlens, do, dfinal_state)", path, info.name);
     in->present[j] = 1;
   }
   for (int j = 0; j < IN_H0; j++)
-    if (!in->present[j]) fail("%s: the required tensor '%s' is missing", path, in_names[j]);
-  if (a->backward && !in->present[IN_DO]) fail("%s: --backward needs the tensor 'do' [B, T, H, V]", path);
+    if (!in->present[j]) op_fail("%s: the required tensor '%s' is missing", path, in_names[j]);
+  if (a->backward && !in->present[IN_DO]) op_fail("%s: --backward needs the tensor 'do' [B, T, H, V]", path);
   if (!a->backward && (in->present[IN_DO] || in->present[IN_DHT])) {
     fprintf(stderr, "%s: note: do and dfinal_state of %s are ignored without --backward\n", app_name, path);
     in->present[IN_DO] = in->present[IN_DHT] = 0;
@@ -242,13 +242,13 @@ static void kda_check_inputs(const clmoe_st_file *f, const kda_args *a, kda_inpu
   if (in->present[IN_CU]) {
     APP_CHECK(clmoe_st_info_of(f, "cu_seqlens", &cu));
     if (cu.ndim != 1 || cu.shape[0] < 2 || (cu.dtype != CLMOE_ST_I32 && cu.dtype != CLMOE_ST_I64))
-      fail("%s: tensor 'cu_seqlens' must be I32 or I64 [N + 1] with N >= 1", path);
+      op_fail("%s: tensor 'cu_seqlens' must be I32 or I64 [N + 1] with N >= 1", path);
     sz[5] = cu.shape[0] - 1;
   } else if (a->cu_list) {
     sz[5] = a->ncu - 1;
   }
   if ((in->present[IN_CU] || a->cu_list) && sz[0] != 1)
-    fail("%s: q is [%lld, ...]: with cu_seqlens the batch size B must be 1 (pack the sequences along T)", path,
+    op_fail("%s: q is [%lld, ...]: with cu_seqlens the batch size B must be 1 (pack the sequences along T)", path,
          (long long)sz[0]);
   for (int j = 0; j < IN_COUNT; j++)
     if (in->present[j] && j != IN_CU) want(f, j, sz, q.dtype);
@@ -269,7 +269,7 @@ static void kda_load_inputs(clmoe_st_file *f, clmoe_ctx *ctx, const kda_args *a,
     app_usage_error("--cu-seqlens: the last offset %lld differs from T = %lld of q in %s", (long long)a->cu[n - 1],
                     (long long)in->sz[1], a->in);
   int32_t *c32 = malloc((size_t)n * sizeof *c32);
-  if (!c32) fail("out of memory");
+  if (!c32) op_fail("out of memory");
   for (int i = 0; i < n; i++) c32[i] = (int32_t)a->cu[i];
   APP_CHECK(clmoe_tensor_create(ctx, &in->t[IN_CU], CLMOE_I32, 1, (int64_t[]){n}));
   APP_CHECK(clmoe_tensor_write(&in->t[IN_CU], c32, (size_t)n * sizeof *c32));
@@ -374,7 +374,7 @@ static int cmd_kda(int argc, char **argv)
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   if (a.cu_list) { /* checked first: a bad list is a command-line error (exit 2) */
-    a.cu = parse_list("--cu-seqlens", a.cu_list, 0, INT32_MAX, &a.ncu);
+    a.cu = op_parse_list("--cu-seqlens", a.cu_list, 0, INT32_MAX, &a.ncu);
     int ok = a.ncu >= 2 && a.cu[0] == 0;
     for (int i = 1; i < a.ncu; i++) ok = ok && a.cu[i] >= a.cu[i - 1];
     if (!ok) app_usage_error("--cu-seqlens: '%s' must start at 0, never decrease and have two offsets or more", a.cu_list);
@@ -409,7 +409,7 @@ static double compare_one(clmoe_st_file *fa, clmoe_st_file *fb, const clmoe_st_i
 {
   size_t n = (size_t)ia->numel;
   float *x = malloc(n * sizeof *x + 4), *y = malloc(n * sizeof *y + 4);
-  if (!x || !y) fail("out of memory comparing tensor '%s'", ia->name);
+  if (!x || !y) op_fail("out of memory comparing tensor '%s'", ia->name);
   APP_CHECK(clmoe_st_read_f32(fa, ia->name, x, n));
   APP_CHECK(clmoe_st_read_f32(fb, ia->name, y, n));
   double worst = 0, scale = 0;
@@ -457,7 +457,7 @@ static int cmd_compare(int argc, char **argv)
       double abs_err = NAN, rel = NAN;
       clmoe_st_info_at(f[k], i, &ia);
       if (k == 1 && clmoe_st_has(f[0], ia.name)) continue;
-      describe(clmoe_st_dtype_name(ia.dtype), ia.shape, ia.ndim, da, sizeof da);
+      op_describe(clmoe_st_dtype_name(ia.dtype), ia.shape, ia.ndim, da, sizeof da);
       if (k == 1 || !clmoe_st_has(f[1], ia.name)) {
         snprintf(result, sizeof result, "MISSING in %s", files[1 - k]);
       } else {
@@ -466,7 +466,7 @@ static int cmd_compare(int argc, char **argv)
         for (int d = 0; same && d < ia.ndim; d++) same = ia.shape[d] == ib.shape[d];
         if (same) rel = compare_one(f[0], f[1], &ia, &abs_err);
         snprintf(result, sizeof result, "%s%s", !same ? "SHAPE differs: " : rel <= tol ? "ok" : "FAIL",
-                 same ? "" : describe(clmoe_st_dtype_name(ib.dtype), ib.shape, ib.ndim, db, sizeof db));
+                 same ? "" : op_describe(clmoe_st_dtype_name(ib.dtype), ib.shape, ib.ndim, db, sizeof db));
       }
       printf("%-24s %-24s %12.3e %12.3e  %s\n", ia.name, da, abs_err, rel, result);
       bad += !(rel <= tol);
@@ -478,7 +478,6 @@ static int cmd_compare(int argc, char **argv)
 }
 
 /* ---- commands ---------------------------------------------------------------------------- */
-int cmd_mla(int argc, char **argv); /* clmoe_op_mla.c */
 
 static const struct {
   const char *name;

@@ -9,20 +9,8 @@
 #include <string.h>
 
 #include "app_common.h"
+#include "clmoe_op.h"
 
-int cmd_mla(int argc, char **argv);
-
-static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "%s: ", app_name);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  exit(1);
-}
 
 static void usage(void)
 {
@@ -86,40 +74,10 @@ static int dims_of(const char *spec, const int64_t sz[8], int64_t dims[4])
   return n;
 }
 
-static const char *describe(const char *dtype, const int64_t *dims, int n, char *buf, size_t len)
-{
-  size_t used = (size_t)snprintf(buf, len, "%s [", dtype);
-  for (int d = 0; d < n && used < len; d++)
-    used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
-  if (used < len) snprintf(buf + used, len - used, "]");
-  return buf;
-}
-
-/* "0,5,12" -> integers in [lo, hi] (free the result). */
-static int64_t *parse_list(const char *flag, const char *value, int64_t lo, int64_t hi, int *n)
-{
-  int cap = 1;
-  for (const char *c = value; *c; c++) cap += *c == ',';
-  int64_t *out = malloc((size_t)cap * sizeof *out);
-  if (!out) fail("out of memory");
-  const char *s = value;
-  for (*n = 0;; s++) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || (*end != ',' && *end != '\0') || v < lo || v > hi)
-      app_usage_error("%s: '%s' is not a comma-separated list of integers in [%lld, %lld]", flag, value,
-                      (long long)lo, (long long)hi);
-    out[(*n)++] = v;
-    if (*end == '\0') return out;
-    s = end;
-  }
-}
-
 static void make_example(const mla_args *a)
 {
   int n, ncu = a->ncu;
-  int64_t sz[8], *shape = parse_list("--shape", a->shape, 0, 65536, &n);
+  int64_t sz[8], *shape = op_parse_list("--shape", a->shape, 0, 65536, &n);
   if (n != 6) app_usage_error("--shape: '%s' is not B,T,H,Dn,Dr,Dv", a->shape);
   sz[0] = shape[0], sz[1] = shape[1], sz[2] = shape[2], sz[3] = shape[3], sz[4] = shape[4], sz[5] = shape[5];
   free(shape);
@@ -141,7 +99,7 @@ static void make_example(const mla_args *a)
     if (numel > (double)(1 << 28)) app_usage_error("--shape: %s would have over 2^28 elements", in_names[j]);
     float *x = malloc((size_t)numel * sizeof *x + 4);
     uint16_t *h = malloc((size_t)numel * sizeof *h + 2);
-    if (!x || !h) fail("out of memory");
+    if (!x || !h) op_fail("out of memory");
     for (size_t i = 0; i < (size_t)numel; i++)
       x[i] = clmoe_random_normal(seed * 64 + (uint64_t)j, i, 0.0f, 1.0f), h[i] = clmoe_bf16_from_f32(x[i]);
     int as_bf16 = bf16 && j < IN_CU;
@@ -173,15 +131,15 @@ static void want(const clmoe_st_file *f, int j, const int64_t *sz, clmoe_st_dtyp
   APP_CHECK(clmoe_st_info_of(f, in_names[j], &info));
   int ok = info.ndim == rank;
   for (int d = 0; ok && d < rank; d++) ok = info.shape[d] == dims[d];
-  describe("", dims, rank, expect, sizeof expect);
-  describe(clmoe_st_dtype_name(info.dtype), info.shape, info.ndim, have, sizeof have);
-  if (!ok) fail("%s: tensor '%s' is %s, expected%s (%s)", clmoe_st_path(f), in_names[j], have, expect, in_dims[j]);
+  op_describe("", dims, rank, expect, sizeof expect);
+  op_describe(clmoe_st_dtype_name(info.dtype), info.shape, info.ndim, have, sizeof have);
+  if (!ok) op_fail("%s: tensor '%s' is %s, expected%s (%s)", clmoe_st_path(f), in_names[j], have, expect, in_dims[j]);
   if (j < IN_CU && (info.dtype != qtype || (qtype != CLMOE_ST_F32 && qtype != CLMOE_ST_BF16)))
-    fail("%s: tensor '%s' is %s; q, k_nope, k_rope and v must all be F32 or all BF16", clmoe_st_path(f),
+    op_fail("%s: tensor '%s' is %s; q, k_nope, k_rope and v must all be F32 or all BF16", clmoe_st_path(f),
          in_names[j], have);
   clmoe_st_dtype t = info.dtype;
   if (j == IN_DO && !(t == CLMOE_ST_F32 || t == CLMOE_ST_BF16 || t == CLMOE_ST_F16 || t == CLMOE_ST_F64))
-    fail("%s: tensor 'do' is %s; expected a float type", clmoe_st_path(f), have);
+    op_fail("%s: tensor 'do' is %s; expected a float type", clmoe_st_path(f), have);
 }
 
 static void check_inputs(const clmoe_st_file *f, const mla_args *a, mla_inputs *in)
@@ -193,12 +151,12 @@ static void check_inputs(const clmoe_st_file *f, const mla_args *a, mla_inputs *
     int j = 0;
     while (j < IN_COUNT && strcmp(info.name, in_names[j])) j++;
     if (j == IN_COUNT)
-      fail("%s: unknown tensor '%s' (mla takes q, k_nope, k_rope, v, cu_seqlens, do)", path, info.name);
+      op_fail("%s: unknown tensor '%s' (mla takes q, k_nope, k_rope, v, cu_seqlens, do)", path, info.name);
     in->present[j] = 1;
   }
   for (int j = 0; j < IN_CU; j++)
-    if (!in->present[j]) fail("%s: the required tensor '%s' is missing", path, in_names[j]);
-  if (a->backward && !in->present[IN_DO]) fail("%s: --backward needs the tensor 'do' [B, T, H, Dv]", path);
+    if (!in->present[j]) op_fail("%s: the required tensor '%s' is missing", path, in_names[j]);
+  if (a->backward && !in->present[IN_DO]) op_fail("%s: --backward needs the tensor 'do' [B, T, H, Dv]", path);
   if (!a->backward && in->present[IN_DO]) {
     fprintf(stderr, "%s: note: do of %s is ignored without --backward\n", app_name, path);
     in->present[IN_DO] = 0;
@@ -210,21 +168,21 @@ static void check_inputs(const clmoe_st_file *f, const mla_args *a, mla_inputs *
   APP_CHECK(clmoe_st_info_of(f, "k_nope", &kn));
   APP_CHECK(clmoe_st_info_of(f, "v", &v));
   if (q.ndim != 4 || kn.ndim != 4 || v.ndim != 4)
-    fail("%s: q, k_nope and v must be 4-D [B, T, H, .] (q is %dD, k_nope %dD, v %dD)", path, q.ndim, kn.ndim, v.ndim);
+    op_fail("%s: q, k_nope and v must be 4-D [B, T, H, .] (q is %dD, k_nope %dD, v %dD)", path, q.ndim, kn.ndim, v.ndim);
   int64_t *sz = in->sz;
   sz[0] = q.shape[0], sz[1] = q.shape[1], sz[2] = q.shape[2], sz[3] = kn.shape[3];
   sz[4] = q.shape[3] - kn.shape[3], sz[5] = v.shape[3], sz[6] = q.shape[3], sz[7] = sz[0];
   if (sz[4] < 1)
-    fail("%s: q's last size %lld must exceed k_nope's %lld (q holds Dn + Dr dims per head)", path,
+    op_fail("%s: q's last size %lld must exceed k_nope's %lld (q holds Dn + Dr dims per head)", path,
          (long long)q.shape[3], (long long)kn.shape[3]);
   if (in->present[IN_CU]) {
     APP_CHECK(clmoe_st_info_of(f, "cu_seqlens", &cu));
     if (cu.ndim != 1 || cu.shape[0] < 2 || (cu.dtype != CLMOE_ST_I32 && cu.dtype != CLMOE_ST_I64))
-      fail("%s: tensor 'cu_seqlens' must be I32 or I64 [N + 1] with N >= 1", path);
+      op_fail("%s: tensor 'cu_seqlens' must be I32 or I64 [N + 1] with N >= 1", path);
     sz[7] = cu.shape[0] - 1;
   }
   if ((in->present[IN_CU] || a->cu_list) && sz[0] != 1)
-    fail("%s: q is [%lld, ...]: with cu_seqlens the batch size B must be 1 (pack the sequences along T)", path,
+    op_fail("%s: q is [%lld, ...]: with cu_seqlens the batch size B must be 1 (pack the sequences along T)", path,
          (long long)sz[0]);
   for (int j = 0; j < IN_COUNT; j++)
     if (in->present[j] && j != IN_CU) want(f, j, sz, q.dtype);
@@ -244,7 +202,7 @@ static void load_inputs(clmoe_st_file *f, clmoe_ctx *ctx, const mla_args *a, mla
     app_usage_error("--cu-seqlens: the last offset %lld differs from T = %lld of q in %s", (long long)a->cu[n - 1],
                     (long long)in->sz[1], a->in);
   int32_t *c32 = malloc((size_t)n * sizeof *c32);
-  if (!c32) fail("out of memory");
+  if (!c32) op_fail("out of memory");
   for (int i = 0; i < n; i++) c32[i] = (int32_t)a->cu[i];
   APP_CHECK(clmoe_tensor_create(ctx, &in->t[IN_CU], CLMOE_I32, 1, (int64_t[]){n}));
   APP_CHECK(clmoe_tensor_write(&in->t[IN_CU], c32, (size_t)n * sizeof *c32));
@@ -342,7 +300,7 @@ int cmd_mla(int argc, char **argv)
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   if (a.cu_list) {
-    a.cu = parse_list("--cu-seqlens", a.cu_list, 0, INT32_MAX, &a.ncu);
+    a.cu = op_parse_list("--cu-seqlens", a.cu_list, 0, INT32_MAX, &a.ncu);
     int ok = a.ncu >= 2 && a.cu[0] == 0;
     for (int i = 1; i < a.ncu; i++) ok = ok && a.cu[i] >= a.cu[i - 1];
     if (!ok) app_usage_error("--cu-seqlens: '%s' must start at 0, never decrease and have two offsets or more", a.cu_list);

@@ -9,35 +9,22 @@
 #include <string.h>
 
 #include "clmoe.h"
+#include "mpi_common.h"
 
 #define EXPERTS 13
 #define TOP_K 4
 #define WIDTH 5
 
-static clmoe_dist *dist;
-
-static void die(const char *what, clmoe_status st)
-{
-  fprintf(stderr, "mpi_exchange: rank %d: %s: %s (%s)\n", clmoe_dist_rank(dist), what,
-          clmoe_last_error(), clmoe_strerror(st));
-  clmoe_dist_abort(dist, 1);
-  exit(1);
-}
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    clmoe_status st_ = (call);                                                             \
-    if (st_ != CLMOE_OK) die(#call, st_);                                                  \
-  } while (0)
 
 /* Runs one exchange with `map`; returns the number of wrong rows. */
 static int round_trip(const clmoe_expert_map *map)
 {
-  const int rank = clmoe_dist_rank(dist);
+  const int rank = clmoe_dist_rank(mpi_dist);
   const int64_t tokens = 37 + 11 * rank;
   int32_t *experts = malloc((size_t)tokens * TOP_K * sizeof *experts);
   float *x = malloc((size_t)tokens * WIDTH * sizeof *x);
   float *out = malloc((size_t)tokens * TOP_K * WIDTH * sizeof *out);
-  if (!experts || !x || !out) die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+  if (!experts || !x || !out) mpi_die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
   uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1);
   for (int64_t c = 0; c < tokens * TOP_K; c++) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -47,15 +34,15 @@ static int round_trip(const clmoe_expert_map *map)
     for (int k = 0; k < WIDTH; k++) x[t * WIDTH + k] = (float)(rank * 1000 + t) + 0.25f * (float)k;
 
   clmoe_ep_plan *plan = NULL;
-  TRY(clmoe_ep_plan_create(dist, map, experts, tokens, TOP_K, &plan));
+  TRY(clmoe_ep_plan_create(mpi_dist, map, experts, tokens, TOP_K, &plan));
   float *recv = malloc((size_t)(plan->recv_rows + 1) * WIDTH * sizeof *recv);
-  if (!recv) die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
-  TRY(clmoe_ep_dispatch(dist, plan, x, WIDTH, recv));
+  if (!recv) mpi_die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+  TRY(clmoe_ep_dispatch(mpi_dist, plan, x, WIDTH, recv));
   for (int64_t i = 0; i < plan->recv_rows; i++) { /* the local "experts" */
     const float e = (float)plan->recv_expert[i];
     for (int k = 0; k < WIDTH; k++) recv[i * WIDTH + k] = recv[i * WIDTH + k] * (e + 1.0f) + e;
   }
-  TRY(clmoe_ep_combine(dist, plan, recv, WIDTH, out));
+  TRY(clmoe_ep_combine(mpi_dist, plan, recv, WIDTH, out));
   int wrong = 0;
   for (int64_t c = 0; c < tokens * TOP_K; c++) {
     const float e = (float)experts[c];
@@ -78,12 +65,13 @@ static int round_trip(const clmoe_expert_map *map)
 
 int main(int argc, char **argv)
 {
-  clmoe_status st = clmoe_dist_init(&dist, &argc, &argv);
+  mpi_prog = "mpi_exchange";
+  clmoe_status st = clmoe_dist_init(&mpi_dist, &argc, &argv);
   if (st != CLMOE_OK) {
     fprintf(stderr, "mpi_exchange: clmoe_dist_init: %s\n", clmoe_last_error());
     return 1;
   }
-  const int size = clmoe_dist_size(dist);
+  const int size = clmoe_dist_size(mpi_dist);
   clmoe_expert_map *even = NULL, *balanced = NULL;
   TRY(clmoe_expert_map_even(EXPERTS, size, &even));
   double load[EXPERTS]; /* the same on every rank, so every rank builds the same map */
@@ -93,13 +81,13 @@ int main(int argc, char **argv)
   int wrong = round_trip(even) + round_trip(balanced);
   clmoe_expert_map_destroy(even);
   clmoe_expert_map_destroy(balanced);
-  TRY(clmoe_dist_barrier(dist));
+  TRY(clmoe_dist_barrier(mpi_dist));
   if (wrong) {
-    fprintf(stderr, "mpi_exchange: rank %d: %d wrong values\n", clmoe_dist_rank(dist), wrong);
-    clmoe_dist_abort(dist, 1);
-  } else if (clmoe_dist_rank(dist) == 0) {
-    printf("mpi_exchange: OK %d rank%s (%s)\n", size, size == 1 ? "" : "s", clmoe_dist_describe(dist));
+    fprintf(stderr, "mpi_exchange: rank %d: %d wrong values\n", clmoe_dist_rank(mpi_dist), wrong);
+    clmoe_dist_abort(mpi_dist, 1);
+  } else if (clmoe_dist_rank(mpi_dist) == 0) {
+    printf("mpi_exchange: OK %d rank%s (%s)\n", size, size == 1 ? "" : "s", clmoe_dist_describe(mpi_dist));
   }
-  TRY(clmoe_dist_finalize(dist));
+  TRY(clmoe_dist_finalize(mpi_dist));
   return wrong ? 1 : 0;
 }

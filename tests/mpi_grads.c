@@ -20,24 +20,11 @@
 #include <string.h>
 
 #include "clmoe.h"
+#include "mpi_common.h"
 
 #define NP 7
 #define TOKENS 45
 
-static clmoe_dist *dist;
-
-static void die(const char *what, clmoe_status st)
-{
-  fprintf(stderr, "mpi_grads: rank %d: %s: %s (%s)\n", clmoe_dist_rank(dist), what,
-          clmoe_last_error(), clmoe_strerror(st));
-  clmoe_dist_abort(dist, 1);
-  exit(1);
-}
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    clmoe_status st_ = (call);                                                             \
-    if (st_ != CLMOE_OK) die(#call, st_);                                                  \
-  } while (0)
 
 static const char *const names[NP] = {"embed", "layer0/w_q", "layer0/experts/w_up", "layer0/bias",
                                       "layer1/w_o", "layer1/routed_w", "head"};
@@ -65,7 +52,7 @@ static void fill(clmoe_params *ps, int rank)
 static int64_t check(clmoe_params *ps, const clmoe_grad_allreduce_opts *o, const char *label,
                      int mutate)
 {
-  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  const int rank = clmoe_dist_rank(mpi_dist), size = clmoe_dist_size(mpi_dist);
   const double scale = o->no_average ? 1.0 : 1.0 / size;
   int64_t bad = 0, pos = 0; /* pos: index among the reduced elements */
   for (int i = 0; i < ps->n; i++) {
@@ -74,7 +61,7 @@ static int64_t check(clmoe_params *ps, const clmoe_grad_allreduce_opts *o, const
     const int64_t n = clmoe_tensor_numel(&p->grad);
     const int local = clmoe_grad_param_is_local(p, o);
     float *got = malloc((size_t)n * sizeof *got);
-    if (!got) die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+    if (!got) mpi_die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
     TRY(clmoe_tensor_read(&p->grad, got, (size_t)n * sizeof *got));
     for (int64_t j = 0; j < n; j++) {
       float want;
@@ -102,7 +89,7 @@ static int64_t check(clmoe_params *ps, const clmoe_grad_allreduce_opts *o, const
 
 static int64_t check_grads(clmoe_ctx *ctx, int mutate)
 {
-  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  const int rank = clmoe_dist_rank(mpi_dist), size = clmoe_dist_size(mpi_dist);
   clmoe_tensor values[NP];
   clmoe_params ps;
   clmoe_params_init(&ps, ctx);
@@ -124,7 +111,7 @@ static int64_t check_grads(clmoe_ctx *ctx, int mutate)
       snprintf(label, sizeof label, "bucket %zu bytes, %s", buckets[b], avg ? "mean" : "sum");
       for (int run = 0; run < 2; run++) { /* the same bits on a second run */
         fill(&ps, rank);
-        TRY(clmoe_dist_allreduce_grads(dist, &ps, &o, &s));
+        TRY(clmoe_dist_allreduce_grads(mpi_dist, &ps, &o, &s));
         bad += check(&ps, &o, label, mutate && buckets[b] == 37 * 4);
       }
       if (s.params_local != 2 || s.params_reduced != 4) {
@@ -136,7 +123,7 @@ static int64_t check_grads(clmoe_ctx *ctx, int mutate)
   if (size > 1) { /* the last rank marks one more parameter local: every rank must refuse */
     static const char *const more[] = {"layer0/experts/", "head"};
     clmoe_grad_allreduce_opts o = {.local_prefixes = more, .n_local_prefixes = rank == size - 1 ? 2 : 1};
-    clmoe_status st = clmoe_dist_allreduce_grads(dist, &ps, &o, NULL);
+    clmoe_status st = clmoe_dist_allreduce_grads(mpi_dist, &ps, &o, NULL);
     if (st != CLMOE_ERR_INVALID_ARGUMENT) {
       fprintf(stderr, "mpi_grads: rank %d: a registry differing on one rank gave %s\n", rank,
               clmoe_strerror(st));
@@ -157,7 +144,7 @@ static void qb_run(clmoe_ctx *ctx, clmoe_moe_layer *L, const clmoe_tensor *x, in
   memset(&saved, 0, sizeof saved);
   TRY(clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, x->shape));
   TRY(clmoe_moe_forward(ctx, L, x, &y, &saved));
-  if (sum) TRY(clmoe_dist_sum_qb_histogram(dist, &saved));
+  if (sum) TRY(clmoe_dist_sum_qb_histogram(mpi_dist, &saved));
   TRY(clmoe_tensor_read(&saved.hist, hist, hist_len * sizeof *hist));
   *tokens = saved.hist_tokens;
   TRY(clmoe_moe_balance_update(ctx, L, &saved));
@@ -168,7 +155,7 @@ static void qb_run(clmoe_ctx *ctx, clmoe_moe_layer *L, const clmoe_tensor *x, in
 
 static int64_t check_qb(clmoe_ctx *ctx)
 {
-  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  const int rank = clmoe_dist_rank(mpi_dist), size = clmoe_dist_size(mpi_dist);
   const clmoe_moe_config cfg = {.d = 24, .latent = 16, .n_experts = 22, .top_k = 3, .expert_ff = 12,
                                 .balance = CLMOE_MOE_BALANCE_QB_HIST, .hist_bins = 64};
   const size_t E = 22, bins = 64;
@@ -204,7 +191,8 @@ static int64_t check_qb(clmoe_ctx *ctx)
 
 int main(int argc, char **argv)
 {
-  clmoe_status st = clmoe_dist_init(&dist, &argc, &argv);
+  mpi_prog = "mpi_grads";
+  clmoe_status st = clmoe_dist_init(&mpi_dist, &argc, &argv);
   if (st != CLMOE_OK) {
     fprintf(stderr, "mpi_grads: clmoe_dist_init: %s\n", clmoe_last_error());
     return 1;
@@ -217,16 +205,16 @@ int main(int argc, char **argv)
   clmoe_ctx_pool_stats(ctx, &pool);
   if (pool.in_use_bytes != 0) {
     fprintf(stderr, "mpi_grads: rank %d: %llu bytes of tensors not destroyed\n",
-            clmoe_dist_rank(dist), (unsigned long long)pool.in_use_bytes);
+            clmoe_dist_rank(mpi_dist), (unsigned long long)pool.in_use_bytes);
     bad++;
   }
   clmoe_ctx_destroy(ctx);
-  TRY(clmoe_dist_allreduce_sum_i64(dist, &bad, 1));
-  const int rank = clmoe_dist_rank(dist), size = clmoe_dist_size(dist);
+  TRY(clmoe_dist_allreduce_sum_i64(mpi_dist, &bad, 1));
+  const int rank = clmoe_dist_rank(mpi_dist), size = clmoe_dist_size(mpi_dist);
   if (rank == 0) {
     if (bad) fprintf(stderr, "mpi_grads: FAILED: %lld mismatches over %d rank(s)\n", (long long)bad, size);
     else printf("mpi_grads: OK %d rank%s\n", size, size == 1 ? "" : "s");
   }
-  TRY(clmoe_dist_finalize(dist));
+  TRY(clmoe_dist_finalize(mpi_dist));
   return bad ? 1 : 0;
 }

@@ -19,25 +19,12 @@
 #include <string.h>
 
 #include "clmoe.h"
+#include "mpi_common.h"
 
 #define TOKENS 45
 #define NGRAD 10 /* the layer's gradient tensors */
 #define TOLERANCE 1e-5
 
-static clmoe_dist *dist;
-
-static void die(const char *what, clmoe_status st)
-{
-  fprintf(stderr, "mpi_moe_ep: rank %d: %s: %s (%s)\n", clmoe_dist_rank(dist), what,
-          clmoe_last_error(), clmoe_strerror(st));
-  clmoe_dist_abort(dist, 1);
-  exit(1);
-}
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    clmoe_status st_ = (call);                                                             \
-    if (st_ != CLMOE_OK) die(#call, st_);                                                  \
-  } while (0)
 
 /* The small layer: E not divisible by 3 or 4, k = 3, shared experts on. */
 static const clmoe_moe_config config = {
@@ -95,7 +82,7 @@ static void grad_list(clmoe_moe_grads *g, clmoe_tensor *t[NGRAD])
 static float *read_host(const clmoe_tensor *t)
 {
   float *h = malloc(clmoe_tensor_bytes(t) > 0 ? clmoe_tensor_bytes(t) : 1);
-  if (!h) die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+  if (!h) mpi_die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
   TRY(clmoe_tensor_read(t, h, clmoe_tensor_bytes(t)));
   return h;
 }
@@ -153,7 +140,7 @@ static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const r
     const int64_t n = r->grad_n[i];
     double *sum = calloc((size_t)(n > 0 ? n : 1), sizeof *sum);
     float *got = malloc((size_t)(n > 0 ? n : 1) * sizeof *got);
-    if (!sum || !got) die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+    if (!sum || !got) mpi_die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
     if (gt[i]->buf) {
       float *mine = read_host(gt[i]);
       const int expert = i >= 2 && i <= 4;
@@ -164,13 +151,13 @@ static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const r
       }
       free(mine);
     }
-    TRY(clmoe_dist_allreduce_sum_f64(dist, sum, (size_t)n));
+    TRY(clmoe_dist_allreduce_sum_f64(mpi_dist, sum, (size_t)n));
     for (int64_t c = 0; c < n; c++) got[c] = (float)sum[c];
     double err = n > 0 ? rel_error(got, r->grad[i], n, r->grad[i], n) : 0.0;
     if (!(err <= *worst)) *worst = err;
     if (!(err <= TOLERANCE)) {
       fprintf(stderr, "mpi_moe_ep: rank %d, %s map: gradient %s relative error %g exceeds %g\n",
-              clmoe_dist_rank(dist), name, grad_name[i], err, TOLERANCE);
+              clmoe_dist_rank(mpi_dist), name, grad_name[i], err, TOLERANCE);
       bad = 1;
     }
     free(sum), free(got);
@@ -183,10 +170,10 @@ static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const r
 static int check(clmoe_ctx *ctx, const clmoe_moe_layer *full, const clmoe_expert_map *map,
                  const char *name, const reference *r, const char *mutation, double *worst)
 {
-  const int rank = clmoe_dist_rank(dist);
+  const int rank = clmoe_dist_rank(mpi_dist);
   const int64_t d = config.d;
   int64_t first, m;
-  share(rank, clmoe_dist_size(dist), &first, &m);
+  share(rank, clmoe_dist_size(mpi_dist), &first, &m);
   clmoe_moe_ep_layer ep;
   TRY(clmoe_moe_ep_layer_from_full(ctx, full, map, rank, &ep));
   if (mutation && strcmp(mutation, "--mutate") == 0) mutate(&ep, full);
@@ -202,19 +189,19 @@ static int check(clmoe_ctx *ctx, const clmoe_moe_layer *full, const clmoe_expert
   }
   const int64_t whole = TOKENS * d;
   double err[3];
-  TRY(clmoe_moe_ep_forward(ctx, dist, &ep, &x, &y, NULL));
+  TRY(clmoe_moe_ep_forward(ctx, mpi_dist, &ep, &x, &y, NULL));
   float *yh = read_host(&y);
   err[0] = m > 0 ? rel_error(yh, r->y + first * d, m * d, r->y, whole) : 0.0;
   free(yh);
   clmoe_moe_ep_saved saved;
   clmoe_moe_grads g;
-  TRY(clmoe_moe_ep_forward(ctx, dist, &ep, &x, &y, &saved));
+  TRY(clmoe_moe_ep_forward(ctx, mpi_dist, &ep, &x, &y, &saved));
   if (mutation && strcmp(mutation, "--mutate-saved") == 0 && m > 0) saved.out[0] += 1.0f;
   yh = read_host(&y);
   err[1] = m > 0 ? rel_error(yh, r->y + first * d, m * d, r->y, whole) : 0.0;
   free(yh);
   TRY(clmoe_moe_ep_grads_create(ctx, &ep, &g));
-  TRY(clmoe_moe_ep_backward(ctx, dist, &ep, &x, &saved, &dy, &g, &dx));
+  TRY(clmoe_moe_ep_backward(ctx, mpi_dist, &ep, &x, &saved, &dy, &g, &dx));
   float *dxh = read_host(&dx);
   err[2] = m > 0 ? rel_error(dxh, r->dx + first * d, m * d, r->dx, whole) : 0.0;
   free(dxh);
@@ -238,13 +225,14 @@ static int check(clmoe_ctx *ctx, const clmoe_moe_layer *full, const clmoe_expert
 
 int main(int argc, char **argv)
 {
-  clmoe_status st = clmoe_dist_init(&dist, &argc, &argv);
+  mpi_prog = "mpi_moe_ep";
+  clmoe_status st = clmoe_dist_init(&mpi_dist, &argc, &argv);
   if (st != CLMOE_OK) {
     fprintf(stderr, "mpi_moe_ep: clmoe_dist_init: %s\n", clmoe_last_error());
     return 1;
   }
   const char *mutation = argc > 1 ? argv[1] : NULL;
-  const int size = clmoe_dist_size(dist), E = (int)config.n_experts;
+  const int size = clmoe_dist_size(mpi_dist), E = (int)config.n_experts;
   clmoe_ctx *ctx = NULL;
   TRY(clmoe_ctx_create(&ctx, NULL));
   clmoe_moe_layer full;
@@ -271,17 +259,17 @@ int main(int argc, char **argv)
   clmoe_pool_stats pool;
   clmoe_ctx_pool_stats(ctx, &pool); /* every tensor given back */
   if (pool.in_use_bytes != 0) {
-    fprintf(stderr, "mpi_moe_ep: rank %d: %llu bytes of tensors not destroyed\n", clmoe_dist_rank(dist),
+    fprintf(stderr, "mpi_moe_ep: rank %d: %llu bytes of tensors not destroyed\n", clmoe_dist_rank(mpi_dist),
             (unsigned long long)pool.in_use_bytes);
     bad++;
   }
   clmoe_ctx_destroy(ctx);
-  TRY(clmoe_dist_allreduce_sum_i64(dist, &bad, 1));
-  if (bad == 0 && clmoe_dist_rank(dist) == 0)
+  TRY(clmoe_dist_allreduce_sum_i64(mpi_dist, &bad, 1));
+  if (bad == 0 && clmoe_dist_rank(mpi_dist) == 0)
     printf("mpi_moe_ep: OK %d rank%s, forward and backward, relative error %.3g on rank 0 "
            "(tolerance %g)\n", size, size == 1 ? "" : "s", worst, TOLERANCE);
-  else if (bad && clmoe_dist_rank(dist) == 0)
+  else if (bad && clmoe_dist_rank(mpi_dist) == 0)
     printf("mpi_moe_ep: FAILED on %lld check%s\n", (long long)bad, bad == 1 ? "" : "s");
-  TRY(clmoe_dist_finalize(dist));
+  TRY(clmoe_dist_finalize(mpi_dist));
   return bad ? 1 : 0;
 }

@@ -7,18 +7,7 @@
 # Skipped (77) when clmoe was built without MPI or no mpirun exists. Run by make check.
 set -u
 . "$(dirname "$0")/apps_common.sh"
-if [ "${CLMOE_HAVE_MPI:-0}" != 1 ]; then
-  echo "SKIP: clmoe was built without MPI (configure --with-mpi=yes)"; exit 77
-fi
-mpirun=${MPIRUN:-mpirun}
-if ! command -v "$mpirun" > /dev/null 2>&1; then
-  echo "SKIP: no MPI launcher ($mpirun)"; exit 77
-fi
-skip_without_device
-tests=${CLMOE_TESTS_DIR:-$(dirname "$apps")/tests}
-# As tests/test_mpi.sh: Open MPI refuses root and more ranks than cores unless told.
-flags=${MPIRUN_FLAGS:---oversubscribe --allow-run-as-root}
-run() { timeout 60 "$mpirun" $flags "$@"; }
+. "$(dirname "$0")/mpi_common.sh"
 
 expect "gradient all-reduce, one rank without MPI" 0 "mpi_grads: OK 1 rank" -- "$tests/mpi_grads"
 for n in 1 2 3 4; do

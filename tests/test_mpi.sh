@@ -5,20 +5,7 @@
 # when clmoe was built without MPI or no mpirun exists. Run by make check.
 set -u
 . "$(dirname "$0")/apps_common.sh"
-if [ "${CLMOE_HAVE_MPI:-0}" != 1 ]; then
-  echo "SKIP: clmoe was built without MPI (configure --with-mpi=yes)"; exit 77
-fi
-mpirun=${MPIRUN:-mpirun}
-if ! command -v "$mpirun" > /dev/null 2>&1; then
-  echo "SKIP: no MPI launcher ($mpirun)"; exit 77
-fi
-skip_without_device
-tests=${CLMOE_TESTS_DIR:-$(dirname "$apps")/tests}
-# Open MPI refuses root and more ranks than cores unless told; these flags are harmless
-# for an ordinary user. Other launchers: set MPIRUN_FLAGS.
-flags=${MPIRUN_FLAGS:---oversubscribe --allow-run-as-root}
-# A hang must fail the test, not the CI job.
-run() { timeout 60 "$mpirun" $flags "$@"; }
+. "$(dirname "$0")/mpi_common.sh"
 
 # 1. clmoe-info --mpi: rank 0 prints both ranks in order, launcher binding kept.
 expect "clmoe-info --mpi on 2 ranks" 0 "rank 1 of 2" -- run -np 2 --bind-to core "$info" --mpi
