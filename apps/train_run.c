@@ -102,47 +102,32 @@ static void fmt_time(char *buf, size_t len, double s)
   else snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
 }
 
-/* Next token from logits at temperature 0.8 (0: greedy), with a 64-bit LCG state. */
-static int32_t draw(const float *row, int64_t V, double temperature, uint64_t *state)
-{
-  int32_t best = 0;
-  for (int64_t v = 1; v < V; v++)
-    if (row[v] > row[best]) best = (int32_t)v;
-  if (temperature <= 0.0) return best;
-  double z = 0.0;
-  for (int64_t v = 0; v < V; v++) z += exp(((double)row[v] - row[best]) / temperature);
-  *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-  double u = (double)(*state >> 11) * 0x1.0p-53 * z;
-  for (int64_t v = 0; v < V; v++)
-    if ((u -= exp(((double)row[v] - row[best]) / temperature)) <= 0.0) return (int32_t)v;
-  return best;
-}
-
-/* A continuation of a prompt, sampled at temperature 0.8 (seeded by the config's seed),
- * with full forwards (clmoe-generate does this properly, with KDA states and the MLA
- * cache). */
+/* A continuation of a prompt through the inference API (lib/generate.h: prefill, then one
+ * recurrent step per token), sampled at temperature 0.8 with the config's seed. */
 static void sample(run *r)
 {
   if (r->o->sample_tokens <= 0 || strcmp(clmoe_data_kind(r->data), "bytes")) return;
-  const char *prompt = r->o->prompt ? r->o->prompt : "The ";
-  const int64_t n0 = (int64_t)strlen(prompt), n = n0 + r->o->sample_tokens, V = r->cfg->vocab;
-  int32_t *seq = malloc((size_t)n * sizeof *seq);
+  const char *prompt = r->o->prompt && *r->o->prompt ? r->o->prompt : "The "; /* prefill needs a token */
+  const int64_t n0 = (int64_t)strlen(prompt), V = r->cfg->vocab;
+  int32_t *seq = malloc((size_t)n0 * sizeof *seq);
   float *row = malloc((size_t)V * sizeof *row);
   if (!seq || !row) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
   for (int64_t i = 0; i < n0; i++) seq[i] = (unsigned char)prompt[i];
-  uint64_t state = r->cfg->train.seed;
+  const clmoe_gen_sampling how = {0, 0.8, 0, 1.0, r->cfg->train.seed};
+  clmoe_gen_state *g = NULL;
+  APP_CHECK(clmoe_gen_state_create(r->model, 1, NULL, &g));
+  const int32_t *toks[1] = {seq};
+  APP_CHECK(clmoe_gen_prefill(g, toks, &n0, row, NULL));
   printf("%s: sample after %lld steps (temperature 0.8):\n%s", app_name, (long long)r->step, prompt);
-  for (int64_t len = n0; len < n; len++) {
-    APP_CHECK(clmoe_model_forward(r->model, 1, len, seq, NULL, 0, NULL, NULL));
-    clmoe_tensor last;
-    APP_CHECK(clmoe_tensor_view(clmoe_model_logits(r->model), &last, 1, &V, (len - 1) * V));
-    APP_CHECK(clmoe_tensor_read(&last, row, (size_t)V * sizeof *row));
-    const int32_t next = draw(row, V, 0.8, &state);
-    seq[len] = next;
+  for (int64_t k = 0; k < r->o->sample_tokens; k++) {
+    int32_t next;
+    APP_CHECK(clmoe_gen_sample(&how, row, V, 0, k, &next));
     putchar(next >= 32 && next < 127 ? next : next == '\n' ? '\n' : '.');
     fflush(stdout);
+    if (k + 1 < r->o->sample_tokens) APP_CHECK(clmoe_gen_step(g, &next, row));
   }
   printf("\n");
+  clmoe_gen_state_destroy(g);
   free(seq), free(row);
 }
 
