@@ -27,6 +27,7 @@
 #include "dist_exchange.h"
 #include "moe_ep.h"
 #include "dist_grads.h"
+#include "fastpath.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1

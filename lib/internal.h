@@ -115,6 +115,8 @@ struct clmoe_ctx {
   int prof_rows, prof_table_cap;
   void *clblast_state; /* reserved for the GEMM layer */
   int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
+  int tile_impl;       /* clmoe_tile_impl, -1 until probed (lib/fastpath.c) */
+  int fastpath_mode;   /* -2: from CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
 };
 
 /* Finds (building on first use) kernel `name` of family `family` (kernels_cl/family.cl)

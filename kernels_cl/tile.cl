@@ -1,0 +1,288 @@
+/* tile.cl: the matrix-unit tile interface (issue 9), prepended to the kernel families that
+ * use it ("tile+gemm_tile", "tile+kda_tc", ...).
+ *
+ * One product is D[16 x 8] += A[16 x 16] B[16 x 8]: bf16 operands, fp32 accumulators,
+ * computed by a group of 32 work-items ("lanes", lane = 0..31) that hold pieces of the
+ * operands in fragments. The shapes and the lane-to-element map are those of NVIDIA's
+ * mma.sync m16n8k16, so that the NVIDIA implementation is one instruction:
+ *   g = lane / 4, t = lane % 4
+ *   the accumulator (tile_c) of a lane holds D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]
+ *   (tile_c_row / tile_c_col give the coordinates of element i = 0..3).
+ * Operands are loaded from local memory (bf16 as ushort, or fp32 rounded to bf16 on load,
+ * nearest even), in either orientation:
+ *   A: tile_load_a_*(p, ld)    A[r][k] = p[r ld + k]        (row-major, 16 x 16)
+ *      tile_load_at_*(p, ld)   A[r][k] = p[k ld + r]        (stored transposed)
+ *   B: tile_load_b_*(p, ld)    B[k][n] = p[k ld + n]        (row-major, 16 x 8)
+ *      tile_load_bt_*(p, ld)   B[k][n] = p[n ld + k]        (stored transposed: "col")
+ * and an accumulator pair can be reused as an A operand without memory
+ * (tile_a_from_c: the 16 x 16 tile [c0 | c1], rounded to bf16), as flash attention does
+ * with its probabilities.
+ *
+ * Implementations, chosen at build time by the host from the capability record:
+ *   CLMOE_TILE_PTX=1   NVIDIA sm_80 or newer: inline PTX mma.sync.aligned.m16n8k16.row.col
+ *                      .f32.bf16.bf16.f32. Lanes must be the 32 threads of one warp: a
+ *                      1-D work-group whose size is a multiple of 32, lane = lid % 32,
+ *                      every lane of the warp calling in convergent control flow.
+ *   (default)          portable: ordinary fp32 arithmetic that computes the same products
+ *                      from the same bf16-rounded operands (exact products; the sum over
+ *                      k in order 0..15, so results may differ from the matrix unit's in
+ *                      the last bits of the sum). A fragment holds whole rows / columns of
+ *                      its operand, so no lane needs another lane's data: any device, any
+ *                      work-group size that is a multiple of 32.
+ *   Hooks for other matrix units (same contract): CLMOE_TILE_INTEL
+ *   (cl_intel_subgroup_matrix_multiply_accumulate, sub-group of 8 or 16: a 16 x 8 tile is
+ *   two 8-row dpas calls) and CLMOE_TILE_AMD (MFMA / WMMA through the compiler's builtins
+ *   where the OpenCL compiler exposes them) are not implemented yet; the host never sets
+ *   them, so those devices use the portable path.
+ *
+ * Data in local memory: with CLMOE_TILE_PTX the loads read pairs of adjacent bf16 as one
+ * uint where the layout allows it (row-major A, transposed B): p + offset must then be
+ * 4-byte aligned and ld even. */
+#ifndef CLMOE_TILE_CL
+#define CLMOE_TILE_CL
+
+inline int tile_c_row(int lane, int i) { return (lane >> 2) + ((i & 2) ? 8 : 0); }
+inline int tile_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
+
+/* bf16 rounding of an fp32 value, returned as fp32 (what the matrix unit multiplies). */
+inline float tile_round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+typedef struct tile_c {
+  float v[4]; /* D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1] */
+} tile_c;
+
+inline tile_c tile_c_zero(void)
+{
+  tile_c c;
+  c.v[0] = c.v[1] = c.v[2] = c.v[3] = 0.0f;
+  return c;
+}
+
+/* Stores D (fp32) at p[r ld + n] (local or global through the two variants). */
+inline void tile_store_c_local(tile_c c, __local float *p, int ld, int lane)
+{
+  for (int i = 0; i < 4; i++) p[tile_c_row(lane, i) * ld + tile_c_col(lane, i)] = c.v[i];
+}
+inline void tile_store_c_global(tile_c c, __global float *p, int ld, int lane)
+{
+  for (int i = 0; i < 4; i++) p[tile_c_row(lane, i) * ld + tile_c_col(lane, i)] = c.v[i];
+}
+
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+/* ---- NVIDIA: mma.sync m16n8k16 -------------------------------------------------------- */
+typedef struct tile_a {
+  uint r[4]; /* {A[g][2t..2t+1]}, {A[g+8][2t..]}, {A[g][2t+8..]}, {A[g+8][2t+8..]} */
+} tile_a;
+typedef struct tile_b {
+  uint r[2]; /* {B[2t..2t+1][g]}, {B[2t+8..2t+9][g]} */
+} tile_b;
+
+inline uint tile_pack(ushort lo, ushort hi) { return (uint)lo | ((uint)hi << 16); }
+inline uint tile_pack_f32(float lo, float hi) { return tile_pack(f32_to_bf16(lo), f32_to_bf16(hi)); }
+
+inline tile_a tile_load_a_bf16(__local const ushort *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_a a;
+  a.r[0] = *(__local const uint *)(p + g * ld + t);
+  a.r[1] = *(__local const uint *)(p + (g + 8) * ld + t);
+  a.r[2] = *(__local const uint *)(p + g * ld + t + 8);
+  a.r[3] = *(__local const uint *)(p + (g + 8) * ld + t + 8);
+  return a;
+}
+inline tile_a tile_load_a_f32(__local const float *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_a a;
+  a.r[0] = tile_pack_f32(p[g * ld + t], p[g * ld + t + 1]);
+  a.r[1] = tile_pack_f32(p[(g + 8) * ld + t], p[(g + 8) * ld + t + 1]);
+  a.r[2] = tile_pack_f32(p[g * ld + t + 8], p[g * ld + t + 9]);
+  a.r[3] = tile_pack_f32(p[(g + 8) * ld + t + 8], p[(g + 8) * ld + t + 9]);
+  return a;
+}
+inline tile_a tile_load_at_bf16(__local const ushort *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_a a;
+  a.r[0] = tile_pack(p[t * ld + g], p[(t + 1) * ld + g]);
+  a.r[1] = tile_pack(p[t * ld + g + 8], p[(t + 1) * ld + g + 8]);
+  a.r[2] = tile_pack(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
+  a.r[3] = tile_pack(p[(t + 8) * ld + g + 8], p[(t + 9) * ld + g + 8]);
+  return a;
+}
+inline tile_a tile_load_at_f32(__local const float *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_a a;
+  a.r[0] = tile_pack_f32(p[t * ld + g], p[(t + 1) * ld + g]);
+  a.r[1] = tile_pack_f32(p[t * ld + g + 8], p[(t + 1) * ld + g + 8]);
+  a.r[2] = tile_pack_f32(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
+  a.r[3] = tile_pack_f32(p[(t + 8) * ld + g + 8], p[(t + 9) * ld + g + 8]);
+  return a;
+}
+inline tile_b tile_load_b_bf16(__local const ushort *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_b b;
+  b.r[0] = tile_pack(p[t * ld + g], p[(t + 1) * ld + g]);
+  b.r[1] = tile_pack(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
+  return b;
+}
+inline tile_b tile_load_b_f32(__local const float *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_b b;
+  b.r[0] = tile_pack_f32(p[t * ld + g], p[(t + 1) * ld + g]);
+  b.r[1] = tile_pack_f32(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
+  return b;
+}
+inline tile_b tile_load_bt_bf16(__local const ushort *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_b b;
+  b.r[0] = *(__local const uint *)(p + g * ld + t);
+  b.r[1] = *(__local const uint *)(p + g * ld + t + 8);
+  return b;
+}
+inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
+{
+  int g = lane >> 2, t = (lane & 3) << 1;
+  tile_b b;
+  b.r[0] = tile_pack_f32(p[g * ld + t], p[g * ld + t + 1]);
+  b.r[1] = tile_pack_f32(p[g * ld + t + 8], p[g * ld + t + 9]);
+  return b;
+}
+/* [c0 | c1] (D tiles of columns 0..7 and 8..15) as the A operand of a next product: the
+ * accumulator layout of two tiles is the A fragment layout, so no data moves. */
+inline tile_a tile_a_from_c(tile_c c0, tile_c c1, int lane)
+{
+  tile_a a;
+  a.r[0] = tile_pack_f32(c0.v[0], c0.v[1]);
+  a.r[1] = tile_pack_f32(c0.v[2], c0.v[3]);
+  a.r[2] = tile_pack_f32(c1.v[0], c1.v[1]);
+  a.r[3] = tile_pack_f32(c1.v[2], c1.v[3]);
+  return a;
+}
+inline void tile_mma(tile_c *c, tile_a a, tile_b b)
+{
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c->v[0]), "+f"(c->v[1]), "+f"(c->v[2]), "+f"(c->v[3])
+               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+}
+
+#else
+/* ---- portable: whole rows of A and columns of B per lane --------------------------------- */
+typedef struct tile_a {
+  float r[2][16]; /* rows g and g+8, bf16-rounded */
+} tile_a;
+typedef struct tile_b {
+  float c[2][16]; /* columns 2t and 2t+1, bf16-rounded */
+} tile_b;
+
+inline tile_a tile_load_a_bf16(__local const ushort *p, int ld, int lane)
+{
+  int g = lane >> 2;
+  tile_a a;
+  for (int k = 0; k < 16; k++) {
+    a.r[0][k] = bf16_to_f32(p[g * ld + k]);
+    a.r[1][k] = bf16_to_f32(p[(g + 8) * ld + k]);
+  }
+  return a;
+}
+inline tile_a tile_load_a_f32(__local const float *p, int ld, int lane)
+{
+  int g = lane >> 2;
+  tile_a a;
+  for (int k = 0; k < 16; k++) {
+    a.r[0][k] = tile_round_bf16(p[g * ld + k]);
+    a.r[1][k] = tile_round_bf16(p[(g + 8) * ld + k]);
+  }
+  return a;
+}
+inline tile_a tile_load_at_bf16(__local const ushort *p, int ld, int lane)
+{
+  int g = lane >> 2;
+  tile_a a;
+  for (int k = 0; k < 16; k++) {
+    a.r[0][k] = bf16_to_f32(p[k * ld + g]);
+    a.r[1][k] = bf16_to_f32(p[k * ld + g + 8]);
+  }
+  return a;
+}
+inline tile_a tile_load_at_f32(__local const float *p, int ld, int lane)
+{
+  int g = lane >> 2;
+  tile_a a;
+  for (int k = 0; k < 16; k++) {
+    a.r[0][k] = tile_round_bf16(p[k * ld + g]);
+    a.r[1][k] = tile_round_bf16(p[k * ld + g + 8]);
+  }
+  return a;
+}
+inline tile_b tile_load_b_bf16(__local const ushort *p, int ld, int lane)
+{
+  int n = (lane & 3) << 1;
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = bf16_to_f32(p[k * ld + n]);
+    b.c[1][k] = bf16_to_f32(p[k * ld + n + 1]);
+  }
+  return b;
+}
+inline tile_b tile_load_b_f32(__local const float *p, int ld, int lane)
+{
+  int n = (lane & 3) << 1;
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = tile_round_bf16(p[k * ld + n]);
+    b.c[1][k] = tile_round_bf16(p[k * ld + n + 1]);
+  }
+  return b;
+}
+inline tile_b tile_load_bt_bf16(__local const ushort *p, int ld, int lane)
+{
+  int n = (lane & 3) << 1;
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = bf16_to_f32(p[n * ld + k]);
+    b.c[1][k] = bf16_to_f32(p[(n + 1) * ld + k]);
+  }
+  return b;
+}
+inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
+{
+  int n = (lane & 3) << 1;
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = tile_round_bf16(p[n * ld + k]);
+    b.c[1][k] = tile_round_bf16(p[(n + 1) * ld + k]);
+  }
+  return b;
+}
+/* (tile_a_from_c needs the other lanes' accumulators, out of reach here without memory:
+ * portable kernels use tile_a_from_c_local below, so it exists only under PTX.) */
+inline void tile_mma(tile_c *c, tile_a a, tile_b b)
+{
+  for (int i = 0; i < 4; i++) {
+    float s = c->v[i];
+    for (int k = 0; k < 16; k++) s = fma(a.r[i >> 1][k], b.c[i & 1][k], s);
+    c->v[i] = s;
+  }
+}
+#endif
+
+/* [c0 | c1] as an A operand through local memory (any implementation): every lane of the
+ * work-group must call it in uniform control flow (it holds two barriers); scratch is a
+ * 16 x 16 fp32 area private to this group of 32 lanes. Under PTX prefer tile_a_from_c. */
+inline tile_a tile_a_from_c_local(tile_c c0, tile_c c1, __local float *scratch, int lane)
+{
+  tile_store_c_local(c0, scratch, 16, lane);
+  tile_store_c_local(c1, scratch + 8, 16, lane);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  tile_a a = tile_load_a_f32(scratch, 16, lane);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return a;
+}
+
+#endif /* CLMOE_TILE_CL */

@@ -1,0 +1,45 @@
+/* The matrix-unit fast path (issue 9): which implementation of the tile interface
+ * (kernels_cl/tile.cl) a device gets, and whether the tile kernels (GEMM, KDA, MLA) are
+ * used by default.
+ *
+ *   tile implementation  CLMOE_TILE_NV_MMA on NVIDIA sm_80+ when a test kernel with inline
+ *                        PTX mma.sync (bf16) builds and computes a known product exactly;
+ *                        CLMOE_TILE_PORTABLE everywhere else (ordinary arithmetic).
+ *   fast path            CLMOE_FASTPATH=1: the tile kernels are used (on any device, with
+ *                        the portable tile implementation where there is no matrix unit:
+ *                        how CI checks their logic); CLMOE_FASTPATH=0: never (the portable
+ *                        kernels, the reference); unset or "auto": used when the tile
+ *                        implementation is a matrix unit.
+ * Each op still checks its own shape limits and falls back to its portable kernel when
+ * the tile kernel does not cover a call. */
+#ifndef CLMOE_FASTPATH_H
+#define CLMOE_FASTPATH_H
+
+#include "runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clmoe_tile_impl {
+  CLMOE_TILE_PORTABLE = 0, /* fp32 arithmetic on bf16-rounded operands */
+  CLMOE_TILE_NV_MMA = 1    /* inline PTX mma.sync.m16n8k16 bf16 (NVIDIA sm_80+) */
+} clmoe_tile_impl;
+
+/* The tile implementation of ctx's device (probed on first call, then remembered). */
+clmoe_tile_impl clmoe_ctx_tile_impl(clmoe_ctx *ctx);
+/* Short name: "portable", "nv-mma". */
+const char *clmoe_tile_impl_name(clmoe_tile_impl impl);
+/* 1 when the tile kernels are used by default on ctx (CLMOE_FASTPATH, see above). */
+int clmoe_ctx_fastpath(clmoe_ctx *ctx);
+/* Overrides the environment for this context: -1 auto, 0 off, 1 on (tests, benchmarks). */
+void clmoe_ctx_set_fastpath(clmoe_ctx *ctx, int mode);
+
+/* Internal: the build options selecting the tile implementation ("-DCLMOE_TILE_PTX=1" or
+ * ""), to pass to clmoe__kernel for families that start with "tile+". */
+const char *clmoe__tile_options(clmoe_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
