@@ -27,6 +27,25 @@ void app_die(clmoe_status st, const char *what)
   exit(1);
 }
 
+void app_fail(int code, const char *fmt, ...)
+{
+  /* one write of the whole line, so that the ranks' messages do not interleave */
+  char line[1024];
+  int n;
+  va_list ap;
+  const int many = app_dist && clmoe_dist_size(app_dist) > 1;
+  if (many) n = snprintf(line, sizeof line, "%s: rank %d of %d: ", app_name, clmoe_dist_rank(app_dist),
+                         clmoe_dist_size(app_dist));
+  else n = snprintf(line, sizeof line, "%s: ", app_name);
+  va_start(ap, fmt);
+  if (n >= 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+  if (many) clmoe_dist_abort(app_dist, code);
+  exit(code);
+}
+
 void app_usage_error(const char *fmt, ...)
 {
   va_list ap;

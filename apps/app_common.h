@@ -14,8 +14,16 @@ extern const char *app_name;
 /* The distributed run of the app, when it has one (set after clmoe_dist_init): app_die
  * then names the rank and ends the whole job (MPI_Abort) so no other rank hangs. */
 extern clmoe_dist *app_dist;
+/* Distributed apps (apps/app_dist.c): MPI (app_dist), this rank's device and binding, the
+ * per-rank report printed by rank 0 (unless quiet), and a context on the rank's device. */
+clmoe_ctx *app_dist_start(const char *device, int profiling, int quiet, int *argc, char ***argv);
+void app_dist_end(void); /* finalises MPI; app_dist becomes NULL */
+void app_print_rank(const clmoe_rank_report *r);
 /* Prints "app: message" and "(STATUS from what)" and exits 1. */
 void app_die(clmoe_status st, const char *what) __attribute__((noreturn));
+/* Prints "app: message" (with the rank in a distributed run) and exits with code, ending
+ * every rank of a distributed run (MPI_Abort) so that none waits for this one. */
+void app_fail(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 /* Prints "app: message" plus a hint to run --help, and exits 2 (bad command line). */
 void app_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 /* Exits through app_die when st is not CLMOE_OK. */

@@ -100,18 +100,6 @@ static void json_device(FILE *f, const clmoe_device_caps *c, int chosen)
           c->wg_size);
 }
 
-static void print_rank(const clmoe_rank_report *r)
-{
-  printf("rank %d of %d on %s (local rank %d of %d)\n", r->rank, r->size, r->host, r->local_rank,
-         r->local_size);
-  printf("  device      [%d:%d] %s - %s\n", r->platform_index, r->device_index, r->device, r->device_why);
-  if (r->pci[0])
-    printf("  locality    PCI %s, NUMA node %d\n", r->pci, r->numa_node);
-  else
-    printf("  locality    no PCI location (a CPU device, or not reported by the driver)\n");
-  printf("  binding     %s: cores %s (%d) - %s\n", r->bind_source, r->cpuset, r->ncores, r->bind_note);
-  printf("  visibility  %s\n", r->visibility);
-}
 
 static void json_rank(FILE *f, const clmoe_rank_report *r)
 {
@@ -181,7 +169,7 @@ static int info_mpi(const char *device, const char *json, int *argc, char ***arg
     }
     if (!json || strcmp(json, "-")) {
       printf("clmoe %s: %s\n", clmoe_version(), clmoe_dist_describe(dist));
-      for (int r = 0; r < size; r++) print_rank(&all[r]);
+      for (int r = 0; r < size; r++) app_print_rank(&all[r]);
     }
     fflush(stdout);
   }

@@ -40,6 +40,11 @@ static void usage(void)
          "  --time-limit S      stop with a checkpoint after the step that passes S seconds\n"
          "                      (set it below a batch job's wall time; --resume goes on)\n"
          "  --quiet             no progress lines (checkpoints and errors are still reported)\n"
+         "  --ep N              expert parallelism over N MPI ranks (mpirun -np N clmoe-train --ep N\n"
+         "                      ...): the routed experts spread over the ranks, the rest\n"
+         "                      data-parallel, each rank on its share of every batch (--batch a\n"
+         "                      multiple of N); same losses as one process within fp32 rounding;\n"
+         "                      checkpoints hold whole tensors (resume on any rank count)\n"
          "  --profile           at the end, device time by operator family and kernel\n"
          "                      (OpenCL profiling events; steps after the first two), peak\n"
          "                      device memory and tokens/s\n"
@@ -181,6 +186,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "--print-config")) print = 1;
     else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
     else if (!strcmp(argv[i], "--profile")) o.profile = 1;
+    else if (app_option(argc, argv, &i, "--ep", &v)) o.ep = (int)app_parse_int("--ep", v, 1, 1 << 20);
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   if ((preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
@@ -238,6 +244,7 @@ int main(int argc, char **argv)
   } else if (strcmp(metrics, "-")) {
     o.metrics = metrics;
   }
+  o.argc = &argc, o.argv = &argv;
   int rc = train_run(&c, &o);
   free(ckpt_data);
   return rc;

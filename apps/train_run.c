@@ -14,6 +14,10 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
 typedef struct run {
+  clmoe_dist *dist;      /* expert-parallel ranks (--ep), else NULL */
+  clmoe_expert_map *map; /* with dist: where the experts live */
+  int rank, nranks;      /* 0 and 1 without --ep */
+  int64_t share;         /* sequences of a batch on this rank (batch / nranks) */
   clmoe_ctx *ctx;
   clmoe_model *model;
   clmoe_data *data;
@@ -58,10 +62,17 @@ static void save(run *r, const char *why)
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "data", r->o->data ? r->o->data : r->o->task));
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "next_batch", val)); /* batches are drawn by (seed, index) */
   free(text);
-  clmoe_status st = clmoe_params_save(clmoe_model_params(r->model), path, &meta);
+  if (r->map) { /* where the experts were (the file holds them whole: any rank count resumes) */
+    char *m = clmoe_expert_map_to_string(r->map);
+    if (!m) app_die(CLMOE_ERR_OUT_OF_MEMORY, "the expert map");
+    APP_CHECK(clmoe_ckpt_meta_set(&meta, "expert_map", m));
+    free(m);
+  }
+  clmoe_status st = clmoe_params_save_dist(clmoe_model_params(r->model), r->dist, path, &meta);
   clmoe_ckpt_meta_free(&meta);
   if (st != CLMOE_OK) app_die(st, "writing the checkpoint");
-  fprintf(stderr, "%s: checkpoint %s at step %lld (%s)\n", app_name, path, (long long)r->step, why);
+  if (r->rank == 0)
+    fprintf(stderr, "%s: checkpoint %s at step %lld (%s)\n", app_name, path, (long long)r->step, why);
 }
 
 /* Validation loss and next-token accuracy (argmax) over the scored tokens of eval_batches
@@ -69,30 +80,31 @@ static void save(run *r, const char *why)
 static double evaluate(run *r, int64_t T, double *accuracy)
 {
   const clmoe_train_config *t = &r->cfg->train;
-  const int64_t V = r->cfg->vocab, BT = t->batch * T;
+  const int64_t V = r->cfg->vocab, BT = r->share * T, off = r->rank * BT;
   float *logits = malloc((size_t)(BT * V) * sizeof *logits);
   if (!logits) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
-  double sum = 0.0;
-  int64_t n = 0, right = 0;
+  double tot[3] = {0.0, 0.0, 0.0}; /* loss sum, scored, right: summed over the ranks' shares */
   for (int64_t i = 0; i < t->eval_batches; i++) {
     APP_CHECK(clmoe_data_batch(r->data, CLMOE_SPLIT_VAL, t->seed, i, t->batch, T, r->tokens, r->targets));
     double loss;
     int64_t scored;
-    APP_CHECK(clmoe_model_forward(r->model, t->batch, T, r->tokens, r->targets, 0, &loss, &scored));
+    const int32_t *tg = r->targets + off;
+    APP_CHECK(clmoe_model_forward(r->model, r->share, T, r->tokens + off, tg, 0, &loss, &scored));
     APP_CHECK(clmoe_tensor_read(clmoe_model_logits(r->model), logits, (size_t)(BT * V) * sizeof *logits));
     for (int64_t p = 0; p < BT; p++) {
-      if (r->targets[p] < 0) continue;
+      if (tg[p] < 0) continue;
       const float *row = logits + p * V;
       int64_t best = 0;
       for (int64_t v = 1; v < V; v++)
         if (row[v] > row[best]) best = v;
-      right += best == r->targets[p];
+      tot[2] += best == tg[p];
     }
-    sum += loss * (double)scored, n += scored;
+    tot[0] += loss * (double)scored, tot[1] += (double)scored;
   }
   free(logits);
-  *accuracy = n ? (double)right / (double)n : NAN;
-  return n ? sum / (double)n : NAN;
+  if (r->dist) APP_CHECK(clmoe_dist_allreduce_sum_f64(r->dist, tot, 3));
+  *accuracy = tot[1] > 0 ? tot[2] / tot[1] : NAN;
+  return tot[1] > 0 ? tot[0] / tot[1] : NAN;
 }
 
 static void fmt_time(char *buf, size_t len, double s)
@@ -107,6 +119,11 @@ static void fmt_time(char *buf, size_t len, double s)
 static void sample(run *r)
 {
   if (r->o->sample_tokens <= 0 || strcmp(clmoe_data_kind(r->data), "bytes")) return;
+  if (r->dist) { /* the inference API runs whole MoE layers: one process */
+    if (r->rank == 0)
+      printf("%s: no sample under --ep; sample the checkpoint with clmoe-generate (one process)\n", app_name);
+    return;
+  }
   const char *prompt = r->o->prompt && *r->o->prompt ? r->o->prompt : "The "; /* prefill needs a token */
   const int64_t n0 = (int64_t)strlen(prompt), V = r->cfg->vocab;
   int32_t *seq = malloc((size_t)n0 * sizeof *seq);
@@ -184,6 +201,25 @@ static void print_profile(clmoe_ctx *ctx, double wall_s, double kernel_s, int64_
   free(k), free(fam);
 }
 
+/* Under --ep: the mean step split over the ranks (steps after the first two): the expert
+ * exchange (dispatch and combine, forward and backward), the gradient all-reduce, and the
+ * rest ("compute": kernels, host staging, the loss and flag sums), with the bytes each rank
+ * sent to the others per step. Collective. */
+static void print_ep_split(run *r, double step_s, int64_t steps, int quiet)
+{
+  clmoe_dist_stats s;
+  clmoe_dist_stats_get(r->dist, &s);
+  double v[7] = {step_s, s.dispatch_s, s.combine_s, s.allreduce_s, (double)s.dispatch_bytes,
+                 (double)s.combine_bytes, (double)s.allreduce_bytes};
+  APP_CHECK(clmoe_dist_allreduce_sum_f64(r->dist, v, 7));
+  if (quiet) return;
+  const double k = 1.0 / ((double)r->nranks * (double)steps), st = v[0] * k;
+  printf("ep split (%d ranks, mean of %lld steps and the ranks): step %.4f s = compute %.4f + dispatch %.4f + "
+         "combine %.4f + all-reduce %.4f; sent per rank and step: dispatch %.3f MB, combine %.3f MB, all-reduce "
+         "%.3f MB\n", r->nranks, (long long)steps, st, st - (v[1] + v[2] + v[3]) * k, v[1] * k, v[2] * k, v[3] * k,
+         v[4] * k / 1e6, v[5] * k / 1e6, v[6] * k / 1e6);
+}
+
 void train_parse_task(const char *flag, const char *spec, clmoe_mqar *task)
 {
   *task = (clmoe_mqar){64, 64, 16, 8};
@@ -238,7 +274,43 @@ static int run_end(run *r, int rc)
   clmoe_model_destroy(r->model);
   clmoe_ctx_destroy(r->ctx);
   clmoe_data_close(r->data);
+  clmoe_expert_map_destroy(r->map);
+  if (r->dist) app_dist_end();
   return rc;
+}
+
+/* --ep N: MPI, this rank's device (and binding, with the per-rank report), the expert map
+ * (the checkpoint's when it was written by as many ranks, else the even one: a checkpoint
+ * holds whole tensors, so any rank count resumes it) and the expert-parallel model. */
+static void start_ep(run *r)
+{
+  const train_opts *o = r->o;
+  r->ctx = app_dist_start(o->device, o->profile, o->quiet, o->argc, o->argv);
+  r->dist = app_dist;
+  r->rank = clmoe_dist_rank(r->dist), r->nranks = clmoe_dist_size(r->dist);
+  if (r->nranks != o->ep) {
+    app_fail(2, "--ep %d: the job has %d rank%s (start it as mpirun -np %d clmoe-train --ep %d ...)", o->ep,
+             r->nranks, r->nranks == 1 ? "" : "s", o->ep, o->ep);
+  }
+  const int64_t B = r->cfg->train.batch;
+  if (B % r->nranks != 0) {
+    app_fail(2, "--batch %lld is not a multiple of --ep %d: every rank trains on an equal share of each batch",
+             (long long)B, r->nranks);
+  }
+  r->share = B / r->nranks;
+  const int E = (int)r->cfg->experts;
+  if (o->resume) {
+    clmoe_st_file *f = NULL;
+    APP_CHECK(clmoe_st_open(o->resume, &f));
+    const char *text = clmoe_st_metadata(f, "expert_map");
+    clmoe_expert_map *m = NULL;
+    if (text) APP_CHECK(clmoe_expert_map_parse(text, o->resume, &m));
+    if (m && m->ranks == r->nranks && m->experts == E) r->map = m;
+    else clmoe_expert_map_destroy(m);
+    clmoe_st_close(f);
+  }
+  if (!r->map) APP_CHECK(clmoe_expert_map_even(E, r->nranks, &r->map));
+  APP_CHECK(clmoe_model_create_ep(r->ctx, r->cfg, r->dist, r->map, &r->model));
 }
 
 int train_run(clmoe_config *cfg, const train_opts *o)
@@ -268,13 +340,18 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     fprintf(stderr, "%s: cannot create %s: %s\n", app_name, o->out_dir, strerror(errno));
     return run_end(&r, 1);
   }
-  clmoe_ctx_options copts = {.device = o->device, .profiling = o->profile};
-  APP_CHECK(clmoe_ctx_create(&r.ctx, &copts));
-  APP_CHECK(clmoe_model_create(r.ctx, cfg, &r.model));
+  r.nranks = 1, r.share = t->batch;
+  if (o->ep > 0) {
+    start_ep(&r);
+  } else {
+    clmoe_ctx_options copts = {.device = o->device, .profiling = o->profile};
+    APP_CHECK(clmoe_ctx_create(&r.ctx, &copts));
+    APP_CHECK(clmoe_model_create(r.ctx, cfg, &r.model));
+  }
   clmoe_params *ps = clmoe_model_params(r.model);
   if (o->resume) {
     clmoe_ckpt_meta meta = {0};
-    APP_CHECK(clmoe_params_load(ps, o->resume, &meta));
+    APP_CHECK(clmoe_params_load_dist(ps, r.dist, o->resume, &meta));
     const char *s = clmoe_ckpt_meta_get(&meta, "step");
     r.step = s ? atoll(s) : 0;
     clmoe_ckpt_meta_free(&meta);
@@ -284,7 +361,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   r.tokens = malloc((size_t)(t->batch * maxT) * sizeof *r.tokens);
   r.targets = malloc((size_t)(t->batch * maxT) * sizeof *r.targets);
   if (!r.tokens || !r.targets) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
-  if (o->metrics) {
+  if (o->metrics && r.rank == 0) {
     if (r.step) metrics_truncate(o->metrics, r.step);
     r.metrics = fopen(o->metrics, r.step ? "a" : "w");
     if (!r.metrics) {
@@ -296,16 +373,32 @@ int train_run(clmoe_config *cfg, const train_opts *o)
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const int tty = isatty(STDERR_FILENO);
-  if (!o->quiet)
+  const int quiet = o->quiet || r.rank != 0; /* one rank reports */
+  int64_t nparams = clmoe_params_count(ps);
+  if (r.dist) { /* every rank's experts once */
+    int64_t mine = 0, all;
+    for (int i = 0; i < ps->n; i++)
+      if (ps->p[i].rows) mine += clmoe_tensor_numel(ps->p[i].value);
+    all = mine;
+    APP_CHECK(clmoe_dist_allreduce_sum_i64(r.dist, &all, 1));
+    nparams += all - mine;
+  }
+  if (!quiet) {
     fprintf(stderr, "%s: %s, %lld parameters, %s data (%s), %lld steps of %lld x %lld tokens on %s\n", app_name,
-            cfg->name, (long long)clmoe_params_count(ps), clmoe_data_kind(r.data), o->data ? o->data : "mqar",
+            cfg->name, (long long)nparams, clmoe_data_kind(r.data), o->data ? o->data : "mqar",
             (long long)t->steps, (long long)t->batch, (long long)t->seq_len, clmoe_ctx_caps(r.ctx)->device_name);
+    if (r.dist)
+      fprintf(stderr, "%s: expert parallelism over %d ranks: %lld sequences of each batch per rank, %d expert "
+              "slots per rank (rank 0's device shown)\n", app_name, r.nranks,
+              (long long)r.share, r.map->slots);
+  }
   const double start = app_now();
   double train_s = 0.0; /* step time alone, for tokens/s (evaluation and checkpoints excluded) */
   const int64_t first = r.step;
   int64_t tokens_done = 0;
   double loss = NAN, val = NAN, acc = NAN, norm = NAN;
-  double prof_s = 0.0, prof_kernel_s = 0.0;
+  double prof_s = 0.0, prof_kernel_s = 0.0, ep_s = 0.0; /* ep_: steps after the first two */
+  int64_t ep_steps = 0;
   int64_t prof_tokens = 0;
   const int64_t end = o->stop_at > 0 && o->stop_at < t->steps ? o->stop_at : t->steps;
   int timed_out = 0;
@@ -318,9 +411,17 @@ int train_run(clmoe_config *cfg, const train_opts *o)
                       (float)t->beta2, (float)t->adam_eps, (float)t->weight_decay, 1.0f, 0};
     int64_t scored;
     const int profiled = o->profile && r.step - first >= 2; /* skip warm-up (kernel builds) */
+    if (r.dist && r.step - first == 2) clmoe_dist_stats_reset(r.dist), ep_s = 0.0, ep_steps = 0;
     if (profiled) APP_CHECK(clmoe_ctx_profile_begin(r.ctx));
     APP_CHECK(clmoe_params_zero_grad(ps));
-    APP_CHECK(clmoe_model_forward(r.model, t->batch, T, r.tokens, r.targets, 1, &loss, &scored));
+    const int64_t off = r.rank * r.share * T; /* this rank's sequences of the batch */
+    APP_CHECK(clmoe_model_forward(r.model, r.share, T, r.tokens + off, r.targets + off, 1, &loss, &scored));
+    if (r.dist) { /* the batch's mean loss; every rank's gradient scaled to it */
+      double sums[2] = {loss * (double)scored, (double)scored};
+      APP_CHECK(clmoe_dist_allreduce_sum_f64(r.dist, sums, 2));
+      loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0, scored = (int64_t)sums[1];
+      clmoe_model_set_loss_count(r.model, scored);
+    }
     clmoe_moe_load load = {0};
     int nmoe = clmoe_model_moe_layers(r.model);
     double worst = 0.0;
@@ -331,7 +432,14 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     }
     APP_CHECK(clmoe_model_balance_update(r.model));
     APP_CHECK(clmoe_model_backward(r.model));
-    clmoe_status st = clmoe_params_adamw(ps, &hp, t->clip, &norm);
+    if (r.dist) { /* the dense gradients summed over the ranks (in rank order: deterministic) */
+      clmoe_grad_allreduce_opts go = {.no_average = 1};
+      clmoe_grad_allreduce_stats gs;
+      const double a0 = app_now();
+      APP_CHECK(clmoe_dist_allreduce_grads(r.dist, ps, &go, &gs));
+      clmoe_dist_stats_add_allreduce(r.dist, app_now() - a0, gs.bytes_sent);
+    }
+    clmoe_status st = clmoe_params_adamw_dist(ps, r.dist, &hp, t->clip, &norm);
     if (st != CLMOE_OK) {
       fprintf(stderr, "\n%s: step %lld: %s (loss %g): stopping; the last checkpoint is kept\n", app_name,
               (long long)r.step, clmoe_last_error(), loss);
@@ -345,7 +453,14 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     r.step++;
     tokens_done += t->batch * T;
     train_s += app_now() - t0;
+    ep_s += app_now() - t0, ep_steps++;
     timed_out = o->time_limit > 0 && app_now() - start >= o->time_limit && r.step < end;
+    if (r.dist) { /* every rank stops after the same step (signals and clocks differ) */
+      int64_t flags[2] = {stop_signal != 0, timed_out};
+      APP_CHECK(clmoe_dist_allreduce_sum_i64(r.dist, flags, 2));
+      if (flags[0] && !stop_signal) stop_signal = SIGTERM;
+      timed_out = flags[1] > 0;
+    }
     const int last = r.step == end || timed_out;
     const int evaluated = t->eval_every > 0 && (r.step % t->eval_every == 0 || r.step == t->steps || timed_out);
     if (evaluated) val = evaluate(&r, T, &acc);
@@ -358,7 +473,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
       fprintf(r.metrics, "%lld,%.6f,%s,%.6g,%.6g,%.1f,%.4f,%lld,%lld\n", (long long)r.step, loss, vs, hp.lr, norm,
               (double)tokens_done / train_s, worst, (long long)empty, (long long)T);
     /* a line every log_every steps, and at least every 10 s on slow devices */
-    if (!o->quiet && (r.step % t->log_every == 0 || last || app_now() - last_log >= 10.0)) {
+    if (!quiet && (r.step % t->log_every == 0 || last || app_now() - last_log >= 10.0)) {
       last_log = app_now();
       const double el = app_now() - start;
       char e[32], eta[32];
@@ -370,8 +485,9 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     }
     if (t->checkpoint_every > 0 && r.step % t->checkpoint_every == 0 && !timed_out) save(&r, "interval");
   }
-  if (!o->quiet && tty) fprintf(stderr, "\n");
-  if (o->profile) print_profile(r.ctx, prof_s, prof_kernel_s, prof_tokens);
+  if (!quiet && tty) fprintf(stderr, "\n");
+  if (o->profile && r.rank == 0) print_profile(r.ctx, prof_s, prof_kernel_s, prof_tokens);
+  if (r.dist && ep_steps > 0) print_ep_split(&r, ep_s, ep_steps, quiet);
   save(&r, stop_signal ? "interrupted" : timed_out ? "--time-limit" : r.step < t->steps ? "--stop-at" : "end");
   FILE *metrics = r.metrics;
   r.metrics = NULL;

@@ -12,6 +12,9 @@ typedef struct train_opts {
   clmoe_mqar mqar;  /* the recall task's sizes when task is set */
   int quiet;
   int profile; /* kernel time by op family after the run (steps after the first two) */
+  int ep;      /* expert parallelism over this many MPI ranks (mpirun -np ep); 0: one process */
+  int *argc;   /* main's, for MPI_Init */
+  char ***argv;
 } train_opts;
 
 /* Parses "mqar" or "mqar:keys=K,values=V,pairs=P,queries=Q" (any subset, defaults 64, 64,

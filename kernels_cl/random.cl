@@ -112,13 +112,14 @@ RNG_FN float rng_normal(rng_u64 seed, rng_u64 index, float mean, float stddev)
 }
 
 #ifdef __OPENCL_VERSION__
-/* out[off + i] = uniform(lo = a, hi = b) or normal(mean = a, std = b) of element i. */
+/* out[off + i] = uniform(lo = a, hi = b) or normal(mean = a, std = b) of element first + i
+ * of the stream (first > 0: a piece of a larger tensor, e.g. one rank's experts). */
 __kernel void random_fill(__global store_t *out, ulong off, ulong n, ulong seed, int normal,
-                          float a, float b)
+                          float a, float b, ulong first)
 {
   ulong i = get_global_id(0);
   if (i >= n) return;
-  float v = normal ? rng_normal(seed, i, a, b) : rng_uniform(seed, i, a, b);
+  float v = normal ? rng_normal(seed, first + i, a, b) : rng_uniform(seed, first + i, a, b);
   STORE(out, off + i, v);
 }
 #endif

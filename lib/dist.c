@@ -14,6 +14,7 @@ struct clmoe_dist {
   int uses_mpi;
   int owns_mpi; /* 1: clmoe_dist_init called MPI_Init_thread, so finalize ends MPI */
   char describe[192];
+  clmoe_dist_stats stats;
 #ifdef HAVE_MPI
   MPI_Comm world; /* a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN */
   MPI_Comm local; /* the ranks sharing this host's memory */
@@ -30,6 +31,22 @@ int clmoe_dist_built_with_mpi(void)
 }
 
 int clmoe_dist_rank(const clmoe_dist *d) { return d ? d->rank : 0; }
+
+void clmoe_dist_stats_get(const clmoe_dist *d, clmoe_dist_stats *s)
+{
+  if (d) *s = d->stats;
+  else memset(s, 0, sizeof *s);
+}
+void clmoe_dist_stats_reset(clmoe_dist *d)
+{
+  if (d) memset(&d->stats, 0, sizeof d->stats);
+}
+void clmoe_dist_stats_add_allreduce(clmoe_dist *d, double seconds, int64_t bytes)
+{
+  if (!d) return;
+  d->stats.allreduce_s += seconds, d->stats.allreduce_bytes += bytes, d->stats.allreduces++;
+}
+clmoe_dist_stats *clmoe__dist_stats(clmoe_dist *d) { return d ? &d->stats : NULL; }
 int clmoe_dist_size(const clmoe_dist *d) { return d ? d->size : 1; }
 int clmoe_dist_local_rank(const clmoe_dist *d) { return d ? d->local_rank : 0; }
 int clmoe_dist_local_size(const clmoe_dist *d) { return d ? d->local_size : 1; }

@@ -73,6 +73,21 @@ clmoe_status clmoe_dist_allreduce_sum_i64(clmoe_dist *dist, int64_t *buf, size_t
 clmoe_status clmoe_dist_allreduce_sum_f64(clmoe_dist *dist, double *buf, size_t count);
 clmoe_status clmoe_dist_allreduce_sum_f32(clmoe_dist *dist, float *buf, size_t count);
 
+/* Time and bytes of this rank's collectives since the last reset, for the step-time split
+ * of distributed runs: the expert exchange (lib/dist_exchange.h) counts itself; callers add
+ * what they time themselves (the gradient all-reduce, through clmoe_dist_stats_add). Bytes
+ * are those sent to other ranks (not to itself). Wall time includes the host-side packing
+ * and waiting for the slowest rank. */
+typedef struct clmoe_dist_stats {
+  double dispatch_s, combine_s, allreduce_s;
+  int64_t dispatch_bytes, combine_bytes, allreduce_bytes;
+  int64_t dispatches, combines, allreduces; /* calls */
+} clmoe_dist_stats;
+void clmoe_dist_stats_get(const clmoe_dist *dist, clmoe_dist_stats *stats);
+void clmoe_dist_stats_reset(clmoe_dist *dist);
+/* Adds to the all-reduce counters (one call). */
+void clmoe_dist_stats_add_allreduce(clmoe_dist *dist, double seconds, int64_t bytes);
+
 /* Picks the device of a local rank as described above. Writes the index into list and a
  * sentence saying why. Pure (no MPI): testable with any list. */
 clmoe_status clmoe_dist_choose_device(const clmoe_device_caps *list, int count, const char *spec,

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist_exchange.h"
 
@@ -177,14 +178,40 @@ done:
 #endif
 }
 
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rows of `width` floats that this rank sends to the others (its own share excluded). */
+static int64_t bytes_to_others(clmoe_dist *d, const int *counts, int ranks, int64_t width)
+{
+  int64_t rows = 0;
+  for (int r = 0; r < ranks; r++)
+    if (r != clmoe_dist_rank(d)) rows += counts[r];
+  return rows * width * (int64_t)sizeof(float);
+}
+
+static void count(clmoe_dist *d, int combine, double t0, int64_t bytes)
+{
+  clmoe_dist_stats *s = clmoe__dist_stats(d);
+  if (!s) return;
+  if (combine) s->combine_s += now_s() - t0, s->combine_bytes += bytes, s->combines++;
+  else s->dispatch_s += now_s() - t0, s->dispatch_bytes += bytes, s->dispatches++;
+}
+
 clmoe_status clmoe_ep_dispatch(clmoe_dist *d, const clmoe_ep_plan *p, const float *x,
                                int64_t width, float *recv)
 {
+  const double t0 = now_s();
   CLMOE_TRY(check_width(p, width, x, recv, "clmoe_ep_dispatch"));
   const size_t w = (size_t)width;
   if (!clmoe_dist_uses_mpi(d)) { /* one rank: the send order is the receive order */
     for (int64_t i = 0; i < p->copies; i++)
       memcpy(recv + (size_t)i * w, x + (size_t)(p->send_copy[i] / p->top_k) * w, w * sizeof(float));
+    count(d, 0, t0, 0);
     return CLMOE_OK;
   }
   float *send = malloc((size_t)(p->copies > 0 ? p->copies : 1) * w * sizeof(float));
@@ -194,6 +221,7 @@ clmoe_status clmoe_ep_dispatch(clmoe_dist *d, const clmoe_ep_plan *p, const floa
   clmoe_status st = exchange_rows(d, width, send, p->send_counts, p->send_displs, recv,
                                   p->recv_counts, p->recv_displs);
   free(send);
+  count(d, 0, t0, bytes_to_others(d, p->send_counts, p->ranks, width));
   return st;
 }
 
@@ -201,6 +229,7 @@ clmoe_status clmoe_ep_combine(clmoe_dist *d, const clmoe_ep_plan *p, const float
                               float *out)
 {
   CLMOE_TRY(check_width(p, width, out, y, "clmoe_ep_combine"));
+  const double t0 = now_s();
   const size_t w = (size_t)width;
   const float *back = y;
   float *tmp = NULL;
@@ -218,5 +247,6 @@ clmoe_status clmoe_ep_combine(clmoe_dist *d, const clmoe_ep_plan *p, const float
   for (int64_t i = 0; i < p->copies; i++)
     memcpy(out + (size_t)p->send_copy[i] * w, back + (size_t)i * w, w * sizeof(float));
   free(tmp);
+  count(d, 1, t0, clmoe_dist_uses_mpi(d) ? bytes_to_others(d, p->recv_counts, p->ranks, width) : 0);
   return CLMOE_OK;
 }

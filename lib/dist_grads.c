@@ -9,7 +9,9 @@
 
 int clmoe_grad_param_is_local(const clmoe_param *p, const clmoe_grad_allreduce_opts *opts)
 {
-  if (!p || !opts) return 0;
+  if (!p) return 0;
+  if (p->rows) return 1; /* row-sharded: a rank's own experts */
+  if (!opts) return 0;
   if (opts->is_local && opts->is_local(p, opts->user)) return 1;
   for (int i = 0; i < opts->n_local_prefixes; i++) {
     const char *pre = opts->local_prefixes ? opts->local_prefixes[i] : NULL;
@@ -24,6 +26,7 @@ static int reduced(const clmoe_param *p, const clmoe_grad_allreduce_opts *o)
   return p->trainable && clmoe_tensor_numel(&p->grad) > 0 && !clmoe_grad_param_is_local(p, o);
 }
 
+#ifdef HAVE_MPI
 /* FNV-1a over what every rank must agree on: names, sizes, which are reduced, options. */
 static uint64_t fingerprint(const clmoe_params *ps, const clmoe_grad_allreduce_opts *o,
                             size_t bucket)
@@ -33,8 +36,9 @@ static uint64_t fingerprint(const clmoe_params *ps, const clmoe_grad_allreduce_o
   for (size_t k_ = 0; k_ < (len); k_++) h = (h ^ ((const unsigned char *)(ptr))[k_]) * 1099511628211ull
   for (int i = 0; i < ps->n; i++) {
     const clmoe_param *p = &ps->p[i];
-    int64_t n = p->trainable ? clmoe_tensor_numel(&p->grad) : -1;
     int r = reduced(p, o);
+    /* a local parameter's size may differ between ranks (a rank's share of the experts) */
+    int64_t n = !p->trainable ? -1 : r ? clmoe_tensor_numel(&p->grad) : -2;
     MIX(p->name, strlen(p->name) + 1);
     MIX(&n, sizeof n);
     MIX(&r, sizeof r);
@@ -44,6 +48,7 @@ static uint64_t fingerprint(const clmoe_params *ps, const clmoe_grad_allreduce_o
 #undef MIX
   return h;
 }
+#endif
 
 static clmoe_status check_args(clmoe_params *ps, const clmoe_grad_allreduce_opts *o, size_t *bucket)
 {

@@ -65,7 +65,7 @@ clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *dist, clmoe_params *ps,
                                         const clmoe_grad_allreduce_opts *opts,
                                         clmoe_grad_allreduce_stats *stats);
 
-/* 1 when the options make p expert-local (for callers and tests). */
+/* 1 when p is expert-local: row-sharded (clmoe_params_add_rows), or so by the options. */
 int clmoe_grad_param_is_local(const clmoe_param *p, const clmoe_grad_allreduce_opts *opts);
 
 /* Quantile Balancing by histogram across ranks: saved->hist (i32 [E, bins], from a

@@ -4,6 +4,11 @@
 
 #include "internal.h"
 
+#include "dist.h"
+
+/* The counters of clmoe_dist_stats, for the exchange code to add to (NULL for a NULL dist). */
+clmoe_dist_stats *clmoe__dist_stats(clmoe_dist *dist);
+
 #ifdef HAVE_MPI
 #include <mpi.h>
 

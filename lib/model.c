@@ -25,6 +25,49 @@ static clmoe_status reg(clmoe_model *m, const char *prefix, const char *name, cl
   return CLMOE_OK;
 }
 
+/* The MoE layer of an expert-parallel model: the dense tensors whole, this rank's experts as
+ * rows of the [E, ...] expert tensors (lib/params.h), the bias a buffer as usual. Exact QB
+ * needs every rank's scores, so "quantile" runs as its histogram form here. */
+static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_config *mc, const char *prefix)
+{
+  if (mc->balance == CLMOE_MOE_BALANCE_SIGN)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "balancing = sign needs every expert's load on one rank: "
+                        "use quantile or quantile-hist with expert parallelism");
+  if (mc->balance == CLMOE_MOE_BALANCE_QB) mc->balance = CLMOE_MOE_BALANCE_QB_HIST;
+  const int rank = clmoe_dist_rank(m->dist);
+  CLMOE_TRY(clmoe_moe_ep_layer_create(m->ctx, mc, m->map, rank, &L->ep));
+  if (L->ep.n_local == 0)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the expert map gives rank %d no expert (more ranks than "
+                        "experts?)", rank);
+  for (int e = 0; e < m->map->experts; e++)
+    if (m->map->replicas[e] != 1)
+      return clmoe__error(CLMOE_ERR_UNSUPPORTED, "training needs every expert on exactly one rank; the map "
+                          "puts expert %d on %d (replicas are for inference)", e, (int)m->map->replicas[e]);
+  clmoe_moe_layer *D = &L->ep.dense, *X = &L->ep.experts;
+  struct { const char *name; clmoe_tensor *t, *g; int decay; } dense[] = {
+      {"w_router", &D->w_router, &L->moe_g.w_router, 1}, {"w_down", &D->w_down, &L->moe_g.w_down, 1},
+      {"norm_gain", &D->norm_gain, &L->moe_g.norm_gain, 0}, {"w_up", &D->w_up, &L->moe_g.w_up, 1},
+      {"shared/w_gate", &D->shared.w_gate, &L->moe_g.shared.w_gate, 1},
+      {"shared/w_upp", &D->shared.w_upp, &L->moe_g.shared.w_upp, 1},
+      {"shared/w_dn", &D->shared.w_dn, &L->moe_g.shared.w_dn, 1}};
+  struct { const char *name; clmoe_tensor *t, *g; } experts[] = {
+      {"w_gate", &X->w_gate, &L->moe_g.w_gate}, {"w_upp", &X->w_upp, &L->moe_g.w_upp}, {"w_dn", &X->w_dn, &L->moe_g.w_dn}};
+  char full[96];
+  /* the single-rank model's registration order: router, down, gate, upp, dn, gain, up, shared */
+  for (int i = 0; i < 7; i++) {
+    if (i >= 4 && !dense[i].t->buf) continue; /* no shared experts */
+    CLMOE_TRY(reg(m, prefix, dense[i].name, dense[i].t, dense[i].decay, dense[i].g));
+    if (i != 1) continue;
+    for (int j = 0; j < 3; j++) {
+      snprintf(full, sizeof full, "%s/%s", prefix, experts[j].name);
+      CLMOE_TRY(clmoe_params_add_rows(&m->params, full, experts[j].t, 1, m->map->experts, L->ep.local_expert));
+      if (!m->params.inference) *experts[j].g = clmoe_params_find(&m->params, full)->grad;
+    }
+  }
+  snprintf(full, sizeof full, "%s/bias", prefix);
+  return clmoe_params_add_buffer(&m->params, full, &D->bias);
+}
+
 static clmoe_status create_layer(clmoe_model *m, int l)
 {
   const clmoe_config *c = &m->cfg;
@@ -84,6 +127,7 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   mc.norm_eps = (float)c->norm_eps, mc.hist_bins = c->quantile_bins, mc.sign_gamma = (float)c->sign_rate;
   for (int b = 0; b < 4; b++)
     if (!strcmp(c->balancing, balance_names[b])) mc.balance = balance[b];
+  if (m->dist) return create_ep_moe(m, L, &mc, prefix);
   CLMOE_TRY(clmoe_moe_layer_create(ctx, &L->moe, &mc));
   struct { const char *name; clmoe_tensor *t, *g; int decay; } moe[] = {
       {"w_router", &L->moe.w_router, &L->moe_g.w_router, 1}, {"w_down", &L->moe.w_down, &L->moe_g.w_down, 1},
@@ -102,13 +146,20 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   return clmoe_params_add_buffer(&m->params, full, &L->moe.bias);
 }
 
-static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inference, clmoe_model **out)
+static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inference, clmoe_dist *dist,
+                           const clmoe_expert_map *map, clmoe_model **out)
 {
   *out = NULL;
   CLMOE_TRY(clmoe_config_validate(cfg, cfg->name));
+  if (dist && (!map || map->ranks != clmoe_dist_size(dist) || map->experts != cfg->experts))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_create_ep: the expert map must have %d ranks "
+                        "and %lld experts (it has %d and %d)", clmoe_dist_size(dist), (long long)cfg->experts,
+                        map ? map->ranks : 0, map ? map->experts : 0);
   clmoe_model *m = calloc(1, sizeof *m);
   if (!m) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (model)");
   m->ctx = ctx;
+  m->dist = dist;
+  m->map = dist ? map : NULL;
   m->cfg = *cfg;
   clmoe_params_init(&m->params, ctx);
   m->params.inference = inference;
@@ -142,12 +193,21 @@ fail:
 
 clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
 {
-  return create(ctx, cfg, 0, out);
+  return create(ctx, cfg, 0, NULL, NULL, out);
 }
+
+clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
+                                   const clmoe_expert_map *map, clmoe_model **out)
+{
+  if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_create_ep: dist is NULL");
+  return create(ctx, cfg, 0, dist, map, out);
+}
+
+void clmoe_model_set_loss_count(clmoe_model *m, int64_t count) { m->loss_count = count > 0 ? count : 0; }
 
 clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
 {
-  return create(ctx, cfg, 1, out);
+  return create(ctx, cfg, 1, NULL, NULL, out);
 }
 
 void clmoe_model_destroy(clmoe_model *m)
@@ -166,6 +226,7 @@ void clmoe_model_destroy(clmoe_model *m)
     clmoe_mla_weights_destroy(&L->mla);
     clmoe_situ_ffn_destroy(&L->ffn);
     clmoe_moe_layer_destroy(&L->moe);
+    clmoe_moe_ep_layer_destroy(&L->ep);
   }
   free(m->layers);
   clmoe_tensor_destroy(&m->embed);
@@ -200,6 +261,8 @@ clmoe_status clmoe_model_init(clmoe_model *m, uint64_t seed)
       CLMOE_TRY(clmoe_tensor_fill_normal(&L->ffn.w_gate, ls + 100, 0.0f, sd));
       CLMOE_TRY(clmoe_tensor_fill_normal(&L->ffn.w_upp, ls + 101, 0.0f, sd));
       CLMOE_TRY(clmoe_tensor_fill_normal(&L->ffn.w_dn, ls + 102, 0.0f, sd));
+    } else if (m->dist) {
+      CLMOE_TRY(clmoe_moe_ep_layer_init(&L->ep, ls + 200, sd));
     } else {
       CLMOE_TRY(clmoe_moe_layer_init(&L->moe, ls + 200, sd));
     }
@@ -218,11 +281,46 @@ int clmoe_model_moe_layers(const clmoe_model *m)
   return n;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Load of an expert-parallel layer over all ranks' tokens: the chosen experts counted here,
+ * summed over the ranks (exact), the statistics of clmoe_moe_load_stats. Collective. */
+static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load)
+{
+  const clmoe_moe_saved *s = &L->epsaved.local;
+  const int64_t E = L->ep.cfg.n_experts, k = L->ep.cfg.top_k, mt = s->topk.buf ? s->topk.shape[0] : 0;
+  int64_t *cnt = calloc((size_t)E + 1, sizeof *cnt);
+  int32_t *topk = malloc((size_t)(mt * k > 0 ? mt * k : 1) * sizeof *topk);
+  clmoe_status st = cnt && topk ? CLMOE_OK : clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "MoE load statistics");
+  if (st == CLMOE_OK && mt) st = clmoe_tensor_read(&s->topk, topk, (size_t)(mt * k) * sizeof *topk);
+  for (int64_t i = 0; st == CLMOE_OK && i < mt * k; i++)
+    if (topk[i] >= 0 && topk[i] < E) cnt[topk[i]]++;
+  cnt[E] = mt;
+  if (st == CLMOE_OK) st = clmoe_dist_allreduce_sum_i64(m->dist, cnt, (size_t)E + 1);
+  if (st == CLMOE_OK) {
+    memset(load, 0, sizeof *load);
+    load->tokens = cnt[E], load->n_experts = E, load->top_k = k;
+    load->mean = (double)(cnt[E] * k) / (double)E;
+    for (int64_t e = 0; e < E; e++) load->empty += cnt[e] == 0;
+    qsort(cnt, (size_t)E, sizeof *cnt, cmp_i64);
+    load->min = cnt[0], load->max = cnt[E - 1];
+    load->max_over_mean = load->mean > 0 ? (double)load->max / load->mean : 0.0;
+    load->q10 = (double)cnt[(E - 1) / 10], load->q50 = (double)cnt[(E - 1) / 2], load->q90 = (double)cnt[(E - 1) * 9 / 10];
+  }
+  free(cnt), free(topk);
+  return st;
+}
+
 clmoe_status clmoe_model_moe_load(clmoe_model *m, int index, clmoe_moe_load *load)
 {
   for (int l = 0; l < m->cfg.layers; l++) {
     model_layer *L = &m->layers[l];
     if (L->is_dense || index-- > 0) continue;
+    if (m->dist) return ep_load(m, L, load);
     if (!m->trained && L->moesaved.tokens == 0)
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MoE load statistics need a train forward first");
     return clmoe_moe_load_stats(m->ctx, &L->moesaved.disp, load, NULL);

@@ -26,6 +26,22 @@ clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_m
 /* The same without gradients and AdamW moments (a quarter of the memory): forward only,
  * training calls and clmoe_params_save fail with an error saying so. */
 clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
+/* Expert parallelism (issue 8): the MoE layers' routed experts spread over the ranks of dist
+ * as the map says (every expert on exactly one rank for training; the map is borrowed and
+ * must outlive the model), everything else whole on every rank. Forward, backward and the
+ * balance update are then collective: every rank calls them for its own share of the batch,
+ * in the same order. The registry holds this rank's experts as rows of the whole [E, ...]
+ * tensors: clmoe_params_save_dist / load_dist write and read the single-rank file, and
+ * clmoe_model_init gives the same values as on one rank. "quantile" balancing runs as
+ * quantile-hist (histograms summed over the ranks); "sign" is refused. */
+struct clmoe_dist;
+struct clmoe_expert_map;
+clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg, struct clmoe_dist *dist,
+                                   const struct clmoe_expert_map *map, clmoe_model **model);
+/* The backward's loss becomes the mean over `count` tokens (the scored tokens of every
+ * rank's share of the batch) instead of this rank's: summed over the ranks, the gradients
+ * are those of the whole batch's mean loss. 0: this rank's scored tokens (the default). */
+void clmoe_model_set_loss_count(clmoe_model *model, int64_t count);
 void clmoe_model_destroy(clmoe_model *model);
 /* Documented, seeded initialisation (the same model on any device for the same seed):
  * matrices N(0, 0.02) from the counter-based generator, one stream per tensor; RMSNorm gains

@@ -3,6 +3,7 @@
 #define CLMOE_MODEL_INTERNAL_H
 
 #include "internal.h"
+#include "moe_ep.h"
 
 enum { SUB_MIXER = 0, SUB_FFN = 1 };
 
@@ -14,7 +15,8 @@ typedef struct model_layer {
   clmoe_mla_weights mla, mla_g;
   clmoe_situ_ffn ffn, ffn_g;
   clmoe_moe_layer moe;
-  clmoe_moe_grads moe_g;
+  clmoe_moe_ep_layer ep;       /* the MoE layer on expert-parallel ranks (model->dist set) */
+  clmoe_moe_grads moe_g;       /* (with ep: dense whole, experts the local ones) */
   clmoe_tensor ar_w[2], ar_g[2], norm[2]; /* AttnRes pseudo-query, its gain; pre-norm gain */
   /* what a train forward keeps, per sub-layer */
   int slot[2], nsrc[2], has_snap[2];
@@ -27,6 +29,7 @@ typedef struct model_layer {
   clmoe_mla_saved msaved;
   clmoe_situ_saved fsaved;
   clmoe_moe_saved moesaved;
+  clmoe_moe_ep_saved epsaved;
 } model_layer;
 
 struct clmoe_model {
@@ -48,6 +51,11 @@ struct clmoe_model {
   clmoe_tensor logits, loss, lse;      /* [N, V], [N], [N] */
   int64_t scored;
   int inference_only;   /* gradients and moments released (clmoe_gen_load): no training */
+  /* expert parallelism (clmoe_model_create_ep): the MoE layers are clmoe_moe_ep_layers */
+  clmoe_dist *dist;                /* borrowed; NULL: one process, whole MoE layers */
+  const clmoe_expert_map *map;     /* borrowed */
+  int64_t loss_count;              /* > 0: the backward's loss is a mean over this many
+                                      tokens (all ranks'), not over this rank's */
 };
 
 void clmoe__model_release_activations(clmoe_model *m);

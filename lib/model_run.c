@@ -21,6 +21,7 @@ void clmoe__model_release_activations(clmoe_model *m)
     clmoe_mla_saved_release(&L->msaved);
     clmoe_situ_saved_destroy(&L->fsaved);
     clmoe_moe_saved_destroy(&L->moesaved);
+    clmoe_moe_ep_saved_destroy(&L->epsaved);
   }
   clmoe_tensor *t[] = {&m->ids, &m->targets, &m->stream, &m->falpha, &m->fh, &m->fhn, &m->frstd,
                        &m->logits, &m->loss, &m->lse};
@@ -51,6 +52,7 @@ static clmoe_status sublayer_forward(clmoe_model *m, model_layer *L, int s, cons
     return clmoe_kda_layer_forward(m->ctx, &L->kda, &x3, NULL, &y3, train ? &L->kcache : NULL, NULL);
   }
   if (L->is_dense) return clmoe_situ_ffn_forward(m->ctx, &L->ffn, x, 0.0f, y, train ? &L->fsaved : NULL);
+  if (m->dist) return clmoe_moe_ep_forward(m->ctx, m->dist, &L->ep, x, y, train ? &L->epsaved : NULL);
   return clmoe_moe_forward(m->ctx, &L->moe, x, y, train ? &L->moesaved : NULL);
 }
 
@@ -71,6 +73,7 @@ static clmoe_status sublayer_backward(clmoe_model *m, model_layer *L, int s, con
     return clmoe_kda_layer_backward(m->ctx, &L->kda, &x3, NULL, &L->kcache, &dy3, &L->kda_g, &dx3);
   }
   if (L->is_dense) return clmoe_situ_ffn_backward(m->ctx, &L->ffn, x, &L->fsaved, dy, &L->ffn_g, 0.0f, dx);
+  if (m->dist) return clmoe_moe_ep_backward(m->ctx, m->dist, &L->ep, x, &L->epsaved, dy, &L->moe_g, dx);
   return clmoe_moe_backward(m->ctx, &L->moe, x, &L->moesaved, dy, &L->moe_g, dx);
 }
 
@@ -204,7 +207,11 @@ done:
 clmoe_status clmoe_model_backward(clmoe_model *m)
 {
   if (!m->trained) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_backward needs a train forward first");
-  if (m->scored == 0) {
+  /* The loss is a mean over loss_count tokens (every rank's, set by the trainer) or over this
+   * forward's scored ones. Expert-parallel ranks run the backward even with nothing scored
+   * here: their experts serve the other ranks' tokens. */
+  const int64_t count = m->loss_count > 0 ? m->loss_count : m->scored;
+  if (count == 0 || (m->scored == 0 && !m->dist)) {
     clmoe__model_release_activations(m);
     return CLMOE_OK; /* nothing scored: no gradient */
   }
@@ -219,7 +226,7 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dh, CLMOE_F32, 2, (int64_t[]){m->N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dd, CLMOE_F32, 1, &d), done);
   /* loss -> logits -> head, final norm, final AttnRes */
-  CLMOE_TRY_GOTO(st, clmoe_cross_entropy_backward(ctx, &m->logits, &m->targets, &m->lse, 1.0f / (float)m->scored,
+  CLMOE_TRY_GOTO(st, clmoe_cross_entropy_backward(ctx, &m->logits, &m->targets, &m->lse, 1.0f / (float)count,
                                                   &dlogits), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dlogits, &m->fhn, 1.0f, grad_of(m, &m->head)), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dlogits, &m->head, 0.0f, &dhn), done);
@@ -257,8 +264,16 @@ done:
 clmoe_status clmoe_model_balance_update(clmoe_model *m)
 {
   if (!m->trained) return CLMOE_OK;
-  for (int l = 0; l < m->cfg.layers; l++)
-    if (!m->layers[l].is_dense)
-      CLMOE_TRY(clmoe_moe_balance_update(m->ctx, &m->layers[l].moe, &m->layers[l].moesaved));
+  for (int l = 0; l < m->cfg.layers; l++) {
+    model_layer *L = &m->layers[l];
+    if (L->is_dense) continue;
+    if (m->dist) { /* every rank's histogram counts, so that every rank sets the same bias */
+      if (L->ep.cfg.balance == CLMOE_MOE_BALANCE_NONE) continue;
+      CLMOE_TRY(clmoe_dist_sum_qb_histogram(m->dist, &L->epsaved.local));
+      CLMOE_TRY(clmoe_moe_balance_update(m->ctx, &L->ep.dense, &L->epsaved.local));
+    } else {
+      CLMOE_TRY(clmoe_moe_balance_update(m->ctx, &L->moe, &L->moesaved));
+    }
+  }
   return CLMOE_OK;
 }

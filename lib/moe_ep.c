@@ -12,14 +12,6 @@
 
 /* ---- building a rank's part -------------------------------------------------------------- */
 
-/* dst = a new contiguous copy of src (same shape). */
-static clmoe_status copy_new(clmoe_ctx *ctx, const clmoe_tensor *src, clmoe_tensor *dst)
-{
-  if (!src->buf) return CLMOE_OK; /* an empty tensor (no shared experts) stays empty */
-  CLMOE_TRY(clmoe_tensor_create(ctx, dst, src->dtype, src->ndim, src->shape));
-  return clmoe_tensor_copy(dst, src);
-}
-
 /* Expert `e` of a [E, a, b] tensor into slot i of a [n, a, b] tensor. */
 static clmoe_status copy_expert(const clmoe_tensor *src, int64_t e, clmoe_tensor *dst, int64_t i)
 {
@@ -44,7 +36,7 @@ static clmoe_status local_tables(const clmoe_expert_map *map, int rank, clmoe_mo
     const int32_t e = map->slot_expert[(size_t)rank * (size_t)map->slots + (size_t)s];
     if (e < 0) continue;
     if (e >= E || ep->local_index[e] >= 0)
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_moe_ep_layer_from_full: the map puts "
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the expert map puts "
                           "expert %d twice (or out of range) on rank %d", (int)e, rank);
     ep->local_index[e] = (int32_t)ep->n_local;
     ep->local_expert[ep->n_local++] = e;
@@ -52,32 +44,102 @@ static clmoe_status local_tables(const clmoe_expert_map *map, int rank, clmoe_mo
   return CLMOE_OK;
 }
 
-static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_layer *full, clmoe_moe_ep_layer *ep)
+/* The rank's tensors for config c: the dense ones whole, the local experts [n_local, ...];
+ * copied from `full` when given, else left for clmoe_moe_ep_layer_init. */
+static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full,
+                          clmoe_moe_ep_layer *ep)
 {
-  const clmoe_moe_config *c = &full->cfg;
   clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
+  const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
+  const int64_t S = c->n_shared * c->shared_ff;
   D->cfg = *c;
-  CLMOE_TRY(copy_new(ctx, &full->w_router, &D->w_router));
-  CLMOE_TRY(copy_new(ctx, &full->w_down, &D->w_down));
-  CLMOE_TRY(copy_new(ctx, &full->norm_gain, &D->norm_gain));
-  CLMOE_TRY(copy_new(ctx, &full->w_up, &D->w_up));
-  CLMOE_TRY(copy_new(ctx, &full->bias, &D->bias));
-  CLMOE_TRY(copy_new(ctx, &full->shared.w_gate, &D->shared.w_gate));
-  CLMOE_TRY(copy_new(ctx, &full->shared.w_upp, &D->shared.w_upp));
-  CLMOE_TRY(copy_new(ctx, &full->shared.w_dn, &D->shared.w_dn));
+  CLMOE_TRY(moe__new2(ctx, &D->w_router, CLMOE_F32, E, d));
+  CLMOE_TRY(moe__new2(ctx, &D->w_down, CLMOE_F32, l, d));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
+  CLMOE_TRY(moe__new2(ctx, &D->w_up, CLMOE_F32, d, l));
+  CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
+  if (S) {
+    CLMOE_TRY(moe__new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
+    CLMOE_TRY(moe__new2(ctx, &D->shared.w_upp, CLMOE_F32, S, d));
+    CLMOE_TRY(moe__new2(ctx, &D->shared.w_dn, CLMOE_F32, d, S));
+  }
+  if (full) {
+    const clmoe_tensor *src[8] = {&full->w_router, &full->w_down, &full->norm_gain, &full->w_up,
+                                  &full->bias, &full->shared.w_gate, &full->shared.w_upp, &full->shared.w_dn};
+    clmoe_tensor *dst[8] = {&D->w_router, &D->w_down, &D->norm_gain, &D->w_up,
+                            &D->bias, &D->shared.w_gate, &D->shared.w_upp, &D->shared.w_dn};
+    for (int i = 0; i < 8; i++)
+      if (src[i]->buf && dst[i]->buf) CLMOE_TRY(clmoe_tensor_copy(dst[i], src[i]));
+  }
   X->cfg = *c;
   X->cfg.n_experts = ep->n_local;
   if (ep->n_local == 0) return CLMOE_OK;
-  CLMOE_TRY(moe__new3(ctx, &X->w_gate, ep->n_local, c->expert_ff, c->latent));
-  CLMOE_TRY(moe__new3(ctx, &X->w_upp, ep->n_local, c->expert_ff, c->latent));
-  CLMOE_TRY(moe__new3(ctx, &X->w_dn, ep->n_local, c->latent, c->expert_ff));
-  for (int64_t i = 0; i < ep->n_local; i++) {
+  CLMOE_TRY(moe__new3(ctx, &X->w_gate, ep->n_local, f, l));
+  CLMOE_TRY(moe__new3(ctx, &X->w_upp, ep->n_local, f, l));
+  CLMOE_TRY(moe__new3(ctx, &X->w_dn, ep->n_local, l, f));
+  for (int64_t i = 0; full && i < ep->n_local; i++) {
     const int64_t e = ep->local_expert[i];
     CLMOE_TRY(copy_expert(&full->w_gate, e, &X->w_gate, i));
     CLMOE_TRY(copy_expert(&full->w_upp, e, &X->w_upp, i));
     CLMOE_TRY(copy_expert(&full->w_dn, e, &X->w_dn, i));
   }
   return CLMOE_OK;
+}
+
+static clmoe_status check_map(const char *op, const clmoe_moe_config *c, const clmoe_expert_map *map, int rank)
+{
+  if (!map || map->experts != c->n_experts)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the map has %d experts, the layer %lld", op,
+                        map ? map->experts : 0, (long long)c->n_experts);
+  if (rank < 0 || rank >= map->ranks)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d is not one of the map's %d", op, rank,
+                        map->ranks);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                       const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
+{
+  static const char op[] = "clmoe_moe_ep_layer_create";
+  if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
+  memset(ep, 0, sizeof *ep);
+  if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cfg is NULL", op);
+  CLMOE_TRY(check_map(op, cfg, map, rank));
+  ep->cfg = *cfg;
+  ep->map = map;
+  ep->rank = rank;
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, cfg, NULL, ep), fail);
+  return CLMOE_OK;
+fail:
+  clmoe_moe_ep_layer_destroy(ep);
+  return st;
+}
+
+/* The values clmoe_moe_layer_init gives the whole layer (the same streams: seed 16 s + i for
+ * tensor i of its list), each local expert taking its rows' elements of the stream. */
+clmoe_status clmoe_moe_ep_layer_init(clmoe_moe_ep_layer *ep, uint64_t seed, float stddev)
+{
+  clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
+  clmoe_tensor *dense[10] = {&D->w_router, &D->w_down, NULL, NULL, NULL, &D->norm_gain, &D->w_up,
+                             &D->shared.w_gate, &D->shared.w_upp, &D->shared.w_dn};
+  clmoe_tensor *expert[10] = {NULL, NULL, &X->w_gate, &X->w_upp, &X->w_dn};
+  for (int i = 0; i < 10; i++) {
+    if (dense[i] && dense[i]->buf) {
+      if (i == 5) CLMOE_TRY(clmoe_tensor_fill(dense[i], 1.0));
+      else CLMOE_TRY(clmoe_tensor_fill_normal(dense[i], seed * 16 + (uint64_t)i, 0.0f, stddev));
+    }
+    if (!expert[i] || !expert[i]->buf) continue;
+    const int64_t shape[2] = {expert[i]->shape[1], expert[i]->shape[2]}, n = shape[0] * shape[1];
+    for (int64_t j = 0; j < ep->n_local; j++) {
+      clmoe_tensor row;
+      CLMOE_TRY(clmoe_tensor_view(expert[i], &row, 2, shape, j * n));
+      CLMOE_TRY(clmoe_tensor_fill_normal_at(&row, seed * 16 + (uint64_t)i, (uint64_t)ep->local_expert[j] * (uint64_t)n,
+                                            0.0f, stddev));
+    }
+  }
+  return clmoe_tensor_fill(&D->bias, 0.0);
 }
 
 clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer *full,
@@ -89,18 +151,13 @@ clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer 
   memset(ep, 0, sizeof *ep);
   if (!full || !full->w_router.buf || !full->w_gate.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the whole layer is not created", op);
-  if (!map || map->experts != full->cfg.n_experts)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the map has %d experts, the layer %lld", op,
-                        map ? map->experts : 0, (long long)full->cfg.n_experts);
-  if (rank < 0 || rank >= map->ranks)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d is not one of the map's %d", op, rank,
-                        map->ranks);
+  CLMOE_TRY(check_map(op, &full->cfg, map, rank));
   ep->cfg = full->cfg;
   ep->map = map;
   ep->rank = rank;
   clmoe_status st;
   CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, full, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, ep), fail);
   return CLMOE_OK;
 fail:
   clmoe_moe_ep_layer_destroy(ep);
@@ -148,26 +205,37 @@ static clmoe_status host_alloc(void **p, int64_t n, size_t size)
 /* Router and W_down on this rank's tokens, read back to the host. train: topk, scores and
  * probs stay in sv (the router's backward needs them). */
 static clmoe_status route_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x2,
-                                int64_t m, ep_host *h, clmoe_moe_saved *sv)
+                                int64_t m, int train, ep_host *h, clmoe_moe_saved *sv)
 {
   const clmoe_moe_config *c = &ep->cfg;
   const int64_t k = c->top_k, E = c->n_experts, l = c->latent;
-  clmoe_tensor s_all = {0}, xl = {0};
+  /* Quantile Balancing across ranks works from histograms (summed by the caller with
+   * clmoe_dist_sum_qb_histogram): exact QB would need every rank's scores. */
+  const int hist = train && (c->balance == CLMOE_MOE_BALANCE_QB || c->balance == CLMOE_MOE_BALANCE_QB_HIST);
+  clmoe_tensor s_all = {0}, xl = {0}, cutoff = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, moe__new2(ctx, &s_all, CLMOE_F32, m, E), done);
   CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->topk, CLMOE_I32, m, k), done);
   CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->scores, CLMOE_F32, m, k), done);
   CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->probs, CLMOE_F32, m, k), done);
   CLMOE_TRY_GOTO(st, moe__new2(ctx, &xl, CLMOE_F32, m, l), done);
-  CLMOE_TRY_GOTO(st, clmoe_moe_route(ctx, &ep->dense, x2, &s_all, &sv->topk, &sv->scores, &sv->probs, NULL),
-                 done);
+  if (hist) CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &cutoff, CLMOE_F32, 1, &m), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_route(ctx, &ep->dense, x2, &s_all, &sv->topk, &sv->scores, &sv->probs,
+                                     hist ? &cutoff : NULL), done);
+  if (hist) {
+    const int64_t three = 3, bins = c->hist_bins > 0 ? c->hist_bins : 1000;
+    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->hist, CLMOE_I32, E, bins), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sv->range, CLMOE_F32, 1, &three), done);
+    CLMOE_TRY_GOTO(st, clmoe_moe_qb_histogram(ctx, &s_all, &cutoff, &ep->dense.bias, &sv->hist, &sv->range), done);
+    sv->hist_tokens = m;
+  }
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x2, &ep->dense.w_down, 0.0f, &xl),
                  done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->topk, h->topk, clmoe_tensor_bytes(&sv->topk)), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->probs, h->probs, clmoe_tensor_bytes(&sv->probs)), done);
   st = clmoe_tensor_read(&xl, h->xl, clmoe_tensor_bytes(&xl));
 done:
-  clmoe_tensor_destroy(&s_all), clmoe_tensor_destroy(&xl);
+  clmoe_tensor_destroy(&s_all), clmoe_tensor_destroy(&xl), clmoe_tensor_destroy(&cutoff);
   return st;
 }
 
@@ -302,7 +370,7 @@ clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_
   if (m > 0) {
     CLMOE_TRY_GOTO(st, moe__view2(x, m, d, &x2), done);
     CLMOE_TRY_GOTO(st, moe__view2(y, m, d, &y2), done);
-    CLMOE_TRY_GOTO(st, route_local(ctx, ep, &x2, m, &h, &s->local), done);
+    CLMOE_TRY_GOTO(st, route_local(ctx, ep, &x2, m, train, &h, &s->local), done);
   }
   /* From here every rank takes part in the exchanges, with or without tokens. */
   CLMOE_TRY_GOTO(st, clmoe_ep_plan_create(dist, ep->map, h.topk, m, (int)k, &s->plan), done);

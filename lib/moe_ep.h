@@ -58,6 +58,13 @@ typedef struct clmoe_moe_ep_layer {
 clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer *full,
                                           const clmoe_expert_map *map, int rank,
                                           clmoe_moe_ep_layer *ep);
+/* The same part created directly, without a whole layer (a rank never holds every expert):
+ * contents undefined until clmoe_moe_ep_layer_init or a checkpoint load. */
+clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                       const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep);
+/* The values clmoe_moe_layer_init(whole, seed, stddev) gives the same tensors and experts:
+ * a model initialised on N ranks equals the one initialised on one. */
+clmoe_status clmoe_moe_ep_layer_init(clmoe_moe_ep_layer *ep, uint64_t seed, float stddev);
 void clmoe_moe_ep_layer_destroy(clmoe_moe_ep_layer *ep);
 
 /* What a train-mode forward keeps for the backward. */

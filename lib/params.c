@@ -1,6 +1,8 @@
 /* The parameter registry: gradients, AdamW, clipping, checkpoints (lib/params.h). */
 #include "internal.h"
 
+#include "dist.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@ void clmoe_params_init(clmoe_params *ps, clmoe_ctx *ctx)
 void clmoe_params_destroy(clmoe_params *ps)
 {
   for (int i = 0; i < ps->n; i++) {
+    free(ps->p[i].rows);
     clmoe_tensor_destroy(&ps->p[i].grad);
     clmoe_tensor_destroy(&ps->p[i].m);
     clmoe_tensor_destroy(&ps->p[i].v);
@@ -79,6 +82,31 @@ clmoe_status clmoe_params_add_buffer(clmoe_params *ps, const char *name, clmoe_t
   return add(ps, name, value, 0, 0);
 }
 
+clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name, clmoe_tensor *value, int decay,
+                                   int64_t global_rows, const int32_t *rows)
+{
+  const int64_t n = value && value->ndim > 0 ? value->shape[0] : 0;
+  if (!value || value->ndim < 1 || global_rows < n || (n > 0 && !rows))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "parameter '%s': rows of a [%lld, ...] tensor need a "
+                        "tensor of at most that many rows and their indices", name ? name : "", (long long)global_rows);
+  for (int64_t i = 0; i < n; i++)
+    if (rows[i] < 0 || rows[i] >= global_rows)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "parameter '%s': row %lld is %d, outside [0, %lld)", name,
+                          (long long)i, (int)rows[i], (long long)global_rows);
+  int32_t *copy = malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+  if (!copy) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (parameters)");
+  if (n) memcpy(copy, rows, (size_t)n * sizeof *copy);
+  clmoe_status st = add(ps, name, value, decay, 1);
+  if (st != CLMOE_OK) {
+    free(copy);
+    return st;
+  }
+  clmoe_param *p = &ps->p[ps->n - 1];
+  p->rows = copy;
+  p->global_rows = global_rows;
+  return CLMOE_OK;
+}
+
 int64_t clmoe_params_count(const clmoe_params *ps)
 {
   int64_t n = 0;
@@ -102,10 +130,11 @@ clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
   return CLMOE_OK;
 }
 
-clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
+/* Sums of squares of the gradients, of whole and of row-sharded parameters apart. */
+static clmoe_status grad_sumsq(clmoe_params *ps, double *whole, double *sharded)
 {
   if (ps->inference) return inference_error("clmoe_params_grad_norm");
-  *norm = 0.0;
+  *whole = *sharded = 0.0;
   if (ps->n == 0) return CLMOE_OK;
   /* Each gradient's sum of squares into its own slot, one read, then an ordered sum. */
   clmoe_tensor sums;
@@ -119,19 +148,34 @@ clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
     if (st == CLMOE_OK) st = clmoe_sum_squares(ps->ctx, &ps->p[i].grad, &slot);
   }
   if (st == CLMOE_OK) st = clmoe_tensor_read(&sums, host, (size_t)ps->n * sizeof *host);
-  double s = 0.0;
-  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) s += host[i];
-  *norm = sqrt(s);
+  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
+    if (!ps->p[i].trainable || clmoe_tensor_numel(&ps->p[i].grad) == 0) continue;
+    if (ps->p[i].rows) *sharded += host[i];
+    else *whole += host[i];
+  }
   free(host);
   clmoe_tensor_destroy(&sums);
   return st;
 }
 
-clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm_out)
+clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
+{
+  double w, r;
+  *norm = 0.0;
+  CLMOE_TRY(grad_sumsq(ps, &w, &r));
+  *norm = sqrt(w + r);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, clmoe_dist *dist, const clmoe_adamw *hp, double clip,
+                                     double *norm_out)
 {
   if (ps->inference) return inference_error("clmoe_params_adamw");
-  double norm = 0.0;
-  CLMOE_TRY(clmoe_params_grad_norm(ps, &norm));
+  double sums[2];
+  CLMOE_TRY(grad_sumsq(ps, &sums[0], &sums[1]));
+  /* whole gradients are the same on every rank (reduced already); the shards add up */
+  if (clmoe_dist_size(dist) > 1) CLMOE_TRY(clmoe_dist_allreduce_sum_f64(dist, &sums[1], 1));
+  const double norm = sqrt(sums[0] + sums[1]);
   if (norm_out) *norm_out = norm;
   if (!isfinite(norm))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the gradient norm is %g: the step was not taken", norm);
@@ -149,151 +193,8 @@ clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double 
   return CLMOE_OK;
 }
 
-/* ---- checkpoints ------------------------------------------------------------------------ */
-clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value)
+clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm_out)
 {
-  for (int i = 0; i < m->n; i++)
-    if (!strcmp(m->key[i], key)) {
-      char *v = strdup(value);
-      if (!v) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
-      free(m->value[i]);
-      m->value[i] = v;
-      return CLMOE_OK;
-    }
-  if (m->n == 32) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "more than 32 checkpoint metadata entries");
-  char *k = strdup(key), *v = strdup(value);
-  if (!k || !v) {
-    free(k), free(v);
-    return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
-  }
-  m->key[m->n] = k, m->value[m->n] = v;
-  m->n++;
-  return CLMOE_OK;
+  return clmoe_params_adamw_dist(ps, NULL, hp, clip, norm_out);
 }
 
-const char *clmoe_ckpt_meta_get(const clmoe_ckpt_meta *m, const char *key)
-{
-  for (int i = 0; i < m->n; i++)
-    if (!strcmp(m->key[i], key)) return m->value[i];
-  return NULL;
-}
-
-void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m)
-{
-  for (int i = 0; i < m->n; i++) free(m->key[i]), free(m->value[i]);
-  memset(m, 0, sizeof *m);
-}
-
-static const char *const kinds[3] = {"param", "adam_m", "adam_v"};
-
-clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta)
-{
-  if (ps->inference) return inference_error("clmoe_params_save");
-  clmoe_st_writer *w = NULL;
-  CLMOE_TRY(clmoe_st_writer_create(path, &w));
-  clmoe_status st = CLMOE_OK;
-  char name[160], step[32];
-  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
-    clmoe_param *p = &ps->p[i];
-    if (!p->trainable) {
-      snprintf(name, sizeof name, "buffer/%s", p->name);
-      st = clmoe_st_writer_add(w, name, p->value);
-      continue;
-    }
-    const clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
-    for (int k = 0; st == CLMOE_OK && k < 3; k++) {
-      snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = clmoe_st_writer_add(w, name, t[k]);
-    }
-  }
-  snprintf(step, sizeof step, "%lld", (long long)ps->step);
-  if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "clmoe_version", clmoe_version());
-  if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "optimizer_step", step);
-  for (int i = 0; meta && st == CLMOE_OK && i < meta->n; i++)
-    st = clmoe_st_writer_metadata(w, meta->key[i], meta->value[i]);
-  if (st != CLMOE_OK) {
-    clmoe_st_writer_discard(w);
-    return st;
-  }
-  return clmoe_st_writer_finish(w);
-}
-
-/* The file's tensor `name` must exist with exactly t's shape. */
-static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_tensor *t)
-{
-  clmoe_st_info info;
-  char desc[96];
-  if (!clmoe_st_has(f, name))
-    return clmoe__error(CLMOE_ERR_FORMAT, "%s: the checkpoint has no tensor '%s' (a different model or "
-                        "config?)", clmoe_st_path(f), name);
-  CLMOE_TRY(clmoe_st_info_of(f, name, &info));
-  int same = info.ndim == t->ndim;
-  for (int d = 0; same && d < t->ndim; d++) same = info.shape[d] == t->shape[d];
-  if (!same)
-    return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' has a different shape than the model's %s",
-                        clmoe_st_path(f), name, clmoe_tensor_describe(t, desc, sizeof desc));
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta)
-{
-  if (ps->inference) return inference_error("clmoe_params_load");
-  clmoe_st_file *f = NULL;
-  CLMOE_TRY(clmoe_st_open(path, &f));
-  clmoe_status st = CLMOE_OK;
-  char name[160];
-  int expected = 0;
-  /* Everything is checked before anything is changed. */
-  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
-    clmoe_param *p = &ps->p[i];
-    if (!p->trainable) {
-      snprintf(name, sizeof name, "buffer/%s", p->name);
-      st = want_tensor(f, name, p->value);
-      expected++;
-      continue;
-    }
-    for (int k = 0; st == CLMOE_OK && k < 3; k++) {
-      snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = want_tensor(f, name, p->value);
-      expected++;
-    }
-  }
-  if (st == CLMOE_OK && clmoe_st_count(f) != expected) {
-    for (int i = 0; i < clmoe_st_count(f); i++) {
-      clmoe_st_info info;
-      clmoe_st_info_at(f, i, &info);
-      const char *slash = strchr(info.name, '/');
-      if (!slash || !clmoe_params_find(ps, slash + 1)) {
-        st = clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' belongs to no parameter of this model",
-                          path, info.name);
-        break;
-      }
-    }
-  }
-  const char *step = clmoe_st_metadata(f, "optimizer_step");
-  char *end = NULL;
-  long long s = step ? strtoll(step, &end, 10) : -1;
-  if (st == CLMOE_OK && (!step || *end || s < 0))
-    st = clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata 'optimizer_step' is missing or malformed", path);
-  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
-    clmoe_param *p = &ps->p[i];
-    if (!p->trainable) {
-      snprintf(name, sizeof name, "buffer/%s", p->name);
-      st = clmoe_st_load_into(f, name, p->value);
-      continue;
-    }
-    clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
-    for (int k = 0; st == CLMOE_OK && k < 3; k++) {
-      snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = clmoe_st_load_into(f, name, t[k]);
-    }
-  }
-  if (st == CLMOE_OK) ps->step = s;
-  for (int i = 0; meta && st == CLMOE_OK && i < clmoe_st_metadata_count(f); i++) {
-    const char *k, *v;
-    clmoe_st_metadata_at(f, i, &k, &v);
-    st = clmoe_ckpt_meta_set(meta, k, v);
-  }
-  clmoe_st_close(f);
-  return st;
-}

@@ -27,6 +27,10 @@ typedef struct clmoe_param {
   clmoe_tensor grad, m, v;
   int decay;           /* 1: decoupled weight decay applies */
   int trainable;       /* 0: a buffer (no gradient, no moments) */
+  /* Row-sharded (expert parallelism): value holds rows rows[0..shape[0]) of a [global_rows,
+   * ...] tensor that the ranks share out; NULL for a whole tensor. */
+  int32_t *rows;
+  int64_t global_rows;
 } clmoe_param;
 
 typedef struct clmoe_params {
@@ -43,6 +47,11 @@ void clmoe_params_destroy(clmoe_params *ps);
  * unique; "prefix/name" by convention ("layer3/kda/w_q"). */
 clmoe_status clmoe_params_add(clmoe_params *ps, const char *name, clmoe_tensor *value, int decay);
 clmoe_status clmoe_params_add_buffer(clmoe_params *ps, const char *name, clmoe_tensor *value);
+/* Registers a parameter that holds rows `rows` (value->shape[0] of them, copied) of a
+ * [global_rows, ...] tensor: one rank's experts. Checkpoints store the whole tensor (see
+ * clmoe_params_save_dist). */
+clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name, clmoe_tensor *value, int decay,
+                                   int64_t global_rows, const int32_t *rows);
 /* Looks a parameter up by name (NULL when absent). */
 clmoe_param *clmoe_params_find(clmoe_params *ps, const char *name);
 /* Number of trainable scalars. */
@@ -55,6 +64,12 @@ clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm);
  * with clip > 0, gradients are scaled by min(1, clip / norm) first. *norm (may be NULL)
  * receives the norm before clipping. */
 clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm);
+/* The same on the ranks of dist (NULL: one rank): whole gradients must already agree (the
+ * data-parallel all-reduce); the norm adds every rank's row-sharded gradients (each row on
+ * exactly one rank: no replicas in training). Collective. */
+struct clmoe_dist;
+clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, struct clmoe_dist *dist, const clmoe_adamw *hp,
+                                     double clip, double *norm);
 
 /* Checkpoint metadata: up to 32 key-value strings stored beside the tensors (owned copies;
  * zero-initialise, release with clmoe_ckpt_meta_free). */
@@ -69,6 +84,18 @@ void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m);
 clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta);
 /* Loads into the registered tensors; meta (may be NULL) receives every metadata entry. */
 clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta);
+
+/* The same over the ranks of dist (NULL: one rank), for a model whose ranks hold the same
+ * whole parameters and each its own rows of the row-sharded ones. The file is the one a
+ * single rank writes (whole tensors), so a checkpoint written by N ranks loads on M ranks
+ * or on one: rank 0 gathers every sharded tensor's rows (MPI_Gatherv, one tensor at a time;
+ * a row held by several ranks is taken from the lowest) and writes the file; every row must
+ * be held somewhere. Loading: every rank reads the file (a shared file system) and keeps its
+ * rows. Collective; the status is the same on every rank. */
+clmoe_status clmoe_params_save_dist(clmoe_params *ps, struct clmoe_dist *dist, const char *path,
+                                    const clmoe_ckpt_meta *meta);
+clmoe_status clmoe_params_load_dist(clmoe_params *ps, struct clmoe_dist *dist, const char *path,
+                                    clmoe_ckpt_meta *meta);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ float clmoe_random_normal(uint64_t seed, uint64_t index, float mean, float stdde
   return rng_normal(seed, index, mean, stddev);
 }
 
-static clmoe_status fill_random(clmoe_tensor *t, uint64_t seed, int normal, float a, float b)
+static clmoe_status fill_random(clmoe_tensor *t, uint64_t seed, uint64_t first, int normal, float a, float b)
 {
   char desc[96];
   if (!clmoe_tensor_is_contiguous(t) || (t->dtype != CLMOE_F32 && t->dtype != CLMOE_BF16))
@@ -30,16 +30,23 @@ static clmoe_status fill_random(clmoe_tensor *t, uint64_t seed, int normal, floa
                           "random_fill", &k));
   cl_ulong off = (cl_ulong)t->offset, s = seed;
   cl_int is_normal = normal;
-  CLMOE_TRY(clmoe__args(k, 7, KA(t->buf), KA(off), KA(n), KA(s), KA(is_normal), KA(a), KA(b)));
+  cl_ulong f = first;
+  CLMOE_TRY(clmoe__args(k, 8, KA(t->buf), KA(off), KA(n), KA(s), KA(is_normal), KA(a), KA(b), KA(f)));
   return clmoe__launch1d(t->ctx, k, (size_t)n);
 }
 
 clmoe_status clmoe_tensor_fill_uniform(clmoe_tensor *t, uint64_t seed, float lo, float hi)
 {
-  return fill_random(t, seed, 0, lo, hi);
+  return fill_random(t, seed, 0, 0, lo, hi);
 }
 
 clmoe_status clmoe_tensor_fill_normal(clmoe_tensor *t, uint64_t seed, float mean, float stddev)
 {
-  return fill_random(t, seed, 1, mean, stddev);
+  return fill_random(t, seed, 0, 1, mean, stddev);
+}
+
+clmoe_status clmoe_tensor_fill_normal_at(clmoe_tensor *t, uint64_t seed, uint64_t first, float mean,
+                                         float stddev)
+{
+  return fill_random(t, seed, first, 1, mean, stddev);
 }

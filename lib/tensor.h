@@ -83,6 +83,10 @@ clmoe_status clmoe_tensor_fill(clmoe_tensor *t, double value);
  * Uniform on (lo, hi]; normal with the given mean and standard deviation. */
 clmoe_status clmoe_tensor_fill_uniform(clmoe_tensor *t, uint64_t seed, float lo, float hi);
 clmoe_status clmoe_tensor_fill_normal(clmoe_tensor *t, uint64_t seed, float mean, float stddev);
+/* The same with element i of t taking element first + i of the stream: a slice of a larger
+ * tensor gets the values it would have inside it (one rank's rows of an expert tensor). */
+clmoe_status clmoe_tensor_fill_normal_at(clmoe_tensor *t, uint64_t seed, uint64_t first, float mean,
+                                         float stddev);
 float clmoe_random_uniform(uint64_t seed, uint64_t index, float lo, float hi);
 float clmoe_random_normal(uint64_t seed, uint64_t index, float mean, float stddev);
 
