@@ -15,10 +15,11 @@ extern const char *app_name;
  * then names the rank and ends the whole job (MPI_Abort) so no other rank hangs. */
 extern clmoe_dist *app_dist;
 /* Distributed apps (apps/app_dist.c): MPI (app_dist), this rank's device and binding, the
- * per-rank report printed by rank 0 (unless quiet), and a context on the rank's device. */
-clmoe_ctx *app_dist_start(const char *device, int profiling, int quiet, int *argc, char ***argv);
+ * per-rank report printed by rank 0 to `report` (NULL: none), and a context on the rank's
+ * device. */
+clmoe_ctx *app_dist_start(const char *device, int profiling, FILE *report, int *argc, char ***argv);
 void app_dist_end(void); /* finalises MPI; app_dist becomes NULL */
-void app_print_rank(const clmoe_rank_report *r);
+void app_print_rank(FILE *f, const clmoe_rank_report *r);
 /* Prints "app: message" and "(STATUS from what)" and exits 1. */
 void app_die(clmoe_status st, const char *what) __attribute__((noreturn));
 /* Prints "app: message" (with the rank in a distributed run) and exits with code, ending

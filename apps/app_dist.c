@@ -5,20 +5,20 @@
 #include "app_common.h"
 
 /* One rank's placement as the apps print it. */
-void app_print_rank(const clmoe_rank_report *r)
+void app_print_rank(FILE *f, const clmoe_rank_report *r)
 {
-  printf("rank %d of %d on %s (local rank %d of %d)\n", r->rank, r->size, r->host, r->local_rank,
+  fprintf(f, "rank %d of %d on %s (local rank %d of %d)\n", r->rank, r->size, r->host, r->local_rank,
          r->local_size);
-  printf("  device      [%d:%d] %s - %s\n", r->platform_index, r->device_index, r->device, r->device_why);
+  fprintf(f, "  device      [%d:%d] %s - %s\n", r->platform_index, r->device_index, r->device, r->device_why);
   if (r->pci[0])
-    printf("  locality    PCI %s, NUMA node %d\n", r->pci, r->numa_node);
+    fprintf(f, "  locality    PCI %s, NUMA node %d\n", r->pci, r->numa_node);
   else
-    printf("  locality    no PCI location (a CPU device, or not reported by the driver)\n");
-  printf("  binding     %s: cores %s (%d) - %s\n", r->bind_source, r->cpuset, r->ncores, r->bind_note);
-  printf("  visibility  %s\n", r->visibility);
+    fprintf(f, "  locality    no PCI location (a CPU device, or not reported by the driver)\n");
+  fprintf(f, "  binding     %s: cores %s (%d) - %s\n", r->bind_source, r->cpuset, r->ncores, r->bind_note);
+  fprintf(f, "  visibility  %s\n", r->visibility);
 }
 
-clmoe_ctx *app_dist_start(const char *device, int profiling, int quiet, int *argc, char ***argv)
+clmoe_ctx *app_dist_start(const char *device, int profiling, FILE *report, int *argc, char ***argv)
 {
   APP_CHECK(clmoe_dist_init(&app_dist, argc, argv));
   const int rank = clmoe_dist_rank(app_dist), size = clmoe_dist_size(app_dist);
@@ -30,10 +30,10 @@ clmoe_ctx *app_dist_start(const char *device, int profiling, int quiet, int *arg
   clmoe_rank_report *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
   if (rank == 0 && !all) app_die(CLMOE_ERR_OUT_OF_MEMORY, "rank reports");
   APP_CHECK(clmoe_dist_gather_reports(app_dist, &mine, all));
-  if (rank == 0 && !quiet) {
-    printf("%s %s: %s\n", app_name, clmoe_version(), clmoe_dist_describe(app_dist));
-    for (int r = 0; r < size; r++) app_print_rank(&all[r]);
-    fflush(stdout);
+  if (rank == 0 && report) {
+    fprintf(report, "%s %s: %s\n", app_name, clmoe_version(), clmoe_dist_describe(app_dist));
+    for (int r = 0; r < size; r++) app_print_rank(report, &all[r]);
+    fflush(report);
   }
   free(all);
   clmoe_ctx *ctx = NULL;

@@ -42,6 +42,9 @@ static void usage(void)
          "                      time, tokens/s, the constant KDA state and the growing MLA cache\n"
          "  --bench-steps N     decode steps timed after each benchmark prefill (default 4)\n"
          "  --json FILE         the summary (and texts) as JSON (- for stdout)\n"
+         "  --ep N              expert parallelism over N MPI ranks (mpirun -np N clmoe-generate\n"
+         "                      --ep N ...): the routed experts spread evenly over the ranks,\n"
+         "                      every rank runs the same prompts, rank 0 samples and prints\n"
          "  --quiet             no summary on stderr\n"
          "  --help, --version\n"
          "\n"
@@ -152,6 +155,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     } else if (app_option(argc, argv, &i, "--bench-steps", &v)) o->bench_steps = app_parse_int("--bench-steps", v, 0, 100000);
     else if (app_option(argc, argv, &i, "--json", &v)) o->json = v;
     else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
+    else if (app_option(argc, argv, &i, "--ep", &v)) o->ep = (int)app_parse_int("--ep", v, 1, 1 << 20);
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   if (!o->ckpt) app_usage_error("--ckpt FILE is required");
@@ -197,6 +201,19 @@ static int ends_with(const char *text, int64_t len, const char *stop)
   return len >= n && !memcmp(text + len - n, stop, (size_t)n);
 }
 
+/* Under --ep every rank feeds rank 0's tokens (the ranks' logits may differ in the last
+ * bits, and a sampled token must not): a sum of rank 0's values and zeros. */
+static void share_tokens(int32_t *next, int64_t n)
+{
+  int64_t *v = malloc((size_t)n * sizeof *v);
+  if (!v) app_die(CLMOE_ERR_OUT_OF_MEMORY, "tokens");
+  const int root = clmoe_dist_rank(app_dist) == 0;
+  for (int64_t s = 0; s < n; s++) v[s] = root ? next[s] : 0;
+  APP_CHECK(clmoe_dist_allreduce_sum_i64(app_dist, v, (size_t)n));
+  for (int64_t s = 0; s < n; s++) next[s] = (int32_t)v[s];
+  free(v);
+}
+
 static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, double load_s)
 {
   const int64_t n = o->nprompts, V = clmoe_model_config(model)->vocab;
@@ -221,9 +238,11 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, doub
   char piece[16];
   size_t plen;
   for (int64_t k = 0; active > 0; k++) {
+    for (int64_t s = 0; s < n; s++) /* finished sequences: fed their last token again */
+      if (!r.why[s]) APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k, &next[s]));
+    if (app_dist) share_tokens(next, n);
     for (int64_t s = 0; s < n; s++) {
-      if (r.why[s]) continue; /* finished: fed its last token again, output ignored */
-      APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k, &next[s]));
+      if (r.why[s]) continue; /* finished: output ignored */
       append(&r, s, next[s], piece, &plen);
       r.new_tokens++;
       if (n == 1) {
@@ -264,15 +283,31 @@ int main(int argc, char **argv)
   app_name = "clmoe-generate";
   gen_opts o = {0};
   parse_args(argc, argv, &o);
+  /* (under --ep, MPI may edit argc/argv; parse_args has copied what it needs) */
   clmoe_ctx *ctx;
-  clmoe_ctx_options copts = {.device = o.device};
-  APP_CHECK(clmoe_ctx_create(&ctx, &copts));
+  if (o.ep > 0) {
+    ctx = app_dist_start(o.device, 0, o.quiet ? NULL : stderr, &argc, &argv); /* stdout: the text */
+    if (clmoe_dist_size(app_dist) != o.ep)
+      app_fail(2, "--ep %d: the job has %d rank%s (start it as mpirun -np %d clmoe-generate --ep %d ...)", o.ep,
+               clmoe_dist_size(app_dist), clmoe_dist_size(app_dist) == 1 ? "" : "s", o.ep, o.ep);
+    if (clmoe_dist_rank(app_dist) != 0) { /* rank 0 prints; the others only report errors */
+      if (!freopen("/dev/null", "w", stdout)) app_fail(1, "cannot redirect the output of rank %d", clmoe_dist_rank(app_dist));
+      o.quiet = 1, o.json = NULL;
+    }
+  } else {
+    clmoe_ctx_options copts = {.device = o.device};
+    APP_CHECK(clmoe_ctx_create(&ctx, &copts));
+  }
   clmoe_model *model;
   const double t0 = app_now();
-  clmoe_status st = clmoe_gen_load(ctx, o.ckpt, &model, NULL);
+  clmoe_status st = app_dist ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, NULL)
+                             : clmoe_gen_load(ctx, o.ckpt, &model, NULL);
   if (st != CLMOE_OK) {
+    if (app_dist && clmoe_dist_size(app_dist) > 1)
+      app_fail(1, "cannot load the checkpoint: %s: %s", clmoe_strerror(st), clmoe_last_error());
     fprintf(stderr, "%s: cannot load the checkpoint: %s\n  %s\n", app_name, clmoe_strerror(st), clmoe_last_error());
     clmoe_ctx_destroy(ctx);
+    if (app_dist) app_dist_end();
     return 1;
   }
   const double load_s = app_now() - t0;
@@ -281,6 +316,7 @@ int main(int argc, char **argv)
   else generate(&o, model, ctx, load_s);
   clmoe_model_destroy(model);
   clmoe_ctx_destroy(ctx);
+  if (app_dist) app_dist_end();
   for (int p = 0; p < o.nprompts; p++) free(o.prompt[p]), free(o.prompt_from[p]);
   return rc;
 }

@@ -169,7 +169,7 @@ static int info_mpi(const char *device, const char *json, int *argc, char ***arg
     }
     if (!json || strcmp(json, "-")) {
       printf("clmoe %s: %s\n", clmoe_version(), clmoe_dist_describe(dist));
-      for (int r = 0; r < size; r++) app_print_rank(&all[r]);
+      for (int r = 0; r < size; r++) app_print_rank(stdout, &all[r]);
     }
     fflush(stdout);
   }

@@ -21,6 +21,7 @@ typedef struct gen_opts {
   int64_t bench[GEN_MAX_BENCH];
   int64_t bench_steps;
   int quiet;
+  int ep; /* expert parallelism over this many MPI ranks; 0: one process */
 } gen_opts;
 
 /* What a generation run measured, for the summary. */

@@ -285,7 +285,7 @@ static int run_end(run *r, int rc)
 static void start_ep(run *r)
 {
   const train_opts *o = r->o;
-  r->ctx = app_dist_start(o->device, o->profile, o->quiet, o->argc, o->argv);
+  r->ctx = app_dist_start(o->device, o->profile, o->quiet ? NULL : stdout, o->argc, o->argv);
   r->dist = app_dist;
   r->rank = clmoe_dist_rank(r->dist), r->nranks = clmoe_dist_size(r->dist);
   if (r->nranks != o->ep) {

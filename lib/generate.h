@@ -40,6 +40,16 @@ extern "C" {
  * meta (may be NULL; zero-initialised; free with clmoe_ckpt_meta_free) receives the
  * metadata ("config", "step", "data", ...). */
 clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta);
+/* The same with the routed experts spread over the ranks of dist (expert parallelism): each
+ * rank holds the experts `map` gives it (NULL: the even map; replicas allowed) and the rest
+ * whole. Every rank must then make the same calls (prefill, step) with the same tokens, in
+ * the same order: the MoE layers exchange rows between the ranks. The logits agree with one
+ * process's within fp32 rounding; callers that sample should take one rank's tokens
+ * (e.g. rank 0's, summed into zeros elsewhere) so that every rank feeds the same ones. */
+struct clmoe_dist;
+struct clmoe_expert_map;
+clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struct clmoe_dist *dist,
+                               const struct clmoe_expert_map *map, clmoe_model **model, clmoe_ckpt_meta *meta);
 
 /* ---- state -------------------------------------------------------------------------- */
 

@@ -18,7 +18,8 @@ static clmoe_status check_tensor(clmoe_st_file *f, const clmoe_config *cfg, cons
   clmoe_st_info info;
   CLMOE_TRY(clmoe_st_info_of(f, name, &info));
   int same = info.ndim == p->value->ndim;
-  for (int d = 0; same && d < info.ndim; d++) same = info.shape[d] == p->value->shape[d];
+  for (int d = 0; same && d < info.ndim; d++) /* a rank's experts: rows of the whole tensor */
+    same = info.shape[d] == (d == 0 && p->rows ? p->global_rows : p->value->shape[d]);
   if (same) return CLMOE_OK;
   size_t o = (size_t)snprintf(got, sizeof got, "[");
   for (int d = 0; d < info.ndim && o < sizeof got - 24; d++)
@@ -45,7 +46,8 @@ static clmoe_status check_extra(clmoe_st_file *f, clmoe_params *ps)
   return CLMOE_OK;
 }
 
-clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta)
+static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, const clmoe_expert_map *map,
+                         clmoe_model **model, clmoe_ckpt_meta *meta)
 {
   if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load: model is NULL");
   *model = NULL;
@@ -66,14 +68,26 @@ clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **mode
     clmoe__append_error(" (the \"config\" metadata of checkpoint %s)", path);
     goto done;
   }
-  CLMOE_TRY_GOTO(st, clmoe_model_create_inference(ctx, &cfg, &m), done);
+  if (dist) {
+    clmoe_expert_map *even = NULL;
+    if (!map) CLMOE_TRY_GOTO(st, clmoe_expert_map_even((int)cfg.experts, clmoe_dist_size(dist), &even), done);
+    st = clmoe__model_create_ep_inference(ctx, &cfg, dist, map ? map : even, &m);
+    if (st != CLMOE_OK) {
+      clmoe_expert_map_destroy(even);
+      goto done;
+    }
+    m->owned_map = even;
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe_model_create_inference(ctx, &cfg, &m), done);
+  }
   clmoe_params *ps = clmoe_model_params(m);
   /* Everything is checked before any data is read. */
   for (int i = 0; i < ps->n; i++) CLMOE_TRY_GOTO(st, check_tensor(f, &cfg, &ps->p[i], name, sizeof name), done);
   CLMOE_TRY_GOTO(st, check_extra(f, ps), done);
   for (int i = 0; i < ps->n; i++) {
     snprintf(name, sizeof name, "%s/%s", ps->p[i].trainable ? "param" : "buffer", ps->p[i].name);
-    st = clmoe_st_load_into(f, name, ps->p[i].value);
+    st = ps->p[i].rows ? clmoe__params_load_rows(f, name, &ps->p[i], ps->p[i].value)
+                       : clmoe_st_load_into(f, name, ps->p[i].value);
     if (st != CLMOE_OK) {
       clmoe__append_error(" (loading '%s' from %s)", name, path);
       goto done;
@@ -93,4 +107,16 @@ done:
   }
   *model = m;
   return CLMOE_OK;
+}
+
+clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta)
+{
+  return load(ctx, path, NULL, NULL, model, meta);
+}
+
+clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, const clmoe_expert_map *map,
+                               clmoe_model **model, clmoe_ckpt_meta *meta)
+{
+  if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load_ep: dist is NULL");
+  return load(ctx, path, dist, map, model, meta);
 }

@@ -56,6 +56,8 @@ static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p
   model_layer *L = &g->model->layers[l];
   if (s == SUB_MIXER) return mixer(g, l, p, x, y);
   if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
+  if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
+    return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
   return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
 }
 

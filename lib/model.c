@@ -39,7 +39,7 @@ static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_conf
   if (L->ep.n_local == 0)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the expert map gives rank %d no expert (more ranks than "
                         "experts?)", rank);
-  for (int e = 0; e < m->map->experts; e++)
+  for (int e = 0; !m->params.inference && e < m->map->experts; e++)
     if (m->map->replicas[e] != 1)
       return clmoe__error(CLMOE_ERR_UNSUPPORTED, "training needs every expert on exactly one rank; the map "
                           "puts expert %d on %d (replicas are for inference)", e, (int)m->map->replicas[e]);
@@ -203,6 +203,13 @@ clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg, clmo
   return create(ctx, cfg, 0, dist, map, out);
 }
 
+clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
+                                              const clmoe_expert_map *map, clmoe_model **out)
+{
+  if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load_ep: dist is NULL");
+  return create(ctx, cfg, 1, dist, map, out);
+}
+
 void clmoe_model_set_loss_count(clmoe_model *m, int64_t count) { m->loss_count = count > 0 ? count : 0; }
 
 clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
@@ -229,6 +236,7 @@ void clmoe_model_destroy(clmoe_model *m)
     clmoe_moe_ep_layer_destroy(&L->ep);
   }
   free(m->layers);
+  clmoe_expert_map_destroy(m->owned_map);
   clmoe_tensor_destroy(&m->embed);
   clmoe_tensor_destroy(&m->head);
   clmoe_tensor_destroy(&m->far_w);

@@ -53,11 +53,20 @@ struct clmoe_model {
   int inference_only;   /* gradients and moments released (clmoe_gen_load): no training */
   /* expert parallelism (clmoe_model_create_ep): the MoE layers are clmoe_moe_ep_layers */
   clmoe_dist *dist;                /* borrowed; NULL: one process, whole MoE layers */
-  const clmoe_expert_map *map;     /* borrowed */
+  const clmoe_expert_map *map;     /* borrowed, or owned_map */
+  clmoe_expert_map *owned_map;     /* the even map clmoe_gen_load_ep made (freed with the model) */
   int64_t loss_count;              /* > 0: the backward's loss is a mean over this many
                                       tokens (all ranks'), not over this rank's */
 };
 
 void clmoe__model_release_activations(clmoe_model *m);
+/* The expert-parallel model without gradients or moments (clmoe_gen_load_ep); replicas in
+ * the map are allowed here (inference). */
+clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
+                                              const clmoe_expert_map *map, clmoe_model **model);
+/* A row-sharded parameter's rows of the file's whole tensor `name` into t (params_ckpt.c). */
+struct clmoe_st_file;
+clmoe_status clmoe__params_load_rows(struct clmoe_st_file *f, const char *name, const clmoe_param *p,
+                                     clmoe_tensor *t);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "model_internal.h"
 
 clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value)
 {
@@ -214,7 +215,7 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
 }
 
 /* This rank's rows of a whole [global_rows, ...] tensor of the file into t. */
-static clmoe_status load_rows(clmoe_st_file *f, const char *name, const clmoe_param *p, clmoe_tensor *t)
+clmoe_status clmoe__params_load_rows(clmoe_st_file *f, const char *name, const clmoe_param *p, clmoe_tensor *t)
 {
   const int64_t re = row_elems(p), G = p->global_rows, n = t->shape[0];
   float *whole = malloc((size_t)(G * re > 0 ? G * re : 1) * sizeof *whole);
@@ -277,7 +278,7 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
     clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
     for (int k = 0; st == CLMOE_OK && k < 3; k++) {
       snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = p->rows ? load_rows(f, name, p, t[k]) : clmoe_st_load_into(f, name, t[k]);
+      st = p->rows ? clmoe__params_load_rows(f, name, p, t[k]) : clmoe_st_load_into(f, name, t[k]);
     }
   }
   if (st == CLMOE_OK) ps->step = s;

@@ -60,6 +60,25 @@ expect "resume the 3-rank checkpoint in one process" 0 "" -- \
 expect "  ... same losses as the uninterrupted run" 0 "" -- same_losses "$tmp/r1/metrics.csv" "$tmp/ep3/metrics.csv"
 expect "  ... same weights" 0 "" -- same_weights "$tmp/r1/checkpoint.safetensors" "$tmp/ep3/checkpoint.safetensors"
 
+# clmoe-generate --ep: the experts of a checkpoint spread over the ranks; rank 0's tokens
+# fed everywhere; the same text as one process (greedy, and sampled for a batch).
+gen="$apps/clmoe-generate"
+ck="$tmp/ep3/checkpoint.safetensors"
+expect "clmoe-generate, one process" 0 "" -- sh -c "'$gen' --ckpt '$ck' --prompt 'The cat ' -n 24 --greedy --quiet > '$tmp/g1'"
+expect "clmoe-generate, a batch of two prompts sampled" 0 "" -- \
+  sh -c "'$gen' --ckpt '$ck' --prompt ab --prompt 'The cat sat' -n 16 --seed 3 --quiet > '$tmp/b1'"
+for n in 2 3; do
+  expect "clmoe-generate --ep $n" 0 "" -- sh -c "timeout 60 $mpirun $flags -np $n --bind-to none '$gen' --ckpt '$ck' \
+    --prompt 'The cat ' -n 24 --greedy --quiet --ep $n > '$tmp/g$n'"
+  expect "  ... the same text as one process" 0 "" -- cmp "$tmp/g1" "$tmp/g$n"
+  expect "clmoe-generate --ep $n, a batch sampled" 0 "" -- sh -c "timeout 60 $mpirun $flags -np $n --bind-to none \
+    '$gen' --ckpt '$ck' --prompt ab --prompt 'The cat sat' -n 16 --seed 3 --quiet --ep $n > '$tmp/b$n'"
+  expect "  ... the same texts as one process" 0 "" -- cmp "$tmp/b1" "$tmp/b$n"
+done
+[ -s "$tmp/g1" ] && pass "the generated text is not empty" || fail "no generated text"
+expect "clmoe-generate --ep 2 --prefill-bench" 0 "tokens/s" -- \
+  run -np 2 --bind-to none "$gen" --ckpt "$ck" --prefill-bench 128 --bench-steps 2 --ep 2
+
 # Bad launches end the whole job with the rank named, never a hang.
 expect "--ep 3 on 2 ranks is refused" 2 "of 2: --ep 3: the job has 2 ranks" -- \
   run -np 2 --bind-to none "$train" $common --out "$tmp/bad" --ep 3
