@@ -45,6 +45,9 @@ static void usage(void)
          "                      data-parallel, each rank on its share of every batch (--batch a\n"
          "                      multiple of N); same losses as one process within fp32 rounding;\n"
          "                      checkpoints hold whole tensors (resume on any rank count)\n"
+         "  --ep-rebalance      with --ep: at every checkpoint, re-place the experts so that the\n"
+         "                      ranks' measured loads (tokens routed since the last placement)\n"
+         "                      even out, when that lowers the busiest rank's load by > 1%%\n"
          "  --profile           at the end, device time by operator family and kernel\n"
          "                      (OpenCL profiling events; steps after the first two), peak\n"
          "                      device memory and tokens/s\n"
@@ -187,6 +190,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
     else if (!strcmp(argv[i], "--profile")) o.profile = 1;
     else if (app_option(argc, argv, &i, "--ep", &v)) o.ep = (int)app_parse_int("--ep", v, 1, 1 << 20);
+    else if (!strcmp(argv[i], "--ep-rebalance")) o.ep_rebalance = 1;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   if ((preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
@@ -244,6 +248,7 @@ int main(int argc, char **argv)
   } else if (strcmp(metrics, "-")) {
     o.metrics = metrics;
   }
+  if (o.ep_rebalance && !o.ep) app_usage_error("--ep-rebalance needs --ep N");
   o.argc = &argc, o.argv = &argv;
   int rc = train_run(&c, &o);
   free(ckpt_data);

@@ -18,6 +18,8 @@ typedef struct run {
   clmoe_expert_map *map; /* with dist: where the experts live */
   int rank, nranks;      /* 0 and 1 without --ep */
   int64_t share;         /* sequences of a batch on this rank (batch / nranks) */
+  double *loads;         /* --ep-rebalance: tokens routed to each expert since the last map */
+  int64_t *counts;       /* [experts] one layer's counts of one step */
   clmoe_ctx *ctx;
   clmoe_model *model;
   clmoe_data *data;
@@ -49,8 +51,48 @@ static void config_text(const clmoe_config *cfg, char **text)
   fclose(f);
 }
 
-static void save(run *r, const char *why)
+/* --ep-rebalance: a map that packs the experts by their measured loads (no replicas:
+ * training keeps each expert on one rank), if it lowers the busiest rank's load by more than
+ * 1%; NULL otherwise. Every rank computes the same map from the same summed counts. */
+static clmoe_expert_map *rebalanced_map(run *r)
 {
+  const int E = r->map->experts, N = r->map->ranks;
+  double before, after, *rank_load = malloc((size_t)N * sizeof *rank_load);
+  clmoe_expert_map *m = NULL;
+  if (!rank_load) app_die(CLMOE_ERR_OUT_OF_MEMORY, "rank loads");
+  APP_CHECK(clmoe_expert_map_pack(r->loads, E, N, r->map->slots, &m));
+  before = clmoe_expert_map_imbalance(r->map, r->loads, rank_load);
+  after = clmoe_expert_map_imbalance(m, r->loads, rank_load);
+  free(rank_load);
+  if (!(after < before * 0.99)) {
+    clmoe_expert_map_destroy(m);
+    return NULL;
+  }
+  if (r->rank == 0) /* (reported like a checkpoint, also under --quiet) */
+    fprintf(stderr, "%s: step %lld: experts re-placed by their loads: busiest rank at %.3f x the mean, was %.3f\n",
+            app_name, (long long)r->step, after, before);
+  memset(r->loads, 0, (size_t)E * sizeof *r->loads);
+  return m;
+}
+
+/* After a checkpoint written with a new map: the model rebuilt on it and the checkpoint
+ * read back (the file holds whole tensors: each rank takes its new experts' rows). */
+static void apply_map(run *r, clmoe_expert_map *m, const char *path)
+{
+  clmoe_model_destroy(r->model);
+  r->model = NULL;
+  clmoe_expert_map_destroy(r->map);
+  r->map = m;
+  APP_CHECK(clmoe_model_create_ep(r->ctx, r->cfg, r->dist, r->map, &r->model));
+  APP_CHECK(clmoe_params_load_dist(clmoe_model_params(r->model), r->dist, path, NULL));
+}
+
+/* Writes the checkpoint; under --ep-rebalance first re-places the experts (the new map goes
+ * into the file) and, unless the run ends here, goes on with the new placement. */
+static void save(run *r, const char *why, int last)
+{
+  clmoe_expert_map *next = r->loads ? rebalanced_map(r) : NULL;
+  const clmoe_expert_map *write_map = next ? next : r->map;
   char path[4096], val[64];
   snprintf(path, sizeof path, "%s/checkpoint.safetensors", r->o->out_dir);
   clmoe_ckpt_meta meta = {0};
@@ -62,8 +104,8 @@ static void save(run *r, const char *why)
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "data", r->o->data ? r->o->data : r->o->task));
   APP_CHECK(clmoe_ckpt_meta_set(&meta, "next_batch", val)); /* batches are drawn by (seed, index) */
   free(text);
-  if (r->map) { /* where the experts were (the file holds them whole: any rank count resumes) */
-    char *m = clmoe_expert_map_to_string(r->map);
+  if (write_map) { /* where the experts go (the file holds them whole: any rank count resumes) */
+    char *m = clmoe_expert_map_to_string(write_map);
     if (!m) app_die(CLMOE_ERR_OUT_OF_MEMORY, "the expert map");
     APP_CHECK(clmoe_ckpt_meta_set(&meta, "expert_map", m));
     free(m);
@@ -73,6 +115,8 @@ static void save(run *r, const char *why)
   if (st != CLMOE_OK) app_die(st, "writing the checkpoint");
   if (r->rank == 0)
     fprintf(stderr, "%s: checkpoint %s at step %lld (%s)\n", app_name, path, (long long)r->step, why);
+  if (next && !last) apply_map(r, next, path);
+  else clmoe_expert_map_destroy(next);
 }
 
 /* Validation loss and next-token accuracy (argmax) over the scored tokens of eval_batches
@@ -270,7 +314,7 @@ static void metrics_truncate(const char *path, int64_t step)
 static int run_end(run *r, int rc)
 {
   if (r->metrics) fclose(r->metrics);
-  free(r->tokens), free(r->targets);
+  free(r->tokens), free(r->targets), free(r->loads), free(r->counts);
   clmoe_model_destroy(r->model);
   clmoe_ctx_destroy(r->ctx);
   clmoe_data_close(r->data);
@@ -310,6 +354,11 @@ static void start_ep(run *r)
     clmoe_st_close(f);
   }
   if (!r->map) APP_CHECK(clmoe_expert_map_even(E, r->nranks, &r->map));
+  if (o->ep_rebalance) {
+    r->loads = calloc((size_t)E, sizeof *r->loads);
+    r->counts = calloc((size_t)E, sizeof *r->counts);
+    if (!r->loads || !r->counts) app_die(CLMOE_ERR_OUT_OF_MEMORY, "expert loads");
+  }
   APP_CHECK(clmoe_model_create_ep(r->ctx, r->cfg, r->dist, r->map, &r->model));
 }
 
@@ -427,7 +476,8 @@ int train_run(clmoe_config *cfg, const train_opts *o)
     double worst = 0.0;
     int64_t empty = 0;
     for (int i = 0; i < nmoe; i++) { /* the most unbalanced MoE layer */
-      APP_CHECK(clmoe_model_moe_load(r.model, i, &load));
+      APP_CHECK(clmoe_model_moe_load_counts(r.model, i, &load, r.counts));
+      for (int64_t e = 0; r.loads && e < cfg->experts; e++) r.loads[e] += (double)r.counts[e];
       if (load.max_over_mean > worst) worst = load.max_over_mean, empty = load.empty;
     }
     APP_CHECK(clmoe_model_balance_update(r.model));
@@ -483,12 +533,15 @@ int train_run(clmoe_config *cfg, const train_opts *o)
               tty ? "\r" : "", (long long)r.step, (long long)t->steps, loss, vp, (double)tokens_done / train_s, hp.lr, norm,
               worst, e, eta, tty ? "   " : "\n");
     }
-    if (t->checkpoint_every > 0 && r.step % t->checkpoint_every == 0 && !timed_out) save(&r, "interval");
+    if (t->checkpoint_every > 0 && r.step % t->checkpoint_every == 0 && !timed_out) {
+      save(&r, "interval", r.step == end);
+      ps = clmoe_model_params(r.model); /* (a new model after re-placing the experts) */
+    }
   }
   if (!quiet && tty) fprintf(stderr, "\n");
   if (o->profile && r.rank == 0) print_profile(r.ctx, prof_s, prof_kernel_s, prof_tokens);
   if (r.dist && ep_steps > 0) print_ep_split(&r, ep_s, ep_steps, quiet);
-  save(&r, stop_signal ? "interrupted" : timed_out ? "--time-limit" : r.step < t->steps ? "--stop-at" : "end");
+  save(&r, stop_signal ? "interrupted" : timed_out ? "--time-limit" : r.step < t->steps ? "--stop-at" : "end", 1);
   FILE *metrics = r.metrics;
   r.metrics = NULL;
   if (metrics && fclose(metrics) != 0) {

@@ -13,6 +13,7 @@ typedef struct train_opts {
   int quiet;
   int profile; /* kernel time by op family after the run (steps after the first two) */
   int ep;      /* expert parallelism over this many MPI ranks (mpirun -np ep); 0: one process */
+  int ep_rebalance; /* re-place the experts by their loads at every checkpoint */
   int *argc;   /* main's, for MPI_Init */
   char ***argv;
 } train_opts;

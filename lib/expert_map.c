@@ -229,8 +229,9 @@ static int make_room(packer *p, int e)
   return -1;
 }
 
-clmoe_status clmoe_expert_map_balance(const double *load, int experts, int ranks, int slots,
-                                      clmoe_expert_map **map)
+/* replicas 1: the spare slots take replicas of the hottest experts; 0: they stay empty. */
+static clmoe_status balance(const double *load, int experts, int ranks, int slots, int replicas,
+                            clmoe_expert_map **map)
 {
   if (!map || !load)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_expert_map_balance: NULL argument");
@@ -243,7 +244,7 @@ clmoe_status clmoe_expert_map_balance(const double *load, int experts, int ranks
   clmoe_expert_map *m;
   CLMOE_TRY(map_alloc(experts, ranks, slots, &m));
   int E = experts, N = ranks;
-  int64_t spare = (int64_t)N * slots - E;
+  int64_t spare = replicas ? (int64_t)N * slots - E : 0;
   packer p = {N, slots, E, m->slot_expert, calloc((size_t)N, sizeof(int)),
               calloc((size_t)N, sizeof(double)), calloc((size_t)N * E, 1),
               malloc((size_t)E * sizeof(double))};
@@ -284,6 +285,18 @@ done:
   if (st != CLMOE_OK) clmoe_expert_map_destroy(m);
   else *map = m;
   return st;
+}
+
+clmoe_status clmoe_expert_map_balance(const double *load, int experts, int ranks, int slots,
+                                      clmoe_expert_map **map)
+{
+  return balance(load, experts, ranks, slots, 1, map);
+}
+
+clmoe_status clmoe_expert_map_pack(const double *load, int experts, int ranks, int slots,
+                                   clmoe_expert_map **map)
+{
+  return balance(load, experts, ranks, slots, 0, map);
 }
 
 int clmoe_expert_map_route(const clmoe_expert_map *m, int expert, int source_rank)

@@ -41,6 +41,10 @@ clmoe_status clmoe_expert_map_even(int experts, int ranks, clmoe_expert_map **ma
  * load: [experts], finite and >= 0 (e.g. tokens routed to each expert). */
 clmoe_status clmoe_expert_map_balance(const double *load, int experts, int ranks, int slots,
                                       clmoe_expert_map **map);
+/* The same without replicas (every expert on exactly one rank, spare slots left empty):
+ * the placement training can use (clmoe-train --ep-rebalance). */
+clmoe_status clmoe_expert_map_pack(const double *load, int experts, int ranks, int slots,
+                                   clmoe_expert_map **map);
 /* A map from its table (checks it: ids in range, every expert placed, replicas on
  * different ranks). slot_expert: [ranks, slots], copied. */
 clmoe_status clmoe_expert_map_from_slots(int experts, int ranks, int slots,

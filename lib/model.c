@@ -297,7 +297,7 @@ static int cmp_i64(const void *a, const void *b)
 
 /* Load of an expert-parallel layer over all ranks' tokens: the chosen experts counted here,
  * summed over the ranks (exact), the statistics of clmoe_moe_load_stats. Collective. */
-static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load)
+static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load, int64_t *counts)
 {
   const clmoe_moe_saved *s = &L->epsaved.local;
   const int64_t E = L->ep.cfg.n_experts, k = L->ep.cfg.top_k, mt = s->topk.buf ? s->topk.shape[0] : 0;
@@ -309,6 +309,7 @@ static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load
     if (topk[i] >= 0 && topk[i] < E) cnt[topk[i]]++;
   cnt[E] = mt;
   if (st == CLMOE_OK) st = clmoe_dist_allreduce_sum_i64(m->dist, cnt, (size_t)E + 1);
+  if (st == CLMOE_OK && counts) memcpy(counts, cnt, (size_t)E * sizeof *counts);
   if (st == CLMOE_OK) {
     memset(load, 0, sizeof *load);
     load->tokens = cnt[E], load->n_experts = E, load->top_k = k;
@@ -325,13 +326,18 @@ static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load
 
 clmoe_status clmoe_model_moe_load(clmoe_model *m, int index, clmoe_moe_load *load)
 {
+  return clmoe_model_moe_load_counts(m, index, load, NULL);
+}
+
+clmoe_status clmoe_model_moe_load_counts(clmoe_model *m, int index, clmoe_moe_load *load, int64_t *counts)
+{
   for (int l = 0; l < m->cfg.layers; l++) {
     model_layer *L = &m->layers[l];
     if (L->is_dense || index-- > 0) continue;
-    if (m->dist) return ep_load(m, L, load);
+    if (m->dist) return ep_load(m, L, load, counts);
     if (!m->trained && L->moesaved.tokens == 0)
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MoE load statistics need a train forward first");
-    return clmoe_moe_load_stats(m->ctx, &L->moesaved.disp, load, NULL);
+    return clmoe_moe_load_stats(m->ctx, &L->moesaved.disp, load, counts);
   }
   return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the model has no MoE layer %d", index);
 }

@@ -71,6 +71,9 @@ clmoe_status clmoe_model_balance_update(clmoe_model *model);
 /* MoE load statistics of the last forward, one entry per MoE layer (model order). */
 int clmoe_model_moe_layers(const clmoe_model *model);
 clmoe_status clmoe_model_moe_load(clmoe_model *model, int index, clmoe_moe_load *load);
+/* The same, with the tokens routed to each expert (counts [experts], may be NULL); for an
+ * expert-parallel model summed over the ranks (collective). */
+clmoe_status clmoe_model_moe_load_counts(clmoe_model *model, int index, clmoe_moe_load *load, int64_t *counts);
 
 #ifdef __cplusplus
 }

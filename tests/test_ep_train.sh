@@ -3,8 +3,10 @@
 # form expert parallelism runs) trained 4 steps on 1, 2, 3 and 4 ranks gives the losses of
 # one process within fp32 rounding (relative 1e-5), and the checkpoints agree (1e-4); a
 # checkpoint written by 3 ranks resumes on 2 ranks and in one process with the losses of the
-# uninterrupted run; the loss comparison fails for a run that differs (another seed); bad
-# rank counts and batch sizes are refused with the rank named. Skipped (77) without MPI.
+# uninterrupted run; experts re-placed by load mid-run (--ep-rebalance) change no loss;
+# clmoe-generate --ep writes one process's text; the loss comparison fails for a run that
+# differs (another seed); bad rank counts and batch sizes are refused with the rank named.
+# Skipped (77) without MPI.
 set -u
 . "$(dirname "$0")/apps_common.sh"
 . "$(dirname "$0")/mpi_common.sh"
@@ -59,6 +61,14 @@ expect "resume the 3-rank checkpoint in one process" 0 "" -- \
   "$train" --resume "$tmp/r1/checkpoint.safetensors" --out "$tmp/r1" --sample 0 --quiet
 expect "  ... same losses as the uninterrupted run" 0 "" -- same_losses "$tmp/r1/metrics.csv" "$tmp/ep3/metrics.csv"
 expect "  ... same weights" 0 "" -- same_weights "$tmp/r1/checkpoint.safetensors" "$tmp/ep3/checkpoint.safetensors"
+
+# --ep-rebalance: the experts re-placed by their loads at the step-2 checkpoint (the model
+# rebuilt and read back from it); placement changes no number.
+run -np 3 --bind-to none "$train" $common --out "$tmp/rb" --ep 3 --ep-rebalance --checkpoint-every 2 \
+  > "$tmp/rb.log" 2>&1 && pass "--ep 3 --ep-rebalance trains" || { fail "--ep 3 --ep-rebalance"; tail "$tmp/rb.log"; }
+grep -q "experts re-placed by their loads" "$tmp/rb.log" && pass "  ... and re-placed the experts" ||
+  fail "--ep-rebalance did not re-place the experts"
+expect "  ... same losses as one process" 0 "" -- same_losses "$tmp/rb/metrics.csv" "$tmp/ref/metrics.csv"
 
 # clmoe-generate --ep: the experts of a checkpoint spread over the ranks; rank 0's tokens
 # fed everywhere; the same text as one process (greedy, and sampled for a batch).
