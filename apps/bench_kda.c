@@ -1,6 +1,7 @@
 /* clmoe-bench kda: the chunked KDA forward and forward + backward over B, T, H, D, timed by
  * OpenCL profiling events (sum of kernel times, host overhead excluded; the wall-clock
- * median is printed beside it), against the recurrent token loop in the same run.
+ * median is printed beside it), against the recurrent token loop in the same run, and the
+ * forward on the tile interface (kda_tc.h, issue 9) beside the portable one.
  * FLOPs of the forward per the Kimi Linear report: B H (6 T D^2 + 3 T C D + T C^2), C = 16;
  * bytes: the inputs and o once each. */
 #include <math.h>
@@ -8,13 +9,16 @@
 #include <string.h>
 
 #include "bench.h"
+#include "fastpath.h"
+#include "kda_tc.h"
 
 #define MAX_LIST BENCH_MAX_LIST
 
 static void usage(void)
 {
   printf("Usage: clmoe-bench kda [--batch B] [--T LIST] [--H LIST] [--D D] [--dtype bf16|f32]\n"
-         "                       [--no-backward] [--recurrent-max T] [--reps N] [--max-seconds S]\n"
+         "                       [--no-backward] [--no-tile] [--tc-warps N] [--tc-lookahead N]\n"
+         "                       [--recurrent-max T] [--reps N] [--max-seconds S]\n"
          "                       [--device SPEC] [--json FILE|-]\n"
          "\n"
          "Times clmoe_kda_forward (chunked, 16-token tiles) and forward + backward for every\n"
@@ -22,6 +26,9 @@ static void usage(void)
          "(as flash-linear-attention's chunk_kda with use_gate_in_kernel). Times are the sum of\n"
          "the kernels' OpenCL profiling times (median over runs); wall-clock medians are shown\n"
          "too. The recurrent token loop is timed for T <= --recurrent-max and its output compared.\n"
+         "\"forward\" and \"fwd+bwd\" run the portable kernels; \"forward-tc\" the forward on the tile\n"
+         "interface (bf16 tile products; on the device's matrix unit when clmoe-info reports one),\n"
+         "compared with the portable forward's output; its two kernels' times follow (prep + state).\n"
          "\n"
          "  --batch B          sequences (default 1)\n"
          "  --T LIST           sequence lengths (default 4096,16384)\n"
@@ -29,6 +36,9 @@ static void usage(void)
          "  --D D              K = V (default 128, at most 128)\n"
          "  --dtype T          storage of q, k, v, g, beta: bf16 (default) or f32\n"
          "  --no-backward      forward only\n"
+         "  --no-tile          skip the tile forward (needs D a multiple of 16)\n"
+         "  --tc-warps N       warps per state work-group of the tile forward: 1, 2 or 4 (default 2)\n"
+         "  --tc-lookahead N   chunks its state pass loads ahead: 1 or 2 (default 2)\n"
          "  --recurrent-max T  longest T for the recurrent comparison (default 16384; 0: never)\n"
          "  --reps N           timed runs after one warm-up (default 10)\n"
          "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
@@ -36,14 +46,14 @@ static void usage(void)
 }
 
 typedef struct kda_bench_tensors {
-  clmoe_tensor q, k, v, g, beta, A_log, dt_bias, o, o_rec, dout;
+  clmoe_tensor q, k, v, g, beta, A_log, dt_bias, o, o_rec, o_tc, dout;
   clmoe_tensor dq, dk, dv, dg, dbeta, dA, ddt;
 } kda_bench_tensors;
 
 static void tensors_destroy(kda_bench_tensors *t)
 {
   clmoe_tensor *all[] = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, &t->o, &t->o_rec,
-                         &t->dout, &t->dq, &t->dk, &t->dv, &t->dg, &t->dbeta, &t->dA, &t->ddt};
+                         &t->o_tc, &t->dout, &t->dq, &t->dk, &t->dv, &t->dg, &t->dbeta, &t->dA, &t->ddt};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
 }
 
@@ -79,12 +89,19 @@ static void tensors_create(clmoe_ctx *ctx, kda_bench_tensors *t, clmoe_dtype dt,
   APP_CHECK(clmoe_tensor_create(ctx, &t->ddt, CLMOE_F32, 2, sdt));
 }
 
-enum { RUN_FWD, RUN_FWD_BWD, RUN_REC };
+enum { RUN_FWD, RUN_FWD_BWD, RUN_TC, RUN_REC };
+
+static int tc_warps, tc_ahead; /* --tc-warps, --tc-lookahead */
 
 static void run_once(clmoe_ctx *ctx, kda_bench_tensors *t, int what)
 {
   clmoe_kda_options opts = {0};
   clmoe_kda_inputs in = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, NULL, NULL};
+  if (what == RUN_TC) {
+    clmoe_kda_tc_config cfg = {tc_warps, tc_ahead};
+    APP_CHECK(clmoe_kda_forward_tc(ctx, &opts, &in, &t->o_tc, NULL, &cfg));
+    return;
+  }
   if (what == RUN_REC) {
     APP_CHECK(clmoe_kda_recurrent(ctx, &opts, &in, &t->o_rec, NULL));
     return;
@@ -120,6 +137,16 @@ static void measure(clmoe_ctx *ctx, kda_bench_tensors *t, int what, int reps, do
   free(kt), free(wt);
 }
 
+/* Mean time per launch of one kernel over the last measurement (0 if it did not run). */
+static double kernel_ms(const clmoe_ctx *ctx, const char *name)
+{
+  const clmoe_kernel_time *rows;
+  int n = clmoe_ctx_profile_kernels(ctx, &rows);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(rows[i].name, name) && rows[i].launches > 0) return rows[i].seconds * 1e3 / (double)rows[i].launches;
+  return 0.0;
+}
+
 static double max_rel_diff(const clmoe_tensor *a, const clmoe_tensor *b)
 {
   size_t n = (size_t)clmoe_tensor_numel(a);
@@ -137,7 +164,7 @@ static double max_rel_diff(const clmoe_tensor *a, const clmoe_tensor *b)
 int bench_kda(int argc, char **argv)
 {
   long long Ts[MAX_LIST] = {4096, 16384}, Hs[MAX_LIST] = {16}, B = 1, D = 128, rec_max = 16384;
-  int nT = 2, nH = 1, reps = 10, backward = 1;
+  int nT = 2, nH = 1, reps = 10, backward = 1, tile = 1;
   double max_s = 10.0;
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16";
   for (int i = 1; i < argc; i++) {
@@ -158,6 +185,9 @@ int bench_kda(int argc, char **argv)
     } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
     else if (app_option(argc, argv, &i, "--json", &v)) json = v;
     else if (!strcmp(argv[i], "--no-backward")) backward = 0;
+    else if (!strcmp(argv[i], "--no-tile")) tile = 0;
+    else if (app_option(argc, argv, &i, "--tc-warps", &v)) tc_warps = (int)app_parse_int("--tc-warps", v, 1, 4);
+    else if (app_option(argc, argv, &i, "--tc-lookahead", &v)) tc_ahead = (int)app_parse_int("--tc-lookahead", v, 1, 2);
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   clmoe_dtype dt = CLMOE_BF16;
@@ -168,8 +198,11 @@ int bench_kda(int argc, char **argv)
   clmoe_ctx_options copts = {.device = device, .profiling = 1};
   APP_CHECK(clmoe_ctx_create(&ctx, &copts));
   const clmoe_device_caps *caps = clmoe_ctx_caps(ctx);
-  printf("clmoe-bench kda on %s (%s): B = %lld, K = V = %lld, %s inputs, chunk 16, lb -5\n",
-         caps->device_name, caps->platform_name, B, D, dtype_arg);
+  const char *impl = clmoe_tile_impl_name(clmoe_ctx_tile_impl(ctx));
+  clmoe_ctx_set_fastpath(ctx, 0); /* "forward" and "fwd+bwd": the portable kernels */
+  if (D % 16) tile = 0;
+  printf("clmoe-bench kda on %s (%s): B = %lld, K = V = %lld, %s inputs, chunk 16, lb -5, tiles: %s\n",
+         caps->device_name, caps->platform_name, B, D, dtype_arg, impl);
   printf("%4s %8s  %-10s %10s %10s %12s %9s %9s  %s\n", "H", "T", "pass", "kernel ms", "wall ms",
          "tokens/s", "TFLOP/s", "GB/s", "check");
   FILE *jf = json ? app_open_output(json) : NULL;
@@ -178,7 +211,9 @@ int bench_kda(int argc, char **argv)
     json_string(jf, caps->device_name);
     fprintf(jf, ",\n  \"driver\": ");
     json_string(jf, caps->driver_version);
-    fprintf(jf, ",\n  \"B\": %lld, \"D\": %lld, \"dtype\": \"%s\",\n  \"results\": [", B, D, dtype_arg);
+    fprintf(jf, ",\n  \"B\": %lld, \"D\": %lld, \"dtype\": \"%s\", \"tile_impl\": \"%s\", \"tc_warps\": %d, "
+                "\"tc_lookahead\": %d,\n  \"results\": [", B, D, dtype_arg, impl, tc_warps ? tc_warps : 2,
+            tc_ahead ? tc_ahead : 2);
   }
   int first = 1;
   for (int ih = 0; ih < nH; ih++)
@@ -192,17 +227,24 @@ int bench_kda(int argc, char **argv)
       const int nwhat = backward ? 2 : 1;
       int do_rec = T <= rec_max;
       if (do_rec) APP_CHECK(clmoe_tensor_create(ctx, &t.o_rec, CLMOE_F32, 4, (int64_t[]){B, T, H, D}));
-      for (int w = 0; w < nwhat + do_rec; w++) {
-        int what = w < nwhat ? (w == 0 ? RUN_FWD : RUN_FWD_BWD) : RUN_REC;
-        const char *name = what == RUN_FWD ? "forward" : what == RUN_FWD_BWD ? "fwd+bwd" : "recurrent";
+      if (tile) APP_CHECK(clmoe_tensor_create(ctx, &t.o_tc, CLMOE_F32, 4, (int64_t[]){B, T, H, D}));
+      for (int w = 0; w < nwhat + tile + do_rec; w++) {
+        int what = w < nwhat ? (w == 0 ? RUN_FWD : RUN_FWD_BWD) : w < nwhat + tile ? RUN_TC : RUN_REC;
+        const char *name = what == RUN_FWD ? "forward" : what == RUN_FWD_BWD ? "fwd+bwd"
+                           : what == RUN_TC ? "forward-tc" : "recurrent";
         double ks, ws;
         int runs;
+        clmoe_ctx_profile_clear(ctx);
         measure(ctx, &t, what, reps, max_s, &ks, &ws, &runs);
-        char check[48] = "";
+        double prep_ms = kernel_ms(ctx, "kda_tc_prep"), state_ms = kernel_ms(ctx, "kda_tc_state");
+        char check[96] = "";
         double diff = -1.0;
         if (what == RUN_REC) {
           diff = max_rel_diff(&t.o, &t.o_rec);
           snprintf(check, sizeof check, "|chunked - recurrent| %.1e", diff);
+        } else if (what == RUN_TC) {
+          diff = max_rel_diff(&t.o_tc, &t.o);
+          snprintf(check, sizeof check, "|tile - portable| %.1e; %.3f + %.3f ms", diff, prep_ms, state_ms);
         }
         double tf = what == RUN_FWD_BWD ? 0.0 : flops / ks * 1e-12;
         printf("%4lld %8lld  %-10s %10.3f %10.3f %12.4g %9.3f %9.1f  %s\n", H, T, name, ks * 1e3, ws * 1e3,
@@ -211,9 +253,11 @@ int bench_kda(int argc, char **argv)
         if (jf) {
           fprintf(jf, "%s\n    {\"H\": %lld, \"T\": %lld, \"pass\": \"%s\", \"runs\": %d, \"kernel_ms\": %.4f, "
                       "\"wall_ms\": %.4f, \"tokens_per_s\": %.6g, \"forward_flops\": %.6e, \"bytes\": %.6e, "
-                      "\"tflops\": %.4f, \"max_rel_diff_vs_chunked\": ",
+                      "\"tflops\": %.4f, ",
                   first ? "" : ",", H, T, name, runs, ks * 1e3, ws * 1e3, (double)(B * T) / ks, flops,
                   bytes, tf);
+          if (what == RUN_TC) fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, ", prep_ms, state_ms);
+          fprintf(jf, "\"max_rel_diff_vs_chunked\": ");
           json_double(jf, diff);
           fprintf(jf, "}");
           first = 0;

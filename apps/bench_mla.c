@@ -2,8 +2,13 @@
  *
  * Prefill: the tiled attention forward (and forward + backward) over H, T and batch, against
  *   the materialised kernel (scores [B T, H, T] in global memory) in the same run, whose
- *   output is compared; FLOPs 2 H (Dqk + Dv) B T (T + 1) / 2 (unmasked pairs only), the
- *   backward counted as 2.5x the forward (as flash-attention reports do).
+ *   output is compared; FLOPs 2 H (Dqk + Dv) B T (T + 1) / 2 (unmasked pairs only: at
+ *   H 32, qk 192, v 128, T 4096 that is 1.72e11, T 16384 2.75e12), the backward counted as
+ *   2.5x the forward (as flash-attention reports do). The portable kernels (mla_fwd.cl,
+ *   mla_bwd.cl) and the ones on the tile interface (mla_tc.cl: tile = its own choice of
+ *   query tile, tile64 / tile128 forced; "tile fwd+bwd" adds mla_tc_bwd.cl) are timed side
+ *   by side, whatever the fast path says; tile forward rows show the largest difference to
+ *   the portable output relative to its largest value.
  * Decode: clmoe_mla_decode_step (the whole layer, absorbed form, paged cache) for N
  *   sequences at context L, against a materialised attention core over a dense f32 cache
  *   (S = [q_c; q_r] C^T by batched GEMM, a softmax, o_c = P C by batched GEMM: the least a
@@ -17,6 +22,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "mla_tc.h"
 
 #define MAX_LIST BENCH_MAX_LIST
 
@@ -26,10 +32,11 @@ static void usage(void)
          "                       [--Dn N] [--Dr N] [--Dv N] [--dtype bf16|f32] [--no-backward]\n"
          "                       [--naive-max T] [--decode-ctx LIST] [--decode-batch LIST]\n"
          "                       [--decode-H H] [--d D] [--q-rank R] [--kv-rank R]\n"
-         "                       [--cache-dtype bf16|f32] [--no-prefill] [--no-decode]\n"
+         "                       [--cache-dtype bf16|f32] [--no-prefill] [--no-decode] [--no-tiles]\n"
          "                       [--reps N] [--max-seconds S] [--device SPEC] [--json FILE|-]\n"
          "\n"
-         "Prefill: clmoe_mla_attention (tiled, online softmax) and forward + backward for every\n"
+         "Prefill: clmoe_mla_attention's portable kernel (tiled, online softmax) and forward +\n"
+         "backward, and the forward on the tile interface (rows tile, tile64, tile128) for every\n"
          "batch x H x T (or each --shapes pair), against the materialised kernel for T <=\n"
          "--naive-max. Decode: clmoe_mla_decode_step (absorbed, paged cache) for every batch x\n"
          "context, against a materialised attention core over a dense cache.\n"
@@ -41,6 +48,7 @@ static void usage(void)
          "  --Dn, --Dr, --Dv   head sizes (default 128, 64, 128)\n"
          "  --dtype T          storage of q, k, v and o: bf16 (default) or f32\n"
          "  --no-backward      prefill forward only\n"
+         "  --no-tiles         skip the tile forward (mla_tc.cl: tile, tile64, tile128 rows)\n"
          "  --naive-max T      longest T for the materialised kernel (default 8192)\n"
          "  --decode-ctx LIST  decode context lengths (default 4096,65536)\n"
          "  --decode-batch LIST decode sequences (default 1,8)\n"
@@ -117,12 +125,14 @@ static double max_rel_diff(const clmoe_tensor *a, const clmoe_tensor *b)
 static FILE *jf;
 static int jfirst = 1;
 static double jcache_tb = -1.0; /* decode rows: the cache's bytes per token (JSON), -1 none */
+static const char *jdiff_what = "naive"; /* what a row's difference is against */
 
 static void report(const char *part, long long B, long long H, long long T, const char *pass, double ks, double ws,
                    double flops, double bytes, double diff)
 {
   char check[48] = "";
-  if (diff >= 0) snprintf(check, sizeof check, "|tiled - naive| %.1e", diff);
+  if (diff >= 0) snprintf(check, sizeof check, "|%s| %.1e", !strcmp(jdiff_what, "naive") ? "tiled - naive" :
+                          "tile - portable", diff);
   const double t = ks;
   printf("%-8s %5lld %4lld %8lld  %-14s %10.3f %10.3f %9.3f %9.1f  %s\n", part, B, H, T, pass, ks * 1e3,
          ws * 1e3, flops / t * 1e-12, bytes / t * 1e-9, check);
@@ -130,9 +140,9 @@ static void report(const char *part, long long B, long long H, long long T, cons
   if (!jf) return;
   fprintf(jf, "%s\n    {\"part\": \"%s\", \"B\": %lld, \"H\": %lld, \"T\": %lld, \"pass\": \"%s\", \"kernel_ms\": %.4f, "
               "\"wall_ms\": %.4f, \"flops\": %.6e, \"bytes\": %.6e, "
-              "\"tflops\": %.4f, \"max_rel_diff_vs_naive\": ",
+              "\"tflops\": %.4f, \"max_rel_diff_vs_%s\": ",
           jfirst ? "" : ",", part, B, H, T, pass, ks * 1e3, ws * 1e3, flops, bytes,
-          flops / t * 1e-12);
+          flops / t * 1e-12, jdiff_what);
   json_double(jf, diff);
   if (jcache_tb >= 0) fprintf(jf, ", \"cache_bytes_per_token\": %.0f", jcache_tb);
   fprintf(jf, "}");
@@ -142,8 +152,9 @@ static void report(const char *part, long long B, long long H, long long T, cons
 /* ---- prefill ------------------------------------------------------------------------------ */
 
 typedef struct prefill_state {
-  clmoe_tensor q, kn, kr, v, o, lse, o_naive, dout, dq, dkn, dkr, dv;
-  int what; /* 0 forward, 1 forward + backward, 2 naive */
+  clmoe_tensor q, kn, kr, v, o, lse, o_naive, o_tile, dout, dq, dkn, dkr, dv;
+  int what;                  /* 0 forward, 1 forward + backward, 2 naive */
+  clmoe_mla_attn_path path;  /* the forward's kernel (what 0 and 1) */
 } prefill_state;
 
 static void prefill_run(clmoe_ctx *ctx, void *p)
@@ -154,15 +165,17 @@ static void prefill_run(clmoe_ctx *ctx, void *p)
     APP_CHECK(clmoe_mla_attention_naive(ctx, 0.0f, &in, &s->o_naive, NULL));
     return;
   }
-  APP_CHECK(clmoe_mla_attention(ctx, 0.0f, &in, &s->o, &s->lse));
+  clmoe_tensor *o = s->path == CLMOE_MLA_ATTN_PORTABLE ? &s->o : &s->o_tile;
+  APP_CHECK(clmoe_mla_attention_path(ctx, s->path, 0.0f, &in, o, &s->lse));
   if (s->what == 1) {
     clmoe_mla_attn_grads g = {&s->dq, &s->dkn, &s->dkr, &s->dv};
-    APP_CHECK(clmoe_mla_attention_backward(ctx, 0.0f, &in, &s->o, &s->lse, &s->dout, &g));
+    APP_CHECK(clmoe_mla_attention_backward_path(ctx, s->path == CLMOE_MLA_ATTN_PORTABLE ? CLMOE_MLA_ATTN_PORTABLE
+                                                : CLMOE_MLA_ATTN_TILE, 0.0f, &in, o, &s->lse, &s->dout, &g));
   }
 }
 
 static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, long long B, long long H, long long T,
-                         long long Dn, long long Dr, long long Dv, int backward, long long naive_max)
+                         long long Dn, long long Dr, long long Dv, int backward, long long naive_max, int tiles)
 {
   prefill_state s;
   memset(&s, 0, sizeof s);
@@ -175,6 +188,7 @@ static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, lo
     APP_CHECK(clmoe_tensor_fill_normal(in[i], 31 + (uint64_t)i, 0.0f, 1.0f));
   }
   APP_CHECK(clmoe_tensor_create(ctx, &s.o, dt, 4, sv));
+  APP_CHECK(clmoe_tensor_create(ctx, &s.o_tile, dt, 4, sv));
   APP_CHECK(clmoe_tensor_create(ctx, &s.lse, CLMOE_F32, 3, sl));
   if (backward) {
     APP_CHECK(clmoe_tensor_create(ctx, &s.dout, CLMOE_F32, 4, sv));
@@ -192,11 +206,33 @@ static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, lo
   const double es = (double)clmoe_dtype_size(dt);
   const double bytes = (double)(B * T) * es * (double)(H * (Dn + Dr + Dn + 2 * Dv) + Dr);
   double ks, ws;
+  s.path = CLMOE_MLA_ATTN_PORTABLE;
   for (int what = 0; what <= (backward ? 1 : 0); what++) {
     s.what = what;
     measure(ctx, prefill_run, &s, o, &ks, &ws);
     report("prefill", B, H, T, what ? "fwd+bwd" : "forward", ks, ws, what ? 3.5 * flops : flops, bytes, -1.0);
   }
+  /* The tile forward (and forward + backward on tiles: mla_tc_bwd.cl). */
+  static const clmoe_mla_attn_path paths[3] = {CLMOE_MLA_ATTN_TILE, CLMOE_MLA_ATTN_TILE64, CLMOE_MLA_ATTN_TILE128};
+  jdiff_what = "portable";
+  for (int k = 0; k < (tiles ? 3 : 0); k++) {
+    clmoe_mla_attn_inputs tin = {&s.q, &s.kn, &s.kr, &s.v, NULL};
+    if (clmoe_mla_attention_path(ctx, paths[k], 0.0f, &tin, &s.o_tile, &s.lse) != CLMOE_OK) {
+      printf("prefill  %s: %s\n", clmoe_mla_attn_path_name(paths[k]), clmoe_last_error());
+      continue;
+    }
+    s.path = paths[k];
+    for (int what = 0; what <= (backward && k == 0 ? 1 : 0); what++) {
+      char pass[32];
+      snprintf(pass, sizeof pass, "%s %s", clmoe_mla_attn_path_name(paths[k]), what ? "fwd+bwd" : "forward");
+      s.what = what;
+      measure(ctx, prefill_run, &s, o, &ks, &ws);
+      const double diff = what ? -1.0 : max_rel_diff(&s.o_tile, &s.o);
+      report("prefill", B, H, T, pass, ks, ws, what ? 3.5 * flops : flops, bytes, diff);
+    }
+  }
+  jdiff_what = "naive";
+  s.path = CLMOE_MLA_ATTN_PORTABLE;
   const double s_bytes = (double)(B * T) * (double)H * (double)T * 4.0;
   if (T <= naive_max && s_bytes <= (double)clmoe_ctx_caps(ctx)->max_alloc_bytes) {
     APP_CHECK(clmoe_tensor_create(ctx, &s.o_naive, dt, 4, sv));
@@ -206,7 +242,8 @@ static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, lo
     prefill_run(ctx, &s);
     report("prefill", B, H, T, "naive forward", ks, ws, flops, bytes + s_bytes * 3.0, max_rel_diff(&s.o, &s.o_naive));
   }
-  clmoe_tensor *all[] = {&s.q, &s.kn, &s.kr, &s.v, &s.o, &s.lse, &s.o_naive, &s.dout, &s.dq, &s.dkn, &s.dkr, &s.dv};
+  clmoe_tensor *all[] = {&s.q, &s.kn, &s.kr, &s.v, &s.o, &s.lse, &s.o_naive, &s.o_tile, &s.dout, &s.dq, &s.dkn,
+                         &s.dkr, &s.dv};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
   clmoe_ctx_pool_trim(ctx);
 }
@@ -303,7 +340,7 @@ int bench_mla(int argc, char **argv)
 {
   long long Ts[MAX_LIST] = {4096, 16384}, Hs[MAX_LIST] = {32}, Bs[MAX_LIST] = {1};
   long long Ls[MAX_LIST] = {4096, 65536}, Ns[MAX_LIST] = {1, 8}, sH[MAX_LIST], sT[MAX_LIST];
-  int nT = 2, nH = 1, nB = 1, nL = 2, nN = 2, nshapes = 0, backward = 1, prefill = 1, decode = 1;
+  int nT = 2, nH = 1, nB = 1, nL = 2, nN = 2, nshapes = 0, backward = 1, prefill = 1, decode = 1, tiles = 1;
   long long Dn = 128, Dr = 64, Dv = 128, naive_max = 8192, dH = 8, d = 1024, rq = 512, dc = 512;
   bench_opts o = {10, 10.0};
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16", *cache_arg = "bf16";
@@ -335,6 +372,7 @@ int bench_mla(int argc, char **argv)
     } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
     else if (app_option(argc, argv, &i, "--json", &v)) json = v;
     else if (!strcmp(argv[i], "--no-backward")) backward = 0;
+    else if (!strcmp(argv[i], "--no-tiles")) tiles = 0;
     else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
     else if (!strcmp(argv[i], "--no-decode")) decode = 0;
     else app_usage_error("unknown argument '%s'", argv[i]);
@@ -372,7 +410,7 @@ int bench_mla(int argc, char **argv)
   }
   if (prefill)
     for (int ib = 0; ib < nB; ib++)
-      for (int k = 0; k < nshapes; k++) prefill_case(ctx, &o, dt, Bs[ib], sH[k], sT[k], Dn, Dr, Dv, backward, naive_max);
+      for (int k = 0; k < nshapes; k++) prefill_case(ctx, &o, dt, Bs[ib], sH[k], sT[k], Dn, Dr, Dv, backward, naive_max, tiles);
   if (decode)
     for (int in = 0; in < nN; in++)
       for (int il = 0; il < nL; il++) decode_case(ctx, &o, &cfg, cdt, Ns[in], Ls[il]);

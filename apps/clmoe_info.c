@@ -20,14 +20,16 @@ static void usage(void)
          "  --json FILE    write the same information as JSON (- for stdout)\n"
          "  --warm         build every kernel family for the chosen device into the cache\n"
          "                 (for example in a Slurm prolog), and report the time it took\n"
-         "  --no-probe     skip the compiler probes (inline PTX) for a faster listing\n"
+         "  --no-probe     skip the compiler probes (inline PTX, matrix tiles) for a faster\n"
+         "                 listing\n"
          "  --mpi          under mpirun/srun: every rank chooses its device and binds its cores\n"
          "                 as a distributed run does, and rank 0 prints each rank's host,\n"
          "                 device, PCI address, NUMA node and cpuset in rank order (--device\n"
          "                 may be a comma-separated list, one entry per local rank)\n"
          "  --help, --version\n"
          "\n"
-         "Environment: CLMOE_DEVICE, CLMOE_CACHE_DIR, CLMOE_CACHE=0, CLMOE_KERNEL_DIR;\n"
+         "Environment: CLMOE_DEVICE, CLMOE_CACHE_DIR, CLMOE_CACHE=0, CLMOE_KERNEL_DIR,\n"
+         "CLMOE_FASTPATH=0|1|auto (the matrix-unit tile kernels);\n"
          "with --mpi also CLMOE_BIND=auto|none and CLMOE_MPI=0|1 (docs/distributed.md).\n");
 }
 
@@ -40,7 +42,15 @@ static void fmt_bytes(char *buf, size_t len, uint64_t b)
 
 static const char *yes_no(int v) { return v > 0 ? "yes" : v == 0 ? "no" : "not probed"; }
 
-static void print_device(const clmoe_device_caps *c, int chosen)
+/* The matrix-unit fast path of a device (issue 9), known once a context has probed it. */
+typedef struct tile_info {
+  int probed;          /* 0: no context was opened on the device (--no-probe, or not chosen) */
+  clmoe_tile_impl impl;
+  int fastpath;        /* clmoe_ctx_fastpath */
+  char reason[80];     /* clmoe_ctx_fastpath_reason */
+} tile_info;
+
+static void print_device(const clmoe_device_caps *c, int chosen, const tile_info *t)
 {
   char gmem[32], lmem[32], alloc[32];
   fmt_bytes(gmem, sizeof gmem, c->global_mem_bytes);
@@ -65,10 +75,14 @@ static void print_device(const clmoe_device_caps *c, int chosen)
   if (c->vendor == CLMOE_VENDOR_NVIDIA)
     printf("      nvidia        compute capability %d.%d, inline PTX %s\n", c->nv_cc_major,
            c->nv_cc_minor, yes_no(c->inline_ptx));
+  if (t->probed)
+    printf("      matrix tiles  %s; fast path %s\n", clmoe_tile_impl_name(t->impl), t->reason);
+  else
+    printf("      matrix tiles  not probed\n");
   printf("      tunables      CLMOE_WG=%u\n", c->wg_size);
 }
 
-static void json_device(FILE *f, const clmoe_device_caps *c, int chosen)
+static void json_device(FILE *f, const clmoe_device_caps *c, int chosen, const tile_info *t)
 {
   fprintf(f, "    {\"platform_index\": %d, \"device_index\": %d, \"chosen\": %s,\n", c->platform_index,
           c->device_index, chosen ? "true" : "false");
@@ -95,9 +109,17 @@ static void json_device(FILE *f, const clmoe_device_caps *c, int chosen)
     fprintf(f, "\"pci\": \"%04x:%02x:%02x.%x\",\n", c->pci_domain, c->pci_bus, c->pci_device, c->pci_function);
   else
     fprintf(f, "\"pci\": null,\n");
-  fprintf(f, "     \"nv_compute_capability\": \"%d.%d\", \"inline_ptx\": %s, \"wg_size\": %u}",
+  fprintf(f, "     \"nv_compute_capability\": \"%d.%d\", \"inline_ptx\": %s, \"wg_size\": %u,\n",
           c->nv_cc_major, c->nv_cc_minor, c->inline_ptx < 0 ? "null" : c->inline_ptx ? "true" : "false",
           c->wg_size);
+  if (t->probed) {
+    fprintf(f, "     \"tile_impl\": \"%s\", \"fastpath\": %s, \"fastpath_reason\": ",
+            clmoe_tile_impl_name(t->impl), t->fastpath ? "true" : "false");
+    json_string(f, t->reason);
+    fprintf(f, "}");
+  } else {
+    fprintf(f, "     \"tile_impl\": null, \"fastpath\": null, \"fastpath_reason\": null}");
+  }
 }
 
 
@@ -216,12 +238,18 @@ int main(int argc, char **argv)
   char why[256];
   APP_CHECK(clmoe_devices_list(&list, &n));
   APP_CHECK(clmoe_device_choose(list, n, device, &chosen, why, sizeof why));
+  tile_info *tiles = calloc((size_t)n, sizeof *tiles);
+  if (!tiles) app_die(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
   /* Probes need a context; run them on every NVIDIA device (the only ones they concern). */
   for (int i = 0; i < n && probe; i++) {
     if (list[i].vendor != CLMOE_VENDOR_NVIDIA && i != chosen) continue;
     clmoe_ctx *ctx = NULL;
     clmoe_status st = clmoe_ctx_create_at(&ctx, &list[i], NULL);
     if (st == CLMOE_OK) {
+      tiles[i].probed = 1;
+      tiles[i].impl = clmoe_ctx_tile_impl(ctx); /* the mma.sync probe (lib/fastpath.c) */
+      tiles[i].fastpath = clmoe_ctx_fastpath(ctx);
+      snprintf(tiles[i].reason, sizeof tiles[i].reason, "%s", clmoe_ctx_fastpath_reason(ctx));
       list[i] = *clmoe_ctx_caps(ctx);
       clmoe_ctx_destroy(ctx);
     } else {
@@ -250,7 +278,7 @@ int main(int argc, char **argv)
     FILE *f = app_open_output(json);
     fprintf(f, "{\n  \"clmoe_version\": \"%s\",\n  \"devices\": [\n", clmoe_version());
     for (int i = 0; i < n; i++) {
-      json_device(f, &list[i], i == chosen);
+      json_device(f, &list[i], i == chosen, &tiles[i]);
       fprintf(f, "%s\n", i + 1 < n ? "," : "");
     }
     fprintf(f, "  ],\n  \"chosen\": {\"index\": %d, \"reason\": ", chosen);
@@ -271,12 +299,13 @@ int main(int argc, char **argv)
     app_close_output(f);
     if (!strcmp(json, "-")) {
       free(list);
+      free(tiles);
       return 0;
     }
   }
 
   printf("clmoe %s: %d OpenCL device%s\n\n", clmoe_version(), n, n == 1 ? "" : "s");
-  for (int i = 0; i < n; i++) print_device(&list[i], i == chosen);
+  for (int i = 0; i < n; i++) print_device(&list[i], i == chosen, &tiles[i]);
   const clmoe_device_caps *c = &list[chosen];
   printf("\nChosen: [%d:%d] %s - %s\n", c->platform_index, c->device_index, c->device_name, why);
   if (loc.known)
@@ -292,5 +321,6 @@ int main(int argc, char **argv)
     printf("Warm-up: %.2f s, %lu programs built, %lu loaded from the cache\n", warm_s, ps.builds,
            ps.cache_hits);
   free(list);
+  free(tiles);
   return 0;
 }

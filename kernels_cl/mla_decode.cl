@@ -60,12 +60,14 @@ __kernel void mla_cache_write(__global const float *c, ulong co, uint c_ts, __gl
 
 /* The inverse for a chunked prefill in the training form: cache rows to contiguous f32 c
  * [keys, DC] and kr [keys, DR], key i from map[i] = (sequence, position); bf16 rows come
- * out as stored. One work-item per (element, key). */
+ * out as stored. One work-item per (element, key), in one dimension (a million keys would
+ * exceed some drivers' limits on the second). */
 __kernel void mla_cache_gather(__global const cache_t *cache, __global const int *table, int maxb,
                                __global const int2 *map, int keys, __global float *c, __global float *kr)
 {
-  const int e = (int)get_global_id(0), i = (int)get_global_id(1);
-  if (e >= DL || i >= keys) return;
+  const ulong gid = get_global_id(0);
+  const int e = (int)(gid % DL), i = (int)(gid / DL);
+  if (i >= keys) return;
   const int2 sp = map[i];
   const int blk = table[sp.x * maxb + sp.y / CB];
   const float x = CLOAD(cache, ((ulong)blk * CB + (ulong)(sp.y % CB)) * DL + e);

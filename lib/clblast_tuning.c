@@ -131,7 +131,13 @@ static clmoe_status self_check(clmoe_ctx *ctx)
   if (st == CLMOE_OK) st = clmoe_tensor_create(ctx, &C, CLMOE_F32, 2, shape);
   if (st == CLMOE_OK) st = clmoe_tensor_write(&A, a, (size_t)S * S * sizeof *a);
   if (st == CLMOE_OK) st = clmoe_tensor_write(&B, b, (size_t)S * S * sizeof *b);
-  if (st == CLMOE_OK) st = clmoe_gemm_ex(ctx, CLMOE_GEMM_CLBLAST, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &B, 0.0f, &C);
+  if (st == CLMOE_OK) {
+    st = clmoe_gemm_ex(ctx, CLMOE_GEMM_CLBLAST, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &B, 0.0f, &C);
+    /* a launch the device refuses (NVIDIA: too large a work-group) rather than garbage */
+    if (st != CLMOE_OK)
+      clmoe__append_error(" (CLMOE_CLBLAST_TUNING: CLBlast fails with the tuned parameters on %s: remove that "
+                          "device's file from the list)", ctx->caps.device_name);
+  }
   if (st == CLMOE_OK) st = clmoe_tensor_read(&C, c, (size_t)S * S * sizeof *c);
   for (int s = 0; st == CLMOE_OK && s < SAMPLES; s++) {
     const size_t i = (size_t)(s * 389 % S), j = (size_t)(s * 719 % S);

@@ -9,7 +9,9 @@
  *                        the portable tile implementation where there is no matrix unit:
  *                        how CI checks their logic); CLMOE_FASTPATH=0: never (the portable
  *                        kernels, the reference); unset or "auto": used when the tile
- *                        implementation is a matrix unit.
+ *                        implementation is a matrix unit and the operands are bf16 already
+ *                        (clmoe_ctx_fastpath_for): fp32 inputs (the model trains in fp32)
+ *                        keep fp32 products unless CLMOE_FASTPATH=1 asks for bf16 tiles.
  * Each op still checks its own shape limits and falls back to its portable kernel when
  * the tile kernel does not cover a call. */
 #ifndef CLMOE_FASTPATH_H
@@ -32,8 +34,19 @@ clmoe_tile_impl clmoe_ctx_tile_impl(clmoe_ctx *ctx);
 const char *clmoe_tile_impl_name(clmoe_tile_impl impl);
 /* 1 when the tile kernels are used by default on ctx (CLMOE_FASTPATH, see above). */
 int clmoe_ctx_fastpath(clmoe_ctx *ctx);
-/* Overrides the environment for this context: -1 auto, 0 off, 1 on (tests, benchmarks). */
+/* Overrides the environment for this context: -1 auto, 0 off, 1 on (tests, benchmarks);
+ * -2 goes back to CLMOE_FASTPATH. */
 void clmoe_ctx_set_fastpath(clmoe_ctx *ctx, int mode);
+/* The setting as last made (-2: from CLMOE_FASTPATH), to restore it after a change. */
+int clmoe_ctx_fastpath_setting(const clmoe_ctx *ctx);
+/* For an op whose tile kernel rounds its operands to bf16: 1 when it should use the tile
+ * kernel. Forced on (1): always; off (0): never; auto: only when the operands are bf16
+ * already (bf16_operands != 0) and the tiles are a matrix unit, so that fp32 inputs keep
+ * fp32 accuracy unless the fast path is asked for. */
+int clmoe_ctx_fastpath_for(clmoe_ctx *ctx, int bf16_operands);
+/* One line saying whether the fast path is on and why ("on (CLMOE_FASTPATH=1)",
+ * "off (auto: no matrix unit found)", ...), for clmoe-info and benchmark headers. */
+const char *clmoe_ctx_fastpath_reason(clmoe_ctx *ctx);
 
 /* Internal: the build options selecting the tile implementation ("-DCLMOE_TILE_PTX=1" or
  * ""), to pass to clmoe__kernel for families that start with "tile+". */

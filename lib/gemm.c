@@ -1,4 +1,4 @@
-/* GEMM through CLBlast, with our own tiled and naive kernels beside it. */
+/* GEMM through CLBlast, with our own tiled, naive and tile (matrix-unit) kernels beside it. */
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -6,17 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fastpath.h"
+#include "gemm_tile.h"
+
 /* CLBlast keeps compiled programs in a process-wide cache keyed by context and device; we
  * keep one cl_context per clmoe context, so its kernels are compiled once and reused. The
  * cache holds references to our contexts, so it is cleared when the last clmoe context
  * that used CLBlast goes away (keeping leak checkers quiet). */
 static atomic_int clblast_users;
 
-typedef struct gemm_shape {
-  int64_t batch, m, n, k;
-  int64_t lda, ldb, ldc;          /* row strides */
-  int64_t astride, bstride, cstride; /* batch strides (0: broadcast) */
-} gemm_shape;
+typedef clmoe__gemm_shape gemm_shape; /* lib/gemm_tile.h */
 
 const char *clmoe_gemm_backend_name(clmoe_gemm_backend backend)
 {
@@ -25,6 +24,7 @@ const char *clmoe_gemm_backend_name(clmoe_gemm_backend backend)
   case CLMOE_GEMM_CLBLAST: return "clblast";
   case CLMOE_GEMM_TILED: return "tiled";
   case CLMOE_GEMM_NAIVE: return "naive";
+  case CLMOE_GEMM_TILE: return "tile";
   }
   return "?";
 }
@@ -227,13 +227,16 @@ clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend, clmoe_tra
   gemm_shape s;
   CLMOE_TRY(gemm_shape_of(ta, tb, A, B, C, &s));
   if (s.m == 0 || s.n == 0 || s.batch == 0) return CLMOE_OK;
-  if (backend == CLMOE_GEMM_AUTO) backend = CLMOE_GEMM_CLBLAST;
+  if (backend == CLMOE_GEMM_AUTO)
+    backend = clmoe__gemm_tile_accepts(A, B, C) && clmoe_ctx_fastpath(ctx) ? CLMOE_GEMM_TILE
+                                                                          : CLMOE_GEMM_CLBLAST;
   /* CLBlast rejects k == 0; C = beta C is then the whole product. */
   if (backend == CLMOE_GEMM_CLBLAST && s.k == 0) backend = CLMOE_GEMM_NAIVE;
   switch (backend) {
   case CLMOE_GEMM_CLBLAST: return gemm_clblast_any(ctx, ta, tb, alpha, A, B, beta, C, &s);
   case CLMOE_GEMM_TILED: return gemm_own(ctx, 1, ta, tb, alpha, A, B, beta, C, &s);
   case CLMOE_GEMM_NAIVE: return gemm_own(ctx, 0, ta, tb, alpha, A, B, beta, C, &s);
+  case CLMOE_GEMM_TILE: return clmoe__gemm_tile(ctx, ta, tb, alpha, A, B, beta, C, &s);
   default: return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "unknown GEMM backend %d", (int)backend);
   }
 }

@@ -2,6 +2,8 @@
  * the recurrent path and the decode step. The backward is in kda_backward.c. */
 #include "kda_internal.h"
 
+#include "fastpath.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +224,12 @@ clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   kda_chunk_buffers cb = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, check_outputs(op, &p, o, final_state), done);
+  /* the tile kernels (kda_tc.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a matrix
+   * unit (fp32 callers keep fp32 products unless they ask) */
+  if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_covers(ctx, &p)) {
+    st = kda_tc_run(ctx, &p, in, o, final_state, 0, 0);
+    goto done;
+  }
   CLMOE_TRY_GOTO(st, kda_run_prep(ctx, &p, in, &cb), done);
   st = kda_run_state(ctx, &p, in, &cb, o, final_state, NULL, NULL);
 done:

@@ -51,4 +51,12 @@ clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_in
                            cl_mem saved, cl_mem saved_vn);
 void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
 
+/* The tile path (kda_tc.c, kernels_cl/kda_tc.cl). kda_tc_covers: 1 when it supports the
+ * plan on ctx's device (bounded gate, K and V multiples of 16 up to 128, the kernels'
+ * work-group and local-memory sizes). kda_tc_run: the forward into o and ht (may be NULL);
+ * warps per state work-group and chunks of look-ahead, 0: default. */
+int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
+clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead);
+
 #endif

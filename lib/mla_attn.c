@@ -1,7 +1,10 @@
 /* MLA attention host side: the sequence plan and tile tables, the tiled forward
- * (kernels_cl/mla_fwd.cl), the flash-attention-2 backward (mla_bwd.cl), the materialised
- * baseline, and the public op over contiguous tensors. */
+ * (kernels_cl/mla_fwd.cl; on the fast path the tile kernel of mla_tc.c), the
+ * flash-attention-2 backward (mla_bwd.cl), the materialised baseline, and the public op
+ * over contiguous tensors. */
 #include "mla_internal.h"
+#include "fastpath.h"
+#include "mla_tc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -34,8 +37,8 @@ void mla_plan_release(clmoe_ctx *ctx, mla_plan *p)
 
 /* int4 tiles of `rows` rows over every sequence (see kernels_cl/mla.cl); forward tiles
  * (fwd) have no query shift. */
-static clmoe_status build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd, cl_mem *mem, size_t *bytes,
-                                int *count)
+clmoe_status mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd, cl_mem *mem, size_t *bytes,
+                             int *count)
 {
   int64_t n = 0;
   for (int64_t s = 0; s < p->N; s++) n += (p->bounds[s + 1] - p->bounds[s] + rows - 1) / rows;
@@ -103,20 +106,40 @@ static void attn_options(const mla_attn_desc *a, int out_bf16, int fq, char *buf
            (int)a->Dv, a->in_bf16, out_bf16, fq == 16 ? " -DFQ=16" : "");
 }
 
-clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, clmoe_tensor *o,
-                              clmoe_tensor *lse)
+clmoe_status mla_plan_fwd_tiles(clmoe_ctx *ctx, mla_plan *p, int rows)
+{
+  if (p->fwd_tiles && p->fq == rows) return CLMOE_OK;
+  clmoe__scratch_release(ctx, p->fwd_tiles, p->fwd_bytes);
+  p->fwd_tiles = NULL;
+  CLMOE_TRY(mla_build_tiles(ctx, p, rows, 1, &p->fwd_tiles, &p->fwd_bytes, &p->nfwd));
+  p->fq = rows;
+  return CLMOE_OK;
+}
+
+clmoe_status mla_attn_fwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, clmoe_tensor *o,
+                                   clmoe_tensor *lse)
 {
   const char *op = "MLA attention forward";
   int fq;
   CLMOE_TRY(check_device(ctx, op, a, &fq));
   if (p->M == 0) return CLMOE_OK;
-  if (!p->fwd_tiles || p->fq != fq) {
-    clmoe__scratch_release(ctx, p->fwd_tiles, p->fwd_bytes);
-    p->fwd_tiles = NULL;
-    CLMOE_TRY(build_tiles(ctx, p, fq, 1, &p->fwd_tiles, &p->fwd_bytes, &p->nfwd));
-    p->fq = fq;
-  }
+  CLMOE_TRY(mla_plan_fwd_tiles(ctx, p, fq));
   return mla_attn_fwd_launch(ctx, a, fq, p->fwd_tiles, p->nfwd, o, lse);
+}
+
+/* The fast path (issue 9): the tile kernel (mla_tc.c) when it is on for these operands
+ * (forced by CLMOE_FASTPATH=1, or bf16 operands on a matrix unit: fp32 callers keep fp32
+ * products unless they ask) and covers the call, else the portable kernel, the reference. A tile kernel that does not build falls back
+ * too (nothing was launched; clmoe_mla_attention_path reports such errors). */
+clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, clmoe_tensor *o,
+                              clmoe_tensor *lse)
+{
+  if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
+    clmoe_status st = mla_tc_fwd_run(ctx, a, p, 0, o, lse);
+    if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
+    clmoe_clear_error();
+  }
+  return mla_attn_fwd_portable(ctx, a, p, o, lse);
 }
 
 clmoe_status mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq)
@@ -146,15 +169,28 @@ clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq,
 
 enum { BW_D, BW_KR, BW_COUNT };
 
+/* As the forward: the tile kernels (mla_tc.c) on the fast path when they cover the call. */
 clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
                               const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq,
                               mla_operand dkn, mla_operand dv, clmoe_tensor *dkr)
+{
+  if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
+    clmoe_status st = mla_tc_bwd_run(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
+    if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
+    clmoe_clear_error();
+  }
+  return mla_attn_bwd_portable(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
+}
+
+clmoe_status mla_attn_bwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
+                                   const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq,
+                                   mla_operand dkn, mla_operand dv, clmoe_tensor *dkr)
 {
   const char *op = "MLA attention backward";
   int fq;
   CLMOE_TRY(check_device(ctx, op, a, &fq));
   if (p->M == 0) return CLMOE_OK;
-  if (!p->bwd_tiles) CLMOE_TRY(build_tiles(ctx, p, MLA_TILE, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
+  if (!p->bwd_tiles) CLMOE_TRY(mla_build_tiles(ctx, p, MLA_TILE, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, 0, opts, sizeof opts);
   cl_kernel kdot, kkv, kq, kred;
@@ -267,11 +303,27 @@ clmoe_status clmoe_mla_attention(clmoe_ctx *ctx, float scale, const clmoe_mla_at
   return st;
 }
 
-clmoe_status clmoe_mla_attention_backward(clmoe_ctx *ctx, float scale, const clmoe_mla_attn_inputs *in,
-                                          const clmoe_tensor *o, const clmoe_tensor *lse,
-                                          const clmoe_tensor *dout, const clmoe_mla_attn_grads *g)
+clmoe_status clmoe_mla_attention_path(clmoe_ctx *ctx, clmoe_mla_attn_path path, float scale,
+                                      const clmoe_mla_attn_inputs *in, clmoe_tensor *o, clmoe_tensor *lse)
 {
-  const char *op = "clmoe_mla_attention_backward";
+  static const int bq[] = {0, 0, 0, 64, 128};
+  if ((int)path < CLMOE_MLA_ATTN_AUTO || (int)path > CLMOE_MLA_ATTN_TILE128)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_mla_attention_path: unknown path %d", (int)path);
+  mla_attn_desc a;
+  mla_plan p;
+  CLMOE_TRY(attn_setup(ctx, "clmoe_mla_attention_path", scale, in, o, lse, 1, &a, &p));
+  clmoe_status st;
+  if (path == CLMOE_MLA_ATTN_AUTO) st = mla_attn_fwd_run(ctx, &a, &p, o, lse);
+  else if (path == CLMOE_MLA_ATTN_PORTABLE) st = mla_attn_fwd_portable(ctx, &a, &p, o, lse);
+  else st = mla_tc_fwd_run(ctx, &a, &p, bq[path], o, lse);
+  mla_plan_release(ctx, &p);
+  return st;
+}
+
+static clmoe_status attn_backward(clmoe_ctx *ctx, const char *op, clmoe_mla_attn_path path, float scale,
+                                  const clmoe_mla_attn_inputs *in, const clmoe_tensor *o, const clmoe_tensor *lse,
+                                  const clmoe_tensor *dout, const clmoe_mla_attn_grads *g)
+{
   mla_attn_desc a;
   mla_plan p;
   if (!lse || !g || !g->dq || !g->dk_nope || !g->dk_rope || !g->dv)
@@ -284,11 +336,33 @@ clmoe_status clmoe_mla_attention_backward(clmoe_ctx *ctx, float scale, const clm
   CLMOE_TRY_GOTO(st, clmoe__want_shape(g->dk_nope, op, "dk_nope", 0, 4, B, T, H, a.Dn), done);
   CLMOE_TRY_GOTO(st, clmoe__want_shape(g->dk_rope, op, "dk_rope", 0, 3, B, T, a.Dr, 0), done);
   CLMOE_TRY_GOTO(st, clmoe__want_shape(g->dv, op, "dv", 0, 4, B, T, H, a.Dv), done);
-  st = mla_attn_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, contiguous_operand(g->dk_nope, H * a.Dn, a.Dn),
-                        contiguous_operand(g->dv, H * a.Dv, a.Dv), g->dk_rope);
+  const mla_operand dkn = contiguous_operand(g->dk_nope, H * a.Dn, a.Dn);
+  const mla_operand dv = contiguous_operand(g->dv, H * a.Dv, a.Dv);
+  if (path == CLMOE_MLA_ATTN_AUTO) st = mla_attn_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
+  else if (path == CLMOE_MLA_ATTN_PORTABLE)
+    st = mla_attn_bwd_portable(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
+  else st = mla_tc_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
 done:
   mla_plan_release(ctx, &p);
   return st;
+}
+
+clmoe_status clmoe_mla_attention_backward(clmoe_ctx *ctx, float scale, const clmoe_mla_attn_inputs *in,
+                                          const clmoe_tensor *o, const clmoe_tensor *lse,
+                                          const clmoe_tensor *dout, const clmoe_mla_attn_grads *g)
+{
+  return attn_backward(ctx, "clmoe_mla_attention_backward", CLMOE_MLA_ATTN_AUTO, scale, in, o, lse, dout, g);
+}
+
+clmoe_status clmoe_mla_attention_backward_path(clmoe_ctx *ctx, clmoe_mla_attn_path path, float scale,
+                                               const clmoe_mla_attn_inputs *in, const clmoe_tensor *o,
+                                               const clmoe_tensor *lse, const clmoe_tensor *dout,
+                                               const clmoe_mla_attn_grads *g)
+{
+  if ((int)path < CLMOE_MLA_ATTN_AUTO || (int)path > CLMOE_MLA_ATTN_TILE128)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_mla_attention_backward_path: unknown path %d",
+                        (int)path);
+  return attn_backward(ctx, "clmoe_mla_attention_backward_path", path, scale, in, o, lse, dout, g);
 }
 
 clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale, const clmoe_mla_attn_inputs *in,

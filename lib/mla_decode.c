@@ -271,8 +271,7 @@ clmoe_status mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl_int *
   cl_int n = (cl_int)keys, maxb = (cl_int)c->maxb;
   CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(c->store.buf), KA(c->d_table.buf), KA(maxb), KA(m), KA(n), KA(lat->buf),
                                  KA(kr->buf)), done);
-  size_t global[2] = {(size_t)c->row, (size_t)keys};
-  st = clmoe__launch(ctx, k, 2, global, NULL);
+  st = clmoe__launch1d(ctx, k, (size_t)c->row * (size_t)keys);
 done:
   clmoe__scratch_release(ctx, m, bytes);
   return st;

@@ -16,6 +16,7 @@
  * of the extended sequences (gpu preset: 576 + 8 x 256 floats = 10.3 KiB per token, 10.3 GiB
  * at 1M tokens), freed after the pass, and an 8-byte map per context token. */
 #include "mla_internal.h"
+#include "fastpath.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,8 @@ static int64_t flash_tables(const clmoe_mla_cache *c, const int64_t *counts, int
 }
 
 /* Steps 2-4 and the output projection, for M new tokens already appended (lengths updated). */
+#define EXTEND_GEMM_ROWS ((int64_t)1 << 18) /* context keys per decompression product */
+
 static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
                                  const clmoe_mla_weights *w, clmoe_mla_cache *c, const int64_t *counts,
                                  clmoe_mla_saved *s, int64_t M, clmoe_tensor *y)
@@ -65,8 +68,16 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
   const int64_t dkv = dn + dv, dc = cfg->kv_rank;
   int64_t K = 0, ntmax = 0;
   mla_attn_desc a = {M, H, dn, dr, dv, 0, mla_scale(cfg), {0}, {0}, {0}, {0}};
-  int fq;
+  int fq, bq = 0, maxc = 0;
   CLMOE_TRY(mla_attn_fwd_shape(ctx, op, &a, &fq));
+  for (int64_t n = 0; n < c->nseq; n++) maxc = counts[n] > maxc ? (int)counts[n] : maxc;
+  /* The tile kernel (issue 9) on the fast path: the operands here are fp32 (decompressed
+   * K/V), rounded to bf16 by the kernel, so only when the fast path is forced or the cache
+   * is bf16 already. Tiles of bq rows; else the portable kernel's fq. */
+  if (clmoe_ctx_fastpath_for(ctx, c->dtype == CLMOE_BF16)) {
+    if (mla_tc_fwd_prepare(ctx, &a, maxc, &bq) == CLMOE_OK) fq = bq;
+    else bq = 0, clmoe_clear_error();
+  }
   for (int64_t n = 0; n < c->nseq; n++)
     if (counts[n] > 0) K += c->len[n], ntmax += (counts[n] + fq - 1) / fq;
   if (K > INT32_MAX / 2)
@@ -89,21 +100,34 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
     goto done;
   }
   CLMOE_TRY_GOTO(st, mla_cache_gather(ctx, c, map, K, &lat, &kr), done);
-  /* per head [k_n; v] = W_ukv c, for every context token */
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &lat, &w->w_ukv, 0.0f, &kv), done);
+  /* per head [k_n; v] = W_ukv c, for every context token, in blocks of rows: one product
+   * over a million keys (n = 10^6 in CLBlast's column-major view) is beyond what its
+   * kernels' launch sizes were made for */
+  for (int64_t r0 = 0; r0 < K; r0 += EXTEND_GEMM_ROWS) {
+    const int64_t rows = K - r0 < EXTEND_GEMM_ROWS ? K - r0 : EXTEND_GEMM_ROWS;
+    clmoe_tensor lv, kvv;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&lat, &lv, 2, (int64_t[]){rows, dc}, r0 * dc), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&kv, &kvv, 2, (int64_t[]){rows, H * dkv}, r0 * H * dkv), done);
+    CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &lv, &w->w_ukv, 0.0f, &kvv), done);
+  }
   a.q = (mla_operand){s->q.buf, (cl_ulong)s->q.offset, (cl_uint)(H * dqk), (cl_uint)dqk};
   a.kn = (mla_operand){kv.buf, (cl_ulong)kv.offset, (cl_uint)(H * dkv), (cl_uint)dkv};
   a.kr = (mla_operand){kr.buf, (cl_ulong)kr.offset, (cl_uint)dr, 0};
   a.v = (mla_operand){kv.buf, (cl_ulong)(kv.offset + dn), (cl_uint)(H * dkv), (cl_uint)dkv};
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, tbytes, &dt), done);
   CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, dt, CL_TRUE, 0, tbytes, tiles, 0, NULL, NULL), done);
-  CLMOE_TRY_GOTO(st, mla_attn_fwd_launch(ctx, &a, fq, dt, (int)nt, &o, NULL), done);
+  if (bq) CLMOE_TRY_GOTO(st, mla_tc_fwd_launch(ctx, &a, bq, dt, (int)nt, &o, NULL), done);
+  else CLMOE_TRY_GOTO(st, mla_attn_fwd_launch(ctx, &a, fq, dt, (int)nt, &o, NULL), done);
   st = mla_output(ctx, w, &s->gate, &o, &u, y);
 done:
   clmoe__scratch_release(ctx, dt, tbytes);
   clmoe_tensor *t[] = {&lat, &kr, &kv, &o, &u};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   free(map);
+  /* The decompressed K/V grow with the context at every pass, so their size classes never
+   * come back: kept in the pool they would add up (tens of GB by a million tokens). Hand
+   * the cached buffers back to the driver; the next pass allocates what it needs. */
+  clmoe_ctx_pool_trim(ctx);
   return st;
 }
 

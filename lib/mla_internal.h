@@ -53,6 +53,37 @@ clmoe_status mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_d
  * queries' key shift): o [rows, H, Dv] contiguous, lse [rows, H] f32 or NULL. */
 clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq, cl_mem tiles, int ntiles,
                                  clmoe_tensor *o, clmoe_tensor *lse);
+/* The portable forward (kernels_cl/mla_fwd.cl) whatever the fast path says. */
+clmoe_status mla_attn_fwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                   clmoe_tensor *o, clmoe_tensor *lse);
+/* A device table (*count int4 tiles, *bytes from the scratch pool) of `rows`-row tiles over
+ * every sequence of p (see kernels_cl/mla.cl); fwd: w = 0, else w = the sequence's end. */
+clmoe_status mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd, cl_mem *mem, size_t *bytes,
+                             int *count);
+/* Makes p->fwd_tiles the forward's table of tiles of `rows` query rows (p->fq = rows). */
+clmoe_status mla_plan_fwd_tiles(clmoe_ctx *ctx, mla_plan *p, int rows);
+/* The forward on the tile interface (mla_tc.c, kernels_cl/mla_tc.cl) with query tiles of bq
+ * rows (64 or 128; 0: chosen from the plan). Returns CLMOE_ERR_UNSUPPORTED, having launched
+ * nothing, when the tile kernel does not cover the shape on this device. */
+/* Checks that the tile kernel covers the call and builds it; *bq 0: chosen from the longest
+ * sequence (128 rows from 1024 tokens, else 64), then set. UNSUPPORTED when not covered. */
+clmoe_status mla_tc_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len, int *bq);
+/* The tile forward over an explicit tile table (as mla_attn_fwd_launch, tiles of at most bq
+ * rows, the queries' key shift in w): chunked prefill attending to a cached prefix. */
+clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, cl_mem tiles, int ntiles,
+                               clmoe_tensor *o, clmoe_tensor *lse);
+clmoe_status mla_tc_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
+                            clmoe_tensor *o, clmoe_tensor *lse);
+/* The backward on the tile interface (mla_tc.c, kernels_cl/mla_tc_bwd.cl), arguments as
+ * mla_attn_bwd_run's; CLMOE_ERR_UNSUPPORTED (nothing launched) when not covered. */
+clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
+                            const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                            mla_operand dv, clmoe_tensor *dkr);
+/* The portable backward (mla_bwd.cl) whatever the fast path says. */
+clmoe_status mla_attn_bwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                   const clmoe_tensor *o, const clmoe_tensor *lse,
+                                   const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                   mla_operand dv, clmoe_tensor *dkr);
 /* Backward: dq [M, H, Dqk] contiguous f32; dk_nope and dv as strided operands (f32);
  * dkr [M, Dr] contiguous f32. */
 clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,

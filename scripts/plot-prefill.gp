@@ -12,7 +12,9 @@ set ylabel 'prefill time (s)'
 set key bottom right
 plot 'docs/data/2026-11-29-h200-prefill.csv' using 1:(strcol(3) eq 'one' ? $2 : NaN) with linespoints pt 7 lw 2 title 'hybrid, one pass', \
      '' using 1:(strcol(3) eq 'one' ? NaN : $2) with points pt 6 ps 1.5 lw 2 title 'hybrid, 2 chunks (absorbed extend)', \
-     '' using 1:4 with linespoints pt 5 lw 2 title 'all-MLA, one pass'
+     '' using 1:4 with linespoints pt 5 lw 2 title 'all-MLA, one pass', \
+     '' using 1:9 with linespoints pt 4 lw 2 title 'hybrid, 64K chunks, training-form extend (fp32)', \
+     '' using 1:10 with linespoints pt 9 lw 2 title 'hybrid, 64K chunks, tensor-core MLA (CLMOE_FASTPATH=1)'
 set ylabel 'memory (bytes)'
 set key top left
 plot 'docs/data/2026-11-29-h200-prefill.csv' using 1:7 with linespoints pt 7 lw 2 title 'hybrid: MLA latent cache (2 layers)', \

@@ -1,0 +1,372 @@
+/* mla_tc.cl: MLA attention forward on the matrix-unit tile interface (tile.cl), built as
+ * the family "tile+mla+mla_tc" with -DDN, -DDR, -DDV, -DSTORE_BF16, -DOUT_BF16 (mla.cl),
+ * -DTC_BQ (64 or 128 query rows per work-group) and -DTC_VEC (1: every offset, stride and
+ * head size is a multiple of 4 elements, so operands are staged 4 at a time).
+ *
+ * mla_tc_fwd: flash-attention-2 style causal forward. One work-group per (query tile of
+ *   TC_BQ rows of one sequence, head); TC_BQ / 16 groups of 32 lanes ("warps"), warp w
+ *   owning query rows 16 w .. 16 w + 15. The tile table is mla_fwd.cl's (int4: first key of
+ *   the sequence, first query row, rows, key shift of the queries).
+ *   - Q [16 x DQK] of each warp goes once through local memory into A fragments that stay
+ *     in registers (DQK padded to a multiple of 16: 12 k-steps at qk 192).
+ *   - Key blocks of TC_BK = 64 keys from the sequence's first key up to the tile's last
+ *     query (blocks past the diagonal are never visited): K [64 x DQK] (k_nope of the head,
+ *     then the shared k_rope) and V transposed, Vt [DV x 64] (see tc_vt_index), are staged
+ *     in local memory as bf16 (fp32 inputs rounded to nearest even on the way).
+ *   - S [16 x 64] = Q K^T per warp on tile_mma (8 accumulator tiles), scaled by
+ *     scale log2(e) in fp32; the causal mask is a selection (-inf), applied only to blocks
+ *     that reach past the warp's first query.
+ *   - Online softmax in base 2 per row: the block's row max across the 4 lanes that hold a
+ *     row (shuffles under PTX, local memory otherwise), corr = exp2(m_old - m_new),
+ *     P = exp2(S - m_new); each lane keeps a partial row sum of its own columns (reduced
+ *     once at the end).
+ *   - O [16 x DV] += P V on tile_mma, P (rounded to bf16) taken straight from the score
+ *     accumulators (tile_a_from_c under PTX; through local memory otherwise).
+ *   o = O / l, lse = ln(2) (m + log2 l): the natural log-sum-exp of the scaled scores, the
+ *   convention of mla_fwd.cl, which the backward (mla_bwd.cl) consumes.
+ * Precision: products of bf16-rounded operands (q, k, v and P) summed in fp32; softmax
+ * statistics in fp32. */
+#ifndef DN
+#error "DN, DR and DV must be defined"
+#endif
+#ifndef TC_BQ
+#define TC_BQ 64
+#endif
+#ifndef TC_VEC
+#define TC_VEC 0
+#endif
+#define TC_BK 64                      /* keys per block */
+#define TC_NW (TC_BQ / 16)            /* warps per work-group */
+#define TC_WG (32 * TC_NW)            /* work-items per work-group */
+#define DQP ((DQK + 15) / 16 * 16)    /* DQK padded to whole k-steps */
+#define DVP ((DV + 7) / 8 * 8)        /* DV padded to whole 8-column tiles */
+/* K's local row stride (bf16): 16 mod 64, so the 4 rows that a half-warp's 8-byte
+ * fragment loads touch start 8 banks apart (no bank conflicts). */
+#define KLD ((DQP + 47) / 64 * 64 + 16)
+#define NKS (DQP / 16)                /* k-steps of S = Q K^T */
+#define NSN (TC_BK / 8)               /* 8-key tiles of S */
+#define NON (DVP / 8)                 /* 8-column tiles of O */
+#define TC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#if TC_BQ != 64 && TC_BQ != 128
+#error "TC_BQ must be 64 or 128"
+#endif
+#if TC_VEC && (DN % 4 || DR % 4 || DV % 4)
+#error "TC_VEC needs head sizes that are multiples of 4"
+#endif
+
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define TC_UNROLL _Pragma("unroll")
+/* Butterfly exchange inside a warp (lane ^ mask). */
+inline float tc_shfl_xor(float x, int mask)
+{
+  uint r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(mask));
+  return as_float(r);
+}
+/* Max and sum over the 4 lanes (lane & 3 = 0..3) that hold the same two rows. */
+inline float2 tc_quad_max(float2 x, __local float2 *red, int lane)
+{
+  (void)red, (void)lane;
+  x.x = fmax(x.x, tc_shfl_xor(x.x, 1)), x.y = fmax(x.y, tc_shfl_xor(x.y, 1));
+  x.x = fmax(x.x, tc_shfl_xor(x.x, 2)), x.y = fmax(x.y, tc_shfl_xor(x.y, 2));
+  return x;
+}
+inline float2 tc_quad_sum(float2 x, __local float2 *red, int lane)
+{
+  (void)red, (void)lane;
+  x.x += tc_shfl_xor(x.x, 1), x.y += tc_shfl_xor(x.y, 1);
+  x.x += tc_shfl_xor(x.x, 2), x.y += tc_shfl_xor(x.y, 2);
+  return x;
+}
+#define TC_A_FROM_C(c0, c1, scratch, lane) tile_a_from_c(c0, c1, lane)
+#else
+#define TC_UNROLL
+/* Through local memory (red: 32 float2 of this warp); holds two work-group barriers, so
+ * every work-item calls it in uniform control flow. Sums in lane order 0..3. */
+inline float2 tc_quad_max(float2 x, __local float2 *red, int lane)
+{
+  red[lane] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int b = lane & ~3;
+  const float2 m = fmax(fmax(red[b], red[b + 1]), fmax(red[b + 2], red[b + 3]));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return m;
+}
+inline float2 tc_quad_sum(float2 x, __local float2 *red, int lane)
+{
+  red[lane] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int b = lane & ~3;
+  const float2 s = ((red[b] + red[b + 1]) + red[b + 2]) + red[b + 3];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return s;
+}
+#define TC_A_FROM_C(c0, c1, scratch, lane) tile_a_from_c_local(c0, c1, scratch, lane)
+#endif
+
+/* Local buffers: K [TC_BK][KLD] (or Q while it is loaded, or under the portable tiles the
+ * P scratch of every warp once the scores are done) and V transposed, Vt [DVP][TC_BK]. */
+#define KS_ELEMS TC_MAX(TC_BK * KLD, TC_NW * 512)
+#define VS_ELEMS (DVP * TC_BK)
+
+/* Vt's layout. P V needs B[key][dv] = V: a fragment holds, for dv column g, keys
+ * (2t, 2t+1) and (2t+8, 2t+9) of a 16-key chunk. Each dv row of Vt stores a chunk's keys
+ * in the order 0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15, so those four keys are one
+ * 8-byte unit (unit 4 chunk + t), and units are XOR-swizzled by row, so that neither the
+ * fragment loads (4 rows x 4 units per half-warp) nor the staging stores (4 rows x 8 keys
+ * per warp) meet bank conflicts without padding. */
+inline int tc_vt_index(int r, int c)
+{
+  const int c16 = c & 15, t = (c16 & 7) >> 1, j = (c16 & 1) | ((c16 >> 3) << 1);
+  const int f = ((r & 3) ^ ((r >> 2) & 3)) << 2;
+  return r * TC_BK + 4 * ((4 * (c >> 4) + t) ^ f) + j;
+}
+
+/* Four consecutive operand elements as four bf16 in a uint2 (element i at the low half). */
+#if defined(STORE_BF16) && STORE_BF16
+#define TC_LOAD1(p, i) ((p)[i])
+#define TC_LOAD4(p, i) (*(__global const uint2 *)((p) + (i)))
+#else
+#define TC_LOAD1(p, i) f32_to_bf16((p)[i])
+inline uint tc_pack(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
+inline uint2 tc_load4_f32(__global const float *p)
+{
+  const float4 f = *(__global const float4 *)p;
+  return (uint2)(tc_pack(f.x, f.y), tc_pack(f.z, f.w));
+}
+#define TC_LOAD4(p, i) tc_load4_f32((p) + (i))
+#endif
+
+/* dst[c][d] (row stride ld, c < TC_BK, d < width padded) = row (row0 + c) of the operand
+ * [a (wa columns) | b (wb columns) | zeros], rows c >= nrows zero. a, b addressed as
+ * base + row * ts + d. */
+inline void tc_stage(__local ushort *dst, int ld, int width, int row0, int nrows,
+                     __global const store_t *a, ulong ao, uint ats, int wa,
+                     __global const store_t *b, ulong bo, uint bts, int wb, int lid)
+{
+#if TC_VEC
+  const int w4 = width / 4;
+  for (int e = lid; e < TC_BK * w4; e += TC_WG) {
+    const int c = e / w4, d = 4 * (e % w4);
+    const ulong row = (ulong)(row0 + c);
+    uint2 x = (uint2)(0u, 0u);
+    if (c < nrows) {
+      if (d < wa) x = TC_LOAD4(a, ao + row * ats + d);
+      else if (d < wa + wb) x = TC_LOAD4(b, bo + row * bts + (d - wa));
+    }
+    *(__local uint2 *)(dst + c * ld + d) = x;
+  }
+#else
+  for (int e = lid; e < TC_BK * width; e += TC_WG) {
+    const int c = e / width, d = e % width;
+    const ulong row = (ulong)(row0 + c);
+    ushort x = 0;
+    if (c < nrows) {
+      if (d < wa) x = TC_LOAD1(a, ao + row * ats + d);
+      else if (d < wa + wb) x = TC_LOAD1(b, bo + row * bts + (d - wa));
+    }
+    dst[c * ld + d] = x;
+  }
+#endif
+}
+
+/* Vt[d][c] = v row (row0 + c), column d (zero for c >= nrows or d >= DV). With TC_VEC a
+ * warp reads 8 keys x 16 columns (a whole 32-byte sector per key) when DVP allows. */
+inline void tc_stage_vt(__local ushort *vt, int row0, int nrows, __global const store_t *a, ulong ao, uint ats,
+                        int lid)
+{
+#if TC_VEC
+  const int w4 = DVP / 4;
+  for (int e = lid; e < TC_BK * w4; e += TC_WG) {
+#if DVP % 16 == 0
+    const int c = 8 * ((e >> 5) & 7) + (e & 7), d = 4 * (4 * (e >> 8) + ((e >> 3) & 3));
+#else
+    const int c = e % TC_BK, d = 4 * (e / TC_BK);
+#endif
+    uint2 x = (uint2)(0u, 0u);
+    if (c < nrows && d < DV) x = TC_LOAD4(a, ao + (ulong)(row0 + c) * ats + d);
+    vt[tc_vt_index(d, c)] = (ushort)x.x;
+    vt[tc_vt_index(d + 1, c)] = (ushort)(x.x >> 16);
+    vt[tc_vt_index(d + 2, c)] = (ushort)x.y;
+    vt[tc_vt_index(d + 3, c)] = (ushort)(x.y >> 16);
+  }
+#else
+  for (int e = lid; e < TC_BK * DVP; e += TC_WG) {
+    const int c = e % TC_BK, d = e / TC_BK;
+    vt[tc_vt_index(d, c)] = c < nrows && d < DV ? TC_LOAD1(a, ao + (ulong)(row0 + c) * ats + d) : (ushort)0;
+  }
+#endif
+}
+
+/* Fragment loads. Under PTX the k dimension of S = Q K^T is read in a different order than
+ * tile.cl's (lane t takes columns 4t .. 4t+3 of a 16-column step as its k slots 2t, 2t+1,
+ * 2t+8, 2t+9: one 8-byte load), the same order for Q and K, so the sum over k is the same;
+ * these touch the PTX fragments' registers (tile.cl's tile_a.r, tile_b.r). The portable
+ * tiles use tile.cl's loads, and a V load that undoes Vt's layout. */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+/* A[r][k] = p[r ld + k] and B[k][n] = p[n ld + k] in that k order (ld a multiple of 4). */
+inline tile_a tc_load_a_ld(__local const ushort *p, int ld, int lane)
+{
+  const int g = lane >> 2, t = lane & 3;
+  const uint2 x0 = *(__local const uint2 *)(p + g * ld + 4 * t);
+  const uint2 x1 = *(__local const uint2 *)(p + (g + 8) * ld + 4 * t);
+  tile_a a;
+  a.r[0] = x0.x, a.r[2] = x0.y, a.r[1] = x1.x, a.r[3] = x1.y;
+  return a;
+}
+inline tile_b tc_load_bt_ld(__local const ushort *p, int ld, int lane)
+{
+  const uint2 x = *(__local const uint2 *)(p + (lane >> 2) * ld + 4 * (lane & 3));
+  tile_b b;
+  b.r[0] = x.x, b.r[1] = x.y;
+  return b;
+}
+/* B[k][n] = V[key 16 kk + k][dv n0 + n] from Vt. */
+inline tile_b tc_load_v(__local const ushort *vt, int kk, int n0, int lane)
+{
+  const int r = n0 + (lane >> 2), f = ((r & 3) ^ ((r >> 2) & 3)) << 2;
+  const uint2 x = *(__local const uint2 *)(vt + r * TC_BK + 4 * ((4 * kk + (lane & 3)) ^ f));
+  tile_b b;
+  b.r[0] = x.x, b.r[1] = x.y;
+  return b;
+}
+#else
+inline tile_a tc_load_a_ld(__local const ushort *p, int ld, int lane) { return tile_load_a_bf16(p, ld, lane); }
+inline tile_b tc_load_bt_ld(__local const ushort *p, int ld, int lane) { return tile_load_bt_bf16(p, ld, lane); }
+inline tile_b tc_load_v(__local const ushort *vt, int kk, int n0, int lane)
+{
+  const int n = n0 + ((lane & 3) << 1);
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = bf16_to_f32(vt[tc_vt_index(n, 16 * kk + k)]);
+    b.c[1][k] = bf16_to_f32(vt[tc_vt_index(n + 1, 16 * kk + k)]);
+  }
+  return b;
+}
+#endif
+
+#define tc_load_q(p, lane) tc_load_a_ld(p, KLD, lane)
+#define tc_load_k(p, lane) tc_load_bt_ld(p, KLD, lane)
+
+#if !defined(TC_BWD) || !TC_BWD /* the backward program (mla_tc_bwd.cl) uses the helpers only */
+__kernel __attribute__((reqd_work_group_size(TC_WG, 1, 1)))
+void mla_tc_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
+                __global const store_t *kn, ulong kno, uint kn_ts, uint kn_hs,
+                __global const store_t *kr, ulong kro, uint kr_ts,
+                __global const store_t *v, ulong vo, uint v_ts, uint v_hs,
+                __global const int4 *tiles, int ntiles, int H, float sl2,
+                __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
+{
+  /* uint4 storage: 16-byte alignment for the 8-byte loads and stores */
+  __local uint4 Ks4[(KS_ELEMS + 7) / 8], Vs4[(VS_ELEMS + 7) / 8];
+  __local ushort *Ks = (__local ushort *)Ks4, *Vs = (__local ushort *)Vs4;
+  __local float2 red[TC_WG]; /* unused under PTX (the compiler drops it) */
+  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
+  const int g = lane >> 2;
+  /* the longest tiles (last in each sequence) first */
+  const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)];
+  const int h = (int)get_group_id(1);
+  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
+  __local float2 *wred = red + 32 * w;
+  __local float *pscr = (__local float *)Ks + 256 * w; /* portable P scratch (16 x 16 fp32) */
+  (void)pscr;
+
+  /* Q fragments: rows of TC_BK at a time through Ks. */
+  tile_a qf[NKS];
+  for (int c = 0; c < TC_BQ / TC_BK; c++) {
+    const int r0 = c * TC_BK;
+    tc_stage(Ks, KLD, DQP, t0 + r0, min(TC_BK, rows - r0), q, qo + (ulong)h * q_hs, q_ts, DQK, q, 0, 0, 0, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (16 * w >= r0 && 16 * w < r0 + TC_BK) {
+      TC_UNROLL
+      for (int ks = 0; ks < NKS; ks++) qf[ks] = tc_load_q(Ks + (16 * w - r0) * KLD + 16 * ks, lane);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  /* key positions of this lane's rows g and g + 8; padding rows (>= rows) see every key
+   * of the sequence, finite and never stored */
+  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
+  const int wq_first = t0 + 16 * w + shift, wq_last = wq_first + 15;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  tile_c acc[NON];
+  TC_UNROLL
+  for (int j = 0; j < NON; j++) acc[j] = tile_c_zero();
+
+  for (int kb = s0; kb < kend; kb += TC_BK) {
+    const int nk = min(TC_BK, kend - kb);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous block's K, V and P are no longer read */
+    tc_stage(Ks, KLD, DQP, kb, nk, kn, kno + (ulong)h * kn_hs, kn_ts, DN, kr, kro, kr_ts, DR, lid);
+    tc_stage_vt(Vs, kb, nk, v, vo + (ulong)h * v_hs, v_ts, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+    /* a warp whose rows all precede the block skips it (no barrier below under PTX) */
+    if (kb > wq_last) continue;
+#endif
+    tile_c s[NSN];
+    TC_UNROLL
+    for (int n = 0; n < NSN; n++) s[n] = tile_c_zero();
+    TC_UNROLL
+    for (int ks = 0; ks < NKS; ks++) {
+      TC_UNROLL
+      for (int n = 0; n < NSN; n++) tile_mma(&s[n], qf[ks], tc_load_k(Ks + 8 * n * KLD + 16 * ks, lane));
+    }
+    const int masked = kb + TC_BK - 1 > wq_first;
+    float2 mx = (float2)(-INFINITY, -INFINITY);
+    TC_UNROLL
+    for (int n = 0; n < NSN; n++) {
+      TC_UNROLL
+      for (int i = 0; i < 4; i++) {
+        const int key = kb + 8 * n + tile_c_col(lane, i);
+        float x = s[n].v[i] * sl2;
+        if (masked) x = key <= (i < 2 ? qp0 : qp1) ? x : -INFINITY;
+        s[n].v[i] = x;
+      }
+      mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
+      mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
+    }
+    mx = tc_quad_max(mx, wred, lane);
+    /* finite: every row sees the sequence's first key in the first block */
+    const float mn0 = fmax(m0, mx.x), mn1 = fmax(m1, mx.y);
+    const float c0 = exp2(m0 - mn0), c1 = exp2(m1 - mn1); /* 0 on the first block */
+    m0 = mn0, m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+    TC_UNROLL
+    for (int n = 0; n < NSN; n++) {
+      s[n].v[0] = exp2(s[n].v[0] - mn0), s[n].v[1] = exp2(s[n].v[1] - mn0);
+      s[n].v[2] = exp2(s[n].v[2] - mn1), s[n].v[3] = exp2(s[n].v[3] - mn1);
+      ps0 += s[n].v[0] + s[n].v[1];
+      ps1 += s[n].v[2] + s[n].v[3];
+    }
+    l0 = l0 * c0 + ps0, l1 = l1 * c1 + ps1;
+    TC_UNROLL
+    for (int j = 0; j < NON; j++) {
+      acc[j].v[0] *= c0, acc[j].v[1] *= c0;
+      acc[j].v[2] *= c1, acc[j].v[3] *= c1;
+    }
+    TC_UNROLL
+    for (int kk = 0; kk < TC_BK / 16; kk++) {
+      const tile_a pa = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+      TC_UNROLL
+      for (int j = 0; j < NON; j++) tile_mma(&acc[j], pa, tc_load_v(Vs, kk, 8 * j, lane));
+    }
+  }
+
+  const float2 l = tc_quad_sum((float2)(l0, l1), wred, lane);
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  const float inv0 = 1.0f / l.x, inv1 = 1.0f / l.y;
+  TC_UNROLL
+  for (int j = 0; j < NON; j++) {
+    TC_UNROLL
+    for (int i = 0; i < 4; i++) {
+      const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
+      if (col < DV && r < rows)
+        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
+    }
+  }
+  if (has_lse && (lane & 3) == 0) {
+    if (r0 < rows) lse[lo + (ulong)(t0 + r0) * (ulong)H + (ulong)h] = (m0 + log2(l.x)) * LN2;
+    if (r1 < rows) lse[lo + (ulong)(t0 + r1) * (ulong)H + (ulong)h] = (m1 + log2(l.y)) * LN2;
+  }
+}
+#endif

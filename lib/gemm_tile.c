@@ -1,0 +1,118 @@
+/* The bf16 GEMM on the tile interface (issue 9): block choice, build options, launch.
+ * Kernel and data layout: kernels_cl/gemm_tile.cl. */
+#include "gemm_tile.h"
+
+#include <stdio.h>
+
+#include "fastpath.h"
+
+/* Work-group blocks of C the kernel is built for: bm x bn, warps_m x warps_n groups of 32
+ * lanes (a warp computes (bm / warps_m) x (bn / warps_n)). */
+typedef struct tile_block {
+  int bm, bn, warps_m, warps_n;
+} tile_block;
+
+static const tile_block blocks[] = {
+    /* 64 x 64 per warp (32 accumulator tiles, 1.5 fragment loads per mma), 4 warps: two
+     * work-groups fit an SM (registers, 32 KB of local memory), one computing while the
+     * other waits for memory. The matrix units' default: 166-186 TFLOP/s at 8192^3 on the
+     * H200 against 149-183 for 128x256 (docs/benchmarks.md). */
+    {128, 128, 2, 2},
+    {128, 256, 2, 4}, /* 64 x 64 per warp, 8 warps, 48 KB: one work-group per SM */
+    {64, 64, 2, 2},   /* 32 x 32 per warp: small problems, devices without a matrix unit */
+};
+#define NBLOCKS ((int)(sizeof blocks / sizeof blocks[0]))
+
+static size_t block_local_bytes(const tile_block *b) { return (size_t)2 * 16 * 4 * (size_t)(b->bm + b->bn); }
+static size_t block_threads(const tile_block *b) { return (size_t)b->warps_m * b->warps_n * 32; }
+
+static int block_fits(const clmoe_ctx *ctx, const tile_block *b)
+{
+  return block_local_bytes(b) <= ctx->caps.local_mem_bytes &&
+         block_threads(b) <= ctx->caps.max_work_group_size;
+}
+
+clmoe_status clmoe_ctx_set_gemm_tile_block(clmoe_ctx *ctx, int bm, int bn)
+{
+  if (bm == 0 && bn == 0) {
+    ctx->gemm_tile_bm = ctx->gemm_tile_bn = 0;
+    return CLMOE_OK;
+  }
+  for (int i = 0; i < NBLOCKS; i++)
+    if (blocks[i].bm == bm && blocks[i].bn == bn) {
+      if (!block_fits(ctx, &blocks[i]))
+        return clmoe__error(CLMOE_ERR_UNSUPPORTED,
+                            "gemm tile block %dx%d needs %zu bytes of local memory and %zu "
+                            "work-items; the device has %llu and %zu", bm, bn,
+                            block_local_bytes(&blocks[i]), block_threads(&blocks[i]),
+                            (unsigned long long)ctx->caps.local_mem_bytes,
+                            ctx->caps.max_work_group_size);
+      ctx->gemm_tile_bm = bm, ctx->gemm_tile_bn = bn;
+      return CLMOE_OK;
+    }
+  return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
+                      "gemm tile block %dx%d: not one of 128x256, 128x128, 64x64", bm, bn);
+}
+
+/* The block for an m x n (x batch) product: the caller's; else on a matrix unit 128 x 128
+ * when it fits the device and gives every compute unit a work-group; else 64 x 64. */
+static const tile_block *choose_block(clmoe_ctx *ctx, const clmoe__gemm_shape *s)
+{
+  for (int i = 0; i < NBLOCKS; i++)
+    if (blocks[i].bm == ctx->gemm_tile_bm && blocks[i].bn == ctx->gemm_tile_bn) return &blocks[i];
+  const tile_block *big = &blocks[0], *small = &blocks[NBLOCKS - 1];
+  if (clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE || !block_fits(ctx, big)) return small;
+  int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
+  return groups >= (int64_t)ctx->caps.compute_units ? big : small;
+}
+
+int clmoe__gemm_tile_accepts(const clmoe_tensor *A, const clmoe_tensor *B, const clmoe_tensor *C)
+{
+  return A->dtype == CLMOE_BF16 && B->dtype == CLMOE_BF16 &&
+         (C->dtype == CLMOE_F32 || C->dtype == CLMOE_BF16);
+}
+
+/* 16-byte global loads need 8-element alignment of every row and batch start. */
+static int vec_ok(int64_t offset, int64_t ld, int64_t bstride)
+{
+  return offset % 8 == 0 && ld % 8 == 0 && bstride % 8 == 0;
+}
+
+clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const clmoe_tensor *A,
+                              const clmoe_tensor *B, float beta, clmoe_tensor *C,
+                              const clmoe__gemm_shape *s)
+{
+  if (!clmoe__gemm_tile_accepts(A, B, C))
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED,
+                        "gemm: the tile backend takes bf16 A and B and an f32 or bf16 C (got %s, "
+                        "%s, %s)", clmoe_dtype_name(A->dtype), clmoe_dtype_name(B->dtype),
+                        clmoe_dtype_name(C->dtype));
+  if (s->m == 0 || s->n == 0 || s->batch == 0) return CLMOE_OK;
+  const tile_block *b = choose_block(ctx, s);
+  int64_t groups = (s->m + b->bm - 1) / b->bm * ((s->n + b->bn - 1) / b->bn) * s->batch;
+  if (groups > INT32_MAX)
+    return clmoe__error(CLMOE_ERR_SHAPE, "gemm: %lld work-groups for the tile GEMM (at most 2^31 - 1)",
+                        (long long)groups);
+  int va = vec_ok(A->offset, s->lda, s->astride), vb = vec_ok(B->offset, s->ldb, s->bstride);
+  int cb = C->dtype == CLMOE_BF16;
+  cl_int flags = (ta != 0) | (tb != 0) << 1 | va << 2 | vb << 3 | cb << 4;
+  /* On a matrix unit the layout is compiled in (a program per layout); elsewhere it is a
+   * kernel argument, so that slow compilers (PoCL) build one program per block. */
+  char layout[96] = "";
+  if (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE)
+    snprintf(layout, sizeof layout, "-DGT_TA=%d -DGT_TB=%d -DGT_VEC_A=%d -DGT_VEC_B=%d -DGT_C_BF16=%d ",
+             ta != 0, tb != 0, va, vb, cb);
+  char opts[320];
+  snprintf(opts, sizeof opts, "-DGT_BM=%d -DGT_BN=%d -DGT_WARPS_M=%d -DGT_WARPS_N=%d %s%s", b->bm,
+           b->bn, b->warps_m, b->warps_n, layout, clmoe__tile_options(ctx));
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_tile", opts, "gemm_tile", &k));
+  cl_int m = (cl_int)s->m, n = (cl_int)s->n, kk = (cl_int)s->k;
+  cl_int lda = (cl_int)s->lda, ldb = (cl_int)s->ldb, ldc = (cl_int)s->ldc;
+  cl_ulong aoff = (cl_ulong)A->offset, boff = (cl_ulong)B->offset, coff = (cl_ulong)C->offset;
+  cl_ulong as = (cl_ulong)s->astride, bs = (cl_ulong)s->bstride, cs = (cl_ulong)s->cstride;
+  CLMOE_TRY(clmoe__args(k, 18, KA(m), KA(n), KA(kk), KA(alpha), KA(beta), KA(A->buf), KA(aoff),
+                        KA(lda), KA(as), KA(B->buf), KA(boff), KA(ldb), KA(bs), KA(C->buf),
+                        KA(coff), KA(ldc), KA(cs), KA(flags)));
+  return clmoe__launch_groups(ctx, k, groups, block_threads(b));
+}

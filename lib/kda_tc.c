@@ -1,0 +1,118 @@
+/* KDA forward on the tile interface (issue 9): host side of kernels_cl/kda_tc.cl. The plan
+ * (argument checks, chunk and sequence tables) is kda.c's; this file sizes the per-chunk
+ * intermediates and launches the two kernels. */
+#include "kda_tc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "fastpath.h"
+#include "kda_internal.h"
+
+#define TC_PREP_WG 128 /* kernels_cl/kda_tc.cl */
+
+/* ushorts of one (chunk, head) block: bf16 W, Qg, Kd [3][16][K], Aqk [16][16], gl f32 [K]. */
+static size_t block_ushorts(int64_t K) { return (size_t)(48 * K + 256 + 2 * K); }
+
+/* Local memory of the two kernels (bytes, as declared in kernels_cl/kda_tc.cl). */
+static size_t prep_local_bytes(size_t K, size_t V)
+{
+  return 16 * (K + 8) * 4 + 2 * K * 4 + 4 * 16 * (K + 8) * 2 + 16 * (V + 8) * 2 + 2 * 16 * 17 * 4 +
+         2 * 16 * 8 * 4 + 3 * 16 * 4;
+}
+static size_t state_local_bytes(size_t K, size_t warps)
+{
+  return (32 * ((K + 8) / 8) + 3 * K + 48 + K / 4) * 16 + warps * 8 * (K + 8) * 2 + warps * 8 * 24 * 2;
+}
+
+int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
+{
+  if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
+  const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
+  size_t need = prep_local_bytes((size_t)p->K, (size_t)p->V);
+  if (state_local_bytes((size_t)p->K, 4) > need) need = state_local_bytes((size_t)p->K, 4);
+  return c->max_work_group_size >= TC_PREP_WG && c->local_mem_bytes >= need + 256;
+}
+
+static int pick_warps(const kda_plan *p, int warps)
+{
+  if (warps != 1 && warps != 2 && warps != 4) warps = 2;
+  while (warps > 1 && p->V % (8 * warps)) warps /= 2;
+  return warps;
+}
+
+clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead)
+{
+  if (p->N == 0) return CLMOE_OK;
+  warps = pick_warps(p, warps);
+  /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
+  if (lookahead != 1 && lookahead != 2) lookahead = warps >= 2 ? 2 : 1;
+  char opts[256], base[128];
+  kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
+  snprintf(opts, sizeof opts, "%s -DTC_NW=%d -DTC_PF=%d %s", base, warps, lookahead,
+           clmoe__tile_options(ctx));
+  cl_kernel kp, ks;
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc", opts, "kda_tc_prep", &kp));
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc", opts, "kda_tc_state", &ks));
+
+  /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32. */
+  const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
+  const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
+  const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
+  cl_mem blk = NULL, U = NULL;
+  clmoe_status st = CLMOE_OK;
+  CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, blk_bytes, &blk), done);
+  CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
+  cl_int H = (cl_int)p->H;
+  if (p->nchunks > 0) {
+    cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
+    cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
+    cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
+    float scale = p->scale, lb = p->lb;
+    CLMOE_TRY_GOTO(st, clmoe__args(kp, 20, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf),
+                                   KA(vo), KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo),
+                                   KA(in->A_log->buf), KA(ao), KA(in->dt_bias->buf), KA(dto),
+                                   KA(p->chunks), KA(H), KA(scale), KA(lb), KA(blk), KA(U)), done);
+    size_t global[2] = {(size_t)p->nchunks * TC_PREP_WG, (size_t)p->H}, local[2] = {TC_PREP_WG, 1};
+    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, kp, 2, global, local), done);
+  }
+  const clmoe_tensor *h0 = in->initial_state;
+  cl_mem h0m = h0 ? h0->buf : NULL, htm = ht ? ht->buf : NULL;
+  cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, oo = (cl_ulong)o->offset;
+  cl_ulong hto = ht ? (cl_ulong)ht->offset : 0;
+  cl_int has_h0 = h0 != NULL, has_ht = ht != NULL;
+  CLMOE_TRY_GOTO(st, clmoe__args(ks, 13, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m),
+                                 KA(h0o), KA(has_h0), KA(o->buf), KA(oo), KA(htm), KA(hto), KA(has_ht)), done);
+  size_t global[3] = {(size_t)(p->V / 8) * 32, (size_t)p->H, (size_t)p->N};
+  size_t local[3] = {(size_t)(32 * warps), 1, 1};
+  st = clmoe__launch(ctx, ks, 3, global, local);
+done:
+  clmoe__scratch_release(ctx, blk, blk_bytes);
+  clmoe__scratch_release(ctx, U, u_bytes);
+  return st;
+}
+
+clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                  const clmoe_kda_inputs *in, clmoe_tensor *o,
+                                  clmoe_tensor *final_state, const clmoe_kda_tc_config *cfg)
+{
+  const char *op = "clmoe_kda_forward_tc";
+  kda_plan p;
+  CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
+  clmoe_status st = CLMOE_OK;
+  CLMOE_TRY_GOTO(st, clmoe__want_shape(o, op, "o", 1, 4, p.B, p.T, p.H, p.V), done);
+  if (final_state)
+    CLMOE_TRY_GOTO(st, clmoe__want_shape(final_state, op, "final_state", 0, 4, p.N, p.H, p.K, p.V), done);
+  if (!kda_tc_covers(ctx, &p)) {
+    st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs the bounded gate, K, V "
+                      "multiples of 16 up to 128, work-groups of 128 and about 35 KB of local "
+                      "memory (K = %lld, V = %lld, %s gate)", op, (long long)p.K, (long long)p.V,
+                      p.unbounded ? "unbounded" : "bounded");
+    goto done;
+  }
+  st = kda_tc_run(ctx, &p, in, o, final_state, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0);
+done:
+  kda_plan_release(ctx, &p);
+  return st;
+}

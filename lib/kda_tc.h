@@ -1,0 +1,37 @@
+/* The KDA forward on the matrix-unit tile interface (issue 9; kernels_cl/kda_tc.cl): the
+ * FlashKDA split into a token-parallel kernel (gate, L2 norms, the 16 x 16 tiles, their
+ * inverse, the WY factors) and a head-parallel one (the chunk-to-chunk state recurrence
+ * with S in fp32 accumulators, the output). Every matrix product is a bf16 tile product
+ * with fp32 accumulation, so results carry bf16 operand rounding: about 1e-2 relative to
+ * the output's scale, against 1e-4 for the portable fp32 path.
+ *
+ * clmoe_kda_forward takes this path by itself when the fast path is on (fastpath.h) and the
+ * call is covered: bounded gate, K and V multiples of 16 up to 128 (any B, T, packed
+ * sequences, initial/final state, fp32 or bf16 storage). This internal header (not
+ * installed) gives tests and benchmarks the tile path explicitly. */
+#ifndef CLMOE_KDA_TC_H
+#define CLMOE_KDA_TC_H
+
+#include "kda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clmoe_kda_tc_config {
+  int warps;     /* warps of a state work-group, 8 columns of V each: 1, 2 or 4 (V must be
+                    a multiple of 8 warps); 0: the default (2) */
+  int lookahead; /* chunks the state pass loads ahead: 1 or 2; 0: the default (2, or 1
+                    with one warp) */
+} clmoe_kda_tc_config;
+
+/* The forward of clmoe_kda_forward on the tile kernels; CLMOE_ERR_UNSUPPORTED (no fallback)
+ * when the call is not covered. cfg may be NULL. */
+clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                  const clmoe_kda_inputs *in, clmoe_tensor *o,
+                                  clmoe_tensor *final_state, const clmoe_kda_tc_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

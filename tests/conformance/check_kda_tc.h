@@ -1,0 +1,36 @@
+/* Shared by the KDA tile-path checks (check_kda_tc.c) and their CUnit suite
+ * (tests/test_kda_tc.c): one case of clmoe_kda_forward_tc against the double reference
+ * and, optionally, against the portable chunked path. */
+#ifndef CLMOE_CHECK_KDA_TC_H
+#define CLMOE_CHECK_KDA_TC_H
+
+#include "conformance/conformance.h"
+
+/* bf16 operands, fp32 accumulators: max |got - ref| / max |ref| of o and of the final
+ * state stays below this. */
+#define TOL_KDA_TC 1e-2
+
+typedef enum kda_tc_gate_mode {
+  KDA_TC_Z_UNIFORM = 0, /* gate logits uniform in [-4, 4] */
+  KDA_TC_Z_EXTREME,     /* +-1e4 at random */
+  KDA_TC_Z_SATURATE     /* +1e4 everywhere: g = lb on every channel */
+} kda_tc_gate_mode;
+
+typedef struct kda_tc_case {
+  int64_t B, T, H, K, V;
+  const int32_t *lens; /* packed sequence lengths (then B = 1 and T = their sum), or NULL */
+  int nlens;
+  int h0;              /* random initial state */
+  clmoe_dtype dtype;   /* storage of q, k, v, g, beta */
+  clmoe_dtype out;     /* storage of o */
+  kda_tc_gate_mode z;
+  float lb;            /* lower bound; 0: -5 */
+  int vs_portable;     /* also compare with the portable chunked forward (same tolerance) */
+  int warps;           /* state work-group warps (0: default) */
+  int lookahead;       /* state pass look-ahead in chunks (0: default) */
+} kda_tc_case;
+
+clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+                            clmoe_check_result *res);
+
+#endif
