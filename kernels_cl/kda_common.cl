@@ -48,6 +48,23 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 
 #define NM ((KD + 15) / 16) /* key columns per work-item: d = lane + 16 m */
 
+/* Tm = (I + Akk)^-1 of a strictly lower Akk [CH][CH + 1] (fp32 forward substitution), one
+ * column per work-item lid < CH: column cc needs only the earlier rows of column cc. */
+inline void kda_unit_lower_inverse(__local float (*Akk)[CH + 1], __local float (*Tm)[CH + 1], int lid)
+{
+  if (lid >= CH) return;
+  const int cc = lid;
+  for (int i = 0; i < CH; i++) {
+    float t = i == cc ? 1.0f : 0.0f;
+    if (i > cc) {
+      float s = 0.0f;
+      for (int m = cc; m < i; m++) s += Akk[i][m] * Tm[m][cc];
+      t = -s;
+    }
+    Tm[i][cc] = t;
+  }
+}
+
 /* The tiles of one (chunk, head), shared by kda_prep and kda_bwd_chunk; every work-item
  * of the 16 x 16 work-group calls it. Loads q, k and the gate of the chunk's rows (zero
  * past len) and the sigmoid of beta, forms the L2 norms, the cumulative gate G and the
@@ -136,18 +153,6 @@ inline void kda_tiles(__global const store_t *q, ulong qo, __global const store_
     if (Aqk) Aqk[r][lane] = lane <= r ? scale * b : 0.0f;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* Tm = (I + Akk)^-1: column cc only needs earlier rows of column cc. */
-  if (lid < CH) {
-    const int cc = lid;
-    for (int i = 0; i < CH; i++) {
-      float t = i == cc ? 1.0f : 0.0f;
-      if (i > cc) {
-        float s = 0.0f;
-        for (int m = cc; m < i; m++) s += Akk[i][m] * Tm[m][cc];
-        t = -s;
-      }
-      Tm[i][cc] = t;
-    }
-  }
+  kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
 }

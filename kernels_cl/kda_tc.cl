@@ -140,19 +140,8 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* 5. Tm = (I + Akk)^-1, one column per work-item: column cc needs only its earlier rows. */
-  if (lid < CH) {
-    const int cc = lid;
-    for (int i = 0; i < CH; i++) {
-      float t = i == cc ? 1.0f : 0.0f;
-      if (i > cc) {
-        float a = 0.0f;
-        for (int m = cc; m < i; m++) a += Akk[i][m] * Tm[m][cc];
-        t = -a;
-      }
-      Tm[i][cc] = t;
-    }
-  }
+  /* 5. Tm = (I + Akk)^-1 (kda_common.cl) */
+  kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
   /* 6. W = Tm Bk (bf16 into the block) and U = Tm Bv (fp32), 8 columns per product. */
   {
