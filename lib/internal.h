@@ -157,6 +157,8 @@ clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id device, in
                                 int dindex, clmoe_device_caps *caps);
 
 /* Pool buffers: get one of at least `bytes` bytes (*capacity: its real size), put it back. */
+/* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */
+clmoe_status clmoe__params_inference_error(const char *call);
 clmoe_status clmoe__pool_get(clmoe_ctx *ctx, size_t bytes, cl_mem *mem, size_t *capacity);
 void clmoe__pool_put(clmoe_ctx *ctx, cl_mem mem, size_t capacity);
 /* Temporary device buffer from the pool (for ops that need scratch space). */

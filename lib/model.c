@@ -289,19 +289,13 @@ int clmoe_model_moe_layers(const clmoe_model *m)
   return n;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* Load of an expert-parallel layer over all ranks' tokens: the chosen experts counted here,
  * summed over the ranks (exact), the statistics of clmoe_moe_load_stats. Collective. */
 static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load, int64_t *counts)
 {
   const clmoe_moe_saved *s = &L->epsaved.local;
   const int64_t E = L->ep.cfg.n_experts, k = L->ep.cfg.top_k, mt = s->topk.buf ? s->topk.shape[0] : 0;
-  int64_t *cnt = calloc((size_t)E + 1, sizeof *cnt);
+  int64_t *cnt = calloc((size_t)(2 * E + 1), sizeof *cnt); /* [E] counts, [1] tokens, [E] scratch */
   int32_t *topk = malloc((size_t)(mt * k > 0 ? mt * k : 1) * sizeof *topk);
   clmoe_status st = cnt && topk ? CLMOE_OK : clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "MoE load statistics");
   if (st == CLMOE_OK && mt) st = clmoe_tensor_read(&s->topk, topk, (size_t)(mt * k) * sizeof *topk);
@@ -310,16 +304,7 @@ static clmoe_status ep_load(clmoe_model *m, model_layer *L, clmoe_moe_load *load
   cnt[E] = mt;
   if (st == CLMOE_OK) st = clmoe_dist_allreduce_sum_i64(m->dist, cnt, (size_t)E + 1);
   if (st == CLMOE_OK && counts) memcpy(counts, cnt, (size_t)E * sizeof *counts);
-  if (st == CLMOE_OK) {
-    memset(load, 0, sizeof *load);
-    load->tokens = cnt[E], load->n_experts = E, load->top_k = k;
-    load->mean = (double)(cnt[E] * k) / (double)E;
-    for (int64_t e = 0; e < E; e++) load->empty += cnt[e] == 0;
-    qsort(cnt, (size_t)E, sizeof *cnt, cmp_i64);
-    load->min = cnt[0], load->max = cnt[E - 1];
-    load->max_over_mean = load->mean > 0 ? (double)load->max / load->mean : 0.0;
-    load->q10 = (double)cnt[(E - 1) / 10], load->q50 = (double)cnt[(E - 1) / 2], load->q90 = (double)cnt[(E - 1) * 9 / 10];
-  }
+  if (st == CLMOE_OK) clmoe_moe_load_from_counts(cnt, E, cnt[E], k, cnt + E + 1, load);
   free(cnt), free(topk);
   return st;
 }

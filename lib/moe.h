@@ -227,6 +227,10 @@ typedef struct clmoe_moe_load {
   double q10, q50, q90;
   int64_t empty;          /* experts with no tokens */
 } clmoe_moe_load;
+/* The statistics of per-expert token counts [n_experts] (of tokens x top_k routed copies);
+ * sorted: [n_experts] scratch. For counts gathered elsewhere (summed over ranks). */
+void clmoe_moe_load_from_counts(const int64_t *counts, int64_t n_experts, int64_t tokens, int64_t top_k,
+                                int64_t *sorted, clmoe_moe_load *stats);
 /* counts [E] may be NULL. */
 clmoe_status clmoe_moe_load_stats(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp, clmoe_moe_load *stats,
                                   int64_t *counts);

@@ -319,16 +319,22 @@ static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, con
   return CLMOE_OK;
 }
 
-static clmoe_status want_forward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x,
-                                 const clmoe_tensor *y, int64_t *m)
+clmoe_status moe__ep_check_layer(const char *op, clmoe_dist *dist, const clmoe_moe_ep_layer *ep)
 {
-  static const char op[] = "clmoe_moe_ep_forward";
   if (!ep || !ep->map || !ep->dense.w_router.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not built", op);
   if (ep->map->ranks != clmoe_dist_size(dist) || ep->rank != clmoe_dist_rank(dist))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is rank %d of a %d-rank map, the job "
                         "rank %d of %d", op, ep->rank, ep->map->ranks, clmoe_dist_rank(dist),
                         clmoe_dist_size(dist));
+  return CLMOE_OK;
+}
+
+static clmoe_status want_forward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x,
+                                 const clmoe_tensor *y, int64_t *m)
+{
+  static const char op[] = "clmoe_moe_ep_forward";
+  CLMOE_TRY(moe__ep_check_layer(op, dist, ep));
   int64_t my;
   CLMOE_TRY(moe__want_rows(x, op, "x", ep->cfg.d, m));
   CLMOE_TRY(moe__want_rows(y, op, "y", ep->cfg.d, &my));

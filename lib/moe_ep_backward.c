@@ -174,12 +174,7 @@ static clmoe_status want_backward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep
                                   const clmoe_moe_grads *g, const clmoe_tensor *dx, int64_t *m)
 {
   static const char op[] = "clmoe_moe_ep_backward";
-  if (!ep || !ep->map || !ep->dense.w_router.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not built", op);
-  if (ep->map->ranks != clmoe_dist_size(dist) || ep->rank != clmoe_dist_rank(dist))
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is rank %d of a %d-rank map, the job "
-                        "rank %d of %d", op, ep->rank, ep->map->ranks, clmoe_dist_rank(dist),
-                        clmoe_dist_size(dist));
+  CLMOE_TRY(moe__ep_check_layer(op, dist, ep));
   const clmoe_moe_config *c = &ep->cfg;
   int64_t mdy, mdx;
   CLMOE_TRY(moe__want_rows(x, op, "x", c->d, m));

@@ -68,4 +68,9 @@ clmoe_status moe__experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                    const clmoe_moe_saved *s, const clmoe_tensor *dys,
                                    clmoe_moe_grads *g, clmoe_tensor *dxs);
 
+/* The expert-parallel layer is built and belongs to this rank of dist (moe_ep.c). */
+struct clmoe_dist;
+struct clmoe_moe_ep_layer;
+clmoe_status moe__ep_check_layer(const char *op, struct clmoe_dist *dist, const struct clmoe_moe_ep_layer *ep);
+
 #endif

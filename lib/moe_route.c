@@ -262,6 +262,20 @@ static double quantile(const int64_t *sorted, int64_t n, double q)
   return i + 1 < n ? (double)sorted[i] + frac * (double)(sorted[i + 1] - sorted[i]) : (double)sorted[i];
 }
 
+void clmoe_moe_load_from_counts(const int64_t *counts, int64_t n_experts, int64_t tokens, int64_t top_k,
+                                int64_t *sorted, clmoe_moe_load *stats)
+{
+  const int64_t E = n_experts;
+  memset(stats, 0, sizeof *stats);
+  for (int64_t e = 0; e < E; e++) sorted[e] = counts[e], stats->empty += counts[e] == 0;
+  qsort(sorted, (size_t)E, sizeof *sorted, cmp_i64);
+  stats->tokens = tokens, stats->n_experts = E, stats->top_k = top_k;
+  stats->mean = (double)(tokens * top_k) / (double)E;
+  stats->min = sorted[0], stats->max = sorted[E - 1];
+  stats->max_over_mean = stats->mean > 0 ? (double)stats->max / stats->mean : 0.0;
+  stats->q10 = quantile(sorted, E, 0.1), stats->q50 = quantile(sorted, E, 0.5), stats->q90 = quantile(sorted, E, 0.9);
+}
+
 clmoe_status clmoe_moe_load_stats(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, clmoe_moe_load *stats,
                                   int64_t *counts)
 {
@@ -271,7 +285,7 @@ clmoe_status clmoe_moe_load_stats(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, c
   if (E < 1 || !d->offsets.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_moe_load_stats: the dispatch is empty");
   cl_int *off = malloc((size_t)(E + 1) * sizeof *off);
-  int64_t *c = malloc((size_t)E * sizeof *c);
+  int64_t *c = malloc((size_t)E * 2 * sizeof *c);
   clmoe_status st = CLMOE_OK;
   if (!off || !c) {
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_moe_load_stats: out of host memory");
@@ -281,14 +295,8 @@ clmoe_status clmoe_moe_load_stats(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, c
   for (int64_t e = 0; e < E; e++) {
     c[e] = off[e + 1] - off[e];
     if (counts) counts[e] = c[e];
-    stats->empty += c[e] == 0;
   }
-  qsort(c, (size_t)E, sizeof *c, cmp_i64);
-  stats->tokens = d->tokens, stats->n_experts = E, stats->top_k = d->top_k;
-  stats->mean = (double)(d->tokens * d->top_k) / (double)E;
-  stats->min = c[0], stats->max = c[E - 1];
-  stats->max_over_mean = stats->mean > 0 ? (double)stats->max / stats->mean : 0.0;
-  stats->q10 = quantile(c, E, 0.1), stats->q50 = quantile(c, E, 0.5), stats->q90 = quantile(c, E, 0.9);
+  clmoe_moe_load_from_counts(c, E, d->tokens, d->top_k, c + E, stats);
 done:
   free(off), free(c);
   return st;

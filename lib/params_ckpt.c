@@ -47,11 +47,6 @@ void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m)
 
 static const char *const kinds[3] = {"param", "adam_m", "adam_v"};
 
-static clmoe_status inference_error(const char *call)
-{
-  return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
-                      "%s: the parameters were created for inference: no gradients or AdamW moments", call);
-}
 
 /* Elements per row of a row-sharded parameter. */
 static int64_t row_elems(const clmoe_param *p)
@@ -149,7 +144,7 @@ static clmoe_status agree(clmoe_dist *dist, clmoe_status st, const char *what)
 clmoe_status clmoe_params_save_dist(clmoe_params *ps, clmoe_dist *dist, const char *path,
                                     const clmoe_ckpt_meta *meta)
 {
-  if (ps->inference) return inference_error("clmoe_params_save");
+  if (ps->inference) return clmoe__params_inference_error("clmoe_params_save");
   const int root = clmoe_dist_rank(dist) == 0;
   clmoe_st_writer *w = NULL;
   clmoe_status st = root ? clmoe_st_writer_create(path, &w) : CLMOE_OK;
@@ -293,7 +288,7 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
 
 clmoe_status clmoe_params_load_dist(clmoe_params *ps, clmoe_dist *dist, const char *path, clmoe_ckpt_meta *meta)
 {
-  if (ps->inference) return inference_error("clmoe_params_load");
+  if (ps->inference) return clmoe__params_inference_error("clmoe_params_load");
   return agree(dist, load(ps, path, meta), "loading the checkpoint");
 }
 
