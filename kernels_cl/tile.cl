@@ -163,14 +163,49 @@ inline tile_a tile_a_from_c(tile_c c0, tile_c c1, int lane)
   a.r[3] = tile_pack_f32(c1.v[2], c1.v[3]);
   return a;
 }
+/* The product has no side effects: without `volatile` the compiler may schedule it among
+ * loads; -DTILE_MMA_ASM_QUAL=volatile pins the source order (for experiments). */
+#ifndef TILE_MMA_ASM_QUAL
+#define TILE_MMA_ASM_QUAL volatile
+#endif
 inline void tile_mma(tile_c *c, tile_a a, tile_b b)
 {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+  asm TILE_MMA_ASM_QUAL("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                : "+f"(c->v[0]), "+f"(c->v[1]), "+f"(c->v[2]), "+f"(c->v[3])
                : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
 }
 
+
+/* Asynchronous copies and matrix loads (sm_80): cp.async moves 16 bytes from global to
+ * local memory without registers (bytes < 16: the rest is zero-filled; 16-byte aligned
+ * addresses); groups of copies are committed and waited for by count; ldmatrix gives four
+ * 8 x 8 bf16 matrices' fragments from 8-row address lists (lane l names row l % 8 of matrix
+ * l / 8), plain or transposed. Local addresses are the shared window's 32-bit offsets. */
+inline uint tile_local_addr(__local const void *p) { return (uint)(size_t)p; }
+inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
+{
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"(tile_local_addr(dst)), "l"((ulong)(size_t)src), "r"(bytes) : "memory");
+}
+inline void tile_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Waits until at most n (a literal) committed groups of this lane are still in flight;
+ * a barrier must follow before other lanes read the data. */
+#define TILE_CP_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+inline uint4 tile_ldsm_x4(__local const ushort *row)
+{
+  uint4 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
+  return r;
+}
+inline uint4 tile_ldsm_x4_trans(__local const ushort *row)
+{
+  uint4 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
+  return r;
+}
 #else
 /* ---- portable: whole rows of A and columns of B per lane --------------------------------- */
 typedef struct tile_a {
@@ -260,6 +295,17 @@ inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
   }
   return b;
 }
+/* Copies "asynchronously" (plainly here: the wait and the barrier after it order them):
+ * the first `bytes` bytes of 16 (even), the rest zero. No ldmatrix: kernels read fragments
+ * through their own portable loads. */
+inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
+{
+  __local ushort *d = (__local ushort *)dst;
+  __global const ushort *x = (__global const ushort *)src;
+  for (int i = 0; i < 8; i++) d[i] = 2 * i < bytes ? x[i] : (ushort)0;
+}
+inline void tile_cp_commit(void) {}
+#define TILE_CP_WAIT(n) ((void)0)
 /* (tile_a_from_c needs the other lanes' accumulators, out of reach here without memory:
  * portable kernels use tile_a_from_c_local below, so it exists only under PTX.) */
 inline void tile_mma(tile_c *c, tile_a a, tile_b b)

@@ -3,6 +3,8 @@
 #include "gemm_tile.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fastpath.h"
 
@@ -66,6 +68,48 @@ static const tile_block *choose_block(clmoe_ctx *ctx, const clmoe__gemm_shape *s
   return groups >= (int64_t)ctx->caps.compute_units ? big : small;
 }
 
+/* The pipelined kernel (kernels_cl/gemm_async.cl) for operands it can copy 16 bytes at a
+ * time: bm x bn blocks, warps, local stages of 32 k. */
+typedef struct async_block {
+  int bm, bn, warps_m, warps_n, stages, bk;
+} async_block;
+
+static const async_block async_blocks[] = {
+    {128, 128, 2, 2, 3, 32}, /* 64 x 64 per warp, 3 stages = 48 KB: matrix units */
+    {64, 64, 2, 2, 2, 32},   /* 32 x 32 per warp, 16 KB: small problems, portable tiles */
+};
+
+static size_t async_local_bytes(const async_block *b)
+{
+  return (size_t)b->stages * (size_t)(b->bm + b->bn) * (size_t)b->bk * 2;
+}
+
+/* CLMOE_GEMM_ASYNC: unset = the table above; "0" = never (the register-staged kernel
+ * only); "bm,bn,warps_m,warps_n,stages[,bk]" = that block, bk 32 (default) or 16 (for
+ * tuning). NULL: not used. */
+static const async_block *choose_async(clmoe_ctx *ctx, const clmoe__gemm_shape *s, async_block *own)
+{
+  const char *e = getenv("CLMOE_GEMM_ASYNC");
+  if (e && !strcmp(e, "0")) return NULL;
+  if (ctx->gemm_tile_bm) return NULL; /* the caller chose a block of gemm_tile */
+  const async_block *b = NULL;
+  own->bk = 32;
+  if (e && *e && sscanf(e, "%d,%d,%d,%d,%d,%d", &own->bm, &own->bn, &own->warps_m, &own->warps_n,
+                        &own->stages, &own->bk) >= 5)
+    b = own;
+  else {
+    const async_block *big = &async_blocks[0], *small = &async_blocks[1];
+    int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
+    int use_big = clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE &&
+                  groups >= (int64_t)ctx->caps.compute_units;
+    b = use_big ? big : small;
+  }
+  if (async_local_bytes(b) > ctx->caps.local_mem_bytes ||
+      (size_t)b->warps_m * b->warps_n * 32 > ctx->caps.max_work_group_size)
+    return NULL;
+  return b;
+}
+
 int clmoe__gemm_tile_accepts(const clmoe_tensor *A, const clmoe_tensor *B, const clmoe_tensor *C)
 {
   return A->dtype == CLMOE_BF16 && B->dtype == CLMOE_BF16 &&
@@ -88,12 +132,19 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
                         "%s, %s)", clmoe_dtype_name(A->dtype), clmoe_dtype_name(B->dtype),
                         clmoe_dtype_name(C->dtype));
   if (s->m == 0 || s->n == 0 || s->batch == 0) return CLMOE_OK;
+  int va = vec_ok(A->offset, s->lda, s->astride), vb = vec_ok(B->offset, s->ldb, s->bstride);
+  async_block own;
+  const async_block *ab = va && vb ? choose_async(ctx, s, &own) : NULL;
   const tile_block *b = choose_block(ctx, s);
+  tile_block as_tile;
+  if (ab) {
+    as_tile.bm = ab->bm, as_tile.bn = ab->bn, as_tile.warps_m = ab->warps_m, as_tile.warps_n = ab->warps_n;
+    b = &as_tile;
+  }
   int64_t groups = (s->m + b->bm - 1) / b->bm * ((s->n + b->bn - 1) / b->bn) * s->batch;
   if (groups > INT32_MAX)
     return clmoe__error(CLMOE_ERR_SHAPE, "gemm: %lld work-groups for the tile GEMM (at most 2^31 - 1)",
                         (long long)groups);
-  int va = vec_ok(A->offset, s->lda, s->astride), vb = vec_ok(B->offset, s->ldb, s->bstride);
   int cb = C->dtype == CLMOE_BF16;
   cl_int flags = (ta != 0) | (tb != 0) << 1 | va << 2 | vb << 3 | cb << 4;
   /* On a matrix unit the layout is compiled in (a program per layout); elsewhere it is a
@@ -103,10 +154,16 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
     snprintf(layout, sizeof layout, "-DGT_TA=%d -DGT_TB=%d -DGT_VEC_A=%d -DGT_VEC_B=%d -DGT_C_BF16=%d ",
              ta != 0, tb != 0, va, vb, cb);
   char opts[320];
-  snprintf(opts, sizeof opts, "-DGT_BM=%d -DGT_BN=%d -DGT_WARPS_M=%d -DGT_WARPS_N=%d %s%s", b->bm,
-           b->bn, b->warps_m, b->warps_n, layout, clmoe__tile_options(ctx));
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_tile", opts, "gemm_tile", &k));
+  if (ab) {
+    snprintf(opts, sizeof opts, "-DGA_BM=%d -DGA_BN=%d -DGA_WARPS_M=%d -DGA_WARPS_N=%d -DGA_STAGES=%d -DGA_BK=%d %s%s",
+             ab->bm, ab->bn, ab->warps_m, ab->warps_n, ab->stages, ab->bk, layout, clmoe__tile_options(ctx));
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_async", opts, "gemm_async", &k));
+  } else {
+    snprintf(opts, sizeof opts, "-DGT_BM=%d -DGT_BN=%d -DGT_WARPS_M=%d -DGT_WARPS_N=%d %s%s", b->bm,
+             b->bn, b->warps_m, b->warps_n, layout, clmoe__tile_options(ctx));
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_tile", opts, "gemm_tile", &k));
+  }
   cl_int m = (cl_int)s->m, n = (cl_int)s->n, kk = (cl_int)s->k;
   cl_int lda = (cl_int)s->lda, ldb = (cl_int)s->ldb, ldc = (cl_int)s->ldc;
   cl_ulong aoff = (cl_ulong)A->offset, boff = (cl_ulong)B->offset, coff = (cl_ulong)C->offset;

@@ -7,6 +7,7 @@
 #include "mla_tc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TC_BK 64       /* keys per block (mla_tc.cl) */
@@ -54,14 +55,37 @@ static clmoe_status tc_covers(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
   return CLMOE_OK;
 }
 
+/* 1 when the double-buffered kernel (kernels_cl/mla_tc_async.cl) takes the call: bf16
+ * storage, every offset and stride a multiple of 8 elements (16-byte copies), Dn and Dr
+ * multiples of 8, Dv of 16, its local memory on the device; CLMOE_MLA_TC_ASYNC=0 turns it
+ * off (to compare with mla_tc_fwd). */
+static int tc_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
+{
+  const char *e = getenv("CLMOE_MLA_TC_ASYNC");
+  if ((e && !strcmp(e, "0")) || !a->in_bf16 || a->Dn % 8 || a->Dr % 8 || a->Dv % 16) return 0;
+  const cl_ulong v[] = {a->q.off, a->q.ts, a->q.hs, a->kn.off, a->kn.ts, a->kn.hs, a->kr.off, a->kr.ts,
+                        a->v.off, a->v.ts, a->v.hs};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (v[i] % 8) return 0;
+  const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
+  const int64_t stage = 32 * (round_up(dqp, 64) + round_up(a->Dv, 64));
+  const int64_t elems = 2 * stage > 64 * kld ? 2 * stage : 64 * kld;
+  const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
+  const size_t need = (size_t)(2 * elems + 16 * bq + (portable ? (bq / 16) * 1024 : 0)) + 64;
+  return need <= ctx->caps.local_mem_bytes;
+}
+
 /* Builds (or finds) the kernel for tiles of bq rows and checks that the compiled kernel
  * runs work-groups of that size (registers permitting). */
 static clmoe_status tc_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, int out_bf16, cl_kernel *k)
 {
   char opts[256];
-  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d %s",
-           (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a), clmoe__tile_options(ctx));
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc", opts, "mla_tc_fwd", k));
+  const int async = tc_async_ok(ctx, a, bq);
+  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d%s %s",
+           (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a), async ? " -DTC_ASYNC=1" : "",
+           clmoe__tile_options(ctx));
+  if (async) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_async", opts, "mla_tc_fwd_async", k));
+  else CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc", opts, "mla_tc_fwd", k));
   size_t kmax = 0;
   CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL));
   if (kmax < (size_t)bq * 2)

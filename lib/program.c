@@ -238,6 +238,22 @@ static clmoe_status build_log_error(clmoe_ctx *ctx, cl_program prog, const char 
   return CLMOE_ERR_BUILD;
 }
 
+/* The compiler's log of a successful build on stderr (CLMOE_BUILD_LOG set). */
+static void print_build_log(clmoe_ctx *ctx, cl_program prog, const char *family,
+                            const char *options)
+{
+  size_t size = 0;
+  char *log = NULL;
+  if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS ||
+      size == 0 || !(log = malloc(size + 1)))
+    return;
+  if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, size, log, NULL) == CL_SUCCESS) {
+    log[size] = '\0';
+    fprintf(stderr, "clmoe: build log of %s [%s]:\n%s\n", family, options, log);
+  }
+  free(log);
+}
+
 static clmoe_status program_binary(clmoe_ctx *ctx, cl_program prog, unsigned char **data,
                                    size_t *size)
 {
@@ -283,9 +299,12 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
   *out = NULL;
   program_sources ps;
   CLMOE_TRY(load_sources(family, &ps));
-  char options[1024];
-  snprintf(options, sizeof options, "%s%s%s", ctx->base_options, extra && *extra ? " " : "",
-           extra ? extra : "");
+  /* CLMOE_CL_OPTIONS adds compiler options to every build (e.g. -cl-nv-verbose, whose
+   * register and spill counts CLMOE_BUILD_LOG=1 prints): a tool for kernel work. */
+  const char *user = getenv("CLMOE_CL_OPTIONS");
+  char options[1280];
+  snprintf(options, sizeof options, "%s%s%s%s%s", ctx->base_options, extra && *extra ? " " : "",
+           extra ? extra : "", user && *user ? " " : "", user && *user ? user : "");
   clmoe_status st = CLMOE_OK;
   char dir[4096], path[4200];
   int use_cache = clmoe_cache_dir(dir, sizeof dir);
@@ -319,6 +338,7 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
       goto done;
     }
     ctx->prog_stats.builds++;
+    if (getenv("CLMOE_BUILD_LOG")) print_build_log(ctx, prog, family, options);
     if (use_cache && program_binary(ctx, prog, &bin, &bin_size) == CLMOE_OK && bin &&
         cache_write(dir, path, &key, bin, bin_size))
       ctx->prog_stats.cache_writes++;

@@ -300,8 +300,62 @@ static void test_layer_fastpath(void)
   ck_mla_layer_free(&L);
 }
 
+/* 1 when a kernel named `name` ran since the last profile_clear. */
+static int kernel_ran(clmoe_ctx *ctx, const char *name)
+{
+  const clmoe_kernel_time *rows;
+  int n = clmoe_ctx_profile_kernels(ctx, &rows);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(rows[i].name, name) && rows[i].launches > 0) return 1;
+  return 0;
+}
+
+/* The double-buffered forward (mla_tc_async.cl) takes bf16 inputs with 8-aligned strides
+ * and Dv a multiple of 16; CLMOE_MLA_TC_ASYNC=0 sends them to mla_tc_fwd; f32 inputs and
+ * odd sizes always go there. Each against the reference (1e-2): the report's sizes packed,
+ * small sizes over two key blocks' worth of partial blocks, both query tiles. */
+static void test_async_forward(void)
+{
+  static const int32_t lens[5] = {17, 300, 1, 64, 130};
+  const ck_mla_tc_case cs[4] = {
+      {1, 0, 2, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1},
+      {1, 0, 1, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE128, 1},
+      {2, 97, 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1},
+      {1, 75, 1, 16, 8, 16, NULL, 0, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1}};
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options opts = {.profiling = 1};
+  TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  const char *saved = getenv("CLMOE_MLA_TC_ASYNC");
+  char *keep = saved ? strdup(saved) : NULL;
+  for (int off = 0; off < 2; off++) {
+    if (off) setenv("CLMOE_MLA_TC_ASYNC", "0", 1);
+    else unsetenv("CLMOE_MLA_TC_ASYNC");
+    for (int i = 0; i < 4; i++) {
+      clmoe_check_result res;
+      memset(&res, 0, sizeof res);
+      clmoe_ctx_profile_clear(ctx);
+      TEST_OK(clmoe_ctx_profile_begin(ctx));
+      TEST_OK(ck_mla_tc_forward(ctx, test_seed + 900 + (uint64_t)i, &res, &cs[i]));
+      double secs;
+      TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
+      if (!(res.max_err <= res.tolerance))
+        fprintf(stderr, "\n  async %s case %d: error %.3g > %.3g at %s\n", off ? "off" : "on", i, res.max_err,
+                res.tolerance, res.worst);
+      CU_ASSERT(res.max_err <= res.tolerance);
+      const int async = !off && cs[i].dtype == CLMOE_BF16;
+      CU_ASSERT_EQUAL(kernel_ran(ctx, "mla_tc_fwd_async"), async);
+      CU_ASSERT_EQUAL(kernel_ran(ctx, "mla_tc_fwd"), !async);
+    }
+  }
+  if (keep) setenv("CLMOE_MLA_TC_ASYNC", keep, 1);
+  else unsetenv("CLMOE_MLA_TC_ASYNC");
+  free(keep);
+  clmoe_ctx_destroy(ctx);
+}
+
 static void add_tests(CU_pSuite suite)
 {
+  CU_add_test(suite, "double-buffered forward (bf16, aligned) and the single-buffered one", test_async_forward);
   clmoe_ctx_set_fastpath(test_ctx, 1);
   printf("\n  tile implementation: %s\n", clmoe_tile_impl_name(clmoe_ctx_tile_impl(test_ctx)));
   CU_add_test(suite, "T 1, 17, 64, 300, 1-3 heads, f32 and bf16, both tile sizes", test_lengths);

@@ -177,6 +177,51 @@ static void test_auto_hook(void)
   clmoe_ctx_destroy(ctx);
 }
 
+/* The pipelined kernel (gemm_async.cl, asynchronous copies into 2-4 local stages): taken
+ * for operands whose rows allow 16-byte copies unless CLMOE_GEMM_ASYNC=0; every block it
+ * offers, all four transposes on ragged shapes (K leaves a partial step of 32, M and N
+ * partial blocks), a batch with a broadcast A; the register-staged kernel when it is off. */
+static void test_gemm_pipelined(void)
+{
+  static const char *const portable[] = {"64,64,2,2,2", "64,64,2,2,3,16", "128,128,2,2,3"};
+  static const char *const matrix[] = {"64,64,2,2,2", "64,64,2,2,3,16", "128,128,2,2,3",
+                                       "128,256,2,4,4,16", "256,128,4,2,2", "128,128,2,4,6,16"};
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options opts = {.profiling = 1};
+  TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  int on_matrix = clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
+  const char *const *cfg = on_matrix ? matrix : portable;
+  int ncfg = on_matrix ? 6 : 3;
+  const char *saved = getenv("CLMOE_GEMM_ASYNC");
+  char *keep = saved ? strdup(saved) : NULL;
+  for (int c = 0; c <= ncfg; c++) {
+    setenv("CLMOE_GEMM_ASYNC", c < ncfg ? cfg[c] : "0", 1);
+    for (int t = 0; t < 4; t++) {
+      tile_gemm_case g = {t >> 1, t & 1, 152, 136, 264, t == 3 ? 2 : 1, t == 3, 0,
+                          t == 1 ? CLMOE_BF16 : CLMOE_F32, 1.0f, t == 2 ? 0.5f : 0.0f, 0, 0, 0, 0};
+      clmoe_ctx_profile_clear(ctx);
+      TEST_OK(clmoe_ctx_profile_begin(ctx));
+      clmoe_check_result res;
+      memset(&res, 0, sizeof res);
+      clmoe_status st = check_tile_gemm_case(ctx, test_seed + 3000 + (uint64_t)(c * 4 + t), &g, &res);
+      double secs;
+      TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
+      int ok = st == CLMOE_OK && res.max_err <= res.tolerance;
+      if (!ok)
+        fprintf(stderr, "\n  pipelined gemm %s, layout %d: %s (err %.3g, tol %.3g)\n",
+                c < ncfg ? cfg[c] : "off", t, st == CLMOE_OK ? "" : clmoe_last_error(),
+                res.max_err, res.tolerance);
+      CU_ASSERT(ok);
+      CU_ASSERT_EQUAL(kernel_ran(ctx, "gemm_async"), c < ncfg);
+      CU_ASSERT_EQUAL(kernel_ran(ctx, "gemm_tile"), c == ncfg);
+    }
+  }
+  if (keep) setenv("CLMOE_GEMM_ASYNC", keep, 1);
+  else unsetenv("CLMOE_GEMM_ASYNC");
+  free(keep);
+  clmoe_ctx_destroy(ctx);
+}
+
 static void test_errors(void)
 {
   clmoe_tensor A = {0}, B = {0}, C = {0};
@@ -198,6 +243,7 @@ static void add_tests(CU_pSuite suite)
   test_add_checks(suite, "tile");
   CU_add_test(suite, "tile GEMM: ragged shapes x transposes", test_gemm_sweep);
   CU_add_test(suite, "tile GEMM: every work-group block", test_gemm_blocks);
+  CU_add_test(suite, "tile GEMM: the pipelined kernel's blocks x transposes", test_gemm_pipelined);
   CU_add_test(suite, "tile GEMM: k = 0", test_gemm_k0);
   CU_add_test(suite, "tile GEMM: NaN in C with beta 0; NaN in the output fails", test_nan);
   CU_add_test(suite, "clmoe_gemm uses the tile GEMM exactly when the fast path is on", test_auto_hook);

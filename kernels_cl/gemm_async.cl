@@ -1,0 +1,303 @@
+/* gemm_async.cl: the bf16 tile GEMM with a multi-stage asynchronous pipeline (issue 9),
+ * built as "tile+gemm_async". Same product and arguments as gemm_tile.cl:
+ *
+ *   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]      (beta == 0: C is not read)
+ *   A: [M, K] (GT_TA=0) or [K, M] (GT_TA=1), B: [K, N] (GT_TB=0) or [N, K] (GT_TB=1), bf16
+ *   as ushort; C: [M, N] fp32 (or bf16 with GT_C_BF16=1); offsets, row strides and batch
+ *   strides of A and B multiples of 8 elements (16-byte copies; the host checks).
+ *
+ * K advances in steps of GA_BK through GA_STAGES local buffers: slices for GA_STAGES - 1 steps
+ * ahead are in flight as asynchronous 16-byte copies (cp.async under PTX: no registers, no
+ * stores by the work-items) while the current step is multiplied; one barrier per step.
+ * Each slice keeps its global layout (no transposes on the way):
+ *   "kc" (k contiguous: A, or B when transposed): R rows of GA_BK k (32 or 16: 64 or 32
+ *        bytes); the 16-byte chunk c of row r sits at chunk c ^ ((r >> 1) & 3) (or, for 16
+ *        k, c ^ ((r >> 2) & 1)), so that the 8 rows an ldmatrix reads are 8 different bank
+ *        groups;
+ *   "rc" (rows of M or N contiguous): GA_BK k rows of R elements; chunk c of row k at
+ *        c ^ (k & 7); fragments come from ldmatrix.trans.
+ * Fragments are read with ldmatrix.x4 (one per 16 x 16 A tile or per two 8-column B tiles)
+ * under PTX; the portable tiles read the same layout element by element, so CI runs the
+ * addressing on PoCL. Ragged M, N, K: copies past an edge are zero-filled; stores past an
+ * edge are skipped. */
+#ifdef CLMOE_TILE_CL
+
+#ifndef GA_BM
+#define GA_BM 128
+#endif
+#ifndef GA_BN
+#define GA_BN 128
+#endif
+#ifndef GA_WARPS_M
+#define GA_WARPS_M 2
+#endif
+#ifndef GA_WARPS_N
+#define GA_WARPS_N 2
+#endif
+#ifndef GA_STAGES
+#define GA_STAGES 3
+#endif
+#ifndef GT_TA
+#define GT_TA (flags & 1)
+#endif
+#ifndef GT_TB
+#define GT_TB ((flags >> 1) & 1)
+#endif
+#ifndef GT_C_BF16
+#define GT_C_BF16 ((flags >> 4) & 1)
+#endif
+#ifndef GA_PRELOAD
+#define GA_PRELOAD 0
+#endif
+#ifndef GA_BAND
+#define GA_BAND 8 /* block rows per band of the launch order */
+#endif
+#ifndef GA_BK
+#define GA_BK 32 /* k per stage: 32, or 16 (more, smaller stages in the same local memory) */
+#endif
+#define GA_CPR (GA_BK / 8) /* 16-byte chunks per kc row */
+#define GA_NH (GA_BK / 16) /* 16-k halves per stage */
+#define GA_THREADS (GA_WARPS_M * GA_WARPS_N * 32)
+#define GA_WTM (GA_BM / GA_WARPS_M)
+#define GA_WTN (GA_BN / GA_WARPS_N)
+#define GA_MT (GA_WTM / 16)
+#define GA_NT (GA_WTN / 8)
+#define GA_SLICE(R) ((R) * GA_BK)  /* ushorts of an R-row slice */
+#define GA_STAGE (GA_SLICE(GA_BM) + GA_SLICE(GA_BN))
+#define GA_CHUNKS(R) ((R) * GA_BK / 8) /* 16-byte chunks of a slice */
+#if GA_WTM % 16 || GA_WTN % 16 || GA_CHUNKS(GA_BM) % GA_THREADS || GA_CHUNKS(GA_BN) % GA_THREADS || \
+    GA_BM < 64 || GA_BN < 64 || GA_STAGES < 2 || GA_STAGES > 6 || (GA_BK != 16 && GA_BK != 32)
+#error "gemm_async: unsupported block shape"
+#endif
+
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define GA_UNROLL _Pragma("unroll")
+#else
+#define GA_UNROLL _Pragma("unroll 1") /* PoCL builds rolled loops in seconds */
+#endif
+
+/* Element offsets (ushort) in a slice. */
+inline int ga_kc(int r, int k)
+{
+  return r * GA_BK + ((((k >> 3) ^ (r / (8 / GA_CPR))) & (GA_CPR - 1)) << 3) + (k & 7);
+}
+inline int ga_rc(int R, int k, int r) { return k * R + ((((r >> 3) ^ k) & 7) | ((r >> 3) & ~7)) * 8 + (r & 7); }
+
+/* Issues the copies of one slice: rows r0.. of x (rows valid), k0.. (K valid). */
+inline void ga_copy_kc(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
+                       int r0, int rows, int k0, int K, int tid)
+{
+GA_UNROLL
+  for (int j = 0; j < GA_CHUNKS(R) / GA_THREADS; j++) {
+    int q = tid + j * GA_THREADS, r = q / GA_CPR, c = q % GA_CPR, k = k0 + c * 8;
+    int valid = r0 + r < rows ? clamp(K - k, 0, 8) : 0;
+    __global const ushort *src = valid ? x + base + (ulong)(r0 + r) * (ulong)ld + (ulong)k : x;
+    tile_cp16(s + ga_kc(r, c * 8), src, 2 * valid);
+  }
+}
+inline void ga_copy_rc(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
+                       int r0, int rows, int k0, int K, int tid)
+{
+GA_UNROLL
+  for (int j = 0; j < GA_CHUNKS(R) / GA_THREADS; j++) {
+    int q = tid + j * GA_THREADS, kk = q / (R / 8), c = q % (R / 8), r = r0 + c * 8;
+    int valid = k0 + kk < K ? clamp(rows - r, 0, 8) : 0;
+    __global const ushort *src = valid ? x + base + (ulong)(k0 + kk) * (ulong)ld + (ulong)r : x;
+    tile_cp16(s + ga_rc(R, kk, c * 8), src, 2 * valid);
+  }
+}
+
+/* Fragments of the 16-k half h of a stage: A rows rb..rb+15; B columns nb..nb+15 (two
+ * tiles). ga_off_* give a lane's element offset in a stage (computed once, before the K
+ * loop); ga_ld_* read at it. */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+inline int ga_off_a(int rb, int h, int lane)
+{
+  if (GT_TA)
+    return ga_rc(GA_BM, 16 * h + (lane & 7) + ((lane >> 4) << 3), rb + (((lane >> 3) & 1) << 3));
+  return ga_kc(rb + (lane & 7) + (((lane >> 3) & 1) << 3), 16 * h + ((lane >> 4) << 3));
+}
+inline int ga_off_b(int nb, int h, int lane)
+{
+  if (GT_TB)
+    return GA_SLICE(GA_BM) + ga_kc(nb + (lane & 7) + ((lane >> 4) << 3), 16 * h + (((lane >> 3) & 1) << 3));
+  return GA_SLICE(GA_BM) + ga_rc(GA_BN, 16 * h + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3));
+}
+inline tile_a ga_ld_a(__local const ushort *p)
+{
+  uint4 v = GT_TA ? tile_ldsm_x4_trans(p) : tile_ldsm_x4(p);
+  tile_a a;
+  a.r[0] = v.x, a.r[1] = v.y, a.r[2] = v.z, a.r[3] = v.w;
+  return a;
+}
+inline void ga_ld_b(__local const ushort *p, tile_b *b0, tile_b *b1)
+{
+  uint4 v = GT_TB ? tile_ldsm_x4(p) : tile_ldsm_x4_trans(p);
+  b0->r[0] = v.x, b0->r[1] = v.y, b1->r[0] = v.z, b1->r[1] = v.w;
+}
+#define GA_LD_A(stage, off) ga_ld_a((stage) + (off))
+#define GA_LD_B(stage, off, b0, b1) ga_ld_b((stage) + (off), b0, b1)
+#else
+inline float ga_a_at(__local const ushort *s, int r, int k, int flags)
+{
+  return bf16_to_f32(GT_TA ? s[ga_rc(GA_BM, k, r)] : s[ga_kc(r, k)]);
+}
+inline float ga_b_at(__local const ushort *s, int k, int n, int flags)
+{
+  return bf16_to_f32(GT_TB ? s[ga_kc(n, k)] : s[ga_rc(GA_BN, k, n)]);
+}
+inline tile_a ga_frag_a(__local const ushort *s, int rb, int h, int lane, int flags)
+{
+  int g = lane >> 2;
+  tile_a a;
+  for (int k = 0; k < 16; k++) {
+    a.r[0][k] = ga_a_at(s, rb + g, 16 * h + k, flags);
+    a.r[1][k] = ga_a_at(s, rb + g + 8, 16 * h + k, flags);
+  }
+  return a;
+}
+inline tile_b ga_frag_b1(__local const ushort *s, int nb, int h, int lane, int flags)
+{
+  int n = nb + ((lane & 3) << 1);
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = ga_b_at(s, 16 * h + k, n, flags);
+    b.c[1][k] = ga_b_at(s, 16 * h + k, n + 1, flags);
+  }
+  return b;
+}
+/* Here an "offset" names the fragment: 2 rb + h (the stage pointer is the stage's start). */
+#define ga_off_a(rb, h, lane) (2 * (rb) + (h))
+#define ga_off_b(nb, h, lane) (2 * (nb) + (h))
+#define GA_LD_A(stage, off) ga_frag_a(stage, (off) >> 1, (off) & 1, lane, flags)
+#define GA_LD_B(stage, off, b0, b1)                                                            \
+  (*(b0) = ga_frag_b1((stage) + GA_SLICE(GA_BM), (off) >> 1, (off) & 1, lane, flags),          \
+   *(b1) = ga_frag_b1((stage) + GA_SLICE(GA_BM), ((off) >> 1) + 8, (off) & 1, lane, flags))
+#endif
+
+/* Before step kt: at most GA_STAGES - 2 younger groups may still be in flight. */
+#if GA_STAGES == 2
+#define GA_WAIT() TILE_CP_WAIT(0)
+#elif GA_STAGES == 3
+#define GA_WAIT() TILE_CP_WAIT(1)
+#elif GA_STAGES == 4
+#define GA_WAIT() TILE_CP_WAIT(2)
+#elif GA_STAGES == 5
+#define GA_WAIT() TILE_CP_WAIT(3)
+#else
+#define GA_WAIT() TILE_CP_WAIT(4)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(GA_THREADS, 1, 1))) void
+gemm_async(int M, int N, int K, float alpha, float beta, __global const ushort *A, ulong aoff,
+           int lda, ulong astride, __global const ushort *B, ulong boff, int ldb, ulong bstride,
+           __global float *C, ulong coff, int ldc, ulong cstride, int flags)
+{
+  __local uint4 smem4[GA_STAGES * GA_STAGE / 8];
+  __local ushort *smem = (__local ushort *)smem4;
+  const int tid = (int)get_local_id(0), lane = tid & 31, warp = tid >> 5;
+  /* Bands of GA_BAND block rows swept column by column (L2 reuse), as gemm_tile. */
+  const int nbm = (M + GA_BM - 1) / GA_BM, nbn = (N + GA_BN - 1) / GA_BN;
+  int pid = (int)get_group_id(0);
+  const int batch = pid / (nbm * nbn);
+  pid -= batch * nbm * nbn;
+  const int band = pid / (GA_BAND * nbn), first = band * GA_BAND, height = min(nbm - first, GA_BAND);
+  const int in_band = pid - band * GA_BAND * nbn;
+  const int m0 = (first + in_band % height) * GA_BM, n0 = (in_band / height) * GA_BN;
+  const int wm = (warp / GA_WARPS_N) * GA_WTM, wn = (warp % GA_WARPS_N) * GA_WTN;
+  const ulong abase = aoff + (ulong)batch * astride, bbase = boff + (ulong)batch * bstride;
+
+  tile_c acc[GA_MT][GA_NT];
+GA_UNROLL
+  for (int i = 0; i < GA_MT; i++)
+GA_UNROLL
+    for (int j = 0; j < GA_NT; j++) acc[i][j] = tile_c_zero();
+
+  const int nk = (K + GA_BK - 1) / GA_BK;
+#define GA_ISSUE(step)                                                                         \
+  do {                                                                                         \
+    __local ushort *st_ = smem + ((step) % GA_STAGES) * GA_STAGE;                              \
+    int k0_ = (step) * GA_BK;                                                                  \
+    if (GT_TA) ga_copy_rc(st_, GA_BM, A, abase, lda, m0, M, k0_, K, tid);                      \
+    else ga_copy_kc(st_, GA_BM, A, abase, lda, m0, M, k0_, K, tid);                            \
+    if (GT_TB) ga_copy_kc(st_ + GA_SLICE(GA_BM), GA_BN, B, bbase, ldb, n0, N, k0_, K, tid);    \
+    else ga_copy_rc(st_ + GA_SLICE(GA_BM), GA_BN, B, bbase, ldb, n0, N, k0_, K, tid);          \
+  } while (0)
+  for (int s = 0; s < GA_STAGES - 1; s++) {
+    if (s < nk) GA_ISSUE(s);
+    tile_cp_commit(); /* empty groups keep the count of groups per step fixed */
+  }
+  int fa_off[GA_NH][GA_MT], fb_off[GA_NH][GA_NT / 2]; /* fragment offsets in a stage */
+GA_UNROLL
+  for (int h = 0; h < GA_NH; h++) {
+GA_UNROLL
+    for (int i = 0; i < GA_MT; i++) fa_off[h][i] = ga_off_a(wm + i * 16, h, lane);
+GA_UNROLL
+    for (int j = 0; j < GA_NT / 2; j++) fb_off[h][j] = ga_off_b(wn + j * 16, h, lane);
+  }
+  for (int kt = 0; kt < nk; kt++) {
+    GA_WAIT(); /* this lane's copies of step kt have landed */
+    barrier(CLK_LOCAL_MEM_FENCE); /* everyone's have; everyone is done with step kt - 1 */
+    if (kt + GA_STAGES - 1 < nk) GA_ISSUE(kt + GA_STAGES - 1);
+    tile_cp_commit();
+    __local const ushort *st = smem + (kt % GA_STAGES) * GA_STAGE;
+#if GA_PRELOAD
+    /* Both halves' fragments first, then the products (more registers, more overlap). */
+    tile_a af[GA_NH][GA_MT];
+    tile_b bf[GA_NH][GA_NT];
+GA_UNROLL
+    for (int h = 0; h < GA_NH; h++) {
+GA_UNROLL
+      for (int i = 0; i < GA_MT; i++) af[h][i] = GA_LD_A(st, fa_off[h][i]);
+GA_UNROLL
+      for (int j = 0; j < GA_NT; j += 2) GA_LD_B(st, fb_off[h][j / 2], &bf[h][j], &bf[h][j + 1]);
+    }
+GA_UNROLL
+    for (int h = 0; h < GA_NH; h++)
+GA_UNROLL
+      for (int j = 0; j < GA_NT; j++)
+GA_UNROLL
+        for (int i = 0; i < GA_MT; i++) tile_mma(&acc[i][j], af[h][i], bf[h][j]);
+#else
+GA_UNROLL
+    for (int h = 0; h < GA_NH; h++) {
+      tile_a af[GA_MT];
+GA_UNROLL
+      for (int i = 0; i < GA_MT; i++) af[i] = GA_LD_A(st, fa_off[h][i]);
+GA_UNROLL
+      for (int j = 0; j < GA_NT; j += 2) {
+        tile_b b0, b1;
+        GA_LD_B(st, fb_off[h][j / 2], &b0, &b1);
+GA_UNROLL
+        for (int i = 0; i < GA_MT; i++) {
+          tile_mma(&acc[i][j], af[i], b0);
+          tile_mma(&acc[i][j + 1], af[i], b1);
+        }
+      }
+    }
+#endif
+  }
+#undef GA_ISSUE
+
+  const ulong cbase = coff + (ulong)batch * cstride;
+GA_UNROLL
+  for (int i = 0; i < GA_MT; i++)
+GA_UNROLL
+    for (int j = 0; j < GA_NT; j++)
+GA_UNROLL
+      for (int e = 0; e < 4; e++) {
+        int r = m0 + wm + i * 16 + tile_c_row(lane, e), c = n0 + wn + j * 8 + tile_c_col(lane, e);
+        if (r < M && c < N) {
+          ulong idx = cbase + (ulong)r * (ulong)ldc + (ulong)c;
+          float v = alpha * acc[i][j].v[e];
+          if (beta != 0.0f) {
+            if (GT_C_BF16) v += beta * bf16_to_f32(((__global const ushort *)C)[idx]);
+            else v += beta * C[idx];
+          }
+          if (GT_C_BF16) ((__global ushort *)C)[idx] = f32_to_bf16(v);
+          else C[idx] = v;
+        }
+      }
+}
+
+#endif /* CLMOE_TILE_CL */

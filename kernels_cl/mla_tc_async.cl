@@ -1,0 +1,256 @@
+/* mla_tc_async.cl: the MLA attention forward on tiles with asynchronous, double-buffered
+ * K/V blocks (issue 9), built as "tile+mla+mla_tc+mla_tc_async" with mla_tc.cl's options
+ * and -DTC_ASYNC=1. Same arguments, tile table, results and lse as mla_tc_fwd; it takes
+ * bf16 storage whose offsets and strides are multiples of 8 elements (16-byte copies) and
+ * Dv a multiple of 16 (the host checks).
+ *
+ * Differences from mla_tc_fwd (mla_tc.cl):
+ *   - key blocks of TA_BK = 32 (or 16) keys in TA_STAGES = 2 (or 3) local stages: while a
+ *     block is multiplied, the next ones' K (k_nope of the head, then the shared k_rope) and V are in flight as 16-byte
+ *     asynchronous copies (cp.async under PTX; plain copies elsewhere); one barrier per
+ *     block;
+ *   - K and V keep their global layout (rows of keys, no transposed staging): K fragments
+ *     come from ldmatrix, V fragments from ldmatrix.trans (two 8-column tiles per load),
+ *     both from rows whose 16-byte chunks are XOR-swizzled by the key (ta_k, ta_v), so the 8
+ *     rows a load reads hit 8 different bank groups;
+ *   - Q fragments in tile.cl's k order (the same order as the K fragments).
+ * The softmax (base 2, fp32 statistics, per-lane partial row sums) is mla_tc_fwd's. */
+#if defined(TC_ASYNC) && TC_ASYNC && (!defined(TC_BWD) || !TC_BWD)
+#ifndef TA_BK
+#define TA_BK 32                        /* keys per block: 16 or 32 */
+#endif
+#ifndef TA_STAGES
+#define TA_STAGES 2                     /* blocks in local memory: 2 or 3 */
+#endif
+#if !STORE_BF16 || DN % 8 || DR % 8 || DV % 16 || (TA_BK != 16 && TA_BK != 32) || TA_STAGES < 2 || TA_STAGES > 3
+#error "TC_ASYNC needs bf16 storage, Dn and Dr multiples of 8, Dv a multiple of 16 (and TA_BK 16 or 32, TA_STAGES 2 or 3)"
+#endif
+#define TA_KROW ((DQP + 63) / 64 * 64)  /* K row in local memory (whole groups of 8 chunks) */
+#define TA_VROW ((DV + 63) / 64 * 64)
+#define TA_STAGE (TA_BK * (TA_KROW + TA_VROW)) /* ushorts: K block, then V block */
+#define TA_NSN (TA_BK / 8)              /* 8-key tiles of S */
+/* Q is staged 64 rows at a time through the same memory. */
+#define TA_ELEMS (64 * KLD > TA_STAGES * TA_STAGE ? 64 * KLD : TA_STAGES * TA_STAGE)
+#if TA_STAGES == 2
+#define TA_WAIT() TILE_CP_WAIT(0)
+#else
+#define TA_WAIT() TILE_CP_WAIT(1)
+#endif
+
+/* Element (key r, column d) of a K or V block: chunk d / 8 XOR-swizzled by r within its
+ * group of 8 chunks. */
+inline int ta_swz(int row, int d, int width)
+{
+  const int c = d >> 3;
+  return row * width + (((c & ~7) | ((c ^ row) & 7)) << 3) + (d & 7);
+}
+#define ta_k(r, d) ta_swz(r, d, TA_KROW)
+#define ta_v(r, d) ta_swz(r, d, TA_VROW)
+
+/* Issues the copies of keys kb .. kb + nk - 1 (nk <= TA_BK; the rest zero) into a stage. */
+inline void ta_issue(__local ushort *st, int kb, int nk, __global const store_t *kn, ulong kno, uint kn_ts,
+                     __global const store_t *kr, ulong kro, uint kr_ts, __global const store_t *v, ulong vo,
+                     uint v_ts, int lid)
+{
+  for (int e = lid; e < TA_BK * (TA_KROW / 8); e += TC_WG) {
+    const int r = e / (TA_KROW / 8), d = 8 * (e % (TA_KROW / 8));
+    const ulong row = (ulong)(kb + r);
+    __global const store_t *src = kn;
+    int bytes = 0;
+    if (r < nk && d < DN) src = kn + kno + row * kn_ts + d, bytes = 16;
+    else if (r < nk && d < DN + DR) src = kr + kro + row * kr_ts + (d - DN), bytes = 16;
+    tile_cp16(st + ta_k(r, d), src, bytes);
+  }
+  __local ushort *vs = st + TA_BK * TA_KROW;
+  for (int e = lid; e < TA_BK * (TA_VROW / 8); e += TC_WG) {
+    const int r = e / (TA_VROW / 8), d = 8 * (e % (TA_VROW / 8));
+    const int ok = r < nk && d < DV;
+    tile_cp16(vs + ta_v(r, d), ok ? v + vo + (ulong)(kb + r) * v_ts + d : v, ok ? 16 : 0);
+  }
+}
+
+/* B fragments of S = Q K^T for keys nb .. nb + 15 (two tiles), dims 16 ks ..; and of
+ * O = P V for keys 16 kk .., dv columns nb .. nb + 15. */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+inline void ta_frag_k(__local const ushort *ks, int nb, int kstep, int lane, tile_b *b0, tile_b *b1)
+{
+  const uint4 x = tile_ldsm_x4(ks + ta_k(nb + (lane & 7) + ((lane >> 4) << 3), 16 * kstep + (((lane >> 3) & 1) << 3)));
+  b0->r[0] = x.x, b0->r[1] = x.y, b1->r[0] = x.z, b1->r[1] = x.w;
+}
+inline void ta_frag_v(__local const ushort *vs, int kk, int nb, int lane, tile_b *b0, tile_b *b1)
+{
+  const uint4 x = tile_ldsm_x4_trans(vs + ta_v(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3)));
+  b0->r[0] = x.x, b0->r[1] = x.y, b1->r[0] = x.z, b1->r[1] = x.w;
+}
+#else
+inline tile_b ta_frag_k1(__local const ushort *ks, int nb, int kstep, int lane)
+{
+  const int n = nb + ((lane & 3) << 1);
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = bf16_to_f32(ks[ta_k(n, 16 * kstep + k)]);
+    b.c[1][k] = bf16_to_f32(ks[ta_k(n + 1, 16 * kstep + k)]);
+  }
+  return b;
+}
+inline tile_b ta_frag_v1(__local const ushort *vs, int kk, int nb, int lane)
+{
+  const int n = nb + ((lane & 3) << 1);
+  tile_b b;
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = bf16_to_f32(vs[ta_v(16 * kk + k, n)]);
+    b.c[1][k] = bf16_to_f32(vs[ta_v(16 * kk + k, n + 1)]);
+  }
+  return b;
+}
+inline void ta_frag_k(__local const ushort *ks, int nb, int kstep, int lane, tile_b *b0, tile_b *b1)
+{
+  *b0 = ta_frag_k1(ks, nb, kstep, lane), *b1 = ta_frag_k1(ks, nb + 8, kstep, lane);
+}
+inline void ta_frag_v(__local const ushort *vs, int kk, int nb, int lane, tile_b *b0, tile_b *b1)
+{
+  *b0 = ta_frag_v1(vs, kk, nb, lane), *b1 = ta_frag_v1(vs, kk, nb + 8, lane);
+}
+#endif
+
+__kernel __attribute__((reqd_work_group_size(TC_WG, 1, 1)))
+void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
+                      __global const store_t *kn, ulong kno, uint kn_ts, uint kn_hs,
+                      __global const store_t *kr, ulong kro, uint kr_ts,
+                      __global const store_t *v, ulong vo, uint v_ts, uint v_hs,
+                      __global const int4 *tiles, int ntiles, int H, float sl2,
+                      __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
+{
+  __local uint4 sm4[(TA_ELEMS + 7) / 8];
+  __local ushort *sm = (__local ushort *)sm4;
+  __local float2 red[TC_WG];          /* portable quad reductions (unused under PTX) */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+  __local float *pscr = NULL;
+#else
+  __local float pscr_all[TC_NW * 256]; /* portable P scratch, 16 x 16 fp32 per warp */
+#endif
+  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
+  const int g = lane >> 2;
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  __local float *pscr = pscr_all + 256 * w;
+#endif
+  const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)]; /* longest tiles first */
+  const int h = (int)get_group_id(1);
+  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
+  __local float2 *wred = red + 32 * w;
+  const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
+
+  /* Q fragments, 64 rows at a time through local memory (mla_tc.cl's staging). */
+  tile_a qf[NKS];
+  for (int c = 0; c < TC_BQ; c += 64) {
+    tc_stage(sm, KLD, DQP, t0 + c, min(64, rows - c), q, qo + (ulong)h * q_hs, q_ts, DQK, q, 0, 0, 0, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (16 * w >= c && 16 * w < c + 64) {
+      TC_UNROLL
+      for (int ks = 0; ks < NKS; ks++) qf[ks] = tile_load_a_bf16(sm + (16 * w - c) * KLD + 16 * ks, KLD, lane);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
+  const int wq_first = t0 + 16 * w + shift, wq_last = wq_first + 15;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  tile_c acc[NON];
+  TC_UNROLL
+  for (int j = 0; j < NON; j++) acc[j] = tile_c_zero();
+
+  const int nblocks = (kend - s0 + TA_BK - 1) / TA_BK;
+  for (int b = 0; b < TA_STAGES - 1; b++) {
+    const int kb = s0 + b * TA_BK;
+    if (b < nblocks)
+      ta_issue(sm + b * TA_STAGE, kb, min(TA_BK, kend - kb), kn, kno_h, kn_ts, kr, kro, kr_ts, v, vo_h, v_ts, lid);
+    tile_cp_commit(); /* empty groups keep the count per block fixed */
+  }
+  for (int b = 0; b < nblocks; b++) {
+    const int kb = s0 + b * TA_BK, bn = b + TA_STAGES - 1, kn0 = s0 + bn * TA_BK;
+    TA_WAIT();
+    barrier(CLK_LOCAL_MEM_FENCE); /* block b is in; everyone is done with block b - 1 */
+    if (bn < nblocks)
+      ta_issue(sm + (bn % TA_STAGES) * TA_STAGE, kn0, min(TA_BK, kend - kn0), kn, kno_h, kn_ts, kr, kro, kr_ts, v,
+               vo_h, v_ts, lid);
+    tile_cp_commit();
+    __local const ushort *ks = sm + (b % TA_STAGES) * TA_STAGE, *vs = ks + TA_BK * TA_KROW;
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+    if (kb > wq_last) continue; /* this warp's rows all precede the block */
+#endif
+    tile_c s[TA_NSN];
+    TC_UNROLL
+    for (int n = 0; n < TA_NSN; n++) s[n] = tile_c_zero();
+    TC_UNROLL
+    for (int kstep = 0; kstep < NKS; kstep++) {
+      TC_UNROLL
+      for (int n = 0; n < TA_NSN; n += 2) {
+        tile_b b0, b1;
+        ta_frag_k(ks, 8 * n, kstep, lane, &b0, &b1);
+        tile_mma(&s[n], qf[kstep], b0);
+        tile_mma(&s[n + 1], qf[kstep], b1);
+      }
+    }
+    const int masked = kb + TA_BK - 1 > wq_first;
+    float2 mx = (float2)(-INFINITY, -INFINITY);
+    TC_UNROLL
+    for (int n = 0; n < TA_NSN; n++) {
+      TC_UNROLL
+      for (int i = 0; i < 4; i++) {
+        const int key = kb + 8 * n + tile_c_col(lane, i);
+        float x = s[n].v[i] * sl2;
+        if (masked) x = key <= (i < 2 ? qp0 : qp1) ? x : -INFINITY;
+        s[n].v[i] = x;
+      }
+      mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
+      mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
+    }
+    mx = tc_quad_max(mx, wred, lane);
+    const float mn0 = fmax(m0, mx.x), mn1 = fmax(m1, mx.y); /* finite from the first block */
+    const float c0 = exp2(m0 - mn0), c1 = exp2(m1 - mn1);
+    m0 = mn0, m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+    TC_UNROLL
+    for (int n = 0; n < TA_NSN; n++) {
+      s[n].v[0] = exp2(s[n].v[0] - mn0), s[n].v[1] = exp2(s[n].v[1] - mn0);
+      s[n].v[2] = exp2(s[n].v[2] - mn1), s[n].v[3] = exp2(s[n].v[3] - mn1);
+      ps0 += s[n].v[0] + s[n].v[1];
+      ps1 += s[n].v[2] + s[n].v[3];
+    }
+    l0 = l0 * c0 + ps0, l1 = l1 * c1 + ps1;
+    TC_UNROLL
+    for (int j = 0; j < NON; j++) {
+      acc[j].v[0] *= c0, acc[j].v[1] *= c0;
+      acc[j].v[2] *= c1, acc[j].v[3] *= c1;
+    }
+    TC_UNROLL
+    for (int kk = 0; kk < TA_BK / 16; kk++) {
+      const tile_a pa = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+      TC_UNROLL
+      for (int j = 0; j < NON; j += 2) {
+        tile_b b0, b1;
+        ta_frag_v(vs, kk, 8 * j, lane, &b0, &b1);
+        tile_mma(&acc[j], pa, b0);
+        tile_mma(&acc[j + 1], pa, b1);
+      }
+    }
+  }
+
+  const float2 l = tc_quad_sum((float2)(l0, l1), wred, lane);
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  const float inv0 = 1.0f / l.x, inv1 = 1.0f / l.y;
+  TC_UNROLL
+  for (int j = 0; j < NON; j++) {
+    TC_UNROLL
+    for (int i = 0; i < 4; i++) {
+      const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
+      if (col < DV && r < rows)
+        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
+    }
+  }
+  if (has_lse && (lane & 3) == 0) {
+    if (r0 < rows) lse[lo + (ulong)(t0 + r0) * (ulong)H + (ulong)h] = (m0 + log2(l.x)) * LN2;
+    if (r1 < rows) lse[lo + (ulong)(t0 + r1) * (ulong)H + (ulong)h] = (m1 + log2(l.y)) * LN2;
+  }
+}
+#endif
