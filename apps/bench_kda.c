@@ -1,7 +1,8 @@
 /* clmoe-bench kda: the chunked KDA forward and forward + backward over B, T, H, D, timed by
  * OpenCL profiling events (sum of kernel times, host overhead excluded; the wall-clock
  * median is printed beside it), against the recurrent token loop in the same run, and the
- * forward on the tile interface (kda_tc.h, issue 9) beside the portable one.
+ * forward and forward + backward on the tile interface (kda_tc.h, issue 9) beside the
+ * portable ones.
  * FLOPs of the forward per the Kimi Linear report: B H (6 T D^2 + 3 T C D + T C^2), C = 16;
  * bytes: the inputs and o once each. */
 #include <math.h>
@@ -29,6 +30,8 @@ static void usage(void)
          "\"forward\" and \"fwd+bwd\" run the portable kernels; \"forward-tc\" the forward on the tile\n"
          "interface (bf16 tile products; on the device's matrix unit when clmoe-info reports one),\n"
          "compared with the portable forward's output; its two kernels' times follow (prep + state).\n"
+         "\"backward-tc\" is forward-tc + the backward on tiles, its gradients compared with the\n"
+         "portable fwd+bwd's (worst of dq, dk, dv, dg, dbeta; needs the backward and the tile rows).\n"
          "\n"
          "  --batch B          sequences (default 1)\n"
          "  --T LIST           sequence lengths (default 4096,16384)\n"
@@ -36,7 +39,7 @@ static void usage(void)
          "  --D D              K = V (default 128, at most 128)\n"
          "  --dtype T          storage of q, k, v, g, beta: bf16 (default) or f32\n"
          "  --no-backward      forward only\n"
-         "  --no-tile          skip the tile forward (needs D a multiple of 16)\n"
+         "  --no-tile          skip the tile rows (they need D a multiple of 16)\n"
          "  --tc-warps N       warps per state work-group of the tile forward: 1, 2 or 4 (default 2)\n"
          "  --tc-lookahead N   chunks its state pass loads ahead: 1 or 2 (default 2)\n"
          "  --recurrent-max T  longest T for the recurrent comparison (default 16384; 0: never)\n"
@@ -48,17 +51,19 @@ static void usage(void)
 typedef struct kda_bench_tensors {
   clmoe_tensor q, k, v, g, beta, A_log, dt_bias, o, o_rec, o_tc, dout;
   clmoe_tensor dq, dk, dv, dg, dbeta, dA, ddt;
+  clmoe_tensor tq, tk, tv, tg, tbeta, tA, tdt; /* the tile backward's gradients */
 } kda_bench_tensors;
 
 static void tensors_destroy(kda_bench_tensors *t)
 {
   clmoe_tensor *all[] = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, &t->o, &t->o_rec,
-                         &t->o_tc, &t->dout, &t->dq, &t->dk, &t->dv, &t->dg, &t->dbeta, &t->dA, &t->ddt};
+                         &t->o_tc, &t->dout, &t->dq, &t->dk, &t->dv, &t->dg, &t->dbeta, &t->dA, &t->ddt,
+                         &t->tq, &t->tk, &t->tv, &t->tg, &t->tbeta, &t->tA, &t->tdt};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
 }
 
 static void tensors_create(clmoe_ctx *ctx, kda_bench_tensors *t, clmoe_dtype dt, long long B,
-                           long long T, long long H, long long D, int backward)
+                           long long T, long long H, long long D, int backward, int tile)
 {
   memset(t, 0, sizeof *t);
   const int64_t sk[4] = {B, T, H, D}, sb[3] = {B, T, H}, sdt[2] = {H, D}, sh[1] = {H};
@@ -87,9 +92,17 @@ static void tensors_create(clmoe_ctx *ctx, kda_bench_tensors *t, clmoe_dtype dt,
   APP_CHECK(clmoe_tensor_create(ctx, &t->dbeta, CLMOE_F32, 3, sb));
   APP_CHECK(clmoe_tensor_create(ctx, &t->dA, CLMOE_F32, 1, sh));
   APP_CHECK(clmoe_tensor_create(ctx, &t->ddt, CLMOE_F32, 2, sdt));
+  if (!tile) return;
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tq, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tk, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tv, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tg, CLMOE_F32, 4, sk));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tbeta, CLMOE_F32, 3, sb));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tA, CLMOE_F32, 1, sh));
+  APP_CHECK(clmoe_tensor_create(ctx, &t->tdt, CLMOE_F32, 2, sdt));
 }
 
-enum { RUN_FWD, RUN_FWD_BWD, RUN_TC, RUN_REC };
+enum { RUN_FWD, RUN_FWD_BWD, RUN_TC, RUN_TC_BWD, RUN_REC };
 
 static int tc_warps, tc_ahead; /* --tc-warps, --tc-lookahead */
 
@@ -97,9 +110,13 @@ static void run_once(clmoe_ctx *ctx, kda_bench_tensors *t, int what)
 {
   clmoe_kda_options opts = {0};
   clmoe_kda_inputs in = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, NULL, NULL};
-  if (what == RUN_TC) {
+  if (what == RUN_TC || what == RUN_TC_BWD) {
     clmoe_kda_tc_config cfg = {tc_warps, tc_ahead};
     APP_CHECK(clmoe_kda_forward_tc(ctx, &opts, &in, &t->o_tc, NULL, &cfg));
+    if (what == RUN_TC_BWD) {
+      clmoe_kda_grads g = {&t->tq, &t->tk, &t->tv, &t->tg, &t->tbeta, &t->tA, &t->tdt, NULL};
+      APP_CHECK(clmoe_kda_backward_tc(ctx, &opts, &in, &t->dout, NULL, &g, &cfg));
+    }
     return;
   }
   if (what == RUN_REC) {
@@ -203,7 +220,7 @@ int bench_kda(int argc, char **argv)
   if (D % 16) tile = 0;
   printf("clmoe-bench kda on %s (%s): B = %lld, K = V = %lld, %s inputs, chunk 16, lb -5, tiles: %s\n",
          caps->device_name, caps->platform_name, B, D, dtype_arg, impl);
-  printf("%4s %8s  %-10s %10s %10s %12s %9s %9s  %s\n", "H", "T", "pass", "kernel ms", "wall ms",
+  printf("%4s %8s  %-11s %10s %10s %12s %9s %9s  %s\n", "H", "T", "pass", "kernel ms", "wall ms",
          "tokens/s", "TFLOP/s", "GB/s", "check");
   FILE *jf = json ? app_open_output(json) : NULL;
   if (jf) {
@@ -220,18 +237,23 @@ int bench_kda(int argc, char **argv)
     for (int it = 0; it < nT; it++) {
       long long H = Hs[ih], T = Ts[it];
       kda_bench_tensors t;
-      tensors_create(ctx, &t, dt, B, T, H, D, backward);
+      tensors_create(ctx, &t, dt, B, T, H, D, backward, tile);
       const double flops = clmoe_kda_forward_flops(B, T, H, D);
       const double es = (double)clmoe_dtype_size(dt);
       const double bytes = (double)(B * T * H) * (es * (3.0 * D + D + 1.0) + 4.0 * D);
-      const int nwhat = backward ? 2 : 1;
       int do_rec = T <= rec_max;
       if (do_rec) APP_CHECK(clmoe_tensor_create(ctx, &t.o_rec, CLMOE_F32, 4, (int64_t[]){B, T, H, D}));
       if (tile) APP_CHECK(clmoe_tensor_create(ctx, &t.o_tc, CLMOE_F32, 4, (int64_t[]){B, T, H, D}));
-      for (int w = 0; w < nwhat + tile + do_rec; w++) {
-        int what = w < nwhat ? (w == 0 ? RUN_FWD : RUN_FWD_BWD) : w < nwhat + tile ? RUN_TC : RUN_REC;
+      int whats[5], nw = 0;
+      whats[nw++] = RUN_FWD;
+      if (backward) whats[nw++] = RUN_FWD_BWD;
+      if (tile) whats[nw++] = RUN_TC;
+      if (tile && backward) whats[nw++] = RUN_TC_BWD;
+      if (do_rec) whats[nw++] = RUN_REC;
+      for (int w = 0; w < nw; w++) {
+        const int what = whats[w];
         const char *name = what == RUN_FWD ? "forward" : what == RUN_FWD_BWD ? "fwd+bwd"
-                           : what == RUN_TC ? "forward-tc" : "recurrent";
+                           : what == RUN_TC ? "forward-tc" : what == RUN_TC_BWD ? "backward-tc" : "recurrent";
         double ks, ws;
         int runs;
         clmoe_ctx_profile_clear(ctx);
@@ -245,10 +267,18 @@ int bench_kda(int argc, char **argv)
         } else if (what == RUN_TC) {
           diff = max_rel_diff(&t.o_tc, &t.o);
           snprintf(check, sizeof check, "|tile - portable| %.1e; %.3f + %.3f ms", diff, prep_ms, state_ms);
+        } else if (what == RUN_TC_BWD) {
+          const clmoe_tensor *a[5] = {&t.tq, &t.tk, &t.tv, &t.tg, &t.tbeta}, *b[5] = {&t.dq, &t.dk, &t.dv, &t.dg, &t.dbeta};
+          diff = 0.0;
+          for (int i = 0; i < 5; i++) diff = fmax(diff, max_rel_diff(a[i], b[i]));
+          snprintf(check, sizeof check, "|tile - portable| grads %.1e; bwd: %.3f + %.3f + %.3f + %.3f ms", diff,
+                   kernel_ms(ctx, "kda_tcb_fwd_save"), kernel_ms(ctx, "kda_tcb_state_bwd"),
+                   kernel_ms(ctx, "kda_tcb_inter"), kernel_ms(ctx, "kda_tcb_chunk"));
         }
-        double tf = what == RUN_FWD_BWD ? 0.0 : flops / ks * 1e-12;
-        printf("%4lld %8lld  %-10s %10.3f %10.3f %12.4g %9.3f %9.1f  %s\n", H, T, name, ks * 1e3, ws * 1e3,
-               (double)(B * T) / ks, tf, what == RUN_FWD_BWD ? 0.0 : bytes / ks * 1e-9, check);
+        const int fb = what == RUN_FWD_BWD || what == RUN_TC_BWD; /* no FLOP or byte model */
+        double tf = fb ? 0.0 : flops / ks * 1e-12;
+        printf("%4lld %8lld  %-11s %10.3f %10.3f %12.4g %9.3f %9.1f  %s\n", H, T, name, ks * 1e3, ws * 1e3,
+               (double)(B * T) / ks, tf, fb ? 0.0 : bytes / ks * 1e-9, check);
         fflush(stdout);
         if (jf) {
           fprintf(jf, "%s\n    {\"H\": %lld, \"T\": %lld, \"pass\": \"%s\", \"runs\": %d, \"kernel_ms\": %.4f, "
@@ -257,6 +287,10 @@ int bench_kda(int argc, char **argv)
                   first ? "" : ",", H, T, name, runs, ks * 1e3, ws * 1e3, (double)(B * T) / ks, flops,
                   bytes, tf);
           if (what == RUN_TC) fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, ", prep_ms, state_ms);
+          if (what == RUN_TC_BWD)
+            fprintf(jf, "\"fwd_save_ms\": %.4f, \"state_bwd_ms\": %.4f, \"inter_ms\": %.4f, \"chunk_ms\": %.4f, ",
+                    kernel_ms(ctx, "kda_tcb_fwd_save"), kernel_ms(ctx, "kda_tcb_state_bwd"),
+                    kernel_ms(ctx, "kda_tcb_inter"), kernel_ms(ctx, "kda_tcb_chunk"));
           fprintf(jf, "\"max_rel_diff_vs_chunked\": ");
           json_double(jf, diff);
           fprintf(jf, "}");

@@ -67,19 +67,22 @@ void kda_prep(__global const store_t *q, ulong qo, __global const store_t *k, ul
 /* Loads chunk cc's tiles (W, Qg, Kd, this work-item's U and Aqk entries, gl) into registers. */
 #define KDA_PREFETCH(cc)                                                                    \
   do {                                                                                      \
+    /* Indices are clamped into the buffers and the values selected afterwards: a compiler  \
+     * that turns a guarded load into an unconditional one (PoCL's vectoriser does) must    \
+     * not read past the last chunk. */                                                     \
     const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
     for (int p = 0; p < NPF; p++) {                                                         \
-      const int e = lid + p * KDA_WG;                                                       \
-      if (e < CH * KD) {                                                                    \
-        const ulong g = b_ * CH * KD + e;                                                   \
-        pw[p] = Wg[g];                                                                      \
-        pq[p] = Qgg[g];                                                                     \
-        pk[p] = Kdg[g];                                                                     \
-      }                                                                                     \
+      const int e = lid + p * KDA_WG, ec = min(e, CH * KD - 1);                             \
+      const ulong g = b_ * CH * KD + ec;                                                    \
+      pw[p] = Wg[g];                                                                        \
+      pq[p] = Qgg[g];                                                                       \
+      pk[p] = Kdg[g];                                                                       \
     }                                                                                       \
-    pu = jv ? Ug[(b_ * CH + r) * VD + j] : 0.0f;                                            \
+    pu = Ug[(b_ * CH + r) * VD + min(j, VD - 1)];                                           \
+    pu = jv ? pu : 0.0f;                                                                    \
     pa = Ag[b_ * CH * CH + r * CH + jj];                                                    \
-    pg = lid < KD ? glg[b_ * KD + lid] : 0.0f;                                              \
+    pg = glg[b_ * KD + min(lid, KD - 1)];                                                   \
+    pg = lid < KD ? pg : 0.0f;                                                              \
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(KDA_WG, 1, 1)))

@@ -1,10 +1,14 @@
 /* kda_tc.cl: the KDA forward on the tile interface (issue 9), in the two kernels of the
- * FlashKDA split. Built as "tile+kda_common+kda_tc" with kda_common's -DKD -DVD
+ * FlashKDA split. Built as "tile+kda_common+kda_tc+kda_tc_state" with kda_common's -DKD -DVD
  * -DSTORE_BF16 -DOUT_BF16 (KD, VD multiples of 16, <= 128), the tile implementation's
  * options, -DTC_NW (warps of a state work-group) and -DTC_PF (chunks of look-ahead). Every
  * matrix product is tile_mma (D[16 x 8] += A[16 x 16] B[16 x 8], bf16 operands, fp32
  * accumulators); chunks are the 16-token tiles of kda_fwd.cl (same chunk table, same
  * anchored factors).
+ *
+ * -DTC_STEP (16 or 64) picks the state pass: 16, kda_tc_state below; 64, the one of
+ * kda_tc_state.cl (appended to this file in the program), with the prep's outputs laid out
+ * for it (see TC_IW below).
  *
  * kda_tc_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
  *   L2 norms, sigmoid of beta, in-chunk cumulative gate G, then with G0 = G of the first row
@@ -15,14 +19,18 @@
  *   Output per (chunk, head): one block of bf16 W, Qg [2][16][KD], Kd^T [KD][16] (the A
  *   operand of the state update), Aqk [16][16], then gl fp32 [KD] (TC_BLK ushorts); U fp32
  *   [chunks, H, 16, VD] apart (its error would add directly to Vnew, so it keeps fp32).
- * kda_tc_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
- *   owning 8 columns of V): walks the chunks with its columns of the state S [KD, 8] in
- *   fp32 accumulators (KD / 16 tiles per lane) and a bf16 copy in local memory (the B
- *   operand of the next chunk):
+ *   (The TC_STEP 16 layout; TC_STEP 64 reorders both, same sizes: TC_IW below.)
+ * kda_tc_state with TC_STEP 16, head-parallel (work-group: TC_NW warps of one (sequence,
+ *   head), each warp owning 8 columns of V): walks the chunks with its columns of the
+ *   state S [KD, 8] in fp32 accumulators (KD / 16 tiles per lane) and a bf16 copy in local
+ *   memory (the B operand of the next chunk):
  *     Vnew = U - W S,  O = Qg S + Aqk Vnew,  S = gl (.) S + Kd^T Vnew.
  *   The next chunks' blocks travel through registers while the current one computes. */
 #ifndef TC_NW
 #define TC_NW 2
+#endif
+#ifndef TC_STEP
+#define TC_STEP 16
 #endif
 #if KD % 16 || VD % 16
 #error "kda_tc needs KD and VD multiples of 16"
@@ -37,6 +45,33 @@
 #define TC_BLK4 (TC_BLK / 8)            /* ... in uint4 */
 #define TC_NMT (KD / 16)                /* 16-row tiles of S */
 #define TC_AL __attribute__((aligned(16)))
+
+/* Where the prep puts entry (row r, column d) of W, Qg (r < 16, d < KD), Kd (the same
+ * indices; stored transposed for TC_STEP 16), Aqk (r, c < 16) in a block (ushorts), and of U
+ * (r < 16, column c < VD) in its [16 x VD] fp32 slice. TC_STEP 64 stores B operands of
+ * tile_mma in fragment order (TC_FO: a 16 x 8 B[k][n] as 32 lanes x 4 ushorts, lane
+ * 4 n + (k % 8) / 2 holding B[k][n] at (k / 8) * 2 + k % 2: the mma.sync fragment, so a
+ * lane loads its fragment as one uint2), -W instead of W, and U transposed:
+ *   W^T, Qg^T: fragments [2 token tiles][KD / 16 k-steps], B[k][n] = W[8 nt + n][16 ks + k]
+ *   Kd:        fragments [KD / 8 column tiles],             B[k][n] = Kd[k][8 nt + n]
+ *   Aqk^T:     fragments [2 token tiles],                   B[k][n] = Aqk[8 nt + n][k]
+ *   U^T [VD][16]. */
+#if TC_STEP == 64
+#define TC_FO(k, n) (((n) << 4) | ((((k) & 7) >> 1) << 2) | (((k) >> 3) << 1) | ((k) & 1))
+#define TC_IW(r, d) ((((r) >> 3) * (KD / 16) + ((d) >> 4)) * 128 + TC_FO((d) & 15, (r) & 7))
+#define TC_IQ(r, d) (16 * KD + TC_IW(r, d))
+#define TC_IK(r, d) (32 * KD + ((d) >> 3) * 128 + TC_FO(r, (d) & 7))
+#define TC_IA(r, c) (48 * KD + ((r) >> 3) * 128 + TC_FO(c, (r) & 7))
+#define TC_IU(r, c) ((c) * CH + (r))
+#define TC_WSIGN (-1.0f)
+#else
+#define TC_IW(r, d) ((r) * KD + (d))
+#define TC_IQ(r, d) (16 * KD + (r) * KD + (d))
+#define TC_IK(r, d) (32 * KD + (d) * 16 + (r))
+#define TC_IA(r, c) (48 * KD + (r) * 16 + (c))
+#define TC_IU(r, c) ((r) * VD + (c))
+#define TC_WSIGN 1.0f
+#endif
 
 /* ---- kda_tc_prep ------------------------------------------------------------------------ */
 
@@ -117,8 +152,8 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       Kp[r][d] = f32_to_bf16(kn * up);
       Km[r][d] = f32_to_bf16(kn * dn);
       Bk[r][d] = f32_to_bf16(b * kn * up * E0[d]);
-      blk[16 * KD + r * KD + d] = f32_to_bf16(scale * qn * up * E0[d]);
-      blk[32 * KD + d * 16 + r] = f32_to_bf16(kn * dn * EL[d]); /* Kd^T [KD][16] */
+      blk[TC_IQ(r, d)] = f32_to_bf16(scale * qn * up * E0[d]);
+      blk[TC_IK(r, d)] = f32_to_bf16(kn * dn * EL[d]);
     }
 #pragma unroll
     for (int j = 0; j < NJV; j++) Bv[r][s + 8 * j] = f32_to_bf16(b * vv[j]);
@@ -135,7 +170,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
                tile_load_bt_bf16(&Km[8 * nt][16 * ks], TC_LDK, lane));
     for (int i = 0; i < 4; i++) {
       const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
-      if (isq) blk[48 * KD + row * 16 + col] = f32_to_bf16(col <= row ? scale * acc.v[i] : 0.0f);
+      if (isq) blk[TC_IA(row, col)] = f32_to_bf16(col <= row ? scale * acc.v[i] : 0.0f);
       else Akk[row][col] = col < row ? bt[row] * acc.v[i] : 0.0f;
     }
   }
@@ -150,20 +185,21 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bk[0][8 * nt], TC_LDK, lane));
       for (int i = 0; i < 4; i++)
-        blk[tile_c_row(lane, i) * KD + 8 * nt + tile_c_col(lane, i)] = f32_to_bf16(acc.v[i]);
+        blk[TC_IW(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = f32_to_bf16(TC_WSIGN * acc.v[i]);
     }
     __global float *U = Ug + ((ulong)c * (ulong)H + (ulong)h) * CH * VD;
     for (int nt = warp; nt < VD / 8; nt += TC_PREP_WG / 32) {
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bv[0][8 * nt], TC_LDV, lane));
-      for (int i = 0; i < 4; i++) U[tile_c_row(lane, i) * VD + 8 * nt + tile_c_col(lane, i)] = acc.v[i];
+      for (int i = 0; i < 4; i++) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = acc.v[i];
     }
   }
 #undef NJ
 #undef NJV
 }
 
-/* ---- kda_tc_state ----------------------------------------------------------------------- */
+/* ---- kda_tc_state (TC_STEP 16) ----------------------------------------------------------- */
+#if TC_STEP != 64
 
 /* The block's uint4 e in local memory: rows of W and Qg padded to TC_LDK, the 16-wide
  * rows of Kd^T and Aqk to TC_LDA, gl packed after them. */
@@ -331,3 +367,4 @@ void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
         ht[hto + (sbase + 16 * m + tile_c_row(lane, i)) * VD + j0 + tile_c_col(lane, i)] = S[m].v[i];
   }
 }
+#endif /* TC_STEP != 64 */

@@ -164,6 +164,10 @@ void clmoe__pool_put(clmoe_ctx *ctx, cl_mem mem, size_t capacity);
 /* Temporary device buffer from the pool (for ops that need scratch space). */
 clmoe_status clmoe__scratch(clmoe_ctx *ctx, size_t bytes, cl_mem *mem);
 void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes);
+/* n scratch buffers of bytes[i] at once (all or none: on failure none is held), and their
+ * release (each mem[i] set to NULL; NULL entries are skipped). */
+clmoe_status clmoe__scratch_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes);
+void clmoe__scratch_release_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes);
 
 void clmoe__pool_destroy(clmoe_ctx *ctx);
 void clmoe__profile_destroy(clmoe_ctx *ctx);

@@ -8,6 +8,9 @@
 
 #include <string.h>
 
+#include "fastpath.h"
+#include "kda_tc.h"
+
 /* Scratch buffers of the backward, released together. */
 enum { B_SAVE, B_VN, B_DSAVE, B_DU, B_DQG, B_DW, B_DKD, B_DGL, B_DA, B_PDDT, B_PDA, B_TMP, B_COUNT };
 
@@ -18,10 +21,7 @@ typedef struct kda_bwd_buffers {
 
 static void bwd_release(clmoe_ctx *ctx, kda_bwd_buffers *b)
 {
-  for (int i = 0; i < B_COUNT; i++) {
-    clmoe__scratch_release(ctx, b->m[i], b->bytes[i]);
-    b->m[i] = NULL;
-  }
+  clmoe__scratch_release_set(ctx, B_COUNT, b->m, b->bytes);
 }
 
 static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
@@ -32,15 +32,8 @@ static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers
   const size_t sizes[B_COUNT] = {nch * K * V * f, nch * C * V * f, nch * K * V * f, nch * C * V * f,
                                  nch * C * K * f, nch * C * K * f, nch * C * K * f, nch * K * f,
                                  nch * C * C * f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
-  for (int i = 0; i < B_COUNT; i++) {
-    b->bytes[i] = sizes[i];
-    clmoe_status st = clmoe__scratch(ctx, sizes[i], &b->m[i]);
-    if (st != CLMOE_OK) {
-      bwd_release(ctx, b);
-      return st;
-    }
-  }
-  return CLMOE_OK;
+  memcpy(b->bytes, sizes, sizeof sizes);
+  return clmoe__scratch_set(ctx, B_COUNT, b->m, b->bytes);
 }
 
 static clmoe_status check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
@@ -152,6 +145,12 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   CLMOE_TRY_GOTO(st, check_grads(op, &p, dout, dfinal_state, grads), done);
   if (p.nchunks == 0) {
     st = empty_backward(dfinal_state, grads);
+    goto done;
+  }
+  /* the tile kernels (kda_tc_bwd.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a
+   * matrix unit (as the forward, kda.c) */
+  if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_bwd_covers(ctx, &p)) {
+    st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0);
     goto done;
   }
   char kopts[128];

@@ -1,9 +1,11 @@
-/* KDA forward on the tile interface (issue 9): host side of kernels_cl/kda_tc.cl. The plan
- * (argument checks, chunk and sequence tables) is kda.c's; this file sizes the per-chunk
- * intermediates and launches the two kernels. */
+/* KDA forward on the tile interface (issue 9): host side of kernels_cl/kda_tc.cl and
+ * kda_tc_state.cl. The plan (argument checks, chunk and sequence tables) is kda.c's; this
+ * file sizes the per-chunk intermediates, picks the state pass (16- or 64-token steps) and
+ * launches the two kernels. */
 #include "kda_tc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fastpath.h"
@@ -24,6 +26,11 @@ static size_t state_local_bytes(size_t K, size_t warps)
 {
   return (32 * ((K + 8) / 8) + 3 * K + 48 + K / 4) * 16 + warps * 8 * (K + 8) * 2 + warps * 8 * 24 * 2;
 }
+/* The 64-token state pass: none with the PTX tiles, a per-warp scratch otherwise. */
+static size_t state64_local_bytes(size_t K, size_t warps, int ptx)
+{
+  return ptx ? 0 : warps * (16 * (K + 4) + 16 * 16) * 4;
+}
 
 int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
 {
@@ -34,29 +41,57 @@ int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
   return c->max_work_group_size >= TC_PREP_WG && c->local_mem_bytes >= need + 256;
 }
 
-static int pick_warps(const kda_plan *p, int warps)
+/* Warps per state work-group: step 16, 8 columns of V each (1, 2, 4); step 64, 16 columns
+ * each (1, 2, 4, 8) and, with the portable tiles, their scratch within local memory. */
+static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int step, int ptx)
 {
-  if (warps != 1 && warps != 2 && warps != 4) warps = 2;
-  while (warps > 1 && p->V % (8 * warps)) warps /= 2;
+  const int cols = step == 64 ? 16 : 8, most = step == 64 ? 8 : 4;
+  if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = step == 64 ? 1 : 2;
+  while (warps > 1 && p->V % (cols * warps)) warps /= 2;
+  if (step == 64)
+    while (warps > 1 && state64_local_bytes((size_t)p->K, (size_t)warps, ptx) + 256 >
+                            clmoe_ctx_caps(ctx)->local_mem_bytes)
+      warps /= 2;
   return warps;
+}
+
+/* The state pass: 16-token steps with S staged through local memory (kda_tc.cl), unless
+ * CLMOE_KDA_TC_STEP=64 (read at every call, so one process can time both) selects the
+ * register-only pass over 4 chunks per step (kda_tc_state.cl). On the H200 the 16-token
+ * pass is the faster: state 1.49 against 1.59 ms (1 warp per group) and 4.6 ms (2 warps) at
+ * H 16, T 16384 (docs/benchmarks-tiles.md). With step 64 the config's warps are warps of 16
+ * columns of V (1, 2, 4 or 8; default 1) and its lookahead the chunks of L1 prefetch (1 or
+ * 2; default 1). */
+static int pick_step(void)
+{
+  const char *env = getenv("CLMOE_KDA_TC_STEP");
+  if (env && !strcmp(env, "64")) return 64;
+  return 16;
 }
 
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                         clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead)
 {
   if (p->N == 0) return CLMOE_OK;
-  warps = pick_warps(p, warps);
-  /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
-  if (lookahead != 1 && lookahead != 2) lookahead = warps >= 2 ? 2 : 1;
+  const int step = pick_step();
+  warps = pick_warps(ctx, p, warps, step, clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA);
+  if (step == 64) {
+    if (lookahead != 1 && lookahead != 2) lookahead = 1; /* chunks of L1 prefetch */
+  } else if (lookahead != 1 && lookahead != 2) {
+    /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
+    lookahead = warps >= 2 ? 2 : 1;
+  }
   char opts[256], base[128];
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_NW=%d -DTC_PF=%d %s", base, warps, lookahead,
-           clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d %s", base, step, warps,
+           lookahead, clmoe__tile_options(ctx));
+  const char *family = "tile+kda_common+kda_tc+kda_tc_state";
   cl_kernel kp, ks;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc", opts, "kda_tc_prep", &kp));
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc", opts, "kda_tc_state", &ks));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_state", &ks));
 
-  /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32. */
+  /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32 (step 64: the
+   * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda_tc.cl). */
   const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
   const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
@@ -84,7 +119,8 @@ clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_input
   cl_int has_h0 = h0 != NULL, has_ht = ht != NULL;
   CLMOE_TRY_GOTO(st, clmoe__args(ks, 13, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m),
                                  KA(h0o), KA(has_h0), KA(o->buf), KA(oo), KA(htm), KA(hto), KA(has_ht)), done);
-  size_t global[3] = {(size_t)(p->V / 8) * 32, (size_t)p->H, (size_t)p->N};
+  /* One warp per 8 (step 16) or 16 (step 64) columns of V. */
+  size_t global[3] = {(size_t)(p->V / (step == 64 ? 16 : 8)) * 32, (size_t)p->H, (size_t)p->N};
   size_t local[3] = {(size_t)(32 * warps), 1, 1};
   st = clmoe__launch(ctx, ks, 3, global, local);
 done:

@@ -31,6 +31,29 @@ clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                   const clmoe_kda_inputs *in, clmoe_tensor *o,
                                   clmoe_tensor *final_state, const clmoe_kda_tc_config *cfg);
 
+/* The backward of clmoe_kda_backward on the tile kernels (kernels_cl/kda_tc_bwd.cl: the
+ * state recurrence again, the reverse state-gradient pass, the per-chunk factor gradients;
+ * kda_tc_bwdc.cl: back through the 16 x 16 factors, the gate, beta and the norms), after the
+ * portable kda_prep recomputes the per-chunk factors. Same coverage as the forward (bounded gate,
+ * K, V multiples of 16 up to 128; any B, T, packed sequences, initial state and
+ * dfinal_state); CLMOE_ERR_UNSUPPORTED (no fallback) otherwise. cfg may be NULL (its warps:
+ * of the two state passes; lookahead unused). clmoe_kda_backward takes this path by itself
+ * when the fast path is on for the call. Results carry bf16 operand rounding (about 1e-2
+ * relative to each gradient's largest magnitude). */
+clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                   const clmoe_kda_inputs *in, const clmoe_tensor *dout,
+                                   const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
+                                   const clmoe_kda_tc_config *cfg);
+
+/* Library-internal (lib/kda_backward.c): the plan of kda_internal.h. covers: 1 when the tile
+ * backward supports it on ctx's device; run: the backward for a plan with chunks, the
+ * arguments already checked (warps 0: default). */
+struct kda_plan;
+int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p);
+clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
+                            const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
+                            const clmoe_kda_grads *grads, int warps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,6 +104,27 @@ void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes)
   if (mem) pool_put(ctx, mem, size_class(bytes));
 }
 
+void clmoe__scratch_release_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes)
+{
+  for (int i = 0; i < n; i++) {
+    clmoe__scratch_release(ctx, mem[i], bytes[i]);
+    mem[i] = NULL;
+  }
+}
+
+clmoe_status clmoe__scratch_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes)
+{
+  for (int i = 0; i < n; i++) mem[i] = NULL;
+  for (int i = 0; i < n; i++) {
+    clmoe_status st = clmoe__scratch(ctx, bytes[i], &mem[i]);
+    if (st != CLMOE_OK) {
+      clmoe__scratch_release_set(ctx, i, mem, bytes);
+      return st;
+    }
+  }
+  return CLMOE_OK;
+}
+
 void clmoe_ctx_pool_trim(clmoe_ctx *ctx)
 {
   clmoe_pool *pool = &ctx->pool;

@@ -1,19 +1,31 @@
 /* CUnit suite: KDA on the tile interface (issue 9). clmoe_kda_forward_tc against the
  * double reference over T (1 .. 300, partial chunks), H, B, K, V, storage types, packed
- * sequences, initial states, state work-group sizes and gate extremes; against the portable
- * chunked path; and the dispatch of clmoe_kda_forward (the fast path forced on, so it runs
- * on any device, with the portable tiles where there is no matrix unit). Tolerance
- * TOL_KDA_TC (2e-2, bf16 operands) in ck_compare's measure; NaN or Inf fails. */
+ * sequences, initial states, state work-group sizes and gate extremes on the default state
+ * pass (16-token steps); the register-only 64-token pass (CLMOE_KDA_TC_STEP=64) around its
+ * step boundaries, packed sequences, warps and gate extremes; against the portable chunked path; and the dispatch of
+ * clmoe_kda_forward (the fast path forced on, so it runs on any device, with the portable
+ * tiles where there is no matrix unit). Tolerance TOL_KDA_TC (1e-2, bf16 operands) in
+ * ck_compare's measure; NaN or Inf fails. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conformance/check_kda_tc.h"
 #include "kda_tc.h"
 #include "test_common.h"
 
-static void run_cases(const kda_tc_case *cases, int n)
+/* The state pass of the calls below: 16 or 64 tokens per step (lib/kda_tc.c reads the
+ * variable at every call); 0 restores the default. */
+static void set_step(int step)
 {
+  if (step) setenv("CLMOE_KDA_TC_STEP", step == 16 ? "16" : "64", 1);
+  else unsetenv("CLMOE_KDA_TC_STEP");
+}
+
+static void run_cases_step(const kda_tc_case *cases, int n, int step)
+{
+  set_step(step);
   for (int i = 0; i < n; i++) {
     clmoe_check_result res = {0};
     res.passed = 1;
@@ -23,13 +35,17 @@ static void run_cases(const kda_tc_case *cases, int n)
     CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
     const int ok = res.max_err <= res.tolerance;
     if (!ok || getenv("CLMOE_TEST_VERBOSE"))
-      fprintf(stderr, "\n  case %d (B %lld T %lld H %lld K %lld V %lld): max error %.3g (tolerance %.3g), "
-              "worst %s, seed %llu", i, (long long)cases[i].B, (long long)cases[i].T,
+      fprintf(stderr, "\n  case %d, step %d (B %lld T %lld H %lld K %lld V %lld): max error %.3g (tolerance "
+              "%.3g), worst %s, seed %llu", i, step, (long long)cases[i].B, (long long)cases[i].T,
               (long long)cases[i].H, (long long)cases[i].K, (long long)cases[i].V, res.max_err,
               res.tolerance, res.worst, (unsigned long long)test_seed);
     CU_ASSERT(ok);
   }
+  set_step(0);
 }
+
+/* Every case with the default state pass (16-token steps); test_step64 covers the other. */
+static void run_cases(const kda_tc_case *cases, int n) { run_cases_step(cases, n, 16); }
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
@@ -88,6 +104,30 @@ static void test_extremes(void)
       {1, 1000, 2, 16, 16, NULL, 0, 1, BF, F, KDA_TC_Z_SATURATE, -0.5f, 0, 0, 0},
   };
   run_cases(c, (int)(sizeof c / sizeof c[0]));
+}
+
+/* The 64-token state pass around its step boundaries (full steps then 1-3 chunks, partial
+ * last chunks): T = 1, 63, 65, 129, 200 (none a multiple of 16 but 1); initial and final
+ * states; packed sequences of lengths around 64 (and 0, 1); 1, 4 and 8 warps of 16 columns
+ * and 2 chunks of L1 prefetch; the extreme gates over 64-token steps (decays down to
+ * e^-320 across a step: the per-chunk anchors keep every factor finite). The shapes of the
+ * cases above, so few new kernel builds. */
+static void test_step64(void)
+{
+  static const int32_t lens[] = {63, 64, 65, 1, 0, 128, 127, 17};
+  static const kda_tc_case c[] = {
+      {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 63, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {2, 65, 3, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 129, 1, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 0},
+      {1, 0, 2, 64, 64, lens, 8, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 0, 1, 64, 64, lens, 8, 0, F, F, UNI, 0.0f, 0, 4, 2},
+      {1, 200, 1, 128, 128, NULL, 0, 1, BF, BF, UNI, 0.0f, 0, 8, 0},
+      {1, 200, 1, 128, 128, NULL, 0, 1, BF, BF, UNI, 0.0f, 0, 1, 0},
+      {1, 0, 1, 32, 32, lens, 8, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
+      {2, 129, 2, 64, 64, NULL, 0, 1, F, F, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
+  };
+  run_cases_step(c, (int)(sizeof c / sizeof c[0]), 64);
 }
 
 /* The tile path against the portable chunked path (both compared with the reference too). */
@@ -180,6 +220,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "K, V 16..128, bf16 storage and output, state warps", test_shapes);
   CU_add_test(suite, "packed sequences", test_packed);
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
+  CU_add_test(suite, "64-token state steps: boundaries, packed, warps, extremes", test_step64);
   CU_add_test(suite, "tile path against the portable path", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_forward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc");

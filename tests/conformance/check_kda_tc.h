@@ -33,4 +33,17 @@ typedef struct kda_tc_case {
 clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
                             clmoe_check_result *res);
 
+/* The backward on tiles (clmoe_kda_backward_tc): max |got - ref| / max |ref| of each
+ * gradient (dq, dk, dv, dg, dbeta, ddt_bias, dinitial_state) against the double reference's
+ * analytic backward stays below this; for dA_log (per head one sum of B T K cancelling terms
+ * of dg) the scale is the largest sum of those terms' magnitudes. bf16 operands in the state
+ * gradient's chain and the factor gradients: about 3 roundings of 2^-9 deep. */
+#define TOL_KDA_TC_BWD 3e-2 /* measured on PoCL: <= 1.8e-2 over 40 seeds of small shapes */
+
+/* One backward case: kc's inputs, dO uniform in [-1, 1]; with kc->h0 also dfinal_state
+ * (uniform) and dinitial_state; kc->out, kc->lookahead unused; kc->vs_portable also compares
+ * with the portable clmoe_kda_backward (same tolerance). */
+clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+                                clmoe_check_result *res);
+
 #endif

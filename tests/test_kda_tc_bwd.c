@@ -1,0 +1,214 @@
+/* CUnit suite: the KDA backward on the tile interface (issue 9). clmoe_kda_backward_tc
+ * against the double reference's analytic backward (tests/ref/ref_kda.c), every gradient,
+ * over T (1, partial chunks), B, H, K, V, storage types, packed sequences (one empty),
+ * initial state with dfinal_state, state work-group sizes and the gate's bounded extremes;
+ * against the portable backward; and the dispatch of clmoe_kda_backward. The fast path is
+ * forced on, so the portable tiles run where there is no matrix unit (PoCL in CI).
+ * Tolerance TOL_KDA_TC_BWD (3e-2 of each gradient's largest magnitude, dA_log's of the sum
+ * of its terms' magnitudes; bf16 operands); the gradients start as NaN, and NaN or Inf
+ * anywhere fails. Shapes stay small: PoCL compiles
+ * one program per (K, V, storage, warps). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conformance/check_kda_tc.h"
+#include "kda_tc.h"
+#include "test_common.h"
+
+static void run_cases(const kda_tc_case *cases, int n)
+{
+  for (int i = 0; i < n; i++) {
+    clmoe_check_result res = {0};
+    res.passed = 1;
+    clmoe_status st = ck_kda_tc_bwd_case(test_ctx, test_seed + 211 * (uint64_t)i, &cases[i], &res);
+    if (st != CLMOE_OK)
+      fprintf(stderr, "\n  case %d: %s: %s\n", i, clmoe_strerror(st), clmoe_last_error());
+    CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
+    const int ok = res.max_err <= res.tolerance;
+    if (!ok || getenv("CLMOE_TEST_VERBOSE"))
+      fprintf(stderr, "\n  case %d (B %lld T %lld H %lld K %lld V %lld): max error %.3g (tolerance %.3g), "
+              "worst %s, seed %llu", i, (long long)cases[i].B, (long long)cases[i].T,
+              (long long)cases[i].H, (long long)cases[i].K, (long long)cases[i].V, res.max_err,
+              res.tolerance, res.worst, (unsigned long long)test_seed);
+    CU_ASSERT(ok);
+  }
+}
+
+#define F CLMOE_F32
+#define BF CLMOE_BF16
+#define UNI KDA_TC_Z_UNIFORM
+
+/* T = 1, one partial chunk, 16, 17 and several chunks; B 2, H 1-2, K = V = 32; with and
+ * without initial state + dfinal_state. */
+static void test_lengths(void)
+{
+  static const kda_tc_case c[] = {
+      {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 15, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
+      {2, 16, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {2, 17, 1, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+  };
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+}
+
+/* K = V = 16 with lb -1, K < V with 4 state warps, K = 128 > V with bf16 storage and one
+ * state warp (each line one more program build on PoCL). */
+static void test_shapes(void)
+{
+  static const kda_tc_case c[] = {
+      {1, 33, 2, 16, 16, NULL, 0, 1, F, F, UNI, -1.0f, 0, 0, 0},
+      {1, 40, 1, 32, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 4, 0},
+      {1, 21, 2, 128, 64, NULL, 0, 1, BF, F, UNI, 0.0f, 0, 1, 0},
+  };
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+}
+
+/* Packed sequences: partial chunks, one of length 0, initial states. */
+static void test_packed(void)
+{
+  static const int32_t lens[] = {1, 15, 16, 17, 40, 3}, lens_empty[] = {5, 0, 33};
+  static const kda_tc_case c[] = {
+      {1, 0, 2, 32, 32, lens, 6, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 0, 1, 32, 32, lens_empty, 3, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 0, 2, 32, 32, lens, 6, 0, F, F, UNI, 0.0f, 0, 0, 0},
+  };
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+}
+
+/* Gate logits of +-1e4 (g at lb or 0 per channel), and g = lb = -5 on every channel (the
+ * largest anchored factors, e^75, and states decaying to nothing). */
+static void test_extremes(void)
+{
+  static const kda_tc_case c[] = {
+      {1, 64, 2, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
+      {1, 50, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
+  };
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+}
+
+/* The tile backward against the portable one (both against the reference too). */
+static void test_vs_portable(void)
+{
+  static const int32_t lens[] = {20, 7, 35};
+  static const kda_tc_case c[] = {
+      {2, 30, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 0},
+      {1, 0, 1, 32, 32, lens, 3, 1, F, F, UNI, 0.0f, 1, 0, 0},
+  };
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+}
+
+/* Every gradient of one call, read back to the host ([B, T, H] layouts, fp32). */
+enum { NGR = 7, T = 24, H = 2, D = 32, D2 = 24 };
+typedef struct grads_set {
+  clmoe_tensor t[NGR];
+  clmoe_kda_grads g;
+} grads_set;
+
+static void grads_make(grads_set *s, int64_t d)
+{
+  const int64_t sk[4] = {1, T, H, d}, sb[3] = {1, T, H}, sdt[2] = {H, d}, nh = H;
+  const int64_t *shape[NGR] = {sk, sk, sk, sk, sb, &nh, sdt};
+  const int rank[NGR] = {4, 4, 4, 4, 3, 1, 2};
+  for (int i = 0; i < NGR; i++) TEST_OK(clmoe_tensor_create(test_ctx, &s->t[i], CLMOE_F32, rank[i], shape[i]));
+  clmoe_kda_grads g = {&s->t[0], &s->t[1], &s->t[2], &s->t[3], &s->t[4], &s->t[5], &s->t[6], NULL};
+  s->g = g;
+}
+
+/* 1 when both sets hold the same bits. */
+static int grads_equal(const grads_set *a, const grads_set *b)
+{
+  static float x[T * H * D], y[T * H * D];
+  int same = 1;
+  for (int i = 0; i < NGR; i++) {
+    const size_t n = (size_t)clmoe_tensor_numel(&a->t[i]);
+    TEST_OK(clmoe_tensor_read_f32(&a->t[i], x));
+    TEST_OK(clmoe_tensor_read_f32(&b->t[i], y));
+    same &= memcmp(x, y, n * sizeof x[0]) == 0;
+  }
+  return same;
+}
+
+static void grads_free(grads_set *s)
+{
+  for (int i = 0; i < NGR; i++) clmoe_tensor_destroy(&s->t[i]);
+}
+
+/* clmoe_kda_backward with the fast path on: the tile result for covered calls, the portable
+ * result for the unbounded gate and K not a multiple of 16, which the explicit entry
+ * refuses. */
+static void test_dispatch(void)
+{
+  clmoe_tensor q, b, A, dt, dO, q2, dt2, dO2;
+  const int64_t sk[4] = {1, T, H, D}, sb[3] = {1, T, H}, sdt[2] = {H, D}, nh = H;
+  const int64_t sk2[4] = {1, T, H, D2}, sdt2[2] = {H, D2};
+  TEST_OK(clmoe_tensor_create(test_ctx, &q, CLMOE_F32, 4, sk));
+  TEST_OK(clmoe_tensor_create(test_ctx, &b, CLMOE_F32, 3, sb));
+  TEST_OK(clmoe_tensor_create(test_ctx, &A, CLMOE_F32, 1, &nh));
+  TEST_OK(clmoe_tensor_create(test_ctx, &dt, CLMOE_F32, 2, sdt));
+  TEST_OK(clmoe_tensor_create(test_ctx, &dO, CLMOE_F32, 4, sk));
+  TEST_OK(clmoe_tensor_create(test_ctx, &q2, CLMOE_F32, 4, sk2));
+  TEST_OK(clmoe_tensor_create(test_ctx, &dt2, CLMOE_F32, 2, sdt2));
+  TEST_OK(clmoe_tensor_create(test_ctx, &dO2, CLMOE_F32, 4, sk2));
+  TEST_OK(clmoe_tensor_fill_uniform(&q, test_seed, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&b, test_seed + 2, -2.0f, 2.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&A, test_seed + 3, -0.5f, 0.5f));
+  TEST_OK(clmoe_tensor_fill_uniform(&dt, test_seed + 4, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&dO, test_seed + 5, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&q2, test_seed + 6, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&dt2, test_seed + 7, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&dO2, test_seed + 8, -1.0f, 1.0f));
+  clmoe_kda_inputs in = {&q, &q, &q, &q, &b, &A, &dt, NULL, NULL};
+  clmoe_kda_options bnd = {0}, unb = {.gate = CLMOE_KDA_GATE_UNBOUNDED};
+  grads_set g1, g2;
+  grads_make(&g1, D);
+  grads_make(&g2, D);
+
+  clmoe_ctx_set_fastpath(test_ctx, 1);
+  TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in, &dO, NULL, &g1.g));
+  TEST_OK(clmoe_kda_backward_tc(test_ctx, &bnd, &in, &dO, NULL, &g2.g, NULL));
+  CU_ASSERT(grads_equal(&g1, &g2)); /* the tile path was taken */
+  clmoe_ctx_set_fastpath(test_ctx, 0);
+  TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in, &dO, NULL, &g2.g));
+  CU_ASSERT(!grads_equal(&g1, &g2)); /* a different computation (the values: test_vs_portable) */
+
+  /* Unbounded gate: not covered; the portable backward either way, bit for bit. */
+  TEST_OK(clmoe_kda_backward(test_ctx, &unb, &in, &dO, NULL, &g2.g));
+  clmoe_ctx_set_fastpath(test_ctx, 1);
+  TEST_OK(clmoe_kda_backward(test_ctx, &unb, &in, &dO, NULL, &g1.g));
+  CU_ASSERT(grads_equal(&g1, &g2));
+  CU_ASSERT_EQUAL(clmoe_kda_backward_tc(test_ctx, &unb, &in, &dO, NULL, &g1.g, NULL), CLMOE_ERR_UNSUPPORTED);
+  grads_free(&g1);
+  grads_free(&g2);
+
+  /* K = V = 24: refused by the explicit entry, portable through the dispatcher. */
+  clmoe_kda_inputs in2 = {&q2, &q2, &q2, &q2, &b, &A, &dt2, NULL, NULL};
+  grads_make(&g1, D2);
+  grads_make(&g2, D2);
+  CU_ASSERT_EQUAL(clmoe_kda_backward_tc(test_ctx, &bnd, &in2, &dO2, NULL, &g1.g, NULL), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "multiples of 16"));
+  TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in2, &dO2, NULL, &g1.g));
+  clmoe_ctx_set_fastpath(test_ctx, 0);
+  TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in2, &dO2, NULL, &g2.g));
+  CU_ASSERT(grads_equal(&g1, &g2));
+  clmoe_ctx_set_fastpath(test_ctx, 1);
+  grads_free(&g1);
+  grads_free(&g2);
+
+  clmoe_tensor *all[] = {&q, &b, &A, &dt, &dO, &q2, &dt2, &dO2};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
+}
+
+static void add_tests(CU_pSuite suite)
+{
+  clmoe_ctx_set_fastpath(test_ctx, 1); /* the tile path on any device */
+  CU_add_test(suite, "T 1..70 across chunk boundaries, B 2, H 1-2", test_lengths);
+  CU_add_test(suite, "K, V 16..128, K != V, bf16 storage, state warps", test_shapes);
+  CU_add_test(suite, "packed sequences, one empty", test_packed);
+  CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
+  CU_add_test(suite, "tile backward against the portable backward", test_vs_portable);
+  CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
+}
+
+int main(void) { return test_main("kda_tc_bwd", add_tests); }
