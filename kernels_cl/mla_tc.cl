@@ -248,6 +248,74 @@ inline tile_b tc_load_v(__local const ushort *vt, int kk, int n0, int lane)
 #define tc_load_q(p, lane) tc_load_a_ld(p, KLD, lane)
 #define tc_load_k(p, lane) tc_load_bt_ld(p, KLD, lane)
 
+/* Online softmax over one key block for a warp's 16 query rows (mla_tc_fwd and
+ * mla_tc_fwd_async): s[0 .. nsn - 1] hold the raw scores of keys kb + 8 n + column, which
+ * are scaled (sl2 = scale log2 e) and, when `masked`, set to -inf past each row's key
+ * position (qp0 for row g, qp1 for g + 8); the running maxima (m0, m1) and this lane's
+ * partial sums (l0, l1) are updated, O (acc, nacc tiles) rescaled, and s becomes
+ * P = exp2(s - m). The row maximum is finite from the first block on: every row sees its
+ * sequence's first key there. */
+inline void tc_softmax_block(tile_c *s, int nsn, tile_c *acc, int nacc, int kb, int masked, float sl2,
+                             int qp0, int qp1, float *m0, float *m1, float *l0, float *l1,
+                             __local float2 *wred, int lane)
+{
+  float2 mx = (float2)(-INFINITY, -INFINITY);
+  TC_UNROLL
+  for (int n = 0; n < nsn; n++) {
+    TC_UNROLL
+    for (int i = 0; i < 4; i++) {
+      const int key = kb + 8 * n + tile_c_col(lane, i);
+      float x = s[n].v[i] * sl2;
+      if (masked) x = key <= (i < 2 ? qp0 : qp1) ? x : -INFINITY;
+      s[n].v[i] = x;
+    }
+    mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
+    mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
+  }
+  mx = tc_quad_max(mx, wred, lane);
+  const float mn0 = fmax(*m0, mx.x), mn1 = fmax(*m1, mx.y);
+  const float c0 = exp2(*m0 - mn0), c1 = exp2(*m1 - mn1); /* 0 on the first block */
+  *m0 = mn0, *m1 = mn1;
+  float ps0 = 0.0f, ps1 = 0.0f;
+  TC_UNROLL
+  for (int n = 0; n < nsn; n++) {
+    s[n].v[0] = exp2(s[n].v[0] - mn0), s[n].v[1] = exp2(s[n].v[1] - mn0);
+    s[n].v[2] = exp2(s[n].v[2] - mn1), s[n].v[3] = exp2(s[n].v[3] - mn1);
+    ps0 += s[n].v[0] + s[n].v[1];
+    ps1 += s[n].v[2] + s[n].v[3];
+  }
+  *l0 = *l0 * c0 + ps0, *l1 = *l1 * c1 + ps1;
+  TC_UNROLL
+  for (int j = 0; j < nacc; j++) {
+    acc[j].v[0] *= c0, acc[j].v[1] *= c0;
+    acc[j].v[2] *= c1, acc[j].v[3] *= c1;
+  }
+}
+
+/* o = O / l and lse = ln 2 (m + log2 l) for a warp's rows r0 = 16 w + g and r0 + 8 of a
+ * tile of `rows` starting at t0 (the lse the backward reads). */
+inline void tc_store_rows(const tile_c *acc, float m0, float m1, float l0, float l1, int w, int lane, int t0,
+                          int rows, int H, int h, __global out_t *o, ulong oo, __global float *lse, ulong lo,
+                          int has_lse, __local float2 *wred)
+{
+  const float2 l = tc_quad_sum((float2)(l0, l1), wred, lane);
+  const int r0 = 16 * w + (lane >> 2), r1 = r0 + 8;
+  const float inv0 = 1.0f / l.x, inv1 = 1.0f / l.y;
+  TC_UNROLL
+  for (int j = 0; j < NON; j++) {
+    TC_UNROLL
+    for (int i = 0; i < 4; i++) {
+      const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
+      if (col < DV && r < rows)
+        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
+    }
+  }
+  if (has_lse && (lane & 3) == 0) {
+    if (r0 < rows) lse[lo + (ulong)(t0 + r0) * (ulong)H + (ulong)h] = (m0 + log2(l.x)) * LN2;
+    if (r1 < rows) lse[lo + (ulong)(t0 + r1) * (ulong)H + (ulong)h] = (m1 + log2(l.y)) * LN2;
+  }
+}
+
 #if !defined(TC_BWD) || !TC_BWD /* the backward program (mla_tc_bwd.cl) uses the helpers only */
 __kernel __attribute__((reqd_work_group_size(TC_WG, 1, 1)))
 void mla_tc_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
@@ -311,39 +379,8 @@ void mla_tc_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
       TC_UNROLL
       for (int n = 0; n < NSN; n++) tile_mma(&s[n], qf[ks], tc_load_k(Ks + 8 * n * KLD + 16 * ks, lane));
     }
-    const int masked = kb + TC_BK - 1 > wq_first;
-    float2 mx = (float2)(-INFINITY, -INFINITY);
-    TC_UNROLL
-    for (int n = 0; n < NSN; n++) {
-      TC_UNROLL
-      for (int i = 0; i < 4; i++) {
-        const int key = kb + 8 * n + tile_c_col(lane, i);
-        float x = s[n].v[i] * sl2;
-        if (masked) x = key <= (i < 2 ? qp0 : qp1) ? x : -INFINITY;
-        s[n].v[i] = x;
-      }
-      mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
-      mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
-    }
-    mx = tc_quad_max(mx, wred, lane);
-    /* finite: every row sees the sequence's first key in the first block */
-    const float mn0 = fmax(m0, mx.x), mn1 = fmax(m1, mx.y);
-    const float c0 = exp2(m0 - mn0), c1 = exp2(m1 - mn1); /* 0 on the first block */
-    m0 = mn0, m1 = mn1;
-    float ps0 = 0.0f, ps1 = 0.0f;
-    TC_UNROLL
-    for (int n = 0; n < NSN; n++) {
-      s[n].v[0] = exp2(s[n].v[0] - mn0), s[n].v[1] = exp2(s[n].v[1] - mn0);
-      s[n].v[2] = exp2(s[n].v[2] - mn1), s[n].v[3] = exp2(s[n].v[3] - mn1);
-      ps0 += s[n].v[0] + s[n].v[1];
-      ps1 += s[n].v[2] + s[n].v[3];
-    }
-    l0 = l0 * c0 + ps0, l1 = l1 * c1 + ps1;
-    TC_UNROLL
-    for (int j = 0; j < NON; j++) {
-      acc[j].v[0] *= c0, acc[j].v[1] *= c0;
-      acc[j].v[2] *= c1, acc[j].v[3] *= c1;
-    }
+    tc_softmax_block(s, NSN, acc, NON, kb, kb + TC_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1, wred,
+                     lane);
     TC_UNROLL
     for (int kk = 0; kk < TC_BK / 16; kk++) {
       const tile_a pa = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
@@ -352,21 +389,6 @@ void mla_tc_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     }
   }
 
-  const float2 l = tc_quad_sum((float2)(l0, l1), wred, lane);
-  const int r0 = 16 * w + g, r1 = r0 + 8;
-  const float inv0 = 1.0f / l.x, inv1 = 1.0f / l.y;
-  TC_UNROLL
-  for (int j = 0; j < NON; j++) {
-    TC_UNROLL
-    for (int i = 0; i < 4; i++) {
-      const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
-      if (col < DV && r < rows)
-        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
-    }
-  }
-  if (has_lse && (lane & 3) == 0) {
-    if (r0 < rows) lse[lo + (ulong)(t0 + r0) * (ulong)H + (ulong)h] = (m0 + log2(l.x)) * LN2;
-    if (r1 < rows) lse[lo + (ulong)(t0 + r1) * (ulong)H + (ulong)h] = (m1 + log2(l.y)) * LN2;
-  }
+  tc_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
 }
 #endif

@@ -14,7 +14,8 @@
  *     both from rows whose 16-byte chunks are XOR-swizzled by the key (ta_k, ta_v), so the 8
  *     rows a load reads hit 8 different bank groups;
  *   - Q fragments in tile.cl's k order (the same order as the K fragments).
- * The softmax (base 2, fp32 statistics, per-lane partial row sums) is mla_tc_fwd's. */
+ * The softmax (base 2, fp32 statistics, per-lane partial row sums) and the stores are
+ * mla_tc_fwd's (tc_softmax_block, tc_store_rows in mla_tc.cl). */
 #if defined(TC_ASYNC) && TC_ASYNC && (!defined(TC_BWD) || !TC_BWD)
 #ifndef TA_BK
 #define TA_BK 32                        /* keys per block: 16 or 32 */
@@ -191,38 +192,8 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
         tile_mma(&s[n + 1], qf[kstep], b1);
       }
     }
-    const int masked = kb + TA_BK - 1 > wq_first;
-    float2 mx = (float2)(-INFINITY, -INFINITY);
-    TC_UNROLL
-    for (int n = 0; n < TA_NSN; n++) {
-      TC_UNROLL
-      for (int i = 0; i < 4; i++) {
-        const int key = kb + 8 * n + tile_c_col(lane, i);
-        float x = s[n].v[i] * sl2;
-        if (masked) x = key <= (i < 2 ? qp0 : qp1) ? x : -INFINITY;
-        s[n].v[i] = x;
-      }
-      mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
-      mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
-    }
-    mx = tc_quad_max(mx, wred, lane);
-    const float mn0 = fmax(m0, mx.x), mn1 = fmax(m1, mx.y); /* finite from the first block */
-    const float c0 = exp2(m0 - mn0), c1 = exp2(m1 - mn1);
-    m0 = mn0, m1 = mn1;
-    float ps0 = 0.0f, ps1 = 0.0f;
-    TC_UNROLL
-    for (int n = 0; n < TA_NSN; n++) {
-      s[n].v[0] = exp2(s[n].v[0] - mn0), s[n].v[1] = exp2(s[n].v[1] - mn0);
-      s[n].v[2] = exp2(s[n].v[2] - mn1), s[n].v[3] = exp2(s[n].v[3] - mn1);
-      ps0 += s[n].v[0] + s[n].v[1];
-      ps1 += s[n].v[2] + s[n].v[3];
-    }
-    l0 = l0 * c0 + ps0, l1 = l1 * c1 + ps1;
-    TC_UNROLL
-    for (int j = 0; j < NON; j++) {
-      acc[j].v[0] *= c0, acc[j].v[1] *= c0;
-      acc[j].v[2] *= c1, acc[j].v[3] *= c1;
-    }
+    tc_softmax_block(s, TA_NSN, acc, NON, kb, kb + TA_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1, wred,
+                     lane);
     TC_UNROLL
     for (int kk = 0; kk < TA_BK / 16; kk++) {
       const tile_a pa = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
@@ -236,21 +207,6 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     }
   }
 
-  const float2 l = tc_quad_sum((float2)(l0, l1), wred, lane);
-  const int r0 = 16 * w + g, r1 = r0 + 8;
-  const float inv0 = 1.0f / l.x, inv1 = 1.0f / l.y;
-  TC_UNROLL
-  for (int j = 0; j < NON; j++) {
-    TC_UNROLL
-    for (int i = 0; i < 4; i++) {
-      const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
-      if (col < DV && r < rows)
-        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
-    }
-  }
-  if (has_lse && (lane & 3) == 0) {
-    if (r0 < rows) lse[lo + (ulong)(t0 + r0) * (ulong)H + (ulong)h] = (m0 + log2(l.x)) * LN2;
-    if (r1 < rows) lse[lo + (ulong)(t0 + r1) * (ulong)H + (ulong)h] = (m1 + log2(l.y)) * LN2;
-  }
+  tc_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
 }
 #endif

@@ -6,34 +6,18 @@
  * tiles; about 2 T H K V / 16 x 4 bytes. */
 #include "kda_internal.h"
 
-#include <string.h>
 
 #include "fastpath.h"
 #include "kda_tc.h"
 
-/* Scratch buffers of the backward, released together. */
-enum { B_SAVE, B_VN, B_DSAVE, B_DU, B_DQG, B_DW, B_DKD, B_DGL, B_DA, B_PDDT, B_PDA, B_TMP, B_COUNT };
-
-typedef struct kda_bwd_buffers {
-  cl_mem m[B_COUNT];
-  size_t bytes[B_COUNT];
-} kda_bwd_buffers;
-
-static void bwd_release(clmoe_ctx *ctx, kda_bwd_buffers *b)
-{
-  clmoe__scratch_release_set(ctx, B_COUNT, b->m, b->bytes);
-}
-
 static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
 {
-  memset(b, 0, sizeof *b);
   const size_t nch = (size_t)p->nchunks * (size_t)p->H, K = (size_t)p->K, V = (size_t)p->V;
   const size_t f = sizeof(float), C = KDA_CHUNK;
-  const size_t sizes[B_COUNT] = {nch * K * V * f, nch * C * V * f, nch * K * V * f, nch * C * V * f,
-                                 nch * C * K * f, nch * C * K * f, nch * C * K * f, nch * K * f,
-                                 nch * C * C * f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
-  memcpy(b->bytes, sizes, sizeof sizes);
-  return clmoe__scratch_set(ctx, B_COUNT, b->m, b->bytes);
+  const size_t sizes[KB_COUNT] = {nch * K * V * f, nch * C * V * f, nch * K * V * f, nch * C * V * f,
+                                  nch * C * K * f, nch * C * K * f, nch * C * K * f, nch * K * f,
+                                  nch * C * C * f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
+  return kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
 static clmoe_status check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
@@ -75,7 +59,7 @@ static clmoe_status run_state_bwd(clmoe_ctx *ctx, const kda_plan *p, const kda_c
   cl_int H = (cl_int)p->H, has_dht = dht != NULL, has_dh0 = dh0 != NULL;
   CLMOE_TRY(clmoe__args(k, 18, KA(cb->W), KA(cb->Aqk), KA(cb->Qg), KA(cb->Kd), KA(cb->gl), KA(p->chunks),
                         KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo), KA(dhtm), KA(dhto), KA(has_dht),
-                        KA(b->m[B_DU]), KA(b->m[B_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
+                        KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
   size_t global[3] = {(size_t)p->nvs * KDA_WG, (size_t)p->H, (size_t)p->N}, local[3] = {KDA_WG, 1, 1};
   return clmoe__launch(ctx, k, 3, global, local);
 }
@@ -87,9 +71,9 @@ static clmoe_status run_inter(clmoe_ctx *ctx, const kda_plan *p, const kda_bwd_b
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_bwd_inter", &k));
   cl_ulong doo = (cl_ulong)dout->offset;
   cl_int H = (cl_int)p->H;
-  CLMOE_TRY(clmoe__args(k, 13, KA(b->m[B_SAVE]), KA(b->m[B_DSAVE]), KA(b->m[B_VN]), KA(b->m[B_DU]),
-                        KA(dout->buf), KA(doo), KA(p->chunks), KA(H), KA(b->m[B_DQG]), KA(b->m[B_DW]),
-                        KA(b->m[B_DKD]), KA(b->m[B_DGL]), KA(b->m[B_DA])));
+  CLMOE_TRY(clmoe__args(k, 13, KA(b->m[KB_SAVE]), KA(b->m[KB_DSAVE]), KA(b->m[KB_VN]), KA(b->m[KB_DU]),
+                        KA(dout->buf), KA(doo), KA(p->chunks), KA(H), KA(b->m[KB_DQG]), KA(b->m[KB_DW]),
+                        KA(b->m[KB_DKD]), KA(b->m[KB_DGL]), KA(b->m[KB_DA])));
   size_t global[2] = {(size_t)p->nchunks * KDA_WG, (size_t)p->H}, local[2] = {KDA_WG, 1};
   return clmoe__launch(ctx, k, 2, global, local);
 }
@@ -109,10 +93,10 @@ static clmoe_status run_chunk_bwd(clmoe_ctx *ctx, const kda_plan *p, const clmoe
   CLMOE_TRY(clmoe__args(k, 37, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
                         KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo), KA(in->A_log->buf), KA(ao),
                         KA(in->dt_bias->buf), KA(dto), KA(p->chunks), KA(H), KA(scale), KA(lb), KA(unb),
-                        KA(b->m[B_DQG]), KA(b->m[B_DW]), KA(b->m[B_DKD]), KA(b->m[B_DGL]),
-                        KA(b->m[B_DA]), KA(b->m[B_DU]), KA(g->dq->buf), KA(dqo), KA(g->dk->buf), KA(dko),
+                        KA(b->m[KB_DQG]), KA(b->m[KB_DW]), KA(b->m[KB_DKD]), KA(b->m[KB_DGL]),
+                        KA(b->m[KB_DA]), KA(b->m[KB_DU]), KA(g->dq->buf), KA(dqo), KA(g->dk->buf), KA(dko),
                         KA(g->dv->buf), KA(dvo), KA(g->dg->buf), KA(dzo), KA(g->dbeta->buf), KA(dbo),
-                        KA(b->m[B_PDDT]), KA(b->m[B_PDA])));
+                        KA(b->m[KB_PDDT]), KA(b->m[KB_PDA])));
   size_t global[2] = {(size_t)p->nchunks * KDA_WG, (size_t)p->H}, local[2] = {KDA_WG, 1};
   return clmoe__launch(ctx, k, 2, global, local);
 }
@@ -125,10 +109,10 @@ static clmoe_status run_param_reduce(clmoe_ctx *ctx, const kda_plan *p, const kd
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_alog_reduce", &k2));
   cl_int nch = p->nchunks, H = (cl_int)p->H;
   cl_ulong ddto = (cl_ulong)g->ddt_bias->offset, dao = (cl_ulong)g->dA_log->offset;
-  CLMOE_TRY(clmoe__args(k1, 7, KA(b->m[B_PDDT]), KA(b->m[B_PDA]), KA(nch), KA(H), KA(g->ddt_bias->buf),
-                        KA(ddto), KA(b->m[B_TMP])));
+  CLMOE_TRY(clmoe__args(k1, 7, KA(b->m[KB_PDDT]), KA(b->m[KB_PDA]), KA(nch), KA(H), KA(g->ddt_bias->buf),
+                        KA(ddto), KA(b->m[KB_TMP])));
   CLMOE_TRY(clmoe__launch1d(ctx, k1, (size_t)(p->H * p->K)));
-  CLMOE_TRY(clmoe__args(k2, 4, KA(b->m[B_TMP]), KA(H), KA(g->dA_log->buf), KA(dao)));
+  CLMOE_TRY(clmoe__args(k2, 4, KA(b->m[KB_TMP]), KA(H), KA(g->dA_log->buf), KA(dao)));
   return clmoe__launch1d(ctx, k2, (size_t)p->H);
 }
 
@@ -157,13 +141,13 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   kda_options(&p, 0, kopts, sizeof kopts);
   CLMOE_TRY_GOTO(st, kda_run_prep(ctx, &p, in, &cb), done);
   CLMOE_TRY_GOTO(st, bwd_alloc(ctx, &p, &b), done);
-  CLMOE_TRY_GOTO(st, kda_run_state(ctx, &p, in, &cb, NULL, NULL, b.m[B_SAVE], b.m[B_VN]), done);
+  CLMOE_TRY_GOTO(st, kda_run_state(ctx, &p, in, &cb, NULL, NULL, b.m[KB_SAVE], b.m[KB_VN]), done);
   CLMOE_TRY_GOTO(st, run_state_bwd(ctx, &p, &cb, &b, dout, dfinal_state, grads->dinitial_state, kopts), done);
   CLMOE_TRY_GOTO(st, run_inter(ctx, &p, &b, dout, kopts), done);
   CLMOE_TRY_GOTO(st, run_chunk_bwd(ctx, &p, in, &b, grads, kopts), done);
   st = run_param_reduce(ctx, &p, &b, grads, kopts);
 done:
-  bwd_release(ctx, &b);
+  kda_bwd_buffers_release(ctx, &b);
   kda_chunk_buffers_release(ctx, &cb);
   kda_plan_release(ctx, &p);
   return st;

@@ -59,4 +59,25 @@ int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                         clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead);
 
+/* Scratch of a KDA backward (the portable one in kda_backward.c, the tile one in
+ * kda_tc_bwd.c, each with its own sizes and storage types): entering states, Vnew, their
+ * gradients, the factor gradients and the per-chunk parameter partials, allocated and
+ * released together. */
+enum { KB_SAVE, KB_VN, KB_DSAVE, KB_DU, KB_DQG, KB_DW, KB_DKD, KB_DGL, KB_DA, KB_PDDT, KB_PDA, KB_TMP, KB_COUNT };
+
+typedef struct kda_bwd_buffers {
+  cl_mem m[KB_COUNT];
+  size_t bytes[KB_COUNT];
+} kda_bwd_buffers;
+
+static inline clmoe_status kda_bwd_buffers_alloc(clmoe_ctx *ctx, kda_bwd_buffers *b, const size_t *sizes)
+{
+  for (int i = 0; i < KB_COUNT; i++) b->bytes[i] = sizes[i];
+  return clmoe__scratch_set(ctx, KB_COUNT, b->m, b->bytes);
+}
+static inline void kda_bwd_buffers_release(clmoe_ctx *ctx, kda_bwd_buffers *b)
+{
+  clmoe__scratch_release_set(ctx, KB_COUNT, b->m, b->bytes);
+}
+
 #endif

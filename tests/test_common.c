@@ -42,6 +42,15 @@ static void (*const slot_fn[MAX_CHECK_TESTS])(void) = {
     REF8(16) REF8(17) REF8(18) REF8(19) REF8(20) REF8(21) REF8(22) REF8(23)
     REF8(24) REF8(25) REF8(26) REF8(27) REF8(28) REF8(29) REF8(30) REF8(31)};
 
+int test_kernel_ran(clmoe_ctx *ctx, const char *name)
+{
+  const clmoe_kernel_time *rows;
+  int n = clmoe_ctx_profile_kernels(ctx, &rows);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(rows[i].name, name) && rows[i].launches > 0) return 1;
+  return 0;
+}
+
 void test_add_checks(CU_pSuite suite, const char *prefix)
 {
   int count;

@@ -28,6 +28,10 @@ extern uint64_t test_seed;
  * in `suite` (one CUnit test each). */
 void test_add_checks(CU_pSuite suite, const char *prefix);
 
+/* 1 when a kernel named `name` was launched since the last clmoe_ctx_profile_clear (ctx
+ * made with profiling on). */
+int test_kernel_ran(clmoe_ctx *ctx, const char *name);
+
 /* Creates the context, registers the suite through add(), runs it, prints CUnit's summary
  * and returns the exit status (0 all passed, 1 failures, 77 skipped: no OpenCL device). */
 int test_main(const char *suite_name, void (*add)(CU_pSuite suite));

@@ -128,16 +128,6 @@ static void test_fastpath_switch(void)
          clmoe_ctx_fastpath_reason(test_ctx));
 }
 
-/* 1 when a kernel named `name` ran since the last profile_clear. */
-static int kernel_ran(clmoe_ctx *ctx, const char *name)
-{
-  const clmoe_kernel_time *rows;
-  int n = clmoe_ctx_profile_kernels(ctx, &rows);
-  for (int i = 0; i < n; i++)
-    if (!strcmp(rows[i].name, name) && rows[i].launches > 0) return 1;
-  return 0;
-}
-
 /* clmoe_gemm (AUTO) sends bf16 A and B to the tile GEMM when the fast path is on, to CLBlast
  * when it is off, and fp32 operands to CLBlast either way; both paths match the reference. */
 static void test_auto_hook(void)
@@ -162,8 +152,8 @@ static void test_auto_hook(void)
     TEST_OK(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, mode == 2 ? &A32 : &A, &B, 0.0f, &C));
     double secs;
     TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
-    CU_ASSERT_EQUAL(kernel_ran(ctx, "gemm_tile"), mode == 0);
-    CU_ASSERT_EQUAL(kernel_ran(ctx, "clblast_sgemm"), mode != 0);
+    CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_tile"), mode == 0);
+    CU_ASSERT_EQUAL(test_kernel_ran(ctx, "clblast_sgemm"), mode != 0);
     TEST_OK(ck_read(&C, &got));
     clmoe_check_result res;
     memset(&res, 0, sizeof res);
@@ -212,8 +202,8 @@ static void test_gemm_pipelined(void)
                 c < ncfg ? cfg[c] : "off", t, st == CLMOE_OK ? "" : clmoe_last_error(),
                 res.max_err, res.tolerance);
       CU_ASSERT(ok);
-      CU_ASSERT_EQUAL(kernel_ran(ctx, "gemm_async"), c < ncfg);
-      CU_ASSERT_EQUAL(kernel_ran(ctx, "gemm_tile"), c == ncfg);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_async"), c < ncfg);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_tile"), c == ncfg);
     }
   }
   if (keep) setenv("CLMOE_GEMM_ASYNC", keep, 1);
