@@ -2,7 +2,8 @@
  * against the double reference's analytic backward (tests/ref/ref_kda.c), every gradient,
  * over T (1, partial chunks), B, H, K, V, storage types, packed sequences (one empty),
  * initial state with dfinal_state, state work-group sizes and the gate's bounded extremes;
- * against the portable backward; and the dispatch of clmoe_kda_backward. The fast path is
+ * against the portable backward; the dispatch of clmoe_kda_backward; and the conformance
+ * checks "kda_tc.backward" (clmoe-xcheck's). The fast path is
  * forced on, so the portable tiles run where there is no matrix unit (PoCL in CI).
  * Tolerance TOL_KDA_TC_BWD (3e-2 of each gradient's largest magnitude, dA_log's of the sum
  * of its terms' magnitudes; bf16 operands); the gradients start as NaN, and NaN or Inf
@@ -209,6 +210,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "tile backward against the portable backward", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
+  test_add_checks(suite, "kda_tc.backward");
 }
 
 int main(void) { return test_main("kda_tc_bwd", add_tests); }
