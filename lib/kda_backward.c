@@ -20,8 +20,8 @@ static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers
   return kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
-static clmoe_status check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
-                                const clmoe_tensor *dht, const clmoe_kda_grads *g)
+clmoe_status kda_check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
+                             const clmoe_tensor *dht, const clmoe_kda_grads *g)
 {
   if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
   CLMOE_TRY(clmoe__want_shape(dout, op, "dout", 0, 4, p->B, p->T, p->H, p->V));
@@ -39,7 +39,7 @@ static clmoe_status check_grads(const char *op, const kda_plan *p, const clmoe_t
 }
 
 /* No tokens at all: every gradient is zero, the state's passes straight through. */
-static clmoe_status empty_backward(const clmoe_tensor *dht, const clmoe_kda_grads *g)
+clmoe_status kda_backward_empty(const clmoe_tensor *dht, const clmoe_kda_grads *g)
 {
   clmoe_tensor *zero[] = {g->dq, g->dk, g->dv, g->dg, g->dbeta, g->dA_log, g->ddt_bias};
   for (int i = 0; i < 7; i++) CLMOE_TRY(clmoe_tensor_fill(zero[i], 0.0));
@@ -126,9 +126,9 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   kda_chunk_buffers cb = {0};
   kda_bwd_buffers b = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, check_grads(op, &p, dout, dfinal_state, grads), done);
+  CLMOE_TRY_GOTO(st, kda_check_grads(op, &p, dout, dfinal_state, grads), done);
   if (p.nchunks == 0) {
-    st = empty_backward(dfinal_state, grads);
+    st = kda_backward_empty(dfinal_state, grads);
     goto done;
   }
   /* the tile kernels (kda_tc_bwd.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a

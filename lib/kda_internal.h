@@ -59,6 +59,13 @@ int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                         clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead);
 
+/* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its
+ * result for zero tokens (zero gradients, dfinal_state passed to dinitial_state), shared by
+ * the portable and the tile backward (kda_backward.c). */
+clmoe_status kda_check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
+                             const clmoe_tensor *dht, const clmoe_kda_grads *g);
+clmoe_status kda_backward_empty(const clmoe_tensor *dht, const clmoe_kda_grads *g);
+
 /* Scratch of a KDA backward (the portable one in kda_backward.c, the tile one in
  * kda_tc_bwd.c, each with its own sizes and storage types): entering states, Vnew, their
  * gradients, the factor gradients and the per-chunk parameter partials, allocated and

@@ -163,24 +163,6 @@ done:
   return st;
 }
 
-static clmoe_status check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
-                                const clmoe_tensor *dht, const clmoe_kda_grads *g)
-{
-  if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
-  CLMOE_TRY(clmoe__want_shape(dout, op, "dout", 0, 4, p->B, p->T, p->H, p->V));
-  if (dht) CLMOE_TRY(clmoe__want_shape(dht, op, "dfinal_state", 0, 4, p->N, p->H, p->K, p->V));
-  CLMOE_TRY(clmoe__want_shape(g->dq, op, "dq", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(clmoe__want_shape(g->dk, op, "dk", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(clmoe__want_shape(g->dg, op, "dg", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(clmoe__want_shape(g->dv, op, "dv", 0, 4, p->B, p->T, p->H, p->V));
-  CLMOE_TRY(clmoe__want_shape(g->dbeta, op, "dbeta", 0, 3, p->B, p->T, p->H, 0));
-  CLMOE_TRY(clmoe__want_shape(g->dA_log, op, "dA_log", 0, 1, p->H, 0, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(g->ddt_bias, op, "ddt_bias", 0, 2, p->H, p->K, 0, 0));
-  if (g->dinitial_state)
-    CLMOE_TRY(clmoe__want_shape(g->dinitial_state, op, "dinitial_state", 0, 4, p->N, p->H, p->K, p->V));
-  return CLMOE_OK;
-}
-
 clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                    const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                    const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
@@ -190,7 +172,7 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
   kda_plan p;
   CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
   clmoe_status st = CLMOE_OK;
-  CLMOE_TRY_GOTO(st, check_grads(op, &p, dout, dfinal_state, grads), done);
+  CLMOE_TRY_GOTO(st, kda_check_grads(op, &p, dout, dfinal_state, grads), done);
   if (!kda_tc_bwd_covers(ctx, &p)) {
     st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs the bounded gate, K, V "
                       "multiples of 16 up to 128, work-groups of 256 and about 45 KB of local "
@@ -198,13 +180,8 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
                       p.unbounded ? "unbounded" : "bounded");
     goto done;
   }
-  if (p.nchunks == 0) { /* no tokens: zero gradients, the state's passes straight through */
-    clmoe_tensor *zero[] = {grads->dq, grads->dk, grads->dv, grads->dg, grads->dbeta, grads->dA_log,
-                            grads->ddt_bias};
-    for (int i = 0; i < 7; i++) CLMOE_TRY_GOTO(st, clmoe_tensor_fill(zero[i], 0.0), done);
-    if (grads->dinitial_state)
-      st = dfinal_state ? clmoe_tensor_copy(grads->dinitial_state, dfinal_state)
-                        : clmoe_tensor_fill(grads->dinitial_state, 0.0);
+  if (p.nchunks == 0) {
+    st = kda_backward_empty(dfinal_state, grads);
     goto done;
   }
   st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0);
