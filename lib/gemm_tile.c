@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fastpath.h"
+#include "ptx_sm90a.h"
 
 /* Work-group blocks of C the kernel is built for: bm x bn, warps_m x warps_n groups of 32
  * lanes (a warp computes (bm / warps_m) x (bn / warps_n)). */
@@ -110,6 +111,67 @@ static const async_block *choose_async(clmoe_ctx *ctx, const clmoe__gemm_shape *
   return b;
 }
 
+/* The warp-group kernel (kernels_cl/gemm_wgmma.cl): bm x bn blocks (bm / 64 warp groups),
+ * stages of bk k, products kept in flight across steps (0 or 1). NVIDIA sm_90 or newer. */
+typedef struct wgmma_block {
+  int bm, bn, bk, stages, inflight;
+} wgmma_block;
+
+static const wgmma_block wgmma_blocks[] = {
+    /* 2 warp groups, 3 stages of 32 k (48 KB), products waited for within the step: 94
+     * registers, 2 work-groups per SM; 393 / 439 TFLOP/s (NT) at 4096^3 / 8192^3 on the
+     * H200, against 269 / 280 for 16-k stages with products in flight (docs/benchmarks-tiles.md) */
+    {128, 128, 32, 3, 0},
+    {64, 128, 32, 3, 0}, /* 1 warp group: problems with fewer blocks than compute units */
+};
+
+static size_t wgmma_local_bytes(const wgmma_block *b)
+{
+  return (size_t)b->stages * (size_t)(b->bm + b->bn) * (size_t)b->bk * 2;
+}
+
+/* CLMOE_GEMM_WGMMA: unset = the table above on NVIDIA sm_90 or newer (whose OpenCL compiler
+ * builds it); "0" = never; "bm,bn,bk,stages[,inflight]" = that block on any device (the
+ * portable tiles run it too: tests, tuning). NULL: not used. */
+static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *s, wgmma_block *own)
+{
+  const char *e = getenv("CLMOE_GEMM_WGMMA");
+  if ((e && !strcmp(e, "0")) || ctx->gemm_tile_bm || ctx->gemm_wgmma_ok == 0) return NULL;
+  const wgmma_block *b = NULL;
+  own->inflight = 1;
+  if (e && *e && sscanf(e, "%d,%d,%d,%d,%d", &own->bm, &own->bn, &own->bk, &own->stages, &own->inflight) >= 4)
+    b = own;
+  else {
+    /* wgmma is sm_90a's alone (Blackwell has other matrix instructions) */
+    if (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9) return NULL;
+    const wgmma_block *big = &wgmma_blocks[0];
+    int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
+    b = groups >= (int64_t)ctx->caps.compute_units ? big : &wgmma_blocks[1];
+  }
+  if (wgmma_local_bytes(b) > ctx->caps.local_mem_bytes || (size_t)b->bm * 2 > ctx->caps.max_work_group_size)
+    return NULL;
+  return b;
+}
+
+/* Builds the warp-group kernel for a block; on a driver whose compiler rejects it (no
+ * sm_90a target) the context remembers and the pipelined kernel is used instead. */
+static clmoe_status wgmma_kernel(clmoe_ctx *ctx, const wgmma_block *b, const char *layout, cl_kernel *k)
+{
+  char opts[384];
+  int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  snprintf(opts, sizeof opts, "-DGW_BM=%d -DGW_BN=%d -DGW_BK=%d -DGW_STAGES=%d -DGW_INFLIGHT=%d %s%s%s%s",
+           b->bm, b->bn, b->bk, b->stages, b->inflight, layout, clmoe__tile_options(ctx),
+           ptx ? " " : "", ptx ? CLMOE_PTX_SM90A_OPTION : "");
+  clmoe_status st = clmoe__kernel(ctx, "tile+gemm_wgmma", opts, "gemm_wgmma", k);
+  if (st == CLMOE_OK) ctx->gemm_wgmma_ok = 1;
+  else if (ctx->gemm_wgmma_ok < 0 && !getenv("CLMOE_GEMM_WGMMA")) {
+    ctx->gemm_wgmma_ok = 0; /* first try in auto mode: fall back quietly */
+    clmoe_clear_error();
+    return CLMOE_ERR_UNSUPPORTED;
+  }
+  return st;
+}
+
 int clmoe__gemm_tile_accepts(const clmoe_tensor *A, const clmoe_tensor *B, const clmoe_tensor *C)
 {
   return A->dtype == CLMOE_BF16 && B->dtype == CLMOE_BF16 &&
@@ -134,10 +196,15 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
   if (s->m == 0 || s->n == 0 || s->batch == 0) return CLMOE_OK;
   int va = vec_ok(A->offset, s->lda, s->astride), vb = vec_ok(B->offset, s->ldb, s->bstride);
   async_block own;
-  const async_block *ab = va && vb ? choose_async(ctx, s, &own) : NULL;
+  wgmma_block wown;
+  const wgmma_block *wb = va && vb ? choose_wgmma(ctx, s, &wown) : NULL;
+  const async_block *ab = va && vb && !wb ? choose_async(ctx, s, &own) : NULL;
   const tile_block *b = choose_block(ctx, s);
   tile_block as_tile;
-  if (ab) {
+  if (wb) {
+    as_tile.bm = wb->bm, as_tile.bn = wb->bn, as_tile.warps_m = wb->bm / 16, as_tile.warps_n = 1;
+    b = &as_tile;
+  } else if (ab) {
     as_tile.bm = ab->bm, as_tile.bn = ab->bn, as_tile.warps_m = ab->warps_m, as_tile.warps_n = ab->warps_n;
     b = &as_tile;
   }
@@ -155,7 +222,11 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
              ta != 0, tb != 0, va, vb, cb);
   char opts[320];
   cl_kernel k;
-  if (ab) {
+  if (wb) {
+    clmoe_status st = wgmma_kernel(ctx, wb, layout, &k);
+    if (st == CLMOE_ERR_UNSUPPORTED) return clmoe__gemm_tile(ctx, ta, tb, alpha, A, B, beta, C, s);
+    CLMOE_TRY(st);
+  } else if (ab) {
     snprintf(opts, sizeof opts, "-DGA_BM=%d -DGA_BN=%d -DGA_WARPS_M=%d -DGA_WARPS_N=%d -DGA_STAGES=%d -DGA_BK=%d %s%s",
              ab->bm, ab->bn, ab->warps_m, ab->warps_n, ab->stages, ab->bk, layout, clmoe__tile_options(ctx));
     CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_async", opts, "gemm_async", &k));

@@ -1,5 +1,6 @@
 /* Program building, the on-disk binary cache, kernel lookup and launch helpers. */
 #include "internal.h"
+#include "ptx_sm90a.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -293,6 +294,39 @@ static cl_program program_from_binary(clmoe_ctx *ctx, const unsigned char *data,
   return prog;
 }
 
+/* A program whose options ask for it (CLMOE_PTX_SM90A_OPTION) is built a second time from
+ * its first build's PTX retargeted to sm_90a (lib/ptx_sm90a.c); *out replaces prog. */
+static clmoe_status rebuild_sm90a(clmoe_ctx *ctx, cl_program prog, const char *family,
+                                  const char *options, cl_program *out)
+{
+  *out = NULL;
+  unsigned char *bin = NULL, *ptx = NULL;
+  size_t bin_size = 0, ptx_size = 0;
+  CLMOE_TRY(program_binary(ctx, prog, &bin, &bin_size));
+  if (!bin)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "kernels_cl/%s.cl: the driver gives no PTX to retarget", family);
+  clmoe_status st = clmoe__ptx_sm90a(bin, bin_size, &ptx, &ptx_size);
+  free(bin);
+  if (st != CLMOE_OK) return st;
+  cl_int err = CL_SUCCESS, status = CL_SUCCESS;
+  const unsigned char *p = ptx;
+  cl_program np = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &ptx_size, &p, &status, &err);
+  free(ptx);
+  if (err == CL_SUCCESS && status != CL_SUCCESS) err = status;
+  if (err != CL_SUCCESS) {
+    if (np) clReleaseProgram(np);
+    return clmoe__cl_error(err, "clCreateProgramWithBinary (sm_90a PTX)", __FILE__, __LINE__);
+  }
+  err = clBuildProgram(np, 1, &ctx->device, options, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    st = build_log_error(ctx, np, family, err);
+    clReleaseProgram(np);
+    return st;
+  }
+  *out = np;
+  return CLMOE_OK;
+}
+
 static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char *extra,
                                   cl_program *out)
 {
@@ -338,6 +372,13 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
       goto done;
     }
     ctx->prog_stats.builds++;
+    if (strstr(options, CLMOE_PTX_SM90A_OPTION)) {
+      cl_program retargeted = NULL;
+      st = rebuild_sm90a(ctx, prog, family, options, &retargeted);
+      clReleaseProgram(prog);
+      prog = retargeted;
+      if (st != CLMOE_OK) goto done;
+    }
     if (getenv("CLMOE_BUILD_LOG")) print_build_log(ctx, prog, family, options);
     if (use_cache && program_binary(ctx, prog, &bin, &bin_size) == CLMOE_OK && bin &&
         cache_write(dir, path, &key, bin, bin_size))

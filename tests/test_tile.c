@@ -12,6 +12,7 @@
 #include "conformance/tile_check.h"
 #include "ref/reference.h"
 #include "test_common.h"
+#include "ptx_sm90a.h" /* clmoe__ptx_sm90a */
 
 /* Runs one GEMM case and asserts it passed, printing the case on failure. */
 static void run_case(const tile_gemm_case *g, uint64_t seed)
@@ -167,25 +168,22 @@ static void test_auto_hook(void)
   clmoe_ctx_destroy(ctx);
 }
 
-/* The pipelined kernel (gemm_async.cl, asynchronous copies into 2-4 local stages): taken
- * for operands whose rows allow 16-byte copies unless CLMOE_GEMM_ASYNC=0; every block it
- * offers, all four transposes on ragged shapes (K leaves a partial step of 32, M and N
- * partial blocks), a batch with a broadcast A; the register-staged kernel when it is off. */
-static void test_gemm_pipelined(void)
+/* Runs every layout (all four transposes on ragged shapes: K leaves a partial step, M and N
+ * partial blocks; a batch with a broadcast A) for each block of cfg, set through the
+ * environment variable env, and once with env = "0": kernel must run exactly when a block
+ * is set (the register-staged gemm_tile when both env kernels are off). */
+static void check_kernel_blocks(const char *env, const char *kernel, const char *const *cfg, int ncfg,
+                                uint64_t seed)
 {
-  static const char *const portable[] = {"64,64,2,2,2", "64,64,2,2,3,16", "128,128,2,2,3"};
-  static const char *const matrix[] = {"64,64,2,2,2", "64,64,2,2,3,16", "128,128,2,2,3",
-                                       "128,256,2,4,4,16", "256,128,4,2,2", "128,128,2,4,6,16"};
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.profiling = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
-  int on_matrix = clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
-  const char *const *cfg = on_matrix ? matrix : portable;
-  int ncfg = on_matrix ? 6 : 3;
-  const char *saved = getenv("CLMOE_GEMM_ASYNC");
-  char *keep = saved ? strdup(saved) : NULL;
+  const char *other = strcmp(env, "CLMOE_GEMM_ASYNC") ? "CLMOE_GEMM_ASYNC" : "CLMOE_GEMM_WGMMA";
+  const char *saved = getenv(env), *saved_other = getenv(other);
+  char *keep = saved ? strdup(saved) : NULL, *keep_other = saved_other ? strdup(saved_other) : NULL;
+  setenv(other, "0", 1);
   for (int c = 0; c <= ncfg; c++) {
-    setenv("CLMOE_GEMM_ASYNC", c < ncfg ? cfg[c] : "0", 1);
+    setenv(env, c < ncfg ? cfg[c] : "0", 1);
     for (int t = 0; t < 4; t++) {
       tile_gemm_case g = {t >> 1, t & 1, 152, 136, 264, t == 3 ? 2 : 1, t == 3, 0,
                           t == 1 ? CLMOE_BF16 : CLMOE_F32, 1.0f, t == 2 ? 0.5f : 0.0f, 0, 0, 0, 0};
@@ -193,23 +191,77 @@ static void test_gemm_pipelined(void)
       TEST_OK(clmoe_ctx_profile_begin(ctx));
       clmoe_check_result res;
       memset(&res, 0, sizeof res);
-      clmoe_status st = check_tile_gemm_case(ctx, test_seed + 3000 + (uint64_t)(c * 4 + t), &g, &res);
+      clmoe_status st = check_tile_gemm_case(ctx, seed + (uint64_t)(c * 4 + t), &g, &res);
       double secs;
       TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
       int ok = st == CLMOE_OK && res.max_err <= res.tolerance;
       if (!ok)
-        fprintf(stderr, "\n  pipelined gemm %s, layout %d: %s (err %.3g, tol %.3g)\n",
-                c < ncfg ? cfg[c] : "off", t, st == CLMOE_OK ? "" : clmoe_last_error(),
-                res.max_err, res.tolerance);
+        fprintf(stderr, "\n  %s %s, layout %d: %s (err %.3g, tol %.3g)\n", kernel, c < ncfg ? cfg[c] : "off",
+                t, st == CLMOE_OK ? "" : clmoe_last_error(), res.max_err, res.tolerance);
       CU_ASSERT(ok);
-      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_async"), c < ncfg);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, kernel), c < ncfg);
       CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_tile"), c == ncfg);
     }
   }
-  if (keep) setenv("CLMOE_GEMM_ASYNC", keep, 1);
-  else unsetenv("CLMOE_GEMM_ASYNC");
-  free(keep);
+  if (keep) setenv(env, keep, 1);
+  else unsetenv(env);
+  if (keep_other) setenv(other, keep_other, 1);
+  else unsetenv(other);
+  free(keep), free(keep_other);
   clmoe_ctx_destroy(ctx);
+}
+
+static int on_matrix_unit(void) { return clmoe_ctx_tile_impl(test_ctx) != CLMOE_TILE_PORTABLE; }
+
+/* The pipelined kernel (gemm_async.cl, asynchronous copies into 2-6 local stages): taken
+ * for operands whose rows allow 16-byte copies unless CLMOE_GEMM_ASYNC=0. */
+static void test_gemm_pipelined(void)
+{
+  static const char *const portable[] = {"64,64,2,2,2", "64,64,2,2,3,16", "128,128,2,2,3"};
+  static const char *const matrix[] = {"64,64,2,2,2", "64,64,2,2,3,16", "128,128,2,2,3",
+                                       "128,256,2,4,4,16", "256,128,4,2,2", "128,128,2,4,6,16"};
+  if (on_matrix_unit()) check_kernel_blocks("CLMOE_GEMM_ASYNC", "gemm_async", matrix, 6, test_seed + 3000);
+  else check_kernel_blocks("CLMOE_GEMM_ASYNC", "gemm_async", portable, 3, test_seed + 3000);
+}
+
+/* The warp-group kernel (gemm_wgmma.cl: wgmma on sm_90, the same layouts element by
+ * element on the portable tiles): every swizzle (16, 32, 64 k per stage), both pipelines
+ * (products in flight across a step or not), one to three warp groups, two 128-column
+ * products per warp group. */
+static void test_gemm_wgmma(void)
+{
+  static const char *const portable[] = {"64,128,16,2,0", "128,256,32,3,1", "64,128,64,3,1"};
+  static const char *const matrix[] = {"128,128,16,6,1", "128,128,32,3,1", "128,128,32,3,0", "64,128,16,4,1",
+                                       "128,256,16,4,1", "64,128,64,2,0", "64,256,16,4,1"};
+  if (on_matrix_unit()) check_kernel_blocks("CLMOE_GEMM_WGMMA", "gemm_wgmma", matrix, 7, test_seed + 3100);
+  else check_kernel_blocks("CLMOE_GEMM_WGMMA", "gemm_wgmma", portable, 3, test_seed + 3100);
+}
+
+/* PTX retargeting for the warp-group kernel: target, version, marks; text that is not PTX
+ * for sm_90 is refused. */
+static void test_ptx_sm90a(void)
+{
+  static const char ptx[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
+                            "\t//sm90a wgmma.fence.sync.aligned;\n\t// a comment\n//sm90a }";
+  static const char want[] = "//\n.version 8.0\n.target sm_90a\n.address_size 64\n"
+                             "\twgmma.fence.sync.aligned;\n\t// a comment\n}";
+  unsigned char *out = NULL;
+  size_t n = 0;
+  TEST_OK(clmoe__ptx_sm90a((const unsigned char *)ptx, sizeof ptx - 1, &out, &n));
+  CU_ASSERT_EQUAL(n, sizeof want - 1);
+  CU_ASSERT(out && n == sizeof want - 1 && !memcmp(out, want, n));
+  free(out), out = NULL;
+  static const char already[] = ".version 8.3\n.target sm_90a, debug\n";
+  TEST_OK(clmoe__ptx_sm90a((const unsigned char *)already, sizeof already - 1, &out, &n));
+  CU_ASSERT(out && n == sizeof already - 1 && !memcmp(out, already, n));
+  free(out), out = NULL;
+  static const char *const refused[] = {".version 8.0\n.target sm_80\n", ".target sm_900\n", "not ptx"};
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(clmoe__ptx_sm90a((const unsigned char *)refused[i], strlen(refused[i]), &out, &n),
+                    CLMOE_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "sm_90"));
+  }
 }
 
 static void test_errors(void)
@@ -234,6 +286,8 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "tile GEMM: ragged shapes x transposes", test_gemm_sweep);
   CU_add_test(suite, "tile GEMM: every work-group block", test_gemm_blocks);
   CU_add_test(suite, "tile GEMM: the pipelined kernel's blocks x transposes", test_gemm_pipelined);
+  CU_add_test(suite, "tile GEMM: the warp-group kernel's blocks x transposes", test_gemm_wgmma);
+  CU_add_test(suite, "PTX retargeting to sm_90a for the warp-group kernel", test_ptx_sm90a);
   CU_add_test(suite, "tile GEMM: k = 0", test_gemm_k0);
   CU_add_test(suite, "tile GEMM: NaN in C with beta 0; NaN in the output fails", test_nan);
   CU_add_test(suite, "clmoe_gemm uses the tile GEMM exactly when the fast path is on", test_auto_hook);
