@@ -120,48 +120,34 @@ GW_UNROLL
 #else
 #define GW_TNSP_B 1 /* B [K, N]: N-major */
 #endif
-/* NVIDIA's OpenCL compiler writes PTX for ".target sm_90", where the warp-group
- * instructions do not exist (they need sm_90a). So they are written as PTX comments
- * marked GW_I; the host (lib/ptx_sm90a.c, asked for by -DCLMOE_PTX_SM90A=1) takes the
- * built PTX, retargets it to sm_90a, removes the marks and builds that. The compiler has
- * allocated the operands' registers all the same. */
-#define GW_I "//sm90a "
 #define GW_STR_(x) #x
 #define GW_STR(x) GW_STR_(x)
-/* Matrix descriptor: start (16-byte units of the shared window), leading and stride byte
- * offsets, swizzle (1: 128 B, 2: 64 B, 3: 32 B). */
-inline ulong gw_desc(__local const ushort *p, uint lbo, uint sbo, uint swizzle)
-{
-  ulong a = (ulong)((tile_local_addr(p) & 0x3FFFFu) >> 4);
-  return a | ((ulong)((lbo >> 4) & 0x3FFFu) << 16) | ((ulong)((sbo >> 4) & 0x3FFFu) << 32) |
-         ((ulong)swizzle << 62);
-}
 #define GW_KC_SWIZZLE (GW_BK == 16 ? 3u : GW_BK == 32 ? 2u : 1u)
 /* Descriptors of the operands of product (h: 16-k step of the stage, rows r0 of A for the
  * warp group, columns n0 of B). */
 inline ulong gw_desc_a(__local const ushort *st, int r0, int h)
 {
-  if (GT_TA) return gw_desc(st + gw_mn(16 * h, r0), GW_BK * 128, 1024, 1u);
-  return gw_desc(st + r0 * GW_BK + 16 * h, 16, 16 * GW_BK, GW_KC_SWIZZLE);
+  if (GT_TA) return tile_wg_desc(st + gw_mn(16 * h, r0), GW_BK * 128, 1024, 1u);
+  return tile_wg_desc(st + r0 * GW_BK + 16 * h, 16, 16 * GW_BK, GW_KC_SWIZZLE);
 }
 inline ulong gw_desc_b(__local const ushort *st, int n0, int h)
 {
   st += GW_SLICE(GW_BM);
-  if (GT_TB) return gw_desc(st + n0 * GW_BK + 16 * h, 16, 16 * GW_BK, GW_KC_SWIZZLE);
-  return gw_desc(st + gw_mn(16 * h, n0), GW_BK * 128, 1024, 1u);
+  if (GT_TB) return tile_wg_desc(st + n0 * GW_BK + 16 * h, 16, 16 * GW_BK, GW_KC_SWIZZLE);
+  return tile_wg_desc(st + gw_mn(16 * h, n0), GW_BK * 128, 1024, 1u);
 }
 /* d[64] += A (64 x 16) B (16 x 128), issued asynchronously for the warp group. d's map: the
  * warp's 16 rows as mma.sync's tile_c, for 16 column tiles of 8: d[4 j + i] is element i of
  * column tile j. Transposes: A M-major when GT_TA; B N-major unless GT_TB. */
 inline void gw_mma(float *d, ulong da, ulong db)
 {
-  asm volatile(GW_I "{\n" GW_I ".reg .pred p;\n" GW_I "setp.ne.b32 p, %66, 0;\n"
-               GW_I "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+  asm volatile(TILE_WG_MARK "{\n" TILE_WG_MARK ".reg .pred p;\n" TILE_WG_MARK "setp.ne.b32 p, %66, 0;\n"
+               TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
                "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-               "%64, %65, p, 1, 1, " GW_STR(GT_TA) ", " GW_STR(GW_TNSP_B) ";\n" GW_I "}"
+               "%64, %65, p, 1, 1, " GW_STR(GT_TA) ", " GW_STR(GW_TNSP_B) ";\n" TILE_WG_MARK "}"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -186,11 +172,6 @@ inline void gw_fence_acc(float *d)
                  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                :: "memory");
 }
-inline void gw_fence(void) { asm volatile(GW_I "wgmma.fence.sync.aligned;" ::: "memory"); }
-inline void gw_commit(void) { asm volatile(GW_I "wgmma.commit_group.sync.aligned;" ::: "memory"); }
-#define GW_WAIT_MMA(n) asm volatile(GW_I "wgmma.wait_group.sync.aligned " #n ";" ::: "memory")
-/* cp.async writes through the generic proxy; the matrix unit reads through the async one. */
-inline void gw_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 #define GW_MMA(d, st, r0, n0, h, lane, flags) gw_mma(d, gw_desc_a(st, r0, h), gw_desc_b(st, n0, h))
 #else
 inline float gw_a_at(__local const ushort *s, int r, int k, int flags)
@@ -215,11 +196,7 @@ inline void gw_mma_portable(float *d, __local const ushort *st, int r0, int n0, 
       d[4 * j + i] = s;
     }
 }
-#define gw_fence() ((void)0)
-#define gw_commit() ((void)0)
 #define gw_fence_acc(d) ((void)0)
-#define gw_proxy_fence() ((void)0)
-#define GW_WAIT_MMA(n) ((void)0)
 #define GW_MMA(d, st, r0, n0, h, lid, flags) gw_mma_portable(d, st, r0, n0, h, lid, flags)
 #endif
 
@@ -237,9 +214,9 @@ inline void gw_mma_portable(float *d, __local const ushort *st, int r0, int n0, 
 #define GW_WAIT_COPY() TILE_CP_WAIT(4)
 #endif
 #if GW_INFLIGHT
-#define GW_WAIT_STEP() GW_WAIT_MMA(1)
+#define GW_WAIT_STEP() TILE_WG_WAIT(1)
 #else
-#define GW_WAIT_STEP() GW_WAIT_MMA(0)
+#define GW_WAIT_STEP() TILE_WG_WAIT(0)
 #endif
 
 __kernel __attribute__((reqd_work_group_size(GW_THREADS, 1, 1))) void
@@ -281,23 +258,23 @@ GW_UNROLL
   }
   for (int kt = 0; kt < nk; kt++) {
     GW_WAIT_COPY();
-    gw_proxy_fence();
+    tile_wg_proxy_fence();
     /* Everyone's copies of step kt have landed; every warp group's products of step
      * kt - 1 - GW_INFLIGHT are done (waited for last step), so that buffer is free. */
     barrier(CLK_LOCAL_MEM_FENCE);
     if (kt + GW_AHEAD < nk) GW_ISSUE(kt + GW_AHEAD);
     tile_cp_commit();
     __local const ushort *st = smem + (kt % GW_STAGES) * GW_STAGE;
-    gw_fence();
+    tile_wg_fence();
 GW_UNROLL
     for (int h = 0; h < GW_BK / 16; h++)
 GW_UNROLL
       for (int i = 0; i < GW_NI; i++) GW_MMA(acc[i], st, 64 * wg, 128 * i, h, tid, flags);
-    gw_commit();
+    tile_wg_commit();
     GW_WAIT_STEP();
   }
 #undef GW_ISSUE
-  GW_WAIT_MMA(0);
+  TILE_WG_WAIT(0);
 GW_UNROLL
   for (int i = 0; i < GW_NI; i++) gw_fence_acc(acc[i]);
 

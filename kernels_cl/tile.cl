@@ -206,6 +206,32 @@ inline uint4 tile_ldsm_x4_trans(__local const ushort *row)
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
   return r;
 }
+
+/* Warp-group matrix instructions (sm_90a): the 128 lanes of 4 consecutive warps ("warp
+ * group") issue wgmma.mma_async together; operands in local memory are named by matrix
+ * descriptors (start, leading and stride byte offsets, swizzle 1: 128 B, 2: 64 B, 3: 32 B,
+ * of the hardware's canonical layouts), accumulators stay in registers. The products run
+ * asynchronously: tile_wg_fence before a batch (after registers it reads were written),
+ * tile_wg_commit after it, TILE_WG_WAIT(n) until at most n batches are in flight; copies
+ * that wrote local memory through the generic proxy (cp.async, stores) need
+ * tile_wg_proxy_fence and a barrier before a product reads them. The shapes' own asm
+ * statements live with their kernels (gemm_wgmma.cl, mla_tc_wgmma.cl).
+ * NVIDIA's OpenCL compiler writes PTX for ".target sm_90", where these instructions do not
+ * exist, so they are written as PTX comments marked TILE_WG_MARK: the compiler still
+ * allocates their operands' registers; the host (lib/ptx_sm90a.c, asked for by the build
+ * option -DCLMOE_PTX_SM90A=1) retargets the built PTX to sm_90a, removes the marks and
+ * builds that. */
+#define TILE_WG_MARK "//sm90a "
+inline ulong tile_wg_desc(__local const ushort *p, uint lbo, uint sbo, uint swizzle)
+{
+  ulong a = (ulong)((tile_local_addr(p) & 0x3FFFFu) >> 4);
+  return a | ((ulong)((lbo >> 4) & 0x3FFFu) << 16) | ((ulong)((sbo >> 4) & 0x3FFFu) << 32) |
+         ((ulong)swizzle << 62);
+}
+inline void tile_wg_fence(void) { asm volatile(TILE_WG_MARK "wgmma.fence.sync.aligned;" ::: "memory"); }
+inline void tile_wg_commit(void) { asm volatile(TILE_WG_MARK "wgmma.commit_group.sync.aligned;" ::: "memory"); }
+#define TILE_WG_WAIT(n) asm volatile(TILE_WG_MARK "wgmma.wait_group.sync.aligned " #n ";" ::: "memory")
+inline void tile_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 #else
 /* ---- portable: whole rows of A and columns of B per lane --------------------------------- */
 typedef struct tile_a {
@@ -306,6 +332,12 @@ inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
 }
 inline void tile_cp_commit(void) {}
 #define TILE_CP_WAIT(n) ((void)0)
+/* Warp-group products: kernels compute them through tile_mma / element reads here, in
+ * order, so the fences and waits have nothing to do. */
+#define tile_wg_fence() ((void)0)
+#define tile_wg_commit() ((void)0)
+#define TILE_WG_WAIT(n) ((void)0)
+#define tile_wg_proxy_fence() ((void)0)
 /* (tile_a_from_c needs the other lanes' accumulators, out of reach here without memory:
  * portable kernels use tile_a_from_c_local below, so it exists only under PTX.) */
 inline void tile_mma(tile_c *c, tile_a a, tile_b b)

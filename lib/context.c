@@ -47,7 +47,7 @@ clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
   ctx->device = devs[dev->device_index];
   ctx->profiling = opts->profiling;
   ctx->tile_impl = -1;
-  ctx->gemm_wgmma_ok = -1;
+  ctx->wgmma_ok = -1;
   ctx->fastpath_mode = -2;
   ctx->gemm_backend = CLMOE_GEMM_AUTO;
   CLMOE_TRY_GOTO(st, clmoe__device_caps(plat, ctx->device, dev->platform_index,

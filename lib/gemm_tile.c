@@ -118,7 +118,7 @@ typedef struct wgmma_block {
 } wgmma_block;
 
 static const wgmma_block wgmma_blocks[] = {
-    /* 2 warp groups, 3 stages of 32 k (48 KB), products waited for within the step: 94
+    /* 2 warp groups, 3 stages of 32 k (48 KB), products waited for within the step: 94-112
      * registers, 2 work-groups per SM; 393 / 439 TFLOP/s (NT) at 4096^3 / 8192^3 on the
      * H200, against 269 / 280 for 16-k stages with products in flight (docs/benchmarks-tiles.md) */
     {128, 128, 32, 3, 0},
@@ -136,7 +136,7 @@ static size_t wgmma_local_bytes(const wgmma_block *b)
 static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *s, wgmma_block *own)
 {
   const char *e = getenv("CLMOE_GEMM_WGMMA");
-  if ((e && !strcmp(e, "0")) || ctx->gemm_tile_bm || ctx->gemm_wgmma_ok == 0) return NULL;
+  if ((e && !strcmp(e, "0")) || ctx->gemm_tile_bm || ctx->wgmma_ok == 0) return NULL;
   const wgmma_block *b = NULL;
   own->inflight = 1;
   if (e && *e && sscanf(e, "%d,%d,%d,%d,%d", &own->bm, &own->bn, &own->bk, &own->stages, &own->inflight) >= 4)
@@ -163,9 +163,9 @@ static clmoe_status wgmma_kernel(clmoe_ctx *ctx, const wgmma_block *b, const cha
            b->bm, b->bn, b->bk, b->stages, b->inflight, layout, clmoe__tile_options(ctx),
            ptx ? " " : "", ptx ? CLMOE_PTX_SM90A_OPTION : "");
   clmoe_status st = clmoe__kernel(ctx, "tile+gemm_wgmma", opts, "gemm_wgmma", k);
-  if (st == CLMOE_OK) ctx->gemm_wgmma_ok = 1;
-  else if (ctx->gemm_wgmma_ok < 0 && !getenv("CLMOE_GEMM_WGMMA")) {
-    ctx->gemm_wgmma_ok = 0; /* first try in auto mode: fall back quietly */
+  if (st == CLMOE_OK) ctx->wgmma_ok = 1;
+  else if (ctx->wgmma_ok < 0 && !getenv("CLMOE_GEMM_WGMMA")) {
+    ctx->wgmma_ok = 0; /* first try in auto mode: fall back quietly */
     clmoe_clear_error();
     return CLMOE_ERR_UNSUPPORTED;
   }

@@ -5,6 +5,7 @@
 #include "mla_internal.h"
 #include "fastpath.h"
 #include "mla_tc.h"
+#include "ptx_sm90a.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,16 +76,39 @@ static int tc_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
   return need <= ctx->caps.local_mem_bytes;
 }
 
+/* 1 when the warp-group kernel (kernels_cl/mla_tc_wgmma.cl) takes the call: asked for by
+ * CLMOE_MLA_TC_WGMMA=1 (on any device: the portable tiles run its layouts), and the
+ * double-buffered kernel's conditions, Dv = 128, its local memory. Not chosen by default:
+ * on the H200 it measured 1.26 / 16.4 ms against the double-buffered kernel's 1.17 / 15.3
+ * (H 32, T 4K / 16K; docs/benchmarks-tiles.md) - each warp group waits for its products
+ * between S, the softmax and P V, and 48 KB of local memory leave no room for a third
+ * stage that would let the next block's S run under the softmax. */
+static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
+{
+  const char *e = getenv("CLMOE_MLA_TC_WGMMA");
+  if (!e || strcmp(e, "1")) return 0;
+  if (!tc_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
+  const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
+  const int64_t stage = 32 * 64 * ((dqp + 63) / 64 + 2);
+  const int64_t elems = 2 * stage > 64 * kld ? 2 * stage : 64 * kld;
+  const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
+  const size_t need = (size_t)(2 * elems + 16 * bq + (portable ? (bq / 16) * 1024 : 0)) + 1024;
+  return need <= ctx->caps.local_mem_bytes;
+}
+
 /* Builds (or finds) the kernel for tiles of bq rows and checks that the compiled kernel
  * runs work-groups of that size (registers permitting). */
 static clmoe_status tc_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, int out_bf16, cl_kernel *k)
 {
-  char opts[256];
-  const int async = tc_async_ok(ctx, a, bq);
-  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d%s %s",
-           (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a), async ? " -DTC_ASYNC=1" : "",
-           clmoe__tile_options(ctx));
-  if (async) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_async", opts, "mla_tc_fwd_async", k));
+  char opts[320];
+  const int wg = tc_wgmma_ok(ctx, a, bq), async = !wg && tc_async_ok(ctx, a, bq);
+  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d%s %s%s",
+           (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a),
+           wg ? " -DTC_WGMMA=1" : async ? " -DTC_ASYNC=1" : "", clmoe__tile_options(ctx),
+           wg && ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
+  if (wg) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_wgmma", opts, "mla_tc_fwd_wgmma", k));
+  else if (async) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_async", opts, "mla_tc_fwd_async", k));
   else CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc", opts, "mla_tc_fwd", k));
   size_t kmax = 0;
   CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL));

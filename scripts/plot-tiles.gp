@@ -1,4 +1,4 @@
-# Figure docs/tiles-h200.png from docs/data/2026-12-01-h200-tiles.csv: gnuplot scripts/plot-tiles.gp (run from the repository root).
+# Figure docs/tiles-h200.png from docs/data/2026-12-01-h200-wgmma-tiles.csv (GEMM: the warp-group kernel, commit 109e79e): gnuplot scripts/plot-tiles.gp (run from the repository root).
 set datafile separator ','
 set terminal pngcairo size 1100,480 font ',10' noenhanced
 set output 'docs/tiles-h200.png'
@@ -7,12 +7,12 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-set yrange [0:1.1]
+set yrange [0:1.25]
 set ytics 0.1
 set grid ytics
 set ylabel "speed / peer's speed (1 = as fast)"
 set xtics rotate by -25
-set key top left
-plot 'docs/data/2026-12-01-h200-tiles.csv' using 2:xtic(1) title 'before (2026-11-29; KDA fwd+bwd: portable)', \
-     '' using 3 title 'now (2026-12-01)', \
+set key top left maxrows 3 samplen 2
+plot 'docs/data/2026-12-01-h200-wgmma-tiles.csv' using 2:xtic(1) title 'before (2026-11-29; KDA fwd+bwd: portable)', \
+     '' using 3 title 'now (2026-12-01; GEMM: wgmma kernel, slowest layout)', \
      '' using ($0):4 with points pt 2 ps 2 lw 2 lc rgb 'black' title "the issue's target"

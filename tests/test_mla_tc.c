@@ -314,8 +314,9 @@ static void test_async_forward(void)
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.profiling = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
-  const char *saved = getenv("CLMOE_MLA_TC_ASYNC");
-  char *keep = saved ? strdup(saved) : NULL;
+  const char *saved = getenv("CLMOE_MLA_TC_ASYNC"), *saved_wg = getenv("CLMOE_MLA_TC_WGMMA");
+  char *keep = saved ? strdup(saved) : NULL, *keep_wg = saved_wg ? strdup(saved_wg) : NULL;
+  setenv("CLMOE_MLA_TC_WGMMA", "0", 1);
   for (int off = 0; off < 2; off++) {
     if (off) setenv("CLMOE_MLA_TC_ASYNC", "0", 1);
     else unsetenv("CLMOE_MLA_TC_ASYNC");
@@ -338,6 +339,44 @@ static void test_async_forward(void)
   }
   if (keep) setenv("CLMOE_MLA_TC_ASYNC", keep, 1);
   else unsetenv("CLMOE_MLA_TC_ASYNC");
+  if (keep_wg) setenv("CLMOE_MLA_TC_WGMMA", keep_wg, 1);
+  else unsetenv("CLMOE_MLA_TC_WGMMA");
+  free(keep), free(keep_wg);
+  clmoe_ctx_destroy(ctx);
+}
+
+/* The warp-group forward (mla_tc_wgmma.cl: wgmma on sm_90, the same layouts through
+ * tile_mma elsewhere) with CLMOE_MLA_TC_WGMMA=1, against the reference (1e-2): the
+ * report's sizes packed (128-row tiles), a partial key block and odd lengths with 64-row
+ * tiles and a K row of one 64-column block; Dv other than 128 goes to the other kernels. */
+static void test_wgmma_forward(void)
+{
+  static const int32_t lens[5] = {17, 300, 1, 64, 130};
+  const ck_mla_tc_case cs[3] = {
+      {1, 0, 1, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE128, 1},
+      {2, 97, 3, 32, 16, 128, NULL, 0, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1},
+      {1, 75, 1, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1}};
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options opts = {.profiling = 1};
+  TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  const char *saved = getenv("CLMOE_MLA_TC_WGMMA");
+  char *keep = saved ? strdup(saved) : NULL;
+  setenv("CLMOE_MLA_TC_WGMMA", "1", 1);
+  for (int i = 0; i < 3; i++) {
+    clmoe_check_result res;
+    memset(&res, 0, sizeof res);
+    clmoe_ctx_profile_clear(ctx);
+    TEST_OK(clmoe_ctx_profile_begin(ctx));
+    TEST_OK(ck_mla_tc_forward(ctx, test_seed + 950 + (uint64_t)i, &res, &cs[i]));
+    double secs;
+    TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
+    if (!(res.max_err <= res.tolerance))
+      fprintf(stderr, "\n  wgmma case %d: error %.3g > %.3g at %s\n", i, res.max_err, res.tolerance, res.worst);
+    CU_ASSERT(res.max_err <= res.tolerance);
+    CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tc_fwd_wgmma"), cs[i].Dv == 128);
+  }
+  if (keep) setenv("CLMOE_MLA_TC_WGMMA", keep, 1);
+  else unsetenv("CLMOE_MLA_TC_WGMMA");
   free(keep);
   clmoe_ctx_destroy(ctx);
 }
@@ -345,6 +384,7 @@ static void test_async_forward(void)
 static void add_tests(CU_pSuite suite)
 {
   CU_add_test(suite, "double-buffered forward (bf16, aligned) and the single-buffered one", test_async_forward);
+  CU_add_test(suite, "warp-group forward (bf16, aligned, Dv 128)", test_wgmma_forward);
   clmoe_ctx_set_fastpath(test_ctx, 1);
   printf("\n  tile implementation: %s\n", clmoe_tile_impl_name(clmoe_ctx_tile_impl(test_ctx)));
   CU_add_test(suite, "T 1, 17, 64, 300, 1-3 heads, f32 and bf16, both tile sizes", test_lengths);
