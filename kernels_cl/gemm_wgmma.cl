@@ -136,41 +136,16 @@ inline ulong gw_desc_b(__local const ushort *st, int n0, int h)
   if (GT_TB) return tile_wg_desc(st + n0 * GW_BK + 16 * h, 16, 16 * GW_BK, GW_KC_SWIZZLE);
   return tile_wg_desc(st + gw_mn(16 * h, n0), GW_BK * 128, 1024, 1u);
 }
-/* d[64] += A (64 x 16) B (16 x 128), issued asynchronously for the warp group. d's map: the
- * warp's 16 rows as mma.sync's tile_c, for 16 column tiles of 8: d[4 j + i] is element i of
- * column tile j. Transposes: A M-major when GT_TA; B N-major unless GT_TB. */
-inline void gw_mma(float *d, ulong da, ulong db)
+/* d (16 tiles of 8 columns) += A (64 x 16) B (16 x 128), issued asynchronously for the warp
+ * group; d is the warp's 16 rows as mma.sync's tile_c for 16 column tiles. Transposes: A
+ * M-major when GT_TA; B N-major unless GT_TB. */
+inline void gw_mma(tile_c *d, ulong da, ulong db)
 {
   asm volatile(TILE_WG_MARK "{\n" TILE_WG_MARK ".reg .pred p;\n" TILE_WG_MARK "setp.ne.b32 p, %66, 0;\n"
-               TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+               TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" TILE_WG_R64 "}, "
                "%64, %65, p, 1, 1, " GW_STR(GT_TA) ", " GW_STR(GW_TNSP_B) ";\n" TILE_WG_MARK "}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : TILE_WG_C16(d)
                : "l"(da), "l"(db), "r"(1));
-}
-/* Pins the accumulators after a wait: later uses may not move above it. */
-inline void gw_fence_acc(float *d)
-{
-  asm volatile(""
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-               :: "memory");
 }
 #define GW_MMA(d, st, r0, n0, h, lane, flags) gw_mma(d, gw_desc_a(st, r0, h), gw_desc_b(st, n0, h))
 #else
@@ -183,20 +158,19 @@ inline float gw_b_at(__local const ushort *s, int k, int n, int flags)
   s += GW_SLICE(GW_BM);
   return bf16_to_f32(GT_TB ? s[gw_kc(n, k)] : s[gw_mn(k, n)]);
 }
-/* The same 64 x 128 x 16 product, each work-item its own 64 accumulators (rows of its warp
+/* The same 64 x 128 x 16 product, each work-item its own 16 tiles (rows of its warp
  * r0 + 16 warp + ..., the map of gw_mma). */
-inline void gw_mma_portable(float *d, __local const ushort *st, int r0, int n0, int h, int lid, int flags)
+inline void gw_mma_portable(tile_c *d, __local const ushort *st, int r0, int n0, int h, int lid, int flags)
 {
   int lane = lid & 31, row = r0 + 16 * ((lid >> 5) & 3);
   for (int j = 0; j < 16; j++)
     for (int i = 0; i < 4; i++) {
       int r = row + tile_c_row(lane, i), n = n0 + 8 * j + tile_c_col(lane, i);
-      float s = d[4 * j + i];
+      float s = d[j].v[i];
       for (int k = 0; k < 16; k++) s += gw_a_at(st, r, 16 * h + k, flags) * gw_b_at(st, 16 * h + k, n, flags);
-      d[4 * j + i] = s;
+      d[j].v[i] = s;
     }
 }
-#define gw_fence_acc(d) ((void)0)
 #define GW_MMA(d, st, r0, n0, h, lid, flags) gw_mma_portable(d, st, r0, n0, h, lid, flags)
 #endif
 
@@ -236,11 +210,11 @@ gemm_wgmma(int M, int N, int K, float alpha, float beta, __global const ushort *
   const int m0 = (first + in_band % height) * GW_BM, n0 = (in_band / height) * GW_BN;
   const ulong abase = aoff + (ulong)batch * astride, bbase = boff + (ulong)batch * bstride;
 
-  float acc[GW_NI][64];
+  tile_c acc[GW_NI][16];
 GW_UNROLL
   for (int i = 0; i < GW_NI; i++)
 GW_UNROLL
-    for (int e = 0; e < 64; e++) acc[i][e] = 0.0f;
+    for (int j = 0; j < 16; j++) acc[i][j] = tile_c_zero();
 
   const int nk = (K + GW_BK - 1) / GW_BK;
 #define GW_ISSUE(step)                                                                         \
@@ -276,7 +250,7 @@ GW_UNROLL
 #undef GW_ISSUE
   TILE_WG_WAIT(0);
 GW_UNROLL
-  for (int i = 0; i < GW_NI; i++) gw_fence_acc(acc[i]);
+  for (int i = 0; i < GW_NI; i++) tile_wg_pin16(acc[i]);
 
   const ulong cbase = coff + (ulong)batch * cstride;
   const int rw = m0 + 64 * wg + 16 * ((tid >> 5) & 3);
@@ -289,7 +263,7 @@ GW_UNROLL
         int r = rw + tile_c_row(lane, e), c = n0 + 128 * i + 8 * j + tile_c_col(lane, e);
         if (r < M && c < N) {
           ulong idx = cbase + (ulong)r * (ulong)ldc + (ulong)c;
-          float v = alpha * acc[i][4 * j + e];
+          float v = alpha * acc[i][j].v[e];
           if (beta != 0.0f) {
             if (GT_C_BF16) v += beta * bf16_to_f32(((__global const ushort *)C)[idx]);
             else v += beta * C[idx];

@@ -170,6 +170,23 @@ inline void tc_stage(__local ushort *dst, int ld, int width, int row0, int nrows
 #endif
 }
 
+/* Q fragments of warp w (rows 16 w .. 16 w + 15 of the tile at t0) in tile.cl's own k order,
+ * staged 64 rows at a time through sm (64 x KLD ushorts): the double-buffered and
+ * warp-group forwards. Holds barriers: every work-item calls it. */
+inline void tc_q_frags(tile_a *qf, __local ushort *sm, int t0, int rows, __global const store_t *q, ulong qo_h,
+                       uint q_ts, int w, int lane, int lid)
+{
+  for (int c = 0; c < TC_BQ; c += 64) {
+    tc_stage(sm, KLD, DQP, t0 + c, min(64, rows - c), q, qo_h, q_ts, DQK, q, 0, 0, 0, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (16 * w >= c && 16 * w < c + 64) {
+      TC_UNROLL
+      for (int ks = 0; ks < NKS; ks++) qf[ks] = tile_load_a_bf16(sm + (16 * w - c) * KLD + 16 * ks, KLD, lane);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
 /* Vt[d][c] = v row (row0 + c), column d (zero for c >= nrows or d >= DV). With TC_VEC a
  * warp reads 8 keys x 16 columns (a whole 32-byte sector per key) when DVP allows. */
 inline void tc_stage_vt(__local ushort *vt, int row0, int nrows, __global const store_t *a, ulong ao, uint ats,
@@ -248,16 +265,15 @@ inline tile_b tc_load_v(__local const ushort *vt, int kk, int n0, int lane)
 #define tc_load_q(p, lane) tc_load_a_ld(p, KLD, lane)
 #define tc_load_k(p, lane) tc_load_bt_ld(p, KLD, lane)
 
-/* Online softmax over one key block for a warp's 16 query rows (mla_tc_fwd and
- * mla_tc_fwd_async): s[0 .. nsn - 1] hold the raw scores of keys kb + 8 n + column, which
- * are scaled (sl2 = scale log2 e) and, when `masked`, set to -inf past each row's key
- * position (qp0 for row g, qp1 for g + 8); the running maxima (m0, m1) and this lane's
- * partial sums (l0, l1) are updated, O (acc, nacc tiles) rescaled, and s becomes
- * P = exp2(s - m). The row maximum is finite from the first block on: every row sees its
- * sequence's first key there. */
-inline void tc_softmax_block(tile_c *s, int nsn, tile_c *acc, int nacc, int kb, int masked, float sl2,
-                             int qp0, int qp1, float *m0, float *m1, float *l0, float *l1,
-                             __local float2 *wred, int lane)
+/* Online softmax over one key block for a warp's 16 query rows (the forward kernels):
+ * s[0 .. nsn - 1] hold the raw scores of keys kb + 8 n + column, which are scaled (sl2 =
+ * scale log2 e) and, when `masked`, set to -inf past each row's key position (qp0 for row
+ * g, qp1 for g + 8); the running maxima (m0, m1) and this lane's partial sums (l0, l1) are
+ * updated, s becomes P = exp2(s - m), and the factors that O must be rescaled by (rows g,
+ * g + 8) are returned. The row maximum is finite from the first block on: every row sees
+ * its sequence's first key there. */
+inline float2 tc_softmax_p(tile_c *s, int nsn, int kb, int masked, float sl2, int qp0, int qp1, float *m0,
+                           float *m1, float *l0, float *l1, __local float2 *wred, int lane)
 {
   float2 mx = (float2)(-INFINITY, -INFINITY);
   TC_UNROLL
@@ -285,11 +301,22 @@ inline void tc_softmax_block(tile_c *s, int nsn, tile_c *acc, int nacc, int kb, 
     ps1 += s[n].v[2] + s[n].v[3];
   }
   *l0 = *l0 * c0 + ps0, *l1 = *l1 * c1 + ps1;
+  return (float2)(c0, c1);
+}
+inline void tc_rescale(tile_c *acc, int nacc, float2 c)
+{
   TC_UNROLL
   for (int j = 0; j < nacc; j++) {
-    acc[j].v[0] *= c0, acc[j].v[1] *= c0;
-    acc[j].v[2] *= c1, acc[j].v[3] *= c1;
+    acc[j].v[0] *= c.x, acc[j].v[1] *= c.x;
+    acc[j].v[2] *= c.y, acc[j].v[3] *= c.y;
   }
+}
+/* Both: the softmax of a block and O's rescaling. */
+inline void tc_softmax_block(tile_c *s, int nsn, tile_c *acc, int nacc, int kb, int masked, float sl2,
+                             int qp0, int qp1, float *m0, float *m1, float *l0, float *l1,
+                             __local float2 *wred, int lane)
+{
+  tc_rescale(acc, nacc, tc_softmax_p(s, nsn, kb, masked, sl2, qp0, qp1, m0, m1, l0, l1, wred, lane));
 }
 
 /* o = O / l and lse = ln 2 (m + log2 l) for a warp's rows r0 = 16 w + g and r0 + 8 of a

@@ -141,17 +141,8 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   __local float2 *wred = red + 32 * w;
   const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
 
-  /* Q fragments, 64 rows at a time through local memory (mla_tc.cl's staging). */
   tile_a qf[NKS];
-  for (int c = 0; c < TC_BQ; c += 64) {
-    tc_stage(sm, KLD, DQP, t0 + c, min(64, rows - c), q, qo + (ulong)h * q_hs, q_ts, DQK, q, 0, 0, 0, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (16 * w >= c && 16 * w < c + 64) {
-      TC_UNROLL
-      for (int ks = 0; ks < NKS; ks++) qf[ks] = tile_load_a_bf16(sm + (16 * w - c) * KLD + 16 * ks, KLD, lane);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  tc_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);
 
   const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
   const int wq_first = t0 + 16 * w + shift, wq_last = wq_first + 15;

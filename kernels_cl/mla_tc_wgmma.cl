@@ -6,119 +6,120 @@
  * (the host checks).
  *
  * Each 64-row half of the 128 (or 64) query rows is one warp group (4 warps, warp w of the
- * work-group owning rows 16 w .. 16 w + 15 as in mla_tc_fwd). Per block of TW_BK = 32 keys:
- *   S[64 x 32] = Q K^T: wgmma m64n32k16, Q from registers (this warp's fragments, loaded
- *     once), K from local memory through descriptors, DQP / 16 products;
- *   the softmax of mla_tc_fwd on S (tc_softmax_block: base 2, fp32 statistics), which
- *     also rescales O;
- *   O[64 x 128] += P V: wgmma m64n128k16, P from registers (S's accumulators rounded to
- *     bf16 are the A fragments), V from local memory, 2 products.
- * K and V blocks arrive by cp.async in TW_STAGES = 2 local stages (one barrier per block)
- * in the hardware's 128-byte-swizzled layout: columns in blocks of 64, each block TW_BK key
- * rows of 128 bytes, 16-byte chunk c of key r at c ^ (r % 8) (tw_off). That is K-major for
- * K (S's B operand, k = head dimension) and N-major for V (O's B operand, k = keys). The
- * portable tiles compute the same products with tile_mma from the same layouts. */
+ * work-group owning rows 16 w .. 16 w + 15 as in mla_tc_fwd). Per block of TW_BK keys
+ * (32 or 64):
+ *   S[64 x TW_BK] = Q K^T: DQP / 16 wgmma m64nTW_BKk16, Q from registers (this warp's
+ *     fragments, loaded once), K from local memory through descriptors;
+ *   the online softmax (tc_softmax_p, tc_rescale in mla_tc.cl: base 2, fp32 statistics);
+ *   O[64 x 128] += P V: TW_BK / 16 wgmma m64n128k16, P from S's accumulators rounded to
+ *     bf16 (they are the A fragments), V from local memory.
+ * With TW_OVERLAP=1 block j's S is issued together with block j - 1's P V, and the
+ * softmax of block j runs while that P V is still on the matrix unit (the intra-warp-group
+ * overlap of FlashAttention-3); O is rescaled after it lands. K and V blocks arrive by
+ * cp.async TW_AHEAD blocks ahead into rings of TW_AHEAD + 1 K buffers and TW_AHEAD + 1 +
+ * TW_OVERLAP V buffers (a V block lives one block longer under the overlap); one barrier
+ * per block. Layout of a K or V block: the hardware's 128-byte swizzle, columns in blocks of
+ * 64, each block TW_BK key rows of 128 bytes, 16-byte chunk c of key r at c ^ (r % 8)
+ * (tw_off): K-major for K (S's B operand, k = head dimension), N-major for V (O's B
+ * operand, k = keys). The portable tiles compute the same products with tile_mma from the
+ * same layouts. */
 #if defined(TC_WGMMA) && TC_WGMMA && (!defined(TC_BWD) || !TC_BWD)
-#define TW_BK 32                        /* keys per block */
-#define TW_STAGES 2
-#if !STORE_BF16 || DN % 8 || DR % 8 || DV != 128
-#error "TC_WGMMA needs bf16 storage, Dn and Dr multiples of 8 and Dv = 128"
+#ifndef TW_BK
+#define TW_BK 32                        /* keys per block: 32 or 64 */
+#endif
+#ifndef TW_AHEAD
+#define TW_AHEAD 1                      /* blocks whose copies are in flight: 1 .. 3 */
+#endif
+#ifndef TW_OVERLAP
+#define TW_OVERLAP 1
+#endif
+#if !STORE_BF16 || DN % 8 || DR % 8 || DV != 128 || (TW_BK != 32 && TW_BK != 64) || TW_AHEAD < 1 || TW_AHEAD > 3
+#error "TC_WGMMA needs bf16 storage, Dn and Dr multiples of 8, Dv = 128, TW_BK 32 or 64, TW_AHEAD 1 to 3"
 #endif
 #define TW_NDB ((DQP + 63) / 64)        /* 64-column blocks of a K row */
 #define TW_KBLK (TW_NDB * TW_BK * 64)   /* ushorts of a K block */
 #define TW_VBLK (2 * TW_BK * 64)        /* ushorts of a V block (128 columns) */
-#define TW_STAGE (TW_KBLK + TW_VBLK)
+#define TW_KST (TW_AHEAD + 1)
+#define TW_VST (TW_AHEAD + 1 + TW_OVERLAP)
+#define TW_BUFS (TW_KST * TW_KBLK + TW_VST * TW_VBLK)
 #define TW_NSN (TW_BK / 8)              /* 8-key tiles of S */
 /* Q is staged 64 rows at a time through the same memory. */
-#define TW_ELEMS (64 * KLD > TW_STAGES * TW_STAGE ? 64 * KLD : TW_STAGES * TW_STAGE)
+#define TW_ELEMS (64 * KLD > TW_BUFS ? 64 * KLD : TW_BUFS)
+#if TW_AHEAD == 1
+#define TW_WAIT_COPY() TILE_CP_WAIT(0)
+#elif TW_AHEAD == 2
+#define TW_WAIT_COPY() TILE_CP_WAIT(1)
+#else
+#define TW_WAIT_COPY() TILE_CP_WAIT(2)
+#endif
 
 /* Element (key r, column d) of a K or V block. */
 inline int tw_off(int r, int d) { return (d >> 6) * (TW_BK * 64) + r * 64 + ((((d >> 3) & 7) ^ (r & 7)) << 3) + (d & 7); }
 
-/* Issues the copies of keys kb .. kb + nk - 1 (nk <= TW_BK; the rest zero) into a stage. */
-inline void tw_issue(__local ushort *st, int kb, int nk, __global const store_t *kn, ulong kno, uint kn_ts,
-                     __global const store_t *kr, ulong kro, uint kr_ts, __global const store_t *v, ulong vo,
-                     uint v_ts, int lid)
+/* Issues the copies of keys kb .. kb + nk - 1 (nk <= TW_BK; the rest zero) into a K and a
+ * V buffer: k_nope's, k_rope's and V's chunks in separate loops whose chunk counts are
+ * build-time constants (no per-chunk source choice, divisions by constants), and zeros for
+ * the columns from Dn + Dr up to the last 16-column k-step (the products read them). */
+#define TW_CN (DN / 8)
+#define TW_CR (DR / 8)
+inline void tw_issue(__local ushort *kst, __local ushort *vst, int kb, int nk, __global const store_t *kn,
+                     ulong kno, uint kn_ts, __global const store_t *kr, ulong kro, uint kr_ts,
+                     __global const store_t *v, ulong vo, uint v_ts, int lid)
 {
-  for (int e = lid; e < TW_BK * TW_NDB * 8; e += TC_WG) {
-    const int r = e / (TW_NDB * 8), d = 8 * (e % (TW_NDB * 8));
-    const ulong row = (ulong)(kb + r);
-    __global const store_t *src = kn;
-    int bytes = 0;
-    if (r < nk && d < DN) src = kn + kno + row * kn_ts + d, bytes = 16;
-    else if (r < nk && d < DN + DR) src = kr + kro + row * kr_ts + (d - DN), bytes = 16;
-    tile_cp16(st + tw_off(r, d), src, bytes);
+  TC_UNROLL
+  for (int e = lid; e < TW_BK * TW_CN; e += TC_WG) {
+    const int r = e / TW_CN, c = e - r * TW_CN, ok = r < nk;
+    tile_cp16(kst + tw_off(r, 8 * c), ok ? kn + kno + (ulong)(kb + r) * kn_ts + 8 * c : kn, ok ? 16 : 0);
   }
-  __local ushort *vs = st + TW_KBLK;
+  TC_UNROLL
+  for (int e = lid; e < TW_BK * TW_CR; e += TC_WG) {
+    const int r = e / TW_CR, c = e - r * TW_CR, ok = r < nk;
+    tile_cp16(kst + tw_off(r, DN + 8 * c), ok ? kr + kro + (ulong)(kb + r) * kr_ts + 8 * c : kr, ok ? 16 : 0);
+  }
+#if DQP > DQK
+  for (int e = lid; e < TW_BK * ((DQP - DQK) / 8); e += TC_WG)
+    tile_cp16(kst + tw_off(e / ((DQP - DQK) / 8), DQK + 8 * (e % ((DQP - DQK) / 8))), kn, 0);
+#endif
+  TC_UNROLL
   for (int e = lid; e < TW_BK * 16; e += TC_WG) {
-    const int r = e / 16, d = 8 * (e % 16);
-    const int ok = r < nk;
-    tile_cp16(vs + tw_off(r, d), ok ? v + vo + (ulong)(kb + r) * v_ts + d : v, ok ? 16 : 0);
+    const int r = e >> 4, c = e & 15, ok = r < nk;
+    tile_cp16(vst + tw_off(r, 8 * c), ok ? v + vo + (ulong)(kb + r) * v_ts + 8 * c : v, ok ? 16 : 0);
   }
 }
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-/* S[64 x 32] += Q (64 x 16, this warp's 16 rows in registers) K^T (keys K-major). */
+/* S (TW_BK / 8 tiles) += Q (64 x 16, this warp's 16 rows in registers) K^T (keys K-major). */
+#if TW_BK == 32
+#define TW_S_SHAPE "m64n32k16"
+#define TW_S_REGS TILE_WG_R16 "}, {%16, %17, %18, %19}, %20"
+#define TW_S_PRED "%21"
+#define TW_S_ACC(d) TILE_WG_C4(d)
+#define tw_pin_s tile_wg_pin4
+#else
+#define TW_S_SHAPE "m64n64k16"
+#define TW_S_REGS TILE_WG_R32 "}, {%32, %33, %34, %35}, %36"
+#define TW_S_PRED "%37"
+#define TW_S_ACC(d) TILE_WG_C8(d)
+#define tw_pin_s tile_wg_pin8
+#endif
 inline void tw_mma_s(tile_c *d, tile_a a, ulong db)
 {
-  asm volatile(TILE_WG_MARK "{\n" TILE_WG_MARK ".reg .pred p;\n" TILE_WG_MARK "setp.ne.b32 p, %21, 0;\n"
-               TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-               "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n" TILE_WG_MARK "}"
-               : "+f"(d[0].v[0]), "+f"(d[0].v[1]), "+f"(d[0].v[2]), "+f"(d[0].v[3]), "+f"(d[1].v[0]), "+f"(d[1].v[1]),
-                 "+f"(d[1].v[2]), "+f"(d[1].v[3]), "+f"(d[2].v[0]), "+f"(d[2].v[1]), "+f"(d[2].v[2]), "+f"(d[2].v[3]),
-                 "+f"(d[3].v[0]), "+f"(d[3].v[1]), "+f"(d[3].v[2]), "+f"(d[3].v[3])
+  asm volatile(TILE_WG_MARK "{\n" TILE_WG_MARK ".reg .pred p;\n" TILE_WG_MARK "setp.ne.b32 p, " TW_S_PRED ", 0;\n"
+               TILE_WG_MARK "wgmma.mma_async.sync.aligned." TW_S_SHAPE ".f32.bf16.bf16 {" TW_S_REGS ", p, 1, 1, 0;\n"
+               TILE_WG_MARK "}"
+               : TW_S_ACC(d)
                : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "l"(db), "r"(1));
 }
-/* O[64 x 128] += P (64 x 16 keys, registers) V (16 keys x 128, N-major). */
+/* O (16 tiles) += P (64 x 16 keys, registers) V (16 keys x 128, N-major). */
 inline void tw_mma_o(tile_c *d, tile_a a, ulong db)
 {
   asm volatile(TILE_WG_MARK "{\n" TILE_WG_MARK ".reg .pred p;\n" TILE_WG_MARK "setp.ne.b32 p, %69, 0;\n"
-               TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+               TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" TILE_WG_R64 "}, "
                "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n" TILE_WG_MARK "}"
-               : "+f"(d[0].v[0]), "+f"(d[0].v[1]), "+f"(d[0].v[2]), "+f"(d[0].v[3]), "+f"(d[1].v[0]), "+f"(d[1].v[1]),
-                 "+f"(d[1].v[2]), "+f"(d[1].v[3]), "+f"(d[2].v[0]), "+f"(d[2].v[1]), "+f"(d[2].v[2]), "+f"(d[2].v[3]),
-                 "+f"(d[3].v[0]), "+f"(d[3].v[1]), "+f"(d[3].v[2]), "+f"(d[3].v[3]), "+f"(d[4].v[0]), "+f"(d[4].v[1]),
-                 "+f"(d[4].v[2]), "+f"(d[4].v[3]), "+f"(d[5].v[0]), "+f"(d[5].v[1]), "+f"(d[5].v[2]), "+f"(d[5].v[3]),
-                 "+f"(d[6].v[0]), "+f"(d[6].v[1]), "+f"(d[6].v[2]), "+f"(d[6].v[3]), "+f"(d[7].v[0]), "+f"(d[7].v[1]),
-                 "+f"(d[7].v[2]), "+f"(d[7].v[3]), "+f"(d[8].v[0]), "+f"(d[8].v[1]), "+f"(d[8].v[2]), "+f"(d[8].v[3]),
-                 "+f"(d[9].v[0]), "+f"(d[9].v[1]), "+f"(d[9].v[2]), "+f"(d[9].v[3]), "+f"(d[10].v[0]), "+f"(d[10].v[1]),
-                 "+f"(d[10].v[2]), "+f"(d[10].v[3]), "+f"(d[11].v[0]), "+f"(d[11].v[1]), "+f"(d[11].v[2]), "+f"(d[11].v[3]),
-                 "+f"(d[12].v[0]), "+f"(d[12].v[1]), "+f"(d[12].v[2]), "+f"(d[12].v[3]), "+f"(d[13].v[0]), "+f"(d[13].v[1]),
-                 "+f"(d[13].v[2]), "+f"(d[13].v[3]), "+f"(d[14].v[0]), "+f"(d[14].v[1]), "+f"(d[14].v[2]), "+f"(d[14].v[3]),
-                 "+f"(d[15].v[0]), "+f"(d[15].v[1]), "+f"(d[15].v[2]), "+f"(d[15].v[3])
+               : TILE_WG_C16(d)
                : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "l"(db), "r"(1));
 }
-/* Pin accumulators after a wait (later uses may not move above it). */
-inline void tw_pin_s(tile_c *d)
-{
-  asm volatile(""
-               : "+f"(d[0].v[0]), "+f"(d[0].v[1]), "+f"(d[0].v[2]), "+f"(d[0].v[3]), "+f"(d[1].v[0]), "+f"(d[1].v[1]),
-                 "+f"(d[1].v[2]), "+f"(d[1].v[3]), "+f"(d[2].v[0]), "+f"(d[2].v[1]), "+f"(d[2].v[2]), "+f"(d[2].v[3]),
-                 "+f"(d[3].v[0]), "+f"(d[3].v[1]), "+f"(d[3].v[2]), "+f"(d[3].v[3])
-               :: "memory");
-}
-
-inline void tw_pin_o(tile_c *d)
-{
-  asm volatile(""
-               : "+f"(d[0].v[0]), "+f"(d[0].v[1]), "+f"(d[0].v[2]), "+f"(d[0].v[3]), "+f"(d[1].v[0]), "+f"(d[1].v[1]),
-                 "+f"(d[1].v[2]), "+f"(d[1].v[3]), "+f"(d[2].v[0]), "+f"(d[2].v[1]), "+f"(d[2].v[2]), "+f"(d[2].v[3]),
-                 "+f"(d[3].v[0]), "+f"(d[3].v[1]), "+f"(d[3].v[2]), "+f"(d[3].v[3]), "+f"(d[4].v[0]), "+f"(d[4].v[1]),
-                 "+f"(d[4].v[2]), "+f"(d[4].v[3]), "+f"(d[5].v[0]), "+f"(d[5].v[1]), "+f"(d[5].v[2]), "+f"(d[5].v[3]),
-                 "+f"(d[6].v[0]), "+f"(d[6].v[1]), "+f"(d[6].v[2]), "+f"(d[6].v[3]), "+f"(d[7].v[0]), "+f"(d[7].v[1]),
-                 "+f"(d[7].v[2]), "+f"(d[7].v[3]), "+f"(d[8].v[0]), "+f"(d[8].v[1]), "+f"(d[8].v[2]), "+f"(d[8].v[3]),
-                 "+f"(d[9].v[0]), "+f"(d[9].v[1]), "+f"(d[9].v[2]), "+f"(d[9].v[3]), "+f"(d[10].v[0]), "+f"(d[10].v[1]),
-                 "+f"(d[10].v[2]), "+f"(d[10].v[3]), "+f"(d[11].v[0]), "+f"(d[11].v[1]), "+f"(d[11].v[2]), "+f"(d[11].v[3]),
-                 "+f"(d[12].v[0]), "+f"(d[12].v[1]), "+f"(d[12].v[2]), "+f"(d[12].v[3]), "+f"(d[13].v[0]), "+f"(d[13].v[1]),
-                 "+f"(d[13].v[2]), "+f"(d[13].v[3]), "+f"(d[14].v[0]), "+f"(d[14].v[1]), "+f"(d[14].v[2]), "+f"(d[14].v[3]),
-                 "+f"(d[15].v[0]), "+f"(d[15].v[1]), "+f"(d[15].v[2]), "+f"(d[15].v[3])
-               :: "memory");
-}
+#define tw_pin_o tile_wg_pin16
 /* Descriptors: K for head-dimension step ks (K-major, stride 8 keys); V for keys 16 kk ..
  * (N-major, leading offset one 64-column block, stride 8 keys). */
 #define TW_DESC_K(ks_, kstep) tile_wg_desc((ks_) + ((kstep) >> 2) * (TW_BK * 64) + ((kstep) & 3) * 16, 16, 1024, 1u)
@@ -183,42 +184,45 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   __local float2 *wred = red + 32 * w;
   const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
 
-  /* Q fragments, 64 rows at a time through local memory (mla_tc.cl's staging). */
   tile_a qf[NKS];
-  for (int c = 0; c < TC_BQ; c += 64) {
-    tc_stage(sm, KLD, DQP, t0 + c, min(64, rows - c), q, qo + (ulong)h * q_hs, q_ts, DQK, q, 0, 0, 0, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (16 * w >= c && 16 * w < c + 64) {
-      TC_UNROLL
-      for (int ks = 0; ks < NKS; ks++) qf[ks] = tile_load_a_bf16(sm + (16 * w - c) * KLD + 16 * ks, KLD, lane);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  tc_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);
 
   const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
   const int wq_first = t0 + 16 * w + shift;
-  const int grp_last = t0 + 64 * (w / 4) + 63 + shift; /* last query of this warp group */
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   tile_c acc[NON];
   TC_UNROLL
   for (int j = 0; j < NON; j++) acc[j] = tile_c_zero();
 
   const int nblocks = (kend - s0 + TW_BK - 1) / TW_BK;
-  if (nblocks > 0) tw_issue(sm, s0, min(TW_BK, kend - s0), kn, kno_h, kn_ts, kr, kro, kr_ts, v, vo_h, v_ts, lid);
-  tile_cp_commit();
-  for (int b = 0; b < nblocks; b++) {
-    const int kb = s0 + b * TW_BK, kn0 = kb + TW_BK;
-    TILE_CP_WAIT(0);
-    tile_wg_proxy_fence();
-    barrier(CLK_LOCAL_MEM_FENCE); /* block b is in; everyone is done with block b - 1 */
-    if (b + 1 < nblocks)
-      tw_issue(sm + ((b + 1) % TW_STAGES) * TW_STAGE, kn0, min(TW_BK, kend - kn0), kn, kno_h, kn_ts, kr, kro, kr_ts,
-               v, vo_h, v_ts, lid);
-    tile_cp_commit();
-    __local const ushort *ks = sm + (b % TW_STAGES) * TW_STAGE, *vs = ks + TW_KBLK;
+  /* The warp group's last block with a key its rows see (later blocks are skipped; the
+   * portable P exchange has barriers, so there every block is computed, masked). */
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-    if (kb > grp_last) continue; /* the warp group's rows all precede the block */
+  const int last = min(nblocks - 1, (t0 + 64 * (w / 4) + 63 + shift - s0) / TW_BK);
+#else
+  const int last = nblocks - 1;
 #endif
+#define TW_KBUF(i) (sm + ((i) % TW_KST) * TW_KBLK)
+#define TW_VBUF(i) (sm + TW_KST * TW_KBLK + ((i) % TW_VST) * TW_VBLK)
+#define TW_ISSUE(j_)                                                                                     \
+  tw_issue(TW_KBUF(j_), TW_VBUF(j_), s0 + (j_) * TW_BK, min(TW_BK, kend - s0 - (j_) * TW_BK), kn, kno_h, kn_ts, \
+           kr, kro, kr_ts, v, vo_h, v_ts, lid)
+  for (int j = 0; j < TW_AHEAD; j++) {
+    if (j < nblocks) TW_ISSUE(j);
+    tile_cp_commit(); /* empty groups keep the count per block fixed */
+  }
+  tile_a pp[TW_BK / 16]; /* P of the block whose P V is pending (TW_OVERLAP) */
+  for (int j = 0; j < nblocks; j++) {
+    const int kb = s0 + j * TW_BK;
+    TW_WAIT_COPY();
+    tile_wg_proxy_fence();
+    /* Block j is in; every warp group is done with block j - 1's S and block j - 1 -
+     * TW_OVERLAP's P V, so their buffers take block j + TW_AHEAD. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (j + TW_AHEAD < nblocks) TW_ISSUE(j + TW_AHEAD);
+    tile_cp_commit();
+    if (j > last) continue;
+    __local const ushort *ks = TW_KBUF(j), *vs = TW_VBUF(j);
     tile_c s[TW_NSN];
     TC_UNROLL
     for (int n = 0; n < TW_NSN; n++) s[n] = tile_c_zero();
@@ -226,20 +230,40 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     TC_UNROLL
     for (int kstep = 0; kstep < NKS; kstep++) TW_S(s, qf[kstep], ks, kstep, lane);
     tile_wg_commit();
+#if TW_OVERLAP
+    if (j > 0) {
+      __local const ushort *vp = TW_VBUF(j - 1);
+      TC_UNROLL
+      for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vp, kk, lane);
+      tile_wg_commit();
+      TILE_WG_WAIT(1); /* S is in; P V may still run */
+    } else
+      TILE_WG_WAIT(0);
+#else
     TILE_WG_WAIT(0);
+#endif
     tw_pin_s(s);
-    tc_softmax_block(s, TW_NSN, acc, NON, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1, wred,
-                     lane);
-    tile_a pa[TW_BK / 16];
-    TC_UNROLL
-    for (int kk = 0; kk < TW_BK / 16; kk++) pa[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
-    tile_wg_fence();
-    TC_UNROLL
-    for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pa[kk], vs, kk, lane);
-    tile_wg_commit();
+    const float2 c = tc_softmax_p(s, TW_NSN, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1,
+                                  wred, lane);
+#if TW_OVERLAP
     TILE_WG_WAIT(0);
     tw_pin_o(acc);
+#endif
+    tc_rescale(acc, NON, c);
+    TC_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+    if (!TW_OVERLAP || j == last) {
+      tile_wg_fence();
+      TC_UNROLL
+      for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vs, kk, lane);
+      tile_wg_commit();
+      TILE_WG_WAIT(0);
+      tw_pin_o(acc);
+    }
   }
+#undef TW_ISSUE
+#undef TW_KBUF
+#undef TW_VBUF
 
   tc_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
 }

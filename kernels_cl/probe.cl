@@ -101,3 +101,20 @@ probe_tile_test(__global const float *a, __global const float *b, __global const
   tile_store_c_global(e6, out + 6 * 128, 8, lane);
 }
 #endif
+
+#if defined(CLMOE_PROBE_LMEM) && CLMOE_PROBE_LMEM
+/* Local memory beyond what the device reports (NVIDIA reports 48 KB; Hopper's SMs give a
+ * work-group up to 227 KB): CLMOE_PROBE_LMEM uints written by every work-item and read back
+ * by others after the barrier; out[lid] = 1 when every word this work-item checked held
+ * what was written. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void probe_local(__global uint *out)
+{
+  __local uint buf[CLMOE_PROBE_LMEM];
+  const uint lid = (uint)get_local_id(0);
+  for (uint i = lid; i < CLMOE_PROBE_LMEM; i += 256) buf[i] = i * 2654435761u + 12345u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint bad = 0;
+  for (uint i = (lid + 128) % 256; i < CLMOE_PROBE_LMEM; i += 256) bad |= buf[i] != i * 2654435761u + 12345u;
+  out[lid] = bad ? 0u : 1u;
+}
+#endif

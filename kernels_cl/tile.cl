@@ -232,6 +232,24 @@ inline void tile_wg_fence(void) { asm volatile(TILE_WG_MARK "wgmma.fence.sync.al
 inline void tile_wg_commit(void) { asm volatile(TILE_WG_MARK "wgmma.commit_group.sync.aligned;" ::: "memory"); }
 #define TILE_WG_WAIT(n) asm volatile(TILE_WG_MARK "wgmma.wait_group.sync.aligned " #n ";" ::: "memory")
 inline void tile_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/* Operand lists of the warp-group asm statements: accumulators as tile_c arrays (4, 8 or 16
+ * tiles of 8 columns: n = 32, 64, 128), read and written, and their %-placeholders
+ * (operands 0 .. 4 n / 8 - 1; the statement's other operands follow). */
+#define TILE_WG_C1(d, j) "+f"((d)[j].v[0]), "+f"((d)[j].v[1]), "+f"((d)[j].v[2]), "+f"((d)[j].v[3])
+#define TILE_WG_C4(d) TILE_WG_C1(d, 0), TILE_WG_C1(d, 1), TILE_WG_C1(d, 2), TILE_WG_C1(d, 3)
+#define TILE_WG_C8(d) TILE_WG_C4(d), TILE_WG_C1(d, 4), TILE_WG_C1(d, 5), TILE_WG_C1(d, 6), TILE_WG_C1(d, 7)
+#define TILE_WG_C16(d)                                                                         \
+  TILE_WG_C8(d), TILE_WG_C1(d, 8), TILE_WG_C1(d, 9), TILE_WG_C1(d, 10), TILE_WG_C1(d, 11),     \
+      TILE_WG_C1(d, 12), TILE_WG_C1(d, 13), TILE_WG_C1(d, 14), TILE_WG_C1(d, 15)
+#define TILE_WG_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define TILE_WG_R32 TILE_WG_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define TILE_WG_R64                                                                            \
+  TILE_WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+              "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+/* Pin accumulators after a wait: later uses may not move above it. */
+inline void tile_wg_pin4(tile_c *d) { asm volatile("" : TILE_WG_C4(d)::"memory"); }
+inline void tile_wg_pin8(tile_c *d) { asm volatile("" : TILE_WG_C8(d)::"memory"); }
+inline void tile_wg_pin16(tile_c *d) { asm volatile("" : TILE_WG_C16(d)::"memory"); }
 #else
 /* ---- portable: whole rows of A and columns of B per lane --------------------------------- */
 typedef struct tile_a {
@@ -338,6 +356,9 @@ inline void tile_cp_commit(void) {}
 #define tile_wg_commit() ((void)0)
 #define TILE_WG_WAIT(n) ((void)0)
 #define tile_wg_proxy_fence() ((void)0)
+#define tile_wg_pin4(d) ((void)0)
+#define tile_wg_pin8(d) ((void)0)
+#define tile_wg_pin16(d) ((void)0)
 /* (tile_a_from_c needs the other lanes' accumulators, out of reach here without memory:
  * portable kernels use tile_a_from_c_local below, so it exists only under PTX.) */
 inline void tile_mma(tile_c *c, tile_a a, tile_b b)

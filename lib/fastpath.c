@@ -1,5 +1,6 @@
 /* Fast-path selection (see fastpath.h): the probe that decides whether a device's tiles are
  * its matrix unit, and the CLMOE_FASTPATH switch. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,47 @@ const char *clmoe_ctx_fastpath_reason(clmoe_ctx *ctx)
   }
   return clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE ? "on (auto: the device has a matrix unit)"
                                                          : "off (auto: no matrix unit found)";
+}
+
+#define PROBE_LMEM_BYTES (96 * 1024)
+
+/* Runs probe_local (kernels_cl/probe.cl) with PROBE_LMEM_BYTES of local memory: 1 when it
+ * built, ran and every work-item read back what others wrote. */
+static int probe_local_mem(clmoe_ctx *ctx)
+{
+  char opts[64];
+  snprintf(opts, sizeof opts, "-DCLMOE_PROBE_LMEM=%d", PROBE_LMEM_BYTES / 4);
+  cl_kernel k = NULL;
+  cl_mem out = NULL;
+  cl_uint got[256];
+  int ok = 0;
+  cl_int err;
+  if (clmoe__kernel(ctx, "probe", opts, "probe_local", &k) != CLMOE_OK) goto done;
+  out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof got, NULL, &err);
+  if (err != CL_SUCCESS || clSetKernelArg(k, 0, sizeof out, &out) != CL_SUCCESS) goto done;
+  size_t global = 256, local = 256;
+  if (clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local, 0, NULL, NULL) != CL_SUCCESS ||
+      clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL) != CL_SUCCESS)
+    goto done;
+  ok = 1;
+  for (int i = 0; i < 256; i++)
+    if (got[i] != 1) ok = 0;
+done:
+  if (out) clReleaseMemObject(out);
+  clmoe_clear_error(); /* a failed probe just means "the reported size" */
+  return ok;
+}
+
+size_t clmoe__local_mem_optin(clmoe_ctx *ctx)
+{
+  if (!ctx->local_optin) {
+    size_t n = (size_t)ctx->caps.local_mem_bytes;
+    if (clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && ctx->caps.nv_cc_major == 9 && n < PROBE_LMEM_BYTES &&
+        probe_local_mem(ctx))
+      n = PROBE_LMEM_BYTES;
+    ctx->local_optin = n;
+  }
+  return ctx->local_optin;
 }
 
 const char *clmoe__tile_options(clmoe_ctx *ctx)

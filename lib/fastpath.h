@@ -52,6 +52,11 @@ const char *clmoe_ctx_fastpath_reason(clmoe_ctx *ctx);
  * ""), to pass to clmoe__kernel for families that start with "tile+". */
 const char *clmoe__tile_options(clmoe_ctx *ctx);
 
+/* Internal: the local memory a kernel may declare statically: the reported size, or on
+ * NVIDIA sm_90 with the PTX tiles 96 KB when a probe kernel with that much built and ran
+ * correctly (the driver reports 48 KB but grants more; only the warp-group kernels ask). */
+size_t clmoe__local_mem_optin(clmoe_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -119,6 +119,7 @@ struct clmoe_ctx {
   int fastpath_mode;   /* -2: from CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
   int gemm_tile_bm, gemm_tile_bn; /* tile GEMM block (lib/gemm_tile.c); 0: chosen by device */
   int wgmma_ok;                   /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
+  size_t local_optin;             /* clmoe__local_mem_optin, 0 until probed */
 };
 
 /* Finds (building on first use) kernel `name` of family `family` (kernels_cl/family.cl)

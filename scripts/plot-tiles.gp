@@ -14,5 +14,5 @@ set ylabel "speed / peer's speed (1 = as fast)"
 set xtics rotate by -25
 set key top left maxrows 3 samplen 2
 plot 'docs/data/2026-12-01-h200-wgmma-tiles.csv' using 2:xtic(1) title 'before (2026-11-29; KDA fwd+bwd: portable)', \
-     '' using 3 title 'now (2026-12-01; GEMM: wgmma kernel, slowest layout)', \
+     '' using 3 title 'now (2026-12-01; GEMM and MLA: wgmma kernels; GEMM: slowest layout)', \
      '' using ($0):4 with points pt 2 ps 2 lw 2 lc rgb 'black' title "the issue's target"
