@@ -211,13 +211,64 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     if (j < nblocks) TW_ISSUE(j);
     tile_cp_commit(); /* empty groups keep the count per block fixed */
   }
-  tile_a pp[TW_BK / 16]; /* P of the block whose P V is pending (TW_OVERLAP) */
+#if TW_OVERLAP
+  (void)last;
+  /* Every warp group takes every block (rows past a block's keys see them masked) and the
+   * first P V multiplies P = 0 by a zeroed V buffer, so that no product sits on a path
+   * ptxas cannot prove uniform (it serialises wgmma there: warning C7520). */
+  tile_a pp[TW_BK / 16]; /* P of the block whose P V is pending */
+  TC_UNROLL
+  for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(tile_c_zero(), tile_c_zero(), pscr, lane);
+  {
+    __local uint *vz = (__local uint *)TW_VBUF(TW_VST - 1); /* "block -1" */
+    for (int i = lid; i < TW_VBLK / 2; i += TC_WG) vz[i] = 0u;
+  }
   for (int j = 0; j < nblocks; j++) {
     const int kb = s0 + j * TW_BK;
     TW_WAIT_COPY();
     tile_wg_proxy_fence();
-    /* Block j is in; every warp group is done with block j - 1's S and block j - 1 -
-     * TW_OVERLAP's P V, so their buffers take block j + TW_AHEAD. */
+    /* Block j is in; every warp group is done with block j - 1's S and block j - 2's P V,
+     * so their buffers take block j + TW_AHEAD. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (j + TW_AHEAD < nblocks) TW_ISSUE(j + TW_AHEAD);
+    tile_cp_commit();
+    __local const ushort *ks = TW_KBUF(j), *vp = TW_VBUF(j + TW_VST - 1);
+    tile_c s[TW_NSN];
+    TC_UNROLL
+    for (int n = 0; n < TW_NSN; n++) s[n] = tile_c_zero();
+    tile_wg_fence();
+    TC_UNROLL
+    for (int kstep = 0; kstep < NKS; kstep++) TW_S(s, qf[kstep], ks, kstep, lane);
+    tile_wg_commit();
+    TC_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vp, kk, lane);
+    tile_wg_commit();
+    TILE_WG_WAIT(1); /* S is in; P V may still run */
+    tw_pin_s(s);
+    const float2 c = tc_softmax_p(s, TW_NSN, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1,
+                                  wred, lane);
+    TILE_WG_WAIT(0);
+    tw_pin_o(acc);
+    tc_rescale(acc, NON, c);
+    TC_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+  }
+  { /* the last block's P V (no copies follow the loop: its V is still in) */
+    __local const ushort *vs = TW_VBUF(nblocks - 1);
+    tile_wg_fence();
+    TC_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vs, kk, lane);
+    tile_wg_commit();
+    TILE_WG_WAIT(0);
+    tw_pin_o(acc);
+  }
+#else
+  for (int j = 0; j < nblocks; j++) {
+    const int kb = s0 + j * TW_BK;
+    TW_WAIT_COPY();
+    tile_wg_proxy_fence();
+    /* Block j is in; every warp group is done with block j - 1, so its buffers take block
+     * j + TW_AHEAD. */
     barrier(CLK_LOCAL_MEM_FENCE);
     if (j + TW_AHEAD < nblocks) TW_ISSUE(j + TW_AHEAD);
     tile_cp_commit();
@@ -230,37 +281,21 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     TC_UNROLL
     for (int kstep = 0; kstep < NKS; kstep++) TW_S(s, qf[kstep], ks, kstep, lane);
     tile_wg_commit();
-#if TW_OVERLAP
-    if (j > 0) {
-      __local const ushort *vp = TW_VBUF(j - 1);
-      TC_UNROLL
-      for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vp, kk, lane);
-      tile_wg_commit();
-      TILE_WG_WAIT(1); /* S is in; P V may still run */
-    } else
-      TILE_WG_WAIT(0);
-#else
     TILE_WG_WAIT(0);
-#endif
     tw_pin_s(s);
-    const float2 c = tc_softmax_p(s, TW_NSN, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1,
-                                  wred, lane);
-#if TW_OVERLAP
+    tc_softmax_block(s, TW_NSN, acc, NON, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1, wred,
+                     lane);
+    tile_a pa[TW_BK / 16];
+    TC_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) pa[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+    tile_wg_fence();
+    TC_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pa[kk], vs, kk, lane);
+    tile_wg_commit();
     TILE_WG_WAIT(0);
     tw_pin_o(acc);
-#endif
-    tc_rescale(acc, NON, c);
-    TC_UNROLL
-    for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
-    if (!TW_OVERLAP || j == last) {
-      tile_wg_fence();
-      TC_UNROLL
-      for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vs, kk, lane);
-      tile_wg_commit();
-      TILE_WG_WAIT(0);
-      tw_pin_o(acc);
-    }
   }
+#endif
 #undef TW_ISSUE
 #undef TW_KBUF
 #undef TW_VBUF

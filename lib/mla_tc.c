@@ -94,8 +94,9 @@ static size_t tc_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, con
 
 /* 1 when the warp-group kernel takes the call, with its pipeline in *cfg. By default on
  * NVIDIA sm_90 with the PTX tiles (unless its sm_90a build failed here): 64-key blocks when
- * the local memory the device grants (clmoe__local_mem_optin) holds them, else 32-key
- * blocks; 1 block ahead, no overlap (the fastest on the H200: docs/benchmarks-tiles.md).
+ * the local memory the device grants (clmoe__local_mem_optin) holds them (96 KB), else
+ * 32-key blocks (48 KB); 1 block ahead, P V overlapped with the next S (the fastest on the
+ * H200: docs/benchmarks-tiles.md).
  * CLMOE_MLA_TC_WGMMA: "0" never; "1" that choice on any device (the portable tiles run its
  * layouts: tests); "bk,ahead,overlap" that pipeline. Also the double-buffered kernel's
  * conditions and Dv = 128; the local memory counted without the 1 KB the compiler may add
@@ -115,9 +116,9 @@ static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_
       return 0;
     return tc_wgmma_local(ctx, a, bq, cfg) <= room;
   }
-  *cfg = (tc_wgmma_cfg){64, 1, 0};
+  *cfg = (tc_wgmma_cfg){64, 1, 1};
   if (tc_wgmma_local(ctx, a, bq, cfg) <= room) return 1;
-  *cfg = (tc_wgmma_cfg){32, 1, 0};
+  *cfg = (tc_wgmma_cfg){32, 1, 1};
   return tc_wgmma_local(ctx, a, bq, cfg) <= room;
 }
 
