@@ -1,5 +1,5 @@
 /* gemm_async.cl: the bf16 tile GEMM with a multi-stage asynchronous pipeline (issue 9),
- * built as "tile+gemm_async". Same product and arguments as gemm_tile.cl:
+ * built as "tile+gemm_common+gemm_async". Same product and arguments as gemm_tile.cl:
  *
  *   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]      (beta == 0: C is not read)
  *   A: [M, K] (GT_TA=0) or [K, M] (GT_TA=1), B: [K, N] (GT_TB=0) or [N, K] (GT_TB=1), bf16
@@ -196,14 +196,8 @@ gemm_async(int M, int N, int K, float alpha, float beta, __global const ushort *
   __local uint4 smem4[GA_STAGES * GA_STAGE / 8];
   __local ushort *smem = (__local ushort *)smem4;
   const int tid = (int)get_local_id(0), lane = tid & 31, warp = tid >> 5;
-  /* Bands of GA_BAND block rows swept column by column (L2 reuse), as gemm_tile. */
-  const int nbm = (M + GA_BM - 1) / GA_BM, nbn = (N + GA_BN - 1) / GA_BN;
-  int pid = (int)get_group_id(0);
-  const int batch = pid / (nbm * nbn);
-  pid -= batch * nbm * nbn;
-  const int band = pid / (GA_BAND * nbn), first = band * GA_BAND, height = min(nbm - first, GA_BAND);
-  const int in_band = pid - band * GA_BAND * nbn;
-  const int m0 = (first + in_band % height) * GA_BM, n0 = (in_band / height) * GA_BN;
+  const int3 blk = gemm_block(M, N, GA_BM, GA_BN, GA_BAND);
+  const int batch = blk.x, m0 = blk.y, n0 = blk.z;
   const int wm = (warp / GA_WARPS_N) * GA_WTM, wn = (warp % GA_WARPS_N) * GA_WTN;
   const ulong abase = aoff + (ulong)batch * astride, bbase = boff + (ulong)batch * bstride;
 
@@ -287,16 +281,8 @@ GA_UNROLL
 GA_UNROLL
       for (int e = 0; e < 4; e++) {
         int r = m0 + wm + i * 16 + tile_c_row(lane, e), c = n0 + wn + j * 8 + tile_c_col(lane, e);
-        if (r < M && c < N) {
-          ulong idx = cbase + (ulong)r * (ulong)ldc + (ulong)c;
-          float v = alpha * acc[i][j].v[e];
-          if (beta != 0.0f) {
-            if (GT_C_BF16) v += beta * bf16_to_f32(((__global const ushort *)C)[idx]);
-            else v += beta * C[idx];
-          }
-          if (GT_C_BF16) ((__global ushort *)C)[idx] = f32_to_bf16(v);
-          else C[idx] = v;
-        }
+        if (r < M && c < N)
+          gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc[i][j].v[e], alpha, beta, GT_C_BF16);
       }
 }
 

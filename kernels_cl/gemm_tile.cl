@@ -1,4 +1,5 @@
-/* gemm_tile.cl: bf16 GEMM on the tile interface (issue 9), built as "tile+gemm_tile".
+/* gemm_tile.cl: bf16 GEMM on the tile interface (issue 9), built as
+ * "tile+gemm_common+gemm_tile".
  *
  *   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]      (beta == 0: C is not read)
  *   A: [M, K] row-major (GT_TA=0) or [K, M] (GT_TA=1), bf16 as ushort, row stride lda
@@ -76,14 +77,6 @@
     GT_REGS(GT_BM) * GT_THREADS * 8 != GT_BM * GT_BK || GT_REGS(GT_BN) * GT_THREADS * 8 != GT_BN * GT_BK
 #error "gemm_tile: unsupported block shape"
 #endif
-
-/* C is fp32, or bf16 (ushort) behind the same pointer when GT_C_BF16. */
-#define GT_LOADC(p, i) (GT_C_BF16 ? bf16_to_f32(((__global const ushort *)(p))[i]) : (p)[i])
-#define GT_STOREC(p, i, v)                                                                     \
-  do {                                                                                         \
-    if (GT_C_BF16) ((__global ushort *)(p))[i] = f32_to_bf16(v);                               \
-    else (p)[i] = (v);                                                                         \
-  } while (0)
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define GT_PHYS(r) ((r) ^ (((r) >> 3) & 3))
@@ -270,15 +263,8 @@ gemm_tile(int M, int N, int K, float alpha, float beta, __global const ushort *A
   __local uint4 smem4[2 * GT_STAGE / 4]; /* two stages of [A slice | B slice] */
   __local uint *smem = (__local uint *)smem4;
   const int tid = (int)get_local_id(0), lane = tid & 31, warp = tid >> 5;
-  /* Block order: bands of 8 block rows, swept column by column, so that neighbouring
-   * work-groups share slices of A and B in the L2 cache. */
-  const int nbm = (M + GT_BM - 1) / GT_BM, nbn = (N + GT_BN - 1) / GT_BN;
-  int pid = (int)get_group_id(0);
-  const int batch = pid / (nbm * nbn);
-  pid -= batch * nbm * nbn;
-  const int band = pid / (8 * nbn), first = band * 8, height = min(nbm - first, 8);
-  const int in_band = pid - band * 8 * nbn;
-  const int m0 = (first + in_band % height) * GT_BM, n0 = (in_band / height) * GT_BN;
+  const int3 blk = gemm_block(M, N, GT_BM, GT_BN, 8); /* bands of 8 block rows */
+  const int batch = blk.x, m0 = blk.y, n0 = blk.z;
   const int wm = (warp / GT_WARPS_N) * GT_WTM, wn = (warp % GT_WARPS_N) * GT_WTN;
   const ulong abase = aoff + (ulong)batch * astride, bbase = boff + (ulong)batch * bstride;
 
@@ -331,12 +317,8 @@ GT_UNROLL
 GT_UNROLL
       for (int e = 0; e < 4; e++) {
         int r = m0 + wm + i * 16 + tile_c_row(lane, e), c = n0 + wn + j * 8 + tile_c_col(lane, e);
-        if (r < M && c < N) {
-          ulong idx = cbase + (ulong)r * (ulong)ldc + (ulong)c;
-          float v = alpha * acc[i][j].v[e];
-          if (beta != 0.0f) v += beta * GT_LOADC(C, idx);
-          GT_STOREC(C, idx, v);
-        }
+        if (r < M && c < N)
+          gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc[i][j].v[e], alpha, beta, GT_C_BF16);
       }
 }
 

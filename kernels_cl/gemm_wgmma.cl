@@ -1,5 +1,6 @@
 /* gemm_wgmma.cl: the bf16 tile GEMM on Hopper's warp-group matrix instructions (issue 9),
- * built as "tile+gemm_wgmma". Same product and arguments as gemm_tile.cl / gemm_async.cl:
+ * built as "tile+gemm_common+gemm_wgmma". Same product and arguments as gemm_tile.cl and
+ * gemm_async.cl:
  *
  *   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]      (beta == 0: C is not read)
  *   A: [M, K] (GT_TA=0) or [K, M] (GT_TA=1), B: [K, N] (GT_TB=0) or [N, K] (GT_TB=1), bf16
@@ -201,13 +202,8 @@ gemm_wgmma(int M, int N, int K, float alpha, float beta, __global const ushort *
   __local uint4 smem4[GW_STAGES * GW_STAGE / 8] __attribute__((aligned(1024)));
   __local ushort *smem = (__local ushort *)smem4;
   const int tid = (int)get_local_id(0), lane = tid & 31, wg = tid >> 7;
-  const int nbm = (M + GW_BM - 1) / GW_BM, nbn = (N + GW_BN - 1) / GW_BN;
-  int pid = (int)get_group_id(0);
-  const int batch = pid / (nbm * nbn);
-  pid -= batch * nbm * nbn;
-  const int band = pid / (GW_BAND * nbn), first = band * GW_BAND, height = min(nbm - first, GW_BAND);
-  const int in_band = pid - band * GW_BAND * nbn;
-  const int m0 = (first + in_band % height) * GW_BM, n0 = (in_band / height) * GW_BN;
+  const int3 blk = gemm_block(M, N, GW_BM, GW_BN, GW_BAND);
+  const int batch = blk.x, m0 = blk.y, n0 = blk.z;
   const ulong abase = aoff + (ulong)batch * astride, bbase = boff + (ulong)batch * bstride;
 
   tile_c acc[GW_NI][16];
@@ -261,16 +257,8 @@ GW_UNROLL
 GW_UNROLL
       for (int e = 0; e < 4; e++) {
         int r = rw + tile_c_row(lane, e), c = n0 + 128 * i + 8 * j + tile_c_col(lane, e);
-        if (r < M && c < N) {
-          ulong idx = cbase + (ulong)r * (ulong)ldc + (ulong)c;
-          float v = alpha * acc[i][j].v[e];
-          if (beta != 0.0f) {
-            if (GT_C_BF16) v += beta * bf16_to_f32(((__global const ushort *)C)[idx]);
-            else v += beta * C[idx];
-          }
-          if (GT_C_BF16) ((__global ushort *)C)[idx] = f32_to_bf16(v);
-          else C[idx] = v;
-        }
+        if (r < M && c < N)
+          gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc[i][j].v[e], alpha, beta, GT_C_BF16);
       }
 }
 

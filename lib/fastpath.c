@@ -152,6 +152,21 @@ size_t clmoe__local_mem_optin(clmoe_ctx *ctx)
   return ctx->local_optin;
 }
 
+clmoe_status clmoe__wgmma_kernel(clmoe_ctx *ctx, const char *family, const char *options, const char *name,
+                                 const char *env, cl_kernel *kernel)
+{
+  clmoe_status st = clmoe__kernel(ctx, family, options, name, kernel);
+  if (st != CLMOE_OK && ctx->wgmma_ok < 0 && !getenv(env)) {
+    ctx->wgmma_ok = 0;
+    clmoe_clear_error();
+    return CLMOE_ERR_UNSUPPORTED;
+  }
+  if (st == CLMOE_OK && clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA) ctx->wgmma_ok = 1;
+  return st;
+}
+
+int clmoe__wgmma_usable(const clmoe_ctx *ctx) { return ctx->wgmma_ok != 0; }
+
 const char *clmoe__tile_options(clmoe_ctx *ctx)
 {
   return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA ? "-DCLMOE_TILE_PTX=1" : "";

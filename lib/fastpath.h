@@ -57,6 +57,15 @@ const char *clmoe__tile_options(clmoe_ctx *ctx);
  * correctly (the driver reports 48 KB but grants more; only the warp-group kernels ask). */
 size_t clmoe__local_mem_optin(clmoe_ctx *ctx);
 
+/* Internal: builds (or finds) a warp-group (sm_90a) kernel. When the caller chose it by
+ * itself (environment variable `env` unset) and the driver cannot build it, the context
+ * remembers (no second try) and CLMOE_ERR_UNSUPPORTED comes back with the error cleared:
+ * the caller falls back to its mma.sync kernel. */
+clmoe_status clmoe__wgmma_kernel(clmoe_ctx *ctx, const char *family, const char *options, const char *name,
+                                 const char *env, cl_kernel *kernel);
+/* Internal: 0 once a warp-group build failed in this context (no more attempts), else 1. */
+int clmoe__wgmma_usable(const clmoe_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

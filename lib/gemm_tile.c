@@ -112,7 +112,8 @@ static const async_block *choose_async(clmoe_ctx *ctx, const clmoe__gemm_shape *
 }
 
 /* The warp-group kernel (kernels_cl/gemm_wgmma.cl): bm x bn blocks (bm / 64 warp groups),
- * stages of bk k, products kept in flight across steps (0 or 1). NVIDIA sm_90 or newer. */
+ * stages of bk k, products kept in flight across steps (0 or 1). NVIDIA compute
+ * capability 9.x (sm_90a). */
 typedef struct wgmma_block {
   int bm, bn, bk, stages, inflight;
 } wgmma_block;
@@ -130,13 +131,13 @@ static size_t wgmma_local_bytes(const wgmma_block *b)
   return (size_t)b->stages * (size_t)(b->bm + b->bn) * (size_t)b->bk * 2;
 }
 
-/* CLMOE_GEMM_WGMMA: unset = the table above on NVIDIA sm_90 or newer (whose OpenCL compiler
- * builds it); "0" = never; "bm,bn,bk,stages[,inflight]" = that block on any device (the
+/* CLMOE_GEMM_WGMMA: unset = the table above on NVIDIA compute capability 9.x (while its
+ * build has not failed here); "0" = never; "bm,bn,bk,stages[,inflight]" = that block on any device (the
  * portable tiles run it too: tests, tuning). NULL: not used. */
 static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *s, wgmma_block *own)
 {
   const char *e = getenv("CLMOE_GEMM_WGMMA");
-  if ((e && !strcmp(e, "0")) || ctx->gemm_tile_bm || ctx->wgmma_ok == 0) return NULL;
+  if ((e && !strcmp(e, "0")) || ctx->gemm_tile_bm || !clmoe__wgmma_usable(ctx)) return NULL;
   const wgmma_block *b = NULL;
   own->inflight = 1;
   if (e && *e && sscanf(e, "%d,%d,%d,%d,%d", &own->bm, &own->bn, &own->bk, &own->stages, &own->inflight) >= 4)
@@ -153,8 +154,8 @@ static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *
   return b;
 }
 
-/* Builds the warp-group kernel for a block; on a driver whose compiler rejects it (no
- * sm_90a target) the context remembers and the pipelined kernel is used instead. */
+/* Builds the warp-group kernel for a block (CLMOE_ERR_UNSUPPORTED: the driver cannot; the
+ * pipelined kernel instead, see clmoe__wgmma_kernel). */
 static clmoe_status wgmma_kernel(clmoe_ctx *ctx, const wgmma_block *b, const char *layout, cl_kernel *k)
 {
   char opts[384];
@@ -162,14 +163,7 @@ static clmoe_status wgmma_kernel(clmoe_ctx *ctx, const wgmma_block *b, const cha
   snprintf(opts, sizeof opts, "-DGW_BM=%d -DGW_BN=%d -DGW_BK=%d -DGW_STAGES=%d -DGW_INFLIGHT=%d %s%s%s%s",
            b->bm, b->bn, b->bk, b->stages, b->inflight, layout, clmoe__tile_options(ctx),
            ptx ? " " : "", ptx ? CLMOE_PTX_SM90A_OPTION : "");
-  clmoe_status st = clmoe__kernel(ctx, "tile+gemm_wgmma", opts, "gemm_wgmma", k);
-  if (st == CLMOE_OK) ctx->wgmma_ok = 1;
-  else if (ctx->wgmma_ok < 0 && !getenv("CLMOE_GEMM_WGMMA")) {
-    ctx->wgmma_ok = 0; /* first try in auto mode: fall back quietly */
-    clmoe_clear_error();
-    return CLMOE_ERR_UNSUPPORTED;
-  }
-  return st;
+  return clmoe__wgmma_kernel(ctx, "tile+gemm_common+gemm_wgmma", opts, "gemm_wgmma", "CLMOE_GEMM_WGMMA", k);
 }
 
 int clmoe__gemm_tile_accepts(const clmoe_tensor *A, const clmoe_tensor *B, const clmoe_tensor *C)
@@ -202,6 +196,7 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
   const tile_block *b = choose_block(ctx, s);
   tile_block as_tile;
   if (wb) {
+    /* bm / 64 warp groups of 4 warps: bm / 16 warps, for block_threads */
     as_tile.bm = wb->bm, as_tile.bn = wb->bn, as_tile.warps_m = wb->bm / 16, as_tile.warps_n = 1;
     b = &as_tile;
   } else if (ab) {
@@ -229,11 +224,11 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
   } else if (ab) {
     snprintf(opts, sizeof opts, "-DGA_BM=%d -DGA_BN=%d -DGA_WARPS_M=%d -DGA_WARPS_N=%d -DGA_STAGES=%d -DGA_BK=%d %s%s",
              ab->bm, ab->bn, ab->warps_m, ab->warps_n, ab->stages, ab->bk, layout, clmoe__tile_options(ctx));
-    CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_async", opts, "gemm_async", &k));
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_common+gemm_async", opts, "gemm_async", &k));
   } else {
     snprintf(opts, sizeof opts, "-DGT_BM=%d -DGT_BN=%d -DGT_WARPS_M=%d -DGT_WARPS_N=%d %s%s", b->bm,
              b->bn, b->warps_m, b->warps_n, layout, clmoe__tile_options(ctx));
-    CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_tile", opts, "gemm_tile", &k));
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+gemm_common+gemm_tile", opts, "gemm_tile", &k));
   }
   cl_int m = (cl_int)s->m, n = (cl_int)s->n, kk = (cl_int)s->k;
   cl_int lda = (cl_int)s->lda, ldb = (cl_int)s->ldb, ldc = (cl_int)s->ldc;

@@ -77,16 +77,15 @@ static int tc_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
 }
 
 /* The warp-group kernel's pipeline (kernels_cl/mla_tc_wgmma.cl): keys per block, blocks
- * copied ahead, P V of a block overlapped with the next block's S. */
+ * copied ahead. */
 typedef struct tc_wgmma_cfg {
-  int bk, ahead, overlap;
+  int bk, ahead;
 } tc_wgmma_cfg;
 
 static size_t tc_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, const tc_wgmma_cfg *cfg)
 {
   const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
-  const int64_t bufs = (cfg->ahead + 1) * ((dqp + 63) / 64) * cfg->bk * 64 +
-                       (cfg->ahead + 1 + cfg->overlap) * 2 * cfg->bk * 64;
+  const int64_t bufs = (cfg->ahead + 1) * ((dqp + 63) / 64) * cfg->bk * 64 + (cfg->ahead + 2) * 2 * cfg->bk * 64;
   const int64_t elems = bufs > 64 * kld ? bufs : 64 * kld;
   const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
   return (size_t)(2 * elems + (portable ? 16 * bq + (bq / 16) * 1024 : 0));
@@ -95,30 +94,28 @@ static size_t tc_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, con
 /* 1 when the warp-group kernel takes the call, with its pipeline in *cfg. By default on
  * NVIDIA sm_90 with the PTX tiles (unless its sm_90a build failed here): 64-key blocks when
  * the local memory the device grants (clmoe__local_mem_optin) holds them (96 KB), else
- * 32-key blocks (48 KB); 1 block ahead, P V overlapped with the next S (the fastest on the
- * H200: docs/benchmarks-tiles.md).
+ * 32-key blocks (48 KB); 1 block ahead (the fastest on the H200: docs/benchmarks-tiles.md).
  * CLMOE_MLA_TC_WGMMA: "0" never; "1" that choice on any device (the portable tiles run its
- * layouts: tests); "bk,ahead,overlap" that pipeline. Also the double-buffered kernel's
+ * layouts: tests); "bk,ahead" that pipeline. Also the double-buffered kernel's
  * conditions and Dv = 128; the local memory counted without the 1 KB the compiler may add
  * to align it. */
 static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_cfg *cfg)
 {
   const char *e = getenv("CLMOE_MLA_TC_WGMMA");
   if (e && !strcmp(e, "0")) return 0;
-  if (!e && (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9 || ctx->wgmma_ok == 0))
+  if (!e && (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9 || !clmoe__wgmma_usable(ctx)))
     return 0;
   if (!tc_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
   const size_t room = clmoe__local_mem_optin(ctx);
   if (e && strcmp(e, "1")) {
-    *cfg = (tc_wgmma_cfg){32, 1, 0};
-    if (sscanf(e, "%d,%d,%d", &cfg->bk, &cfg->ahead, &cfg->overlap) != 3 || (cfg->bk != 32 && cfg->bk != 64) ||
-        cfg->ahead < 1 || cfg->ahead > 3 || (cfg->overlap != 0 && cfg->overlap != 1))
+    if (sscanf(e, "%d,%d", &cfg->bk, &cfg->ahead) != 2 || (cfg->bk != 32 && cfg->bk != 64) || cfg->ahead < 1 ||
+        cfg->ahead > 3)
       return 0;
     return tc_wgmma_local(ctx, a, bq, cfg) <= room;
   }
-  *cfg = (tc_wgmma_cfg){64, 1, 1};
+  *cfg = (tc_wgmma_cfg){64, 1};
   if (tc_wgmma_local(ctx, a, bq, cfg) <= room) return 1;
-  *cfg = (tc_wgmma_cfg){32, 1, 1};
+  *cfg = (tc_wgmma_cfg){32, 1};
   return tc_wgmma_local(ctx, a, bq, cfg) <= room;
 }
 
@@ -131,20 +128,16 @@ static clmoe_status tc_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, in
   const int wg = tc_wgmma_ok(ctx, a, bq, &cfg), async = !wg && tc_async_ok(ctx, a, bq);
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   if (wg)
-    snprintf(wgopts, sizeof wgopts, " -DTC_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d -DTW_OVERLAP=%d%s", cfg.bk, cfg.ahead,
-             cfg.overlap, ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
+    snprintf(wgopts, sizeof wgopts, " -DTC_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d%s", cfg.bk, cfg.ahead,
+             ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
   snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d%s %s",
            (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a),
            wg ? wgopts : async ? " -DTC_ASYNC=1" : "", clmoe__tile_options(ctx));
   if (wg) {
-    clmoe_status st = clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_wgmma", opts, "mla_tc_fwd_wgmma", k);
-    if (st != CLMOE_OK && ctx->wgmma_ok < 0 && !getenv("CLMOE_MLA_TC_WGMMA")) {
-      ctx->wgmma_ok = 0; /* no sm_90a build here: the double-buffered kernel instead */
-      clmoe_clear_error();
-      return tc_kernel(ctx, a, bq, out_bf16, k);
-    }
+    clmoe_status st = clmoe__wgmma_kernel(ctx, "tile+mla+mla_tc+mla_tc_wgmma", opts, "mla_tc_fwd_wgmma",
+                                          "CLMOE_MLA_TC_WGMMA", k);
+    if (st == CLMOE_ERR_UNSUPPORTED) return tc_kernel(ctx, a, bq, out_bf16, k); /* the async kernel */
     CLMOE_TRY(st);
-    if (ptx) ctx->wgmma_ok = 1;
   } else if (async) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_async", opts, "mla_tc_fwd_async", k));
   else CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc", opts, "mla_tc_fwd", k));
   size_t kmax = 0;

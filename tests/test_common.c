@@ -51,6 +51,22 @@ int test_kernel_ran(clmoe_ctx *ctx, const char *name)
   return 0;
 }
 
+char *test_env_set(const char *name, const char *value)
+{
+  const char *old = getenv(name);
+  char *saved = old ? strdup(old) : NULL;
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  return saved;
+}
+
+void test_env_restore(const char *name, char *saved)
+{
+  if (saved) setenv(name, saved, 1);
+  else unsetenv(name);
+  free(saved);
+}
+
 void test_add_checks(CU_pSuite suite, const char *prefix)
 {
   int count;

@@ -32,6 +32,11 @@ void test_add_checks(CU_pSuite suite, const char *prefix);
  * made with profiling on). */
 int test_kernel_ran(clmoe_ctx *ctx, const char *name);
 
+/* Sets environment variable name to value (NULL: unsets it) and returns its previous value
+ * (malloc'd, or NULL) for test_env_restore, which puts it back and frees it. */
+char *test_env_set(const char *name, const char *value);
+void test_env_restore(const char *name, char *saved);
+
 /* Creates the context, registers the suite through add(), runs it, prints CUnit's summary
  * and returns the exit status (0 all passed, 1 failures, 77 skipped: no OpenCL device). */
 int test_main(const char *suite_name, void (*add)(CU_pSuite suite));

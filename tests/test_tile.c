@@ -179,9 +179,7 @@ static void check_kernel_blocks(const char *env, const char *kernel, const char 
   clmoe_ctx_options opts = {.profiling = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
   const char *other = strcmp(env, "CLMOE_GEMM_ASYNC") ? "CLMOE_GEMM_ASYNC" : "CLMOE_GEMM_WGMMA";
-  const char *saved = getenv(env), *saved_other = getenv(other);
-  char *keep = saved ? strdup(saved) : NULL, *keep_other = saved_other ? strdup(saved_other) : NULL;
-  setenv(other, "0", 1);
+  char *keep = test_env_set(env, NULL), *keep_other = test_env_set(other, "0");
   for (int c = 0; c <= ncfg; c++) {
     setenv(env, c < ncfg ? cfg[c] : "0", 1);
     for (int t = 0; t < 4; t++) {
@@ -203,11 +201,8 @@ static void check_kernel_blocks(const char *env, const char *kernel, const char 
       CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_tile"), c == ncfg);
     }
   }
-  if (keep) setenv(env, keep, 1);
-  else unsetenv(env);
-  if (keep_other) setenv(other, keep_other, 1);
-  else unsetenv(other);
-  free(keep), free(keep_other);
+  test_env_restore(other, keep_other);
+  test_env_restore(env, keep);
   clmoe_ctx_destroy(ctx);
 }
 
