@@ -275,28 +275,30 @@ inline tile_b tc_load_v(__local const ushort *vt, int kk, int n0, int lane)
 inline float2 tc_softmax_p(tile_c *s, int nsn, int kb, int masked, float sl2, int qp0, int qp1, float *m0,
                            float *m1, float *l0, float *l1, __local float2 *wred, int lane)
 {
+  /* The maximum is taken over the unscaled scores (sl2 > 0) and the scale folded into the
+   * exponent's argument, one fused multiply-add per score. */
   float2 mx = (float2)(-INFINITY, -INFINITY);
   TC_UNROLL
   for (int n = 0; n < nsn; n++) {
-    TC_UNROLL
-    for (int i = 0; i < 4; i++) {
-      const int key = kb + 8 * n + tile_c_col(lane, i);
-      float x = s[n].v[i] * sl2;
-      if (masked) x = key <= (i < 2 ? qp0 : qp1) ? x : -INFINITY;
-      s[n].v[i] = x;
+    if (masked) {
+      TC_UNROLL
+      for (int i = 0; i < 4; i++) {
+        const int key = kb + 8 * n + tile_c_col(lane, i);
+        s[n].v[i] = key <= (i < 2 ? qp0 : qp1) ? s[n].v[i] : -INFINITY;
+      }
     }
     mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
     mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
   }
   mx = tc_quad_max(mx, wred, lane);
-  const float mn0 = fmax(*m0, mx.x), mn1 = fmax(*m1, mx.y);
+  const float mn0 = fmax(*m0, mx.x * sl2), mn1 = fmax(*m1, mx.y * sl2);
   const float c0 = exp2(*m0 - mn0), c1 = exp2(*m1 - mn1); /* 0 on the first block */
   *m0 = mn0, *m1 = mn1;
   float ps0 = 0.0f, ps1 = 0.0f;
   TC_UNROLL
   for (int n = 0; n < nsn; n++) {
-    s[n].v[0] = exp2(s[n].v[0] - mn0), s[n].v[1] = exp2(s[n].v[1] - mn0);
-    s[n].v[2] = exp2(s[n].v[2] - mn1), s[n].v[3] = exp2(s[n].v[3] - mn1);
+    s[n].v[0] = exp2(fma(s[n].v[0], sl2, -mn0)), s[n].v[1] = exp2(fma(s[n].v[1], sl2, -mn0));
+    s[n].v[2] = exp2(fma(s[n].v[2], sl2, -mn1)), s[n].v[3] = exp2(fma(s[n].v[3], sl2, -mn1));
     ps0 += s[n].v[0] + s[n].v[1];
     ps1 += s[n].v[2] + s[n].v[3];
   }
@@ -310,6 +312,16 @@ inline void tc_rescale(tile_c *acc, int nacc, float2 c)
     acc[j].v[0] *= c.x, acc[j].v[1] *= c.x;
     acc[j].v[2] *= c.y, acc[j].v[3] *= c.y;
   }
+}
+/* A forward work-group's head (dimension 0) and query tile (dimension 1, counted from the
+ * end). Groups start roughly in the order of their linear index, heads fastest: every
+ * head's longest tiles (the last of each sequence) go first and the shortest fill the end
+ * (a longest-first schedule). The host launches at most 65535 tiles at a time (the grid
+ * limit of dimension 1 on NVIDIA), passing the tiles not yet launched as ntiles. */
+inline int4 tc_fwd_tile(__global const int4 *tiles, int ntiles, int *h)
+{
+  *h = (int)get_group_id(0);
+  return tiles[ntiles - 1 - (int)get_group_id(1)];
 }
 /* Both: the softmax of a block and O's rescaling. */
 inline void tc_softmax_block(tile_c *s, int nsn, tile_c *acc, int nacc, int kb, int masked, float sl2,
@@ -358,9 +370,8 @@ void mla_tc_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   __local float2 red[TC_WG]; /* unused under PTX (the compiler drops it) */
   const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
   const int g = lane >> 2;
-  /* the longest tiles (last in each sequence) first */
-  const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)];
-  const int h = (int)get_group_id(1);
+  int h;
+  const int4 tl = tc_fwd_tile(tiles, ntiles, &h);
   const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
   __local float2 *wred = red + 32 * w;
   __local float *pscr = (__local float *)Ks + 256 * w; /* portable P scratch (16 x 16 fp32) */

@@ -135,8 +135,8 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
 #if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
   __local float *pscr = pscr_all + 256 * w;
 #endif
-  const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)]; /* longest tiles first */
-  const int h = (int)get_group_id(1);
+  int h;
+  const int4 tl = tc_fwd_tile(tiles, ntiles, &h);
   const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
   __local float2 *wred = red + 32 * w;
   const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;

@@ -16,9 +16,11 @@
  * Block j's S is issued together with block j - 1's P V, and the softmax of block j runs
  * while that P V is still on the matrix unit (the intra-warp-group overlap of
  * FlashAttention-3; 5-7% over issuing them in turn on the H200); O is rescaled after it
- * lands. K and V blocks arrive by cp.async TW_AHEAD blocks ahead into rings of TW_AHEAD + 1
- * K buffers and TW_AHEAD + 2 V buffers (a V block is read one block later); one barrier per
- * block. Layout of a K or V block: the hardware's 128-byte swizzle, columns in blocks of
+ * lands. With TW_PP (128-row tiles under PTX) the two warp groups take turns: one's
+ * softmax runs while the other's products do (FlashAttention-3's ping-pong; 10% on the
+ * H200). K and V blocks arrive by cp.async TW_AHEAD blocks ahead into rings of TW_AHEAD + 1
+ * K buffers and TW_AHEAD + 2 + TW_PP V buffers (a V block is read one block later, two
+ * with turns); one barrier per block. Layout of a K or V block: the hardware's 128-byte swizzle, columns in blocks of
  * 64, each block TW_BK key rows of 128 bytes, 16-byte chunk c of key r at c ^ (r % 8)
  * (tw_off): K-major for K (S's B operand, k = head dimension), N-major for V (O's B
  * operand, k = keys). The portable tiles compute the same products with tile_mma from the
@@ -37,7 +39,13 @@
 #define TW_KBLK (TW_NDB * TW_BK * 64)   /* ushorts of a K block */
 #define TW_VBLK (2 * TW_BK * 64)        /* ushorts of a V block (128 columns) */
 #define TW_KST (TW_AHEAD + 1)
-#define TW_VST (TW_AHEAD + 2)
+#ifndef TW_PP
+#define TW_PP 0                         /* 1: the two warp groups take turns (see the loop) */
+#endif
+#if TW_PP && TC_NW != 8
+#error "TW_PP needs two warp groups (128-row tiles)"
+#endif
+#define TW_VST (TW_AHEAD + 2 + TW_PP)
 #define TW_BUFS (TW_KST * TW_KBLK + TW_VST * TW_VBLK)
 #define TW_NSN (TW_BK / 8)              /* 8-key tiles of S */
 /* Q is staged 64 rows at a time through the same memory. */
@@ -175,8 +183,8 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
 #if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
   __local float *pscr = pscr_all + 256 * w;
 #endif
-  const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)]; /* longest tiles first */
-  const int h = (int)get_group_id(1);
+  int h;
+  const int4 tl = tc_fwd_tile(tiles, ntiles, &h);
   const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
   __local float2 *wred = red + 32 * w;
   const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
@@ -197,6 +205,16 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
 #define TW_ISSUE(j_)                                                                           \
   tw_issue(TW_KBUF(j_), TW_VBUF(j_), s0 + (j_) * TW_BK, min(TW_BK, kend - s0 - (j_) * TW_BK), kn, kno_h, \
            kn_ts, kr, kro, kr_ts, v, vo_h, v_ts, lid)
+  /* Sync point m: this lane's copies of block m are in and visible to the matrix unit, the
+   * barrier, then the copies of block m + TW_AHEAD (into buffers nobody reads any more). */
+#define TW_SYNC(m_, bar_)                                                                      \
+  do {                                                                                         \
+    TW_WAIT_COPY();                                                                            \
+    tile_wg_proxy_fence();                                                                     \
+    bar_;                                                                                      \
+    if ((m_) + TW_AHEAD < nblocks) TW_ISSUE((m_) + TW_AHEAD);                                  \
+    tile_cp_commit();                                                                          \
+  } while (0)
   for (int j = 0; j < TW_AHEAD; j++) {
     if (j < nblocks) TW_ISSUE(j);
     tile_cp_commit(); /* empty groups keep the count per block fixed */
@@ -211,15 +229,25 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     __local uint *vz = (__local uint *)TW_VBUF(TW_VST - 1); /* "block -1" */
     for (int i = lid; i < TW_VBLK / 2; i += TC_WG) vz[i] = 0u;
   }
+  TW_SYNC(0, barrier(CLK_LOCAL_MEM_FENCE));
+#if TW_PP && defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+  /* The warp groups take turns on the matrix unit: group 0 meets the others at sync point j
+   * before block j's products, group 1 after them, so each group's softmax runs while the
+   * other's products do (FlashAttention-3's ping-pong) with one barrier per block. Group
+   * 1's P V crosses the barrier (hence a V buffer more: TW_VST). Barrier 1 because the two
+   * groups reach it from different places. */
+  const int wg = w >> 2;
+#define TW_SYNC_BEFORE(j_) if (wg == 0 && (j_) > 0) TW_SYNC(j_, TILE_BAR_SYNC(1, 256))
+#define TW_SYNC_AFTER(j_) if (wg == 1 && (j_) + 1 < nblocks) TW_SYNC((j_) + 1, TILE_BAR_SYNC(1, 256))
+#else
+#define TW_SYNC_BEFORE(j_) if ((j_) > 0) TW_SYNC(j_, barrier(CLK_LOCAL_MEM_FENCE))
+#define TW_SYNC_AFTER(j_) ((void)0)
+#endif
   for (int j = 0; j < nblocks; j++) {
     const int kb = s0 + j * TW_BK;
-    TW_WAIT_COPY();
-    tile_wg_proxy_fence();
-    /* Block j is in; every warp group is done with block j - 1's S and block j - 2's P V,
-     * so their buffers take block j + TW_AHEAD. */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (j + TW_AHEAD < nblocks) TW_ISSUE(j + TW_AHEAD);
-    tile_cp_commit();
+    /* Past sync point j: block j is in; nobody reads block j - 1's K or block j - 2 -
+     * TW_PP's V any more, so their buffers take block j + TW_AHEAD. */
+    TW_SYNC_BEFORE(j);
     __local const ushort *ks = TW_KBUF(j), *vp = TW_VBUF(j + TW_VST - 1);
     tile_c s[TW_NSN];
     TC_UNROLL
@@ -233,6 +261,7 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     tile_wg_commit();
     TILE_WG_WAIT(1); /* S is in; P V may still run */
     tw_pin_s(s);
+    TW_SYNC_AFTER(j);
     const float2 c = tc_softmax_p(s, TW_NSN, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1,
                                   wred, lane);
     TILE_WG_WAIT(0);
@@ -241,6 +270,9 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     TC_UNROLL
     for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
   }
+#undef TW_SYNC_BEFORE
+#undef TW_SYNC_AFTER
+#undef TW_SYNC
   { /* the last block's P V (no copies follow the loop: its V is still in) */
     __local const ushort *vs = TW_VBUF(nblocks - 1);
     tile_wg_fence();

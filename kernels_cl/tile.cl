@@ -232,6 +232,9 @@ inline void tile_wg_fence(void) { asm volatile(TILE_WG_MARK "wgmma.fence.sync.al
 inline void tile_wg_commit(void) { asm volatile(TILE_WG_MARK "wgmma.commit_group.sync.aligned;" ::: "memory"); }
 #define TILE_WG_WAIT(n) asm volatile(TILE_WG_MARK "wgmma.wait_group.sync.aligned " #n ";" ::: "memory")
 inline void tile_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/* Barrier `id` (literal; 0 is barrier()'s) for `n` work-items (literal, a multiple of 32)
+ * that may reach it from different places in the code (warp groups taking turns). */
+#define TILE_BAR_SYNC(id, n) asm volatile("bar.sync " #id ", " #n ";" ::: "memory")
 /* Operand lists of the warp-group asm statements: accumulators as tile_c arrays (4, 8 or 16
  * tiles of 8 columns: n = 32, 64, 128), read and written, and their %-placeholders
  * (operands 0 .. 4 n / 8 - 1; the statement's other operands follow). */

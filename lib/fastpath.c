@@ -111,14 +111,12 @@ const char *clmoe_ctx_fastpath_reason(clmoe_ctx *ctx)
                                                          : "off (auto: no matrix unit found)";
 }
 
-#define PROBE_LMEM_BYTES (96 * 1024)
-
-/* Runs probe_local (kernels_cl/probe.cl) with PROBE_LMEM_BYTES of local memory: 1 when it
- * built, ran and every work-item read back what others wrote. */
-static int probe_local_mem(clmoe_ctx *ctx)
+/* Runs probe_local (kernels_cl/probe.cl) with `bytes` of local memory: 1 when it built,
+ * ran and every work-item read back what others wrote. */
+static int probe_local_mem(clmoe_ctx *ctx, size_t bytes)
 {
   char opts[64];
-  snprintf(opts, sizeof opts, "-DCLMOE_PROBE_LMEM=%d", PROBE_LMEM_BYTES / 4);
+  snprintf(opts, sizeof opts, "-DCLMOE_PROBE_LMEM=%zu", bytes / 4);
   cl_kernel k = NULL;
   cl_mem out = NULL;
   cl_uint got[256];
@@ -143,10 +141,15 @@ done:
 size_t clmoe__local_mem_optin(clmoe_ctx *ctx)
 {
   if (!ctx->local_optin) {
+    /* sizes tried, largest first (the H200 grants 227 KB to CUDA programs) */
+    static const size_t sizes[] = {128 * 1024, 96 * 1024};
     size_t n = (size_t)ctx->caps.local_mem_bytes;
-    if (clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && ctx->caps.nv_cc_major == 9 && n < PROBE_LMEM_BYTES &&
-        probe_local_mem(ctx))
-      n = PROBE_LMEM_BYTES;
+    if (clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && ctx->caps.nv_cc_major == 9)
+      for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && n < sizes[i]; i++)
+        if (probe_local_mem(ctx, sizes[i])) {
+          n = sizes[i];
+          break;
+        }
     ctx->local_optin = n;
   }
   return ctx->local_optin;

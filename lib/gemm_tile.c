@@ -119,9 +119,13 @@ typedef struct wgmma_block {
 } wgmma_block;
 
 static const wgmma_block wgmma_blocks[] = {
-    /* 2 warp groups, 3 stages of 32 k (48 KB), products waited for within the step: 94-112
-     * registers, 2 work-groups per SM; 393 / 439 TFLOP/s (NT) at 4096^3 / 8192^3 on the
-     * H200, against 269 / 280 for 16-k stages with products in flight (docs/benchmarks-tiles.md) */
+    /* 2 warp groups, 6 stages of 32 k (96 KB: where clmoe__local_mem_optin grants it),
+     * products waited for within the step: 2-5% over the next in all four layouts, more
+     * than 2 stages of 64 k (docs/benchmarks-tiles.md) */
+    {128, 128, 32, 6, 0},
+    /* 3 stages of 32 k (48 KB): 94-112 registers, 2 work-groups per SM; 393 / 439 TFLOP/s
+     * (NT) at 4096^3 / 8192^3 on the H200, against 269 / 280 for 16-k stages with products
+     * in flight */
     {128, 128, 32, 3, 0},
     {64, 128, 32, 3, 0}, /* 1 warp group: problems with fewer blocks than compute units */
 };
@@ -145,11 +149,11 @@ static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *
   else {
     /* wgmma is sm_90a's alone (Blackwell has other matrix instructions) */
     if (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9) return NULL;
-    const wgmma_block *big = &wgmma_blocks[0];
+    const wgmma_block *big = &wgmma_blocks[wgmma_local_bytes(&wgmma_blocks[0]) <= clmoe__local_mem_optin(ctx) ? 0 : 1];
     int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
-    b = groups >= (int64_t)ctx->caps.compute_units ? big : &wgmma_blocks[1];
+    b = groups >= (int64_t)ctx->caps.compute_units ? big : &wgmma_blocks[2];
   }
-  if (wgmma_local_bytes(b) > ctx->caps.local_mem_bytes || (size_t)b->bm * 2 > ctx->caps.max_work_group_size)
+  if (wgmma_local_bytes(b) > clmoe__local_mem_optin(ctx) || (size_t)b->bm * 2 > ctx->caps.max_work_group_size)
     return NULL;
   return b;
 }

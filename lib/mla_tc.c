@@ -77,26 +77,27 @@ static int tc_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
 }
 
 /* The warp-group kernel's pipeline (kernels_cl/mla_tc_wgmma.cl): keys per block, blocks
- * copied ahead. */
+ * copied ahead, the warp groups taking turns (a V buffer more). */
 typedef struct tc_wgmma_cfg {
-  int bk, ahead;
+  int bk, ahead, pp;
 } tc_wgmma_cfg;
 
 static size_t tc_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, const tc_wgmma_cfg *cfg)
 {
   const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
-  const int64_t bufs = (cfg->ahead + 1) * ((dqp + 63) / 64) * cfg->bk * 64 + (cfg->ahead + 2) * 2 * cfg->bk * 64;
+  const int64_t bufs = (cfg->ahead + 1) * ((dqp + 63) / 64) * cfg->bk * 64 + (cfg->ahead + 2 + cfg->pp) * 2 * cfg->bk * 64;
   const int64_t elems = bufs > 64 * kld ? bufs : 64 * kld;
   const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
   return (size_t)(2 * elems + (portable ? 16 * bq + (bq / 16) * 1024 : 0));
 }
 
 /* 1 when the warp-group kernel takes the call, with its pipeline in *cfg. By default on
- * NVIDIA sm_90 with the PTX tiles (unless its sm_90a build failed here): 64-key blocks when
- * the local memory the device grants (clmoe__local_mem_optin) holds them (96 KB), else
- * 32-key blocks (48 KB); 1 block ahead (the fastest on the H200: docs/benchmarks-tiles.md).
+ * NVIDIA sm_90 with the PTX tiles (unless its sm_90a build failed here): 64-key blocks with
+ * the two warp groups of a 128-row tile taking turns when the local memory the device
+ * grants (clmoe__local_mem_optin) holds them (114 KB), else in step (98 KB), else 32-key
+ * blocks; 1 block ahead (the fastest on the H200: docs/benchmarks-tiles.md).
  * CLMOE_MLA_TC_WGMMA: "0" never; "1" that choice on any device (the portable tiles run its
- * layouts: tests); "bk,ahead" that pipeline. Also the double-buffered kernel's
+ * layouts: tests); "bk,ahead[,turns]" that pipeline. Also the double-buffered kernel's
  * conditions and Dv = 128; the local memory counted without the 1 KB the compiler may add
  * to align it. */
 static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_cfg *cfg)
@@ -108,15 +109,20 @@ static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_
   if (!tc_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
   const size_t room = clmoe__local_mem_optin(ctx);
   if (e && strcmp(e, "1")) {
-    if (sscanf(e, "%d,%d", &cfg->bk, &cfg->ahead) != 2 || (cfg->bk != 32 && cfg->bk != 64) || cfg->ahead < 1 ||
-        cfg->ahead > 3)
+    cfg->pp = bq == 128;
+    const int n = sscanf(e, "%d,%d,%d", &cfg->bk, &cfg->ahead, &cfg->pp);
+    if (bq != 128) cfg->pp = 0; /* turns need two warp groups */
+    if (n < 2 || (cfg->bk != 32 && cfg->bk != 64) || cfg->ahead < 1 || cfg->ahead > 3 || cfg->pp < 0 || cfg->pp > 1)
       return 0;
     return tc_wgmma_local(ctx, a, bq, cfg) <= room;
   }
-  *cfg = (tc_wgmma_cfg){64, 1};
-  if (tc_wgmma_local(ctx, a, bq, cfg) <= room) return 1;
-  *cfg = (tc_wgmma_cfg){32, 1};
-  return tc_wgmma_local(ctx, a, bq, cfg) <= room;
+  static const tc_wgmma_cfg order[] = {{64, 1, 1}, {64, 1, 0}, {32, 1, 1}, {32, 1, 0}};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    *cfg = order[i];
+    if (bq != 128 && cfg->pp) continue;
+    if (tc_wgmma_local(ctx, a, bq, cfg) <= room) return 1;
+  }
+  return 0;
 }
 
 /* Builds (or finds) the kernel for tiles of bq rows and checks that the compiled kernel
@@ -128,8 +134,8 @@ static clmoe_status tc_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, in
   const int wg = tc_wgmma_ok(ctx, a, bq, &cfg), async = !wg && tc_async_ok(ctx, a, bq);
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   if (wg)
-    snprintf(wgopts, sizeof wgopts, " -DTC_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d%s", cfg.bk, cfg.ahead,
-             ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
+    snprintf(wgopts, sizeof wgopts, " -DTC_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d -DTW_PP=%d%s", cfg.bk, cfg.ahead,
+             cfg.pp, ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
   snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d%s %s",
            (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a),
            wg ? wgopts : async ? " -DTC_ASYNC=1" : "", clmoe__tile_options(ctx));
@@ -182,8 +188,19 @@ clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, c
                         KA(a->kn.off), KA(a->kn.ts), KA(a->kn.hs), KA(a->kr.buf), KA(a->kr.off), KA(a->kr.ts),
                         KA(a->v.buf), KA(a->v.off), KA(a->v.ts), KA(a->v.hs), KA(tiles), KA(nt), KA(H),
                         KA(sl2), KA(o->buf), KA(oo), KA(lm), KA(lo), KA(has_lse)));
-  size_t global[2] = {(size_t)ntiles * (size_t)bq * 2, (size_t)a->H}, local[2] = {(size_t)bq * 2, 1};
-  return clmoe__launch(ctx, k, 2, global, local);
+  /* heads in dimension 0 (started first: tc_fwd_tile), tiles in dimension 1, at most
+   * 65535 of them per launch (CLMOE_MLA_TC_TILES_PER_LAUNCH: fewer, for tests); argument 16
+   * (ntiles) counts the tiles not yet launched, the longest first */
+  const char *e = getenv("CLMOE_MLA_TC_TILES_PER_LAUNCH");
+  int per = e && atoi(e) > 0 && atoi(e) < 65535 ? atoi(e) : 65535;
+  for (int done = 0; done < ntiles; done += per) {
+    cl_int left = ntiles - done;
+    CLMOE_CL(clSetKernelArg(k, 16, sizeof left, &left));
+    size_t global[2] = {(size_t)a->H * (size_t)bq * 2, (size_t)(left < per ? left : per)};
+    size_t local[2] = {(size_t)bq * 2, 1};
+    CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
+  }
+  return CLMOE_OK;
 }
 
 clmoe_status mla_tc_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq, clmoe_tensor *o,

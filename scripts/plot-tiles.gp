@@ -1,4 +1,4 @@
-# Figure docs/tiles-h200.png from docs/data/2026-12-01-h200-wgmma-tiles.csv (GEMM: the warp-group kernel, commit 109e79e): gnuplot scripts/plot-tiles.gp (run from the repository root).
+# Figure docs/tiles-h200.png from docs/data/2026-12-01-h200-wgmma-tiles.csv (GEMM and MLA: the warp-group kernels): gnuplot scripts/plot-tiles.gp (run from the repository root).
 set datafile separator ','
 set terminal pngcairo size 1100,480 font ',10' noenhanced
 set output 'docs/tiles-h200.png'

@@ -359,16 +359,19 @@ static void test_wgmma_forward(void)
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.profiling = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
-  /* the device's choice on the 3 cases (64-key blocks where the local memory holds them);
-   * 32-key blocks 2 ahead on the first two (at most 78 KB of local memory: devices that
-   * grant 96 KB run them) */
-  static const char *const cfg[2] = {"1", "32,2"};
+  /* the device's choice on the 3 cases (64-key blocks, the warp groups taking turns, where
+   * the local memory holds them); on the first two 32-key blocks 2 ahead taking turns (76
+   * KB) and 64-key blocks 1 ahead in step (96 KB): devices that grant 96 KB run them */
+  static const char *const cfg[5] = {"1", "1", "1", "32,2", "64,1,0"};
   const int roomy = clmoe__local_mem_optin(ctx) >= 96 * 1024;
   char *keep = test_env_set("CLMOE_MLA_TC_WGMMA", NULL);
   for (int t = 0; t < 5; t++) {
     const int i = t < 3 ? t : t - 3;
-    setenv("CLMOE_MLA_TC_WGMMA", cfg[t >= 3], 1);
-    forward_case(ctx, test_seed + 950 + (uint64_t)t, &cs[i], cfg[t >= 3], i);
+    setenv("CLMOE_MLA_TC_WGMMA", cfg[t], 1);
+    /* the 5 sequences' tiles in launches of 2 tiles (the host splits at 65535) */
+    char *keep_per = test_env_set("CLMOE_MLA_TC_TILES_PER_LAUNCH", t == 0 ? "2" : NULL);
+    forward_case(ctx, test_seed + 950 + (uint64_t)t, &cs[i], cfg[t], i);
+    test_env_restore("CLMOE_MLA_TC_TILES_PER_LAUNCH", keep_per);
     if (t < 3 || roomy) CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tc_fwd_wgmma"), cs[i].Dv == 128);
   }
   test_env_restore("CLMOE_MLA_TC_WGMMA", keep);

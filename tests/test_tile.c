@@ -227,8 +227,9 @@ static void test_gemm_wgmma(void)
 {
   static const char *const portable[] = {"64,128,16,2,0", "128,256,32,3,1", "64,128,64,3,1"};
   static const char *const matrix[] = {"128,128,16,6,1", "128,128,32,3,1", "128,128,32,3,0", "64,128,16,4,1",
-                                       "128,256,16,4,1", "64,128,64,2,0", "64,256,16,4,1"};
-  if (on_matrix_unit()) check_kernel_blocks("CLMOE_GEMM_WGMMA", "gemm_wgmma", matrix, 7, test_seed + 3100);
+                                       "128,256,16,4,1", "64,128,64,2,0", "64,256,16,4,1",
+                                       "128,128,64,2,0", "128,128,32,6,0", "128,128,64,3,0"};
+  if (on_matrix_unit()) check_kernel_blocks("CLMOE_GEMM_WGMMA", "gemm_wgmma", matrix, 10, test_seed + 3100);
   else check_kernel_blocks("CLMOE_GEMM_WGMMA", "gemm_wgmma", portable, 3, test_seed + 3100);
 }
 
