@@ -55,7 +55,7 @@ const char *clmoe__tile_options(clmoe_ctx *ctx);
 /* Internal: the local memory a kernel may declare statically: the reported size, or on
  * NVIDIA sm_90 with the PTX tiles 128 or 96 KB, the first for which a probe kernel with
  * that much built and ran correctly (the driver reports 48 KB but grants more; only the
- * warp-group MLA kernel asks). */
+ * warp-group kernels ask). */
 size_t clmoe__local_mem_optin(clmoe_ctx *ctx);
 
 /* Internal: builds (or finds) a warp-group (sm_90a) kernel. When the caller chose it by
