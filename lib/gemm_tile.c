@@ -149,7 +149,8 @@ static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *
   else {
     /* wgmma is sm_90a's alone (Blackwell has other matrix instructions) */
     if (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9) return NULL;
-    const wgmma_block *big = &wgmma_blocks[wgmma_local_bytes(&wgmma_blocks[0]) <= clmoe__local_mem_optin(ctx) ? 0 : 1];
+    const wgmma_block *big = &wgmma_blocks[0];
+    if (wgmma_local_bytes(big) > clmoe__local_mem_optin(ctx)) big = &wgmma_blocks[1]; /* 48 KB */
     int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
     b = groups >= (int64_t)ctx->caps.compute_units ? big : &wgmma_blocks[2];
   }

@@ -91,10 +91,18 @@ static size_t tc_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, con
   return (size_t)(2 * elems + (portable ? 16 * bq + (bq / 16) * 1024 : 0));
 }
 
+/* 1 when the pipeline fits the local memory the device grants (clmoe__local_mem_optin);
+ * turns need two warp groups, so 64-row tiles drop them. */
+static int tc_wgmma_fits(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_cfg *cfg)
+{
+  cfg->pp = cfg->pp && bq == 128;
+  return tc_wgmma_local(ctx, a, bq, cfg) <= clmoe__local_mem_optin(ctx);
+}
+
 /* 1 when the warp-group kernel takes the call, with its pipeline in *cfg. By default on
  * NVIDIA sm_90 with the PTX tiles (unless its sm_90a build failed here): 64-key blocks with
  * the two warp groups of a 128-row tile taking turns when the local memory the device
- * grants (clmoe__local_mem_optin) holds them (114 KB), else in step (98 KB), else 32-key
+ * grants (clmoe__local_mem_optin) holds them (113 KB), else in step (98 KB), else 32-key
  * blocks; 1 block ahead (the fastest on the H200: docs/benchmarks-tiles.md).
  * CLMOE_MLA_TC_WGMMA: "0" never; "1" that choice on any device (the portable tiles run its
  * layouts: tests); "bk,ahead[,turns]" that pipeline. Also the double-buffered kernel's
@@ -107,20 +115,17 @@ static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_
   if (!e && (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9 || !clmoe__wgmma_usable(ctx)))
     return 0;
   if (!tc_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
-  const size_t room = clmoe__local_mem_optin(ctx);
   if (e && strcmp(e, "1")) {
-    cfg->pp = bq == 128;
+    *cfg = (tc_wgmma_cfg){0, 0, 1};
     const int n = sscanf(e, "%d,%d,%d", &cfg->bk, &cfg->ahead, &cfg->pp);
-    if (bq != 128) cfg->pp = 0; /* turns need two warp groups */
     if (n < 2 || (cfg->bk != 32 && cfg->bk != 64) || cfg->ahead < 1 || cfg->ahead > 3 || cfg->pp < 0 || cfg->pp > 1)
       return 0;
-    return tc_wgmma_local(ctx, a, bq, cfg) <= room;
+    return tc_wgmma_fits(ctx, a, bq, cfg);
   }
   static const tc_wgmma_cfg order[] = {{64, 1, 1}, {64, 1, 0}, {32, 1, 1}, {32, 1, 0}};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     *cfg = order[i];
-    if (bq != 128 && cfg->pp) continue;
-    if (tc_wgmma_local(ctx, a, bq, cfg) <= room) return 1;
+    if (tc_wgmma_fits(ctx, a, bq, cfg)) return 1;
   }
   return 0;
 }
@@ -192,7 +197,8 @@ clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, c
    * 65535 of them per launch (CLMOE_MLA_TC_TILES_PER_LAUNCH: fewer, for tests); argument 16
    * (ntiles) counts the tiles not yet launched, the longest first */
   const char *e = getenv("CLMOE_MLA_TC_TILES_PER_LAUNCH");
-  int per = e && atoi(e) > 0 && atoi(e) < 65535 ? atoi(e) : 65535;
+  int per = e ? atoi(e) : 0;
+  if (per <= 0 || per > 65535) per = 65535;
   for (int done = 0; done < ntiles; done += per) {
     cl_int left = ntiles - done;
     CLMOE_CL(clSetKernelArg(k, 16, sizeof left, &left));
