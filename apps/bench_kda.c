@@ -41,7 +41,7 @@ static void usage(void)
          "  --no-backward      forward only\n"
          "  --no-tile          skip the tile rows (they need D a multiple of 16)\n"
          "  --tc-warps N       warps per state work-group of the tile forward: 1, 2 or 4 (default 2)\n"
-         "  --tc-lookahead N   chunks its state pass loads ahead: 1 or 2 (default 2)\n"
+         "  --tc-lookahead N   chunks its state pass loads ahead: 1 or 2 (default 2; step 64: 1-3)\n"
          "  --recurrent-max T  longest T for the recurrent comparison (default 16384; 0: never)\n"
          "  --reps N           timed runs after one warm-up (default 10)\n"
          "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
@@ -204,7 +204,7 @@ int bench_kda(int argc, char **argv)
     else if (!strcmp(argv[i], "--no-backward")) backward = 0;
     else if (!strcmp(argv[i], "--no-tile")) tile = 0;
     else if (app_option(argc, argv, &i, "--tc-warps", &v)) tc_warps = (int)app_parse_int("--tc-warps", v, 1, 4);
-    else if (app_option(argc, argv, &i, "--tc-lookahead", &v)) tc_ahead = (int)app_parse_int("--tc-lookahead", v, 1, 2);
+    else if (app_option(argc, argv, &i, "--tc-lookahead", &v)) tc_ahead = (int)app_parse_int("--tc-lookahead", v, 1, 3);
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   clmoe_dtype dt = CLMOE_BF16;

@@ -36,6 +36,12 @@
 #error "kda_tc needs KD and VD multiples of 16"
 #endif
 
+/* Diagnostic builds only (-DTC_DIAG=bits, wrong results): 16-token pass: 1 no block loads,
+ * 2 no staging stores, 4 no output stores, 8 no bf16 copy of S; prep: 16 no W, Qg, Kd
+ * stores, 32 no U stores, 64 no inverse. */
+#ifndef TC_DIAG
+#define TC_DIAG 0
+#endif
 #define TC_PREP_WG 128          /* kda_tc_prep: 4 warps */
 #define TC_LDK (KD + 8)         /* padded bf16 row of local K-wide tiles (bank spread) */
 #define TC_LDV (VD + 8)
@@ -152,8 +158,8 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       Kp[r][d] = f32_to_bf16(kn * up);
       Km[r][d] = f32_to_bf16(kn * dn);
       Bk[r][d] = f32_to_bf16(b * kn * up * E0[d]);
-      blk[TC_IQ(r, d)] = f32_to_bf16(scale * qn * up * E0[d]);
-      blk[TC_IK(r, d)] = f32_to_bf16(kn * dn * EL[d]);
+      if (!(TC_DIAG & 16)) blk[TC_IQ(r, d)] = f32_to_bf16(scale * qn * up * E0[d]);
+      if (!(TC_DIAG & 16)) blk[TC_IK(r, d)] = f32_to_bf16(kn * dn * EL[d]);
     }
 #pragma unroll
     for (int j = 0; j < NJV; j++) Bv[r][s + 8 * j] = f32_to_bf16(b * vv[j]);
@@ -176,7 +182,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   /* 5. Tm = (I + Akk)^-1 (kda_common.cl) */
-  kda_unit_lower_inverse(Akk, Tm, lid);
+  if (!(TC_DIAG & 64)) kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
   /* 6. W = Tm Bk (bf16 into the block) and U = Tm Bv (fp32), 8 columns per product. */
   {
@@ -185,13 +191,14 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bk[0][8 * nt], TC_LDK, lane));
       for (int i = 0; i < 4; i++)
-        blk[TC_IW(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = f32_to_bf16(TC_WSIGN * acc.v[i]);
+        if (!(TC_DIAG & 16)) blk[TC_IW(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = f32_to_bf16(TC_WSIGN * acc.v[i]);
     }
     __global float *U = Ug + ((ulong)c * (ulong)H + (ulong)h) * CH * VD;
     for (int nt = warp; nt < VD / 8; nt += TC_PREP_WG / 32) {
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bv[0][8 * nt], TC_LDV, lane));
-      for (int i = 0; i < 4; i++) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = acc.v[i];
+      for (int i = 0; i < 4; i++)
+        if (!(TC_DIAG & 32)) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = acc.v[i];
     }
   }
 #undef NJ
@@ -216,6 +223,13 @@ inline int tc_local4(int e)
   return TC_GL4 + e - 2 * KD - 32;
 }
 
+/* The sync between a warp's writes of its own Vnew^T / S^T scratch and its reads: a warp
+ * barrier on PTX (the scratch is per warp), the work-group barrier otherwise. */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX && !defined(TC_WG_SYNC)
+#define TC_WSYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
+#else
+#define TC_WSYNC() barrier(CLK_LOCAL_MEM_FENCE)
+#endif
 #define TC_NT (32 * TC_NW)
 #define TC_NPF ((TC_BLK4 + TC_NT - 1) / TC_NT) /* uint4 of a block per work-item */
 
@@ -251,13 +265,13 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     vt[tile_c_col(lane, i) * TC_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
     oc.v[i] = qs0.v[i] + qs1.v[i];
   }
-  barrier(CLK_LOCAL_MEM_FENCE); /* Vnew^T complete; every read of S^T is done */
+  TC_WSYNC(); /* Vnew^T complete; every read of S^T is done */
   const tile_b bv = tile_load_bt_bf16(vt, TC_LDA, lane);
   tile_mma(&oc, tile_load_a_bf16(Al, TC_LDA, lane), bv);
   for (int i = 0; i < 4; i++) {
     const int row = tile_c_row(lane, i);
     if (row < ch.y)
-      STORE_OUT(o, oo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + j0 + tile_c_col(lane, i), oc.v[i]);
+      if (!(TC_DIAG & 4)) STORE_OUT(o, oo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + j0 + tile_c_col(lane, i), oc.v[i]);
   }
   /* S = gl (.) S + Kd^T Vnew, then its bf16 copy for the next chunk. */
 #pragma unroll
@@ -269,7 +283,7 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     S[m].v[3] *= gb;
     tile_mma(&S[m], tile_load_a_bf16(Kl + 16 * m * TC_LDA, TC_LDA, lane), bv);
     for (int i = 0; i < 4; i++)
-      st[tile_c_col(lane, i) * TC_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
+      if (!(TC_DIAG & 8)) st[tile_c_col(lane, i) * TC_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
   }
 }
 
@@ -279,7 +293,7 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
     _Pragma("unroll") for (int p = 0; p < TC_NPF; p++) {                                    \
       const int e = lid + p * TC_NT;                                                        \
-      if (e < TC_BLK4) pf[p] = blkg[b_ * TC_BLK4 + e];                                      \
+      if (e < TC_BLK4) pf[p] = (TC_DIAG & 1) ? (uint4)(0) : blkg[b_ * TC_BLK4 + e];        \
     }                                                                                       \
     u0 = vload2(0, Ug + (b_ * CH + g) * VD + j0 + t2);                                      \
     u1 = vload2(0, Ug + (b_ * CH + g + 8) * VD + j0 + t2);                                  \
@@ -290,7 +304,7 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     barrier(CLK_LOCAL_MEM_FENCE);                                                           \
     _Pragma("unroll") for (int p = 0; p < TC_NPF; p++) {                                    \
       const int e = lid + p * TC_NT;                                                        \
-      if (e < TC_BLK4) tl[tc_local4(e)] = pf[p];                                            \
+      if (e < TC_BLK4) if (!(TC_DIAG & 2)) tl[tc_local4(e)] = pf[p];                        \
     }                                                                                       \
     barrier(CLK_LOCAL_MEM_FENCE);                                                           \
   } while (0)

@@ -1,41 +1,53 @@
-/* kda_tc_state.cl: the 64-token state pass of the KDA forward on tiles (TC_STEP 64),
+/* kda_tc_state.cl: the register-state pass of the KDA forward on tiles (TC_STEP 64),
  * appended to kda_tc.cl in the program ("tile+kda_common+kda_tc+kda_tc_state"), whose prep
  * writes the blocks it reads (fragment order, -W, U^T: TC_IW in kda_tc.cl).
  *
  * kda_tc_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
- * owning 16 columns of V, no data shared between the warps). The state is kept transposed,
- * S^T [16 V columns x KD], as KD / 8 fp32 accumulator tiles per lane, so that every product
- * takes S^T or Vnew^T as its A operand straight from accumulators (two tiles packed to bf16
- * pairs: tile_a_from_c's trick, no memory) and the chunk's factors as B operands loaded
- * from global memory in fragment order (one uint2 per lane per fragment, cached in L1 and
- * shared there by the warps of a work-group). Per 16-token chunk, with its anchored
- * factors from the prep (the same products as TC_STEP 16, so the same numerics):
+ * owning 16 columns of V). The state is kept transposed, S^T [16 V columns x KD], as KD / 8
+ * fp32 accumulator tiles per lane, so that every product takes S^T or Vnew^T as its A
+ * operand straight from accumulators (two tiles packed to bf16 pairs: tile_a_from_c's
+ * trick, no memory) and the chunk's factors as B operands in fragment order (one 8-byte
+ * local read per lane per fragment). Per 16-token chunk, with its anchored factors from the
+ * prep (the same products as TC_STEP 16, so the same numerics):
  *   Vnew^T = U^T + S^T (-W)^T                     (KD / 16 k-steps, 2 token tiles, 2 chains)
  *   O^T    = S^T Qg^T + Vnew^T Aqk^T              (causal and scaled in Aqk)
  *   S^T    = S^T Diag(gl) + Vnew^T Kd             (KD / 8 column tiles)
- * The chunks go in 64-token steps (four chunks unrolled per step) with the next chunk's
- * factors prefetched into L1 and the fourth next into L2: no barrier, no local memory under
- * PTX, the serial path per chunk being the W S chain, one bf16 packing of Vnew and one
- * product deep S update. The portable tiles cannot exchange fragments between lanes without
- * memory: there S^T and Vnew^T go through a per-warp local scratch (2 barriers a chunk). */
+ * The chunks' blocks (and the work-group's U^T rows) travel into a ring of TC_NS local
+ * stages by asynchronous copies (cp.async on PTX) issued TC_NS - 1 chunks ahead, so no
+ * register holds them and their latency hides behind that many chunks: one barrier per
+ * chunk. On the H200 this cut the pass ~2x against staging through registers, whose
+ * global latency and local stores were most of its time (docs/benchmarks-tiles.md). The
+ * portable tiles cannot exchange fragments between lanes without memory: there S^T and
+ * Vnew^T also go through a per-warp local scratch (2 more barriers a chunk). */
 #if TC_STEP == 64
 
 #define TC_NKS (KD / 16) /* k-steps over the key dimension */
 #define TC_NKT (KD / 8)  /* 8-column tiles of S^T */
 #define TC_FRAG 128      /* ushorts of one B fragment */
 #define TC_NT (32 * TC_NW)
-#define TC_LDS (KD + 4)  /* fp32 row of the portable S^T scratch */
-#ifndef TC_PF
-#define TC_PF 1          /* chunks ahead of the L1 prefetch (1 or 2) */
+/* TC_PROD 1 (PTX tiles only): one more warp issues every copy, so the TC_NW computing warps
+ * spend no instructions on them. */
+#if !defined(TC_PROD) || !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#undef TC_PROD
+#define TC_PROD 0
 #endif
-#define TC_PF2 4         /* chunks ahead of the L2 prefetch */
+#define TC_NWG (TC_NT + 32 * TC_PROD) /* work-group size */
+#define TC_LDS (KD + 4)  /* fp32 row of the portable S^T scratch */
+#ifndef TC_NS
+#define TC_NS 3          /* stages of the copy ring (2..4) */
+#endif
+#if TC_NS < 2 || TC_NS > 4
+#error "TC_NS must be 2, 3 or 4"
+#endif
+#define TC_U4 (TC_NW * 16 * CH / 4)  /* uint4 of the work-group's U^T rows */
+#define TC_STG4 (TC_BLK4 + TC_U4)     /* uint4 of one stage: the block, then U^T */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define TC_UNROLL _Pragma("unroll")
 /* The B fragment at f (TC_FRAG ushorts, 8-byte aligned): this lane's uint2. */
-inline tile_b tc_frag(__global const ushort *f, int lane)
+inline tile_b tc_frag(__local const ushort *f, int lane)
 {
-  const uint2 u = ((__global const uint2 *)f)[lane];
+  const uint2 u = ((__local const uint2 *)f)[lane];
   tile_b b;
   b.r[0] = u.x;
   b.r[1] = u.y;
@@ -58,21 +70,19 @@ inline tile_a tc_a_pair(tile_c c0, tile_c c1)
   a.r[3] = tc_cvt2(c1.v[2], c1.v[3]);
   return a;
 }
-/* The lines of [p, p + bytes) into L1 (l1) or L2, lanes 0..n - 1 of `n` taking every n-th
- * line: a hint, no registers, no fault. */
-inline void tc_prefetch(__global const void *p, int bytes, int l1, int i, int n)
-{
-  const ulong a = (ulong)p;
-  for (int off = i * 128; off < bytes; off += n * 128) {
-    if (l1) asm volatile("prefetch.global.L1 [%0];" ::"l"(a + (ulong)off));
-    else asm volatile("prefetch.global.L2 [%0];" ::"l"(a + (ulong)off));
-  }
-}
 #define TC_A_S(ks) tc_a_pair(S[2 * (ks)], S[2 * (ks) + 1])
+/* Waits for the copies of the chunk about to run: TC_NS - 2 younger groups may fly. */
+#if TC_NS == 2
+#define TC_CP_WAIT() TILE_CP_WAIT(0)
+#elif TC_NS == 3
+#define TC_CP_WAIT() TILE_CP_WAIT(1)
+#else
+#define TC_CP_WAIT() TILE_CP_WAIT(2)
+#endif
 #else
 /* Portable: rolled loops (PoCL compiles the unrolled portable tiles slowly). */
 #define TC_UNROLL _Pragma("unroll 1")
-inline tile_b tc_frag(__global const ushort *f, int lane)
+inline tile_b tc_frag(__local const ushort *f, int lane)
 {
   const int n = (lane & 3) << 1;
   tile_b b;
@@ -84,14 +94,15 @@ inline tile_b tc_frag(__global const ushort *f, int lane)
   return b;
 }
 #define TC_A_S(ks) tile_load_a_f32(sS + 16 * (ks), TC_LDS, lane)
+#define TC_CP_WAIT() ((void)0)
 #endif
 
 /* One 16-token chunk ch of this warp's 16 V columns j0..: S^T in S [TC_NKT] (fp32), the
- * chunk's block at blk, its U^T rows of these columns at ut ([16 columns][16 rows] fp32).
- * sS [16][TC_LDS], sV [16][16]: the warp's scratch (portable tiles only). Every work-item
- * calls it (portable: it holds barriers). */
+ * chunk's block at blk, its U^T rows of these columns at ut ([16 columns][16 rows] fp32),
+ * both in the ring. sS [16][TC_LDS], sV [16][16]: the warp's scratch (portable tiles only).
+ * Every work-item calls it (portable: it holds barriers). */
 __attribute__((always_inline)) inline void
-tc_chunk64(tile_c *S, __global const ushort *blk, __global const float *ut, int2 ch, int h,
+tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 ch, int h,
            int H, int j0, int lane, __global out_t *o, ulong oo, __local float *sS,
            __local float *sV)
 {
@@ -134,7 +145,7 @@ tc_chunk64(tile_c *S, __global const ushort *blk, __global const float *ut, int2
   const tile_a av = tile_load_a_f32(sV, CH, lane);
 #endif
   /* S^T = S^T Diag(gl) + Vnew^T Kd (first: the next chunk waits on it) */
-  __global const float *gl = (__global const float *)(blk + 48 * KD + 256);
+  __local const float *gl = (__local const float *)(blk + 48 * KD + 256);
   TC_UNROLL
   for (int nt = 0; nt < TC_NKT; nt++) {
     const float2 d = vload2(0, gl + 8 * nt + t2);
@@ -155,65 +166,65 @@ tc_chunk64(tile_c *S, __global const ushort *blk, __global const float *ut, int2
   }
 }
 
-/* Chunk cc (absolute index) of the sequence: its block and this warp's U^T rows. */
-#define TC_BLKP(cc) (blkg + ((ulong)(cc) * (ulong)H + (ulong)h) * TC_BLK)
-#define TC_UTP(cc) (Ug + ((ulong)(cc) * (ulong)H + (ulong)h) * (CH * VD) + (ulong)j0 * CH)
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-/* Hints for chunk cc (< end): the block split over the work-group, U^T by its warp. */
-#define TC_HINT(cc, end, l1)                                                                \
-  do {                                                                                      \
-    if ((cc) < (end)) {                                                                     \
-      tc_prefetch(TC_BLKP(cc), TC_BLK * 2, l1, lid, TC_NT);                                 \
-      tc_prefetch(TC_UTP(cc), 16 * CH * 4, l1, lane, 32);                                   \
-    }                                                                                       \
-  } while (0)
-#else
-#define TC_HINT(cc, end, l1) ((void)0)
-#endif
-#define TC_STEP_CHUNK(cc)                                                                   \
-  do {                                                                                      \
-    TC_HINT((cc) + TC_PF, end, 1);                                                          \
-    TC_HINT((cc) + TC_PF2, end, 0);                                                         \
-    tc_chunk64(S, TC_BLKP(cc), TC_UTP(cc), chunks[cc], h, H, j0, lane, o, oo, sS, sV);      \
-  } while (0)
+/* Copies chunk cc's block and the work-group's U^T rows (from column jg) into ring stage
+ * st when cc < end, then commits the group (empty past the end: the counts stay aligned);
+ * copier i of n. */
+inline void tc_issue(__local uint4 *st, __global const uint4 *blkg, __global const float *Ug,
+                     int cc, int end, int h, int H, int jg, int i, int n)
+{
+  if (cc < end) {
+    const ulong b = (ulong)cc * (ulong)H + (ulong)h;
+    __global const uint4 *bs = blkg + b * TC_BLK4;
+    __global const uint4 *us = (__global const uint4 *)(Ug + b * (CH * VD) + (ulong)jg * CH);
+    for (int e = i; e < TC_STG4; e += n)
+      tile_cp16(st + e, e < TC_BLK4 ? bs + e : us + (e - TC_BLK4), 16);
+  }
+  tile_cp_commit();
+}
 
 /* Grid (VD / 16 / TC_NW work-groups, H, sequences); the same arguments as TC_STEP 16's. */
-__kernel __attribute__((reqd_work_group_size(TC_NT, 1, 1)))
-void kda_tc_state(__global const ushort *blkg, __global const float *Ug,
+__kernel __attribute__((reqd_work_group_size(TC_NWG, 1, 1)))
+void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
                   __global const int2 *chunks, __global const int2 *seqs, int H,
                   __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
                   __global float *ht, ulong hto, int has_ht)
 {
+  /* (byte counts also in lib/kda_tc.c) */
+  __local uint4 ring[TC_NS][TC_STG4];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
-  const int j0 = ((int)get_group_id(0) * TC_NW + warp) * 16; /* this warp's V columns */
+  const int jg = (int)get_group_id(0) * TC_NW * 16, j0 = jg + warp * 16; /* V columns */
   const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
   __local float *sS = NULL, *sV = NULL; /* unused */
 #else
-  /* (byte count also in lib/kda_tc.c) */
   __local float scr[TC_NW][16 * TC_LDS + 16 * CH];
   __local float *sS = scr[warp], *sV = scr[warp] + 16 * TC_LDS;
 #endif
   /* S^T [16 x KD]: tile nt holds S^T[row][8 nt + col] = S[8 nt + col][j0 + row]. */
+  const int load_h0 = TC_PROD ? has_h0 && warp < TC_NW : has_h0; /* (not the producer) */
   tile_c S[TC_NKT];
   TC_UNROLL
   for (int nt = 0; nt < TC_NKT; nt++)
     for (int i = 0; i < 4; i++)
-      S[nt].v[i] = has_h0 ? h0[h0o + (sbase + 8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
+      S[nt].v[i] = load_h0 ? h0[h0o + (sbase + 8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
   const int2 sq = seqs[n];
   const int end = sq.x + sq.y;
-  int c = sq.x;
-  TC_HINT(c, end, 1);
-  for (int p = 1; p < TC_PF2; p++) TC_HINT(c + p, end, 0);
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-  for (; c + 4 <= end; c += 4) { /* 64-token steps */
-    TC_UNROLL
-    for (int s = 0; s < 4; s++) TC_STEP_CHUNK(c + s);
+  /* the copiers: every work-item, or the producer warp's lanes */
+  const int copier = TC_PROD ? warp == TC_NW : 1, ci = TC_PROD ? lane : lid, cn = TC_PROD ? 32 : TC_NT;
+  if (copier)
+    for (int p = 0; p < TC_NS - 1; p++) tc_issue(ring[p], blkg, Ug, sq.x + p, end, h, H, jg, ci, cn);
+  for (int c = sq.x, s = 0; c < end; c++) {
+    if (copier) TC_CP_WAIT();
+    barrier(CLK_LOCAL_MEM_FENCE); /* chunk c in the ring; every warp done with chunk c - 1 */
+    const int sn = s == 0 ? TC_NS - 1 : s - 1; /* chunk c - 1's stage, refilled */
+    if (copier) tc_issue(ring[sn], blkg, Ug, c + TC_NS - 1, end, h, H, jg, ci, cn);
+    if (!TC_PROD || warp < TC_NW) /* (portable: every work-item; the chunk holds barriers) */
+      tc_chunk64(S, (__local const ushort *)ring[s], (__local const float *)(ring[s] + TC_BLK4) + warp * 16 * CH,
+                 chunks[c], h, H, j0, lane, o, oo, sS, sV);
+    s = s == TC_NS - 1 ? 0 : s + 1;
   }
-#endif
-  for (; c < end; c++) TC_STEP_CHUNK(c); /* the last 1-3 chunks (portable: all; one copy
-                                             of the chunk's code builds faster on PoCL) */
+  if (TC_PROD && warp == TC_NW) return; /* (after the last barrier) */
   if (has_ht) {
     TC_UNROLL
     for (int nt = 0; nt < TC_NKT; nt++)

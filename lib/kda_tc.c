@@ -26,10 +26,12 @@ static size_t state_local_bytes(size_t K, size_t warps)
 {
   return (32 * ((K + 8) / 8) + 3 * K + 48 + K / 4) * 16 + warps * 8 * (K + 8) * 2 + warps * 8 * 24 * 2;
 }
-/* The 64-token state pass: none with the PTX tiles, a per-warp scratch otherwise. */
-static size_t state64_local_bytes(size_t K, size_t warps, int ptx)
+/* The register-state pass (kernels_cl/kda_tc_state.cl): a ring of `stages` blocks and
+ * U^T rows, plus a per-warp scratch with the portable tiles. */
+static size_t state64_local_bytes(size_t K, size_t warps, size_t stages, int ptx)
 {
-  return ptx ? 0 : warps * (16 * (K + 4) + 16 * 16) * 4;
+  return stages * (block_ushorts((int64_t)K) * 2 + warps * 16 * KDA_CHUNK * 4) +
+         (ptx ? 0 : warps * (16 * (K + 4) + 16 * 16) * 4);
 }
 
 int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
@@ -42,49 +44,73 @@ int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
 }
 
 /* Warps per state work-group: step 16, 8 columns of V each (1, 2, 4); step 64, 16 columns
- * each (1, 2, 4, 8) and, with the portable tiles, their scratch within local memory. */
-static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int step, int ptx)
+ * each (1, 2, 4, 8); default 2. On the H200 (step 64, no producer warp) 2 warps took 16%
+ * less time than 1 at H 16 and 32 (the copies' issue shared) and 4 warps 2-7% less than 2 at
+ * H 64 (the blocks' L2 traffic, read once per work-group, starts to count). */
+static int pick_warps(const kda_plan *p, int warps, int step)
 {
   const int cols = step == 64 ? 16 : 8, most = step == 64 ? 8 : 4;
-  if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = step == 64 ? 1 : 2;
+  if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = 2;
   while (warps > 1 && p->V % (cols * warps)) warps /= 2;
-  if (step == 64)
-    while (warps > 1 && state64_local_bytes((size_t)p->K, (size_t)warps, ptx) + 256 >
-                            clmoe_ctx_caps(ctx)->local_mem_bytes)
-      warps /= 2;
   return warps;
 }
 
-/* The state pass: 16-token steps with S staged through local memory (kda_tc.cl), unless
- * CLMOE_KDA_TC_STEP=64 (read at every call, so one process can time both) selects the
- * register-only pass over 4 chunks per step (kda_tc_state.cl). On the H200 the 16-token
- * pass is the faster: state 1.49 against 1.59 ms (1 warp per group) and 4.6 ms (2 warps) at
- * H 16, T 16384 (docs/benchmarks-tiles.md). With step 64 the config's warps are warps of 16
- * columns of V (1, 2, 4 or 8; default 1) and its lookahead the chunks of L1 prefetch (1 or
- * 2; default 1). */
+/* Step 64: copy stages (lookahead + 1, default 3) and warps within the local memory. */
+static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int *warps, int *stages)
+{
+  const size_t avail = clmoe__local_mem_optin(ctx) - 256;
+  while (*stages > 2 && state64_local_bytes((size_t)p->K, (size_t)*warps, (size_t)*stages, ptx) > avail)
+    (*stages)--;
+  while (*warps > 1 && state64_local_bytes((size_t)p->K, (size_t)*warps, (size_t)*stages, ptx) > avail)
+    *warps /= 2;
+}
+
+/* The state pass: the register-state pass fed by a ring of asynchronous copies
+ * (kda_tc_state.cl, "step 64" for history: it first ran 4 chunks per step), unless
+ * CLMOE_KDA_TC_STEP=16 (read at every call, so one process can time both) selects the
+ * 16-token pass with S staged through local memory (kda_tc.cl). On the H200 at H 16,
+ * T 16384 the state pass takes 0.57 ms (with the producer warp) against 1.49
+ * (docs/benchmarks-kda-ring.md). With step
+ * 64 the config's warps are warps of 16 columns of V and its lookahead the chunks copied
+ * ahead (1, 2 or 3; default 2). */
 static int pick_step(void)
 {
   const char *env = getenv("CLMOE_KDA_TC_STEP");
-  if (env && !strcmp(env, "64")) return 64;
-  return 16;
+  if (env && !strcmp(env, "16")) return 16;
+  return 64;
 }
 
-clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead)
+/* A producer warp issuing the ring's copies (PTX tiles; CLMOE_KDA_TC_PRODUCER=0 drops it):
+ * on the H200 the state pass took 0.57 ms against 0.87 at H 16, T 16384 with it, the
+ * computing warps' chains no longer interleaved with the copies' issue. The portable tiles
+ * never take it (their chunk holds barriers that every work-item must reach). */
+static int pick_producer(void)
 {
-  if (p->N == 0) return CLMOE_OK;
-  const int step = pick_step();
-  warps = pick_warps(ctx, p, warps, step, clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA);
+  const char *env = getenv("CLMOE_KDA_TC_PRODUCER");
+  return !(env && !strcmp(env, "0"));
+}
+
+static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                             clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead)
+{
+  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  warps = pick_warps(p, warps, step);
+  int stages = 0;
   if (step == 64) {
-    if (lookahead != 1 && lookahead != 2) lookahead = 1; /* chunks of L1 prefetch */
+    stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
+    lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
+    fit_ring(ctx, p, ptx, &warps, &stages);
+    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx) + 256 > clmoe__local_mem_optin(ctx))
+      return run_step(ctx, p, in, o, ht, 16, 0, 0); /* too little local memory */
   } else if (lookahead != 1 && lookahead != 2) {
     /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
     lookahead = warps >= 2 ? 2 : 1;
   }
+  const int prod = step == 64 && ptx && pick_producer();
   char opts[256], base[128];
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d %s", base, step, warps,
-           lookahead, clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d %s", base,
+           step, warps, lookahead, stages, prod, clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tc+kda_tc_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
@@ -121,12 +147,20 @@ clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_input
                                  KA(h0o), KA(has_h0), KA(o->buf), KA(oo), KA(htm), KA(hto), KA(has_ht)), done);
   /* One warp per 8 (step 16) or 16 (step 64) columns of V. */
   size_t global[3] = {(size_t)(p->V / (step == 64 ? 16 : 8)) * 32, (size_t)p->H, (size_t)p->N};
-  size_t local[3] = {(size_t)(32 * warps), 1, 1};
+  size_t local[3] = {(size_t)(32 * (warps + prod)), 1, 1};
+  global[0] = global[0] / (size_t)(32 * warps) * local[0];
   st = clmoe__launch(ctx, ks, 3, global, local);
 done:
   clmoe__scratch_release(ctx, blk, blk_bytes);
   clmoe__scratch_release(ctx, U, u_bytes);
   return st;
+}
+
+clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead)
+{
+  if (p->N == 0) return CLMOE_OK;
+  return run_step(ctx, p, in, o, ht, pick_step(), warps, lookahead);
 }
 
 clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,

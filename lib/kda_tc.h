@@ -19,10 +19,11 @@ extern "C" {
 #endif
 
 typedef struct clmoe_kda_tc_config {
-  int warps;     /* warps of a state work-group, 8 columns of V each: 1, 2 or 4 (V must be
-                    a multiple of 8 warps); 0: the default (2) */
-  int lookahead; /* chunks the state pass loads ahead: 1 or 2; 0: the default (2, or 1
-                    with one warp) */
+  int warps;     /* warps of a state work-group: the default pass, 16 columns of V each (1, 2,
+                    4 or 8); the 16-token pass (CLMOE_KDA_TC_STEP=16), 8 columns each (1, 2
+                    or 4); V must be a multiple of their columns; 0: the default (2) */
+  int lookahead; /* chunks the state pass copies ahead: 1, 2 or 3 (16-token pass: 1 or 2);
+                    0: the default (2) */
 } clmoe_kda_tc_config;
 
 /* The forward of clmoe_kda_forward on the tile kernels; CLMOE_ERR_UNSUPPORTED (no fallback)

@@ -7,12 +7,12 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-set yrange [0:1.25]
+set yrange [0:1.7]
 set ytics 0.1
 set grid ytics
 set ylabel "speed / peer's speed (1 = as fast)"
 set xtics rotate by -25
-set key top left maxrows 3 samplen 2
+set key top left Left reverse maxrows 3 samplen 2
 plot 'docs/data/2026-12-01-h200-wgmma-tiles.csv' using 2:xtic(1) title 'before (2026-11-29; KDA fwd+bwd: portable)', \
-     '' using 3 title 'now (2026-12-01; GEMM and MLA: wgmma kernels; GEMM: slowest layout)', \
+     '' using 3 title 'now (2026-12-01; GEMM and MLA: wgmma kernels; GEMM: slowest layout; KDA fwd: copy ring)', \
      '' using ($0):4 with points pt 2 ps 2 lw 2 lc rgb 'black' title "the issue's target"

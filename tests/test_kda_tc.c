@@ -1,8 +1,9 @@
 /* CUnit suite: KDA on the tile interface (issue 9). clmoe_kda_forward_tc against the
  * double reference over T (1 .. 300, partial chunks), H, B, K, V, storage types, packed
- * sequences, initial states, state work-group sizes and gate extremes on the default state
- * pass (16-token steps); the register-only 64-token pass (CLMOE_KDA_TC_STEP=64) around its
- * step boundaries, packed sequences, warps and gate extremes; against the portable chunked path; and the dispatch of
+ * sequences, initial states, state work-group sizes, copy-ring depths and gate extremes on
+ * the default state pass (the register state fed by a copy ring); the 16-token staged pass
+ * (CLMOE_KDA_TC_STEP=16) around its look-ahead's turns, packed sequences, warps and gate
+ * extremes; against the portable chunked path; and the dispatch of
  * clmoe_kda_forward (the fast path forced on, so it runs on any device, with the portable
  * tiles where there is no matrix unit). Tolerance TOL_KDA_TC (1e-2, bf16 operands) in
  * ck_compare's measure; NaN or Inf fails. */
@@ -44,15 +45,16 @@ static void run_cases_step(const kda_tc_case *cases, int n, int step)
   set_step(0);
 }
 
-/* Every case with the default state pass (16-token steps); test_step64 covers the other. */
-static void run_cases(const kda_tc_case *cases, int n) { run_cases_step(cases, n, 16); }
+/* Every case with the default state pass (the register state fed by the copy ring);
+ * test_step16 covers the other. */
+static void run_cases(const kda_tc_case *cases, int n) { run_cases_step(cases, n, 0); }
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
 #define UNI KDA_TC_Z_UNIFORM
 
 /* T across chunk boundaries, B 2, H 1-3, K = V = 32, with and without initial state; the
- * state pass with 1 and 2 chunks of look-ahead (odd and even chunk counts). */
+ * state pass with 1, 2 and 3 chunks copied ahead (rings of 2, 3 and 4 stages). */
 static void test_lengths(void)
 {
   static const kda_tc_case c[] = {
@@ -61,7 +63,7 @@ static void test_lengths(void)
       {2, 16, 3, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 17, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 100, 3, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 1},
-      {2, 300, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {2, 300, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 3},
   };
   run_cases(c, (int)(sizeof c / sizeof c[0]));
 }
@@ -106,26 +108,26 @@ static void test_extremes(void)
   run_cases(c, (int)(sizeof c / sizeof c[0]));
 }
 
-/* The 64-token state pass around its step boundaries (full steps then 1-3 chunks, partial
- * last chunks): T = 1, 63, 65, 129, 200 (none a multiple of 16 but 1); initial and final
- * states; packed sequences of lengths around 64 (and 0, 1); 1 (the default) and 4 warps of
- * 16 columns and 2 chunks of L1 prefetch; the extreme gates over 64-token steps (decays down to
- * e^-320 across a step: the per-chunk anchors keep every factor finite). The shapes of the
- * cases above, so few new kernel builds. */
-static void test_step64(void)
+/* The 16-token pass that stages S through local memory (CLMOE_KDA_TC_STEP=16) around its
+ * look-ahead's turns (1 and 2 register sets; partial last chunks): T = 1, 63, 65, 129 (none
+ * a multiple of 16 but 1); initial and final states; packed sequences of lengths around 64
+ * (and 0, 1); 2 (the default) and 4 warps of 8 columns; the extreme gates over long
+ * sequences (decays down to e^-320 across 64 tokens: the per-chunk anchors keep every
+ * factor finite). The shapes of the cases above, so few new kernel builds. */
+static void test_step16(void)
 {
   static const int32_t lens[] = {63, 64, 65, 1, 0, 128, 127, 17};
   static const kda_tc_case c[] = {
       {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 63, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 65, 3, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 129, 1, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 0},
-      {1, 0, 2, 64, 64, lens, 8, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 129, 1, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 1},
+      {1, 0, 2, 64, 64, lens, 8, 1, F, F, UNI, 0.0f, 0, 0, 3},
       {1, 0, 1, 64, 64, lens, 8, 0, F, F, UNI, 0.0f, 0, 4, 2},
       {1, 0, 1, 32, 32, lens, 8, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
       {2, 129, 2, 64, 64, NULL, 0, 1, F, F, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
   };
-  run_cases_step(c, (int)(sizeof c / sizeof c[0]), 64);
+  run_cases_step(c, (int)(sizeof c / sizeof c[0]), 16);
 }
 
 /* The tile path against the portable chunked path (both compared with the reference too). */
@@ -218,7 +220,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "K, V 16..128, bf16 storage and output, state warps", test_shapes);
   CU_add_test(suite, "packed sequences", test_packed);
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
-  CU_add_test(suite, "64-token state steps: boundaries, packed, warps, extremes", test_step64);
+  CU_add_test(suite, "16-token staged pass: boundaries, packed, warps, extremes", test_step16);
   CU_add_test(suite, "tile path against the portable path", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_forward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.forward"); /* kda_tc.backward: test_kda_tc_bwd */
