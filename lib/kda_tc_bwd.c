@@ -12,6 +12,8 @@
 #include "kda_tc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fastpath.h"
 #include "kda_internal.h"
@@ -66,6 +68,79 @@ static int pick_warps(const kda_plan *p, int warps)
   return warps;
 }
 
+/* The ring passes (kernels_cl/kda_tc_bwd_ring.cl, CLMOE_KDA_TCB_RING=1; not the default:
+ * written after the session's GPU time was spent, checked on PoCL only so far): ushorts of
+ * a packed block, local bytes of the two passes. */
+static size_t ring_block(size_t K) { return 3 * 16 * (K + 8) + 2 * K + 16 * 24; }
+static size_t ring_fwd_bytes(size_t K, size_t w, size_t ns)
+{
+  return ns * (2 * 16 * (K + 8) + 2 * K) * 2 + w * 8 * (K + 8 + 24) * 2;
+}
+static size_t ring_bwd_bytes(size_t K, size_t w, size_t ns) { return ns * ring_block(K) * 2 + w * 8 * (K + 8 + 48) * 2; }
+/* CLMOE_KDA_TCB_RING: 1 or 3 (the ring, 3 stages), 2 (2 stages); otherwise 0 (no ring). */
+static int ring_stages(void)
+{
+  const char *env = getenv("CLMOE_KDA_TCB_RING");
+  if (!env) return 0;
+  return !strcmp(env, "1") || !strcmp(env, "3") ? 3 : !strcmp(env, "2") ? 2 : 0;
+}
+
+/* The ring's stages (at most `most`, at least 2) and warps within the local memory; 0 when
+ * even 2 stages of one warp do not fit (the register-staged passes then). */
+static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int *warps)
+{
+  const size_t avail = clmoe__local_mem_optin(ctx) - 256, K = (size_t)p->K;
+  for (int w = *warps; w >= 1; w /= 2)
+    for (int ns = most; ns >= 2; ns--)
+      if (ring_bwd_bytes(K, (size_t)w, (size_t)ns) <= avail && ring_fwd_bytes(K, (size_t)w, (size_t)ns) <= avail) {
+        *warps = w;
+        return ns;
+      }
+  return 0;
+}
+
+/* Steps 2-3 with the ring: pack the factors, then the two passes (args as run_tiles'). */
+static clmoe_status run_ring(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                             const kda_chunk_buffers *cb, const kda_bwd_buffers *b,
+                             const clmoe_tensor *dout, const clmoe_tensor *dht, clmoe_tensor *dh0,
+                             int warps, int prod, const char *prog, const char *opts)
+{
+  cl_kernel kp, kf, ks;
+  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_pack", &kp));
+  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save_ring", &kf));
+  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd_ring", &ks));
+  const size_t bytes = (size_t)p->nchunks * (size_t)p->H * ring_block((size_t)p->K) * sizeof(cl_ushort);
+  cl_mem blk = NULL;
+  clmoe_status st = CLMOE_OK;
+  cl_int H = (cl_int)p->H;
+  CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes, &blk), done);
+  CLMOE_TRY_GOTO(st, clmoe__args(kp, 7, KA(cb->W), KA(cb->Kd), KA(cb->gl), KA(cb->Qg), KA(cb->Aqk), KA(H), KA(blk)),
+                 done);
+  size_t gp[2] = {(size_t)p->nchunks * 128, (size_t)p->H}, lp[2] = {128, 1};
+  CLMOE_TRY_GOTO(st, clmoe__launch(ctx, kp, 2, gp, lp), done);
+  /* (V / 8 / warps, H, N) work-groups of the computing warps and the producer */
+  size_t global[3] = {(size_t)(p->V / 8 / warps) * (size_t)(32 * (warps + prod)), (size_t)p->H, (size_t)p->N};
+  size_t local[3] = {(size_t)(32 * (warps + prod)), 1, 1};
+  const clmoe_tensor *h0 = in->initial_state;
+  cl_mem h0m = h0 ? h0->buf : NULL;
+  cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0;
+  cl_int has_h0 = h0 != NULL;
+  CLMOE_TRY_GOTO(st, clmoe__args(kf, 9, KA(blk), KA(cb->U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o),
+                                 KA(has_h0), KA(b->m[KB_SAVE]), KA(b->m[KB_VN])), done);
+  CLMOE_TRY_GOTO(st, clmoe__launch(ctx, kf, 3, global, local), done);
+  cl_mem dhtm = dht ? dht->buf : NULL, dh0m = dh0 ? dh0->buf : NULL;
+  cl_ulong doo = (cl_ulong)dout->offset, dhto = dht ? (cl_ulong)dht->offset : 0;
+  cl_ulong dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
+  cl_int has_dht = dht != NULL, has_dh0 = dh0 != NULL;
+  CLMOE_TRY_GOTO(st, clmoe__args(ks, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
+                                 KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
+                                 KA(dh0o), KA(has_dh0)), done);
+  st = clmoe__launch(ctx, ks, 3, global, local);
+done:
+  clmoe__scratch_release(ctx, blk, bytes);
+  return st;
+}
+
 /* Steps 2-4 (the tile kernels). */
 static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                               const kda_chunk_buffers *cb, const kda_bwd_buffers *b,
@@ -74,34 +149,41 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
 {
   char opts[256], base[128];
   kda_options(p, 0, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTB_NW=%d %s", base, warps, clmoe__tile_options(ctx));
-  const char *prog = "tile+kda_common+kda_tc_bwd";
+  const int most = ring_stages(), ns = most ? fit_ring(ctx, p, most, &warps) : 0;
+  const int prod = ns && clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  snprintf(opts, sizeof opts, "%s -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d %s", base, warps, ns, prod,
+           clmoe__tile_options(ctx));
+  const char *prog = ns ? "tile+kda_common+kda_tc_bwd+kda_tc_bwd_ring" : "tile+kda_common+kda_tc_bwd";
   cl_kernel kf, ks, ki;
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &ks));
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_inter", &ki));
   cl_int H = (cl_int)p->H;
-  /* state work-groups: (V / 8 / warps, H, N), 8 columns of V per warp */
-  size_t global[3] = {(size_t)(p->V / 8) * 32, (size_t)p->H, (size_t)p->N};
-  size_t local[3] = {(size_t)(32 * warps), 1, 1};
+  if (ns) {
+    CLMOE_TRY(run_ring(ctx, p, in, cb, b, dout, dht, dh0, warps, prod, prog, opts));
+  } else {
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &ks));
+    /* state work-groups: (V / 8 / warps, H, N), 8 columns of V per warp */
+    size_t global[3] = {(size_t)(p->V / 8) * 32, (size_t)p->H, (size_t)p->N};
+    size_t local[3] = {(size_t)(32 * warps), 1, 1};
 
-  const clmoe_tensor *h0 = in->initial_state;
-  cl_mem h0m = h0 ? h0->buf : NULL;
-  cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0;
-  cl_int has_h0 = h0 != NULL;
-  CLMOE_TRY(clmoe__args(kf, 11, KA(cb->W), KA(cb->U), KA(cb->Kd), KA(cb->gl), KA(p->seq_chunks), KA(H),
-                        KA(h0m), KA(h0o), KA(has_h0), KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
-  CLMOE_TRY(clmoe__launch(ctx, kf, 3, global, local));
+    const clmoe_tensor *h0 = in->initial_state;
+    cl_mem h0m = h0 ? h0->buf : NULL;
+    cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0;
+    cl_int has_h0 = h0 != NULL;
+    CLMOE_TRY(clmoe__args(kf, 11, KA(cb->W), KA(cb->U), KA(cb->Kd), KA(cb->gl), KA(p->seq_chunks), KA(H),
+                          KA(h0m), KA(h0o), KA(has_h0), KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
+    CLMOE_TRY(clmoe__launch(ctx, kf, 3, global, local));
 
-  cl_mem dhtm = dht ? dht->buf : NULL, dh0m = dh0 ? dh0->buf : NULL;
-  cl_ulong doo = (cl_ulong)dout->offset, dhto = dht ? (cl_ulong)dht->offset : 0;
-  cl_ulong dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
-  cl_int has_dht = dht != NULL, has_dh0 = dh0 != NULL;
-  CLMOE_TRY(clmoe__args(ks, 18, KA(cb->W), KA(cb->Aqk), KA(cb->Qg), KA(cb->Kd), KA(cb->gl), KA(p->chunks),
-                        KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo), KA(dhtm), KA(dhto), KA(has_dht),
-                        KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
-  CLMOE_TRY(clmoe__launch(ctx, ks, 3, global, local));
-
+    cl_mem dhtm = dht ? dht->buf : NULL, dh0m = dh0 ? dh0->buf : NULL;
+    cl_ulong doo = (cl_ulong)dout->offset, dhto = dht ? (cl_ulong)dht->offset : 0;
+    cl_ulong dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
+    cl_int has_dht = dht != NULL, has_dh0 = dh0 != NULL;
+    CLMOE_TRY(clmoe__args(ks, 18, KA(cb->W), KA(cb->Aqk), KA(cb->Qg), KA(cb->Kd), KA(cb->gl), KA(p->chunks),
+                          KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo), KA(dhtm), KA(dhto), KA(has_dht),
+                          KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
+    CLMOE_TRY(clmoe__launch(ctx, ks, 3, global, local));
+  }
+  cl_ulong doo = (cl_ulong)dout->offset;
   CLMOE_TRY(clmoe__args(ki, 13, KA(b->m[KB_SAVE]), KA(b->m[KB_DSAVE]), KA(b->m[KB_VN]), KA(b->m[KB_DU]),
                         KA(dout->buf), KA(doo), KA(p->chunks), KA(H), KA(b->m[KB_DQG]), KA(b->m[KB_DW]),
                         KA(b->m[KB_DKD]), KA(b->m[KB_DGL]), KA(b->m[KB_DA])));

@@ -11,6 +11,7 @@
  * one program per (K, V, storage, warps). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conformance/check_kda_tc.h"
@@ -201,6 +202,26 @@ static void test_dispatch(void)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
 }
 
+/* The passes fed by a copy ring (CLMOE_KDA_TCB_RING: 3 and 2 stages): T 1, 17 and 70 (the
+ * ring's turns, partial chunks), B 2, packed sequences with an empty one, initial state and
+ * dfinal_state, the saturated gate; one shape, so two program builds. */
+static void test_ring(void)
+{
+  static const int32_t lens[] = {5, 0, 33, 17};
+  static const kda_tc_case c[] = {
+      {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {2, 17, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 90, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
+  };
+  setenv("CLMOE_KDA_TCB_RING", "1", 1);
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+  setenv("CLMOE_KDA_TCB_RING", "2", 1);
+  run_cases(c, 3);
+  unsetenv("CLMOE_KDA_TCB_RING");
+}
+
 static void add_tests(CU_pSuite suite)
 {
   clmoe_ctx_set_fastpath(test_ctx, 1); /* the tile path on any device */
@@ -209,6 +230,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "packed sequences, one empty", test_packed);
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "tile backward against the portable backward", test_vs_portable);
+  CU_add_test(suite, "passes fed by a copy ring: turns, packed, extremes", test_ring);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");
 }
