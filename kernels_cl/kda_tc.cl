@@ -42,6 +42,9 @@
 #ifndef TC_DIAG
 #define TC_DIAG 0
 #endif
+#ifndef TC_SOLVE
+#define TC_SOLVE 0 /* 1: the prep's W and U by forward substitution (see step 5) */
+#endif
 #define TC_PREP_WG 128          /* kda_tc_prep: 4 warps */
 #define TC_LDK (KD + 8)         /* padded bf16 row of local K-wide tiles (bank spread) */
 #define TC_LDV (VD + 8)
@@ -181,6 +184,31 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+#if TC_SOLVE
+  /* 5-6. [W | U] = (I + Akk)^-1 [Bk | Bv] by forward substitution in fp32 on every work-item,
+   * a column at a time (no explicit inverse, no bf16 rounding of it): row r of a column
+   * needs only its earlier rows. (CLMOE_KDA_TC_SOLVE=1; not the default until timed.) */
+  {
+    __global float *U = Ug + ((ulong)c * (ulong)H + (ulong)h) * CH * VD;
+    for (int col = lid; col < KD + VD; col += TC_PREP_WG) {
+      const int isw = col < KD, cc = isw ? col : col - KD;
+      __local const ushort *bp = isw ? &Bk[0][cc] : &Bv[0][cc];
+      const int ld = isw ? TC_LDK : TC_LDV;
+      float x[CH];
+#pragma unroll
+      for (int i = 0; i < CH; i++) {
+        float acc = bf16_to_f32(bp[i * ld]);
+#pragma unroll
+        for (int m = 0; m < i; m++) acc -= Akk[i][m] * x[m];
+        x[i] = acc;
+      }
+      if (isw)
+        for (int i = 0; i < CH; i++) blk[TC_IW(i, cc)] = f32_to_bf16(TC_WSIGN * x[i]);
+      else
+        for (int i = 0; i < CH; i++) U[TC_IU(i, cc)] = x[i];
+    }
+  }
+#else
   /* 5. Tm = (I + Akk)^-1 (kda_common.cl) */
   if (!(TC_DIAG & 64)) kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -201,6 +229,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
         if (!(TC_DIAG & 32)) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = acc.v[i];
     }
   }
+#endif
 #undef NJ
 #undef NJV
 }

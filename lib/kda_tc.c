@@ -90,6 +90,15 @@ static int pick_producer(void)
   return !(env && !strcmp(env, "0"));
 }
 
+/* The prep's W and U by forward substitution on every work-item instead of the explicit
+ * inverse (CLMOE_KDA_TC_SOLVE=1): written after the session's GPU time was spent, checked on
+ * PoCL; not the default until timed. */
+static int pick_solve(void)
+{
+  const char *env = getenv("CLMOE_KDA_TC_SOLVE");
+  return env && !strcmp(env, "1");
+}
+
 static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                              clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead)
 {
@@ -109,8 +118,8 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   const int prod = step == 64 && ptx && pick_producer();
   char opts[256], base[128];
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d %s", base,
-           step, warps, lookahead, stages, prod, clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SOLVE=%d %s",
+           base, step, warps, lookahead, stages, prod, pick_solve(), clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tc+kda_tc_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
