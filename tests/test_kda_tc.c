@@ -146,6 +146,34 @@ static void test_solve(void)
   unsetenv("CLMOE_KDA_TC_SOLVE");
 }
 
+/* Devices with less local memory (CLMOE_LOCAL_MEM_BYTES in a second context), K = V = 64:
+ * 25,000 bytes (the ring with 2 stages and 1 warp; 3 stages and 2 warps need 37.6 KB with
+ * the portable tiles' scratch) and 21,000 (no ring fits: the 16-token pass, whose build
+ * test_step16 made). */
+static void test_local_budget(void)
+{
+  static const kda_tc_case c = {1, 40, 1, 64, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0};
+  static const char *budgets[] = {"25000", "21000"};
+  for (int i = 0; i < 2; i++) {
+    clmoe_ctx *ctx = NULL;
+    setenv("CLMOE_LOCAL_MEM_BYTES", budgets[i], 1);
+    clmoe_status st = clmoe_ctx_create(&ctx, NULL);
+    unsetenv("CLMOE_LOCAL_MEM_BYTES");
+    CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
+    CU_ASSERT_EQUAL(clmoe_ctx_caps(ctx)->local_mem_bytes, (size_t)strtoul(budgets[i], NULL, 10));
+    clmoe_check_result res = {0};
+    res.passed = 1;
+    st = ck_kda_tc_case(ctx, test_seed + 31 * (uint64_t)i, &c, &res);
+    if (st != CLMOE_OK) fprintf(stderr, "\n  budget %s: %s: %s\n", budgets[i], clmoe_strerror(st), clmoe_last_error());
+    CU_ASSERT_EQUAL(st, CLMOE_OK);
+    if (!(res.max_err <= res.tolerance))
+      fprintf(stderr, "\n  budget %s: max error %.3g (tolerance %.3g), worst %s", budgets[i], res.max_err,
+              res.tolerance, res.worst);
+    CU_ASSERT(res.max_err <= res.tolerance);
+    clmoe_ctx_destroy(ctx);
+  }
+}
+
 /* The tile path against the portable chunked path (both compared with the reference too). */
 static void test_vs_portable(void)
 {
@@ -238,6 +266,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "16-token staged pass: boundaries, packed, warps, extremes", test_step16);
   CU_add_test(suite, "prep by forward substitution (CLMOE_KDA_TC_SOLVE=1)", test_solve);
+  CU_add_test(suite, "less local memory: fewer ring stages and warps, the 16-token pass", test_local_budget);
   CU_add_test(suite, "tile path against the portable path", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_forward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.forward"); /* kda_tc.backward: test_kda_tc_bwd */
