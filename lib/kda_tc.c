@@ -70,9 +70,8 @@ static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int *warps, int
  * CLMOE_KDA_TC_STEP=16 (read at every call, so one process can time both) selects the
  * 16-token pass with S staged through local memory (kda_tc.cl). On the H200 at H 16,
  * T 16384 the state pass takes 0.57 ms (with the producer warp) against 1.49
- * (docs/benchmarks-kda-ring.md). With step
- * 64 the config's warps are warps of 16 columns of V and its lookahead the chunks copied
- * ahead (1, 2 or 3; default 2). */
+ * (docs/benchmarks-kda-ring.md). With step 64 the config's warps are warps of 16 columns
+ * of V and its lookahead the chunks copied ahead (1, 2 or 3; default 2). */
 static int pick_step(void)
 {
   const char *env = getenv("CLMOE_KDA_TC_STEP");
