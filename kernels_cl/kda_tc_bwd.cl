@@ -81,6 +81,85 @@ inline void tb_store_c_bf16(tile_c c, __global ushort *p, ulong ld, int lane)
   *(__global uint *)(p + (ulong)(g + 8) * ld + t2) = (uint)f32_to_bf16(c.v[2]) | ((uint)f32_to_bf16(c.v[3]) << 16);
 }
 
+/* The sync between a warp's writes of its own local scratch and its reads: mid-chunk, the
+ * register-staged passes keep their work-group barrier (wsync 0), the ring passes
+ * (kda_tc_bwd_ring.cl) take a warp barrier on PTX (wsync 1). */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define TB_WSYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
+#else
+#define TB_WSYNC() barrier(CLK_LOCAL_MEM_FENCE)
+#endif
+#define TB_MID_SYNC(wsync)                                                                  \
+  do {                                                                                      \
+    if (wsync) TB_WSYNC();                                                                  \
+    else barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+  } while (0)
+
+/* One chunk of the save pass after its staging: Vnew = U - W S (stored bf16 at Vnsave and
+ * as Vnew^T in vt), then S = gl (.) S + Kd^T Vnew and its bf16 copy in st. */
+__attribute__((always_inline)) inline void
+tcb_save_chunk(tile_c *S, float2 u0, float2 u1, __local const ushort *Wl, __local const ushort *Kl,
+               __local const float *gl, __local ushort *st, __local ushort *vt, __global ushort *vnp,
+               int lane, int wsync)
+{
+  const int g = lane >> 2;
+  tile_c ws = tile_c_zero();
+  TB_UNROLL
+  for (int ks = 0; ks < TB_NMT; ks++)
+    tile_mma(&ws, tile_load_a_bf16(Wl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(st + 16 * ks, TB_LDK, lane));
+  tile_c vn;
+  vn.v[0] = u0.x - ws.v[0];
+  vn.v[1] = u0.y - ws.v[1];
+  vn.v[2] = u1.x - ws.v[2];
+  vn.v[3] = u1.y - ws.v[3];
+  tb_store_c_bf16(vn, vnp, VD, lane);
+  for (int i = 0; i < 4; i++) vt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
+  TB_MID_SYNC(wsync); /* Vnew^T complete; every read of S^T is done */
+  const tile_b bv = tile_load_bt_bf16(vt, TB_LDA, lane);
+  TB_UNROLL
+  for (int m = 0; m < TB_NMT; m++) {
+    const float ga = gl[16 * m + g], gb = gl[16 * m + g + 8];
+    S[m].v[0] *= ga;
+    S[m].v[1] *= ga;
+    S[m].v[2] *= gb;
+    S[m].v[3] *= gb;
+    tile_mma(&S[m], tile_load_at_bf16(Kl + 16 * m, TB_LDK, lane), bv);
+    for (int i = 0; i < 4; i++)
+      st[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
+  }
+}
+
+/* One chunk of the reverse pass after its staging (dO^T in dot): dVnew = Aqk^T dO + Kd dS
+ * (stored fp32 at dUp), then dS = gl (.) dS + Qg^T dO - W^T dVnew and its bf16 copy in dst. */
+__attribute__((always_inline)) inline void
+tcb_bwd_chunk(tile_c *dS, __local const ushort *Wl, __local const ushort *Ql, __local const ushort *Kl,
+              __local const ushort *Al, __local const float *gl, __local ushort *dst, __local const ushort *dot,
+              __local ushort *dvt, __global float *dUp, int lane, int wsync)
+{
+  tile_c dv = tile_c_zero();
+  tile_mma(&dv, tile_load_at_bf16(Al, TB_LDA, lane), tile_load_bt_bf16(dot, TB_LDA, lane));
+  TB_UNROLL
+  for (int ks = 0; ks < TB_NMT; ks++)
+    tile_mma(&dv, tile_load_a_bf16(Kl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(dst + 16 * ks, TB_LDK, lane));
+  vstore2((float2)(dv.v[0], dv.v[1]), 0, dUp + (lane >> 2) * VD + ((lane & 3) << 1));
+  vstore2((float2)(dv.v[2], dv.v[3]), 0, dUp + ((lane >> 2) + 8) * VD + ((lane & 3) << 1));
+  for (int i = 0; i < 4; i++) dvt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(-dv.v[i]);
+  TB_MID_SYNC(wsync); /* -dVnew^T complete; every read of dS^T is done */
+  const tile_b bo = tile_load_bt_bf16(dot, TB_LDA, lane), bv = tile_load_bt_bf16(dvt, TB_LDA, lane);
+  TB_UNROLL
+  for (int m = 0; m < TB_NMT; m++) {
+    const float ga = gl[16 * m + (lane >> 2)], gb = gl[16 * m + (lane >> 2) + 8];
+    dS[m].v[0] *= ga;
+    dS[m].v[1] *= ga;
+    dS[m].v[2] *= gb;
+    dS[m].v[3] *= gb;
+    tile_mma(&dS[m], tile_load_at_bf16(Ql + 16 * m, TB_LDK, lane), bo);
+    tile_mma(&dS[m], tile_load_at_bf16(Wl + 16 * m, TB_LDK, lane), bv);
+    for (int i = 0; i < 4; i++)
+      dst[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(dS[m].v[i]);
+  }
+}
+
 /* ---- kda_tcb_fwd_save ---------------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(TB_NT, 1, 1)))
@@ -133,32 +212,7 @@ void kda_tcb_fwd_save(__global const float *Wg, __global const float *Ug, __glob
     for (int m = 0; m < TB_NMT; m++) tb_store_c_bf16(S[m], Ssave + (base * KD + 16 * m) * VD + j0, VD, lane);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (ci + 1 < sq.y) TB_FETCH_FWD(sq.x + ci + 1);
-    /* Vnew [16, 8] = U - W S */
-    tile_c ws = tile_c_zero();
-    TB_UNROLL
-    for (int ks = 0; ks < TB_NMT; ks++)
-      tile_mma(&ws, tile_load_a_bf16(Wl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(st + 16 * ks, TB_LDK, lane));
-    tile_c vn;
-    vn.v[0] = u0.x - ws.v[0];
-    vn.v[1] = u0.y - ws.v[1];
-    vn.v[2] = u1.x - ws.v[2];
-    vn.v[3] = u1.y - ws.v[3];
-    tb_store_c_bf16(vn, Vnsave + base * CH * VD + j0, VD, lane);
-    for (int i = 0; i < 4; i++) vt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
-    barrier(CLK_LOCAL_MEM_FENCE); /* Vnew^T complete; every read of S^T is done */
-    /* S = gl (.) S + Kd^T Vnew, and its bf16 copy */
-    const tile_b bv = tile_load_bt_bf16(vt, TB_LDA, lane);
-    TB_UNROLL
-    for (int m = 0; m < TB_NMT; m++) {
-      const float ga = gl[16 * m + g], gb = gl[16 * m + g + 8];
-      S[m].v[0] *= ga;
-      S[m].v[1] *= ga;
-      S[m].v[2] *= gb;
-      S[m].v[3] *= gb;
-      tile_mma(&S[m], tile_load_at_bf16(Kl + 16 * m, TB_LDK, lane), bv);
-      for (int i = 0; i < 4; i++)
-        st[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
-    }
+    tcb_save_chunk(S, u0, u1, Wl, Kl, gl, st, vt, Vnsave + base * CH * VD + j0, lane, 0);
   }
 #undef TB_FETCH_FWD
 }
@@ -233,30 +287,7 @@ void kda_tcb_state_bwd(__global const float *Wg, __global const float *Ag, __glo
       tb_store_c_bf16(dS[m], dSsave + (base * KD + 16 * m) * VD + j0, VD, lane);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (ci > 0) TB_FETCH_BWD(sq.x + ci - 1);
-    /* dVnew [16, 8] = Aqk^T dO + Kd dS */
-    tile_c dv = tile_c_zero();
-    tile_mma(&dv, tile_load_at_bf16(Al, TB_LDA, lane), tile_load_bt_bf16(dot, TB_LDA, lane));
-    TB_UNROLL
-    for (int ks = 0; ks < TB_NMT; ks++)
-      tile_mma(&dv, tile_load_a_bf16(Kl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(dst + 16 * ks, TB_LDK, lane));
-    vstore2((float2)(dv.v[0], dv.v[1]), 0, dUg + (base * CH + (lane >> 2)) * VD + j0 + ((lane & 3) << 1));
-    vstore2((float2)(dv.v[2], dv.v[3]), 0, dUg + (base * CH + (lane >> 2) + 8) * VD + j0 + ((lane & 3) << 1));
-    for (int i = 0; i < 4; i++) dvt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(-dv.v[i]);
-    barrier(CLK_LOCAL_MEM_FENCE); /* -dVnew^T complete; every read of dS^T is done */
-    /* dS = gl (.) dS + Qg^T dO - W^T dVnew, and its bf16 copy */
-    const tile_b bo = tile_load_bt_bf16(dot, TB_LDA, lane), bv = tile_load_bt_bf16(dvt, TB_LDA, lane);
-    TB_UNROLL
-    for (int m = 0; m < TB_NMT; m++) {
-      const float ga = gl[16 * m + (lane >> 2)], gb = gl[16 * m + (lane >> 2) + 8];
-      dS[m].v[0] *= ga;
-      dS[m].v[1] *= ga;
-      dS[m].v[2] *= gb;
-      dS[m].v[3] *= gb;
-      tile_mma(&dS[m], tile_load_at_bf16(Ql + 16 * m, TB_LDK, lane), bo);
-      tile_mma(&dS[m], tile_load_at_bf16(Wl + 16 * m, TB_LDK, lane), bv);
-      for (int i = 0; i < 4; i++)
-        dst[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(dS[m].v[i]);
-    }
+    tcb_bwd_chunk(dS, Wl, Ql, Kl, Al, gl, dst, dot, dvt, dUg + base * CH * VD + j0, lane, 0);
   }
 #undef TB_FETCH_BWD
   if (has_dh0) {

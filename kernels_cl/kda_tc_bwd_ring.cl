@@ -12,9 +12,9 @@
  *   (cp.async on PTX, by one extra producer warp with TB_PROD; plain copies elsewhere), one
  *   work-group barrier per chunk; the exchanges of a warp's own S^T / Vnew^T scratch need
  *   only a warp barrier on PTX.
- * Built with -DTB_NS (2..4) and -DTB_PROD (0/1, PTX tiles only). The chunk bodies repeat
- * those of kda_tcb_fwd_save and kda_tcb_state_bwd on purpose while both pairs exist: the
- * pair that loses the GPU timing goes, and the default path stays untouched until then. */
+ * Built with -DTB_NS (2..4) and -DTB_PROD (0/1, PTX tiles only). The chunks' products are
+ * kda_tc_bwd.cl's tcb_save_chunk and tcb_bwd_chunk, shared with the register-staged passes;
+ * the next chunk's work-group barrier orders each warp's scratch writes before its reads. */
 #ifndef TB_NS
 #define TB_NS 3
 #endif
@@ -35,7 +35,6 @@
 #define TB_BLK4 (TB_BLK / 8) /* uint4 of a reverse-pass stage */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define TB_WSYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
 #if TB_NS == 2
 #define TB_CP_WAIT() TILE_CP_WAIT(0)
 #elif TB_NS == 3
@@ -44,7 +43,6 @@
 #define TB_CP_WAIT() TILE_CP_WAIT(2)
 #endif
 #else
-#define TB_WSYNC() barrier(CLK_LOCAL_MEM_FENCE)
 #define TB_CP_WAIT() ((void)0)
 #endif
 
@@ -133,33 +131,7 @@ void kda_tcb_fwd_save_ring(__global const uint4 *blkg, __global const float *Ug,
       }
       TB_UNROLL
       for (int m = 0; m < TB_NMT; m++) tb_store_c_bf16(S[m], Ssave + (base * KD + 16 * m) * VD + j0, VD, lane);
-      /* Vnew [16, 8] = U - W S */
-      tile_c ws = tile_c_zero();
-      TB_UNROLL
-      for (int ks = 0; ks < TB_NMT; ks++)
-        tile_mma(&ws, tile_load_a_bf16(Wl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(st + 16 * ks, TB_LDK, lane));
-      tile_c vn;
-      vn.v[0] = u0.x - ws.v[0];
-      vn.v[1] = u0.y - ws.v[1];
-      vn.v[2] = u1.x - ws.v[2];
-      vn.v[3] = u1.y - ws.v[3];
-      tb_store_c_bf16(vn, Vnsave + base * CH * VD + j0, VD, lane);
-      for (int i = 0; i < 4; i++) vt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
-      TB_WSYNC(); /* Vnew^T complete; every read of S^T is done (the warp's own scratch) */
-      /* S = gl (.) S + Kd^T Vnew, and its bf16 copy */
-      const tile_b bv = tile_load_bt_bf16(vt, TB_LDA, lane);
-      TB_UNROLL
-      for (int m = 0; m < TB_NMT; m++) {
-        const float ga = gl[16 * m + g], gb = gl[16 * m + g + 8];
-        S[m].v[0] *= ga;
-        S[m].v[1] *= ga;
-        S[m].v[2] *= gb;
-        S[m].v[3] *= gb;
-        tile_mma(&S[m], tile_load_at_bf16(Kl + 16 * m, TB_LDK, lane), bv);
-        for (int i = 0; i < 4; i++)
-          st[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
-      }
-      TB_WSYNC(); /* the bf16 S^T of the next chunk is complete */
+      tcb_save_chunk(S, u0, u1, Wl, Kl, gl, st, vt, Vnsave + base * CH * VD + j0, lane, 1);
     }
     s = s == TB_NS - 1 ? 0 : s + 1;
   }
@@ -228,31 +200,7 @@ void kda_tcb_state_bwd_ring(__global const uint4 *blkg, __global const int2 *chu
       for (int m = 0; m < TB_NMT; m++) /* dS after this chunk, for kda_tcb_inter */
         tb_store_c_bf16(dS[m], dSsave + (base * KD + 16 * m) * VD + j0, VD, lane);
       TB_WSYNC(); /* dO^T complete */
-      /* dVnew [16, 8] = Aqk^T dO + Kd dS */
-      tile_c dv = tile_c_zero();
-      tile_mma(&dv, tile_load_at_bf16(Al, TB_LDA, lane), tile_load_bt_bf16(dot, TB_LDA, lane));
-      TB_UNROLL
-      for (int ks = 0; ks < TB_NMT; ks++)
-        tile_mma(&dv, tile_load_a_bf16(Kl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(dst + 16 * ks, TB_LDK, lane));
-      vstore2((float2)(dv.v[0], dv.v[1]), 0, dUg + (base * CH + (lane >> 2)) * VD + j0 + ((lane & 3) << 1));
-      vstore2((float2)(dv.v[2], dv.v[3]), 0, dUg + (base * CH + (lane >> 2) + 8) * VD + j0 + ((lane & 3) << 1));
-      for (int i = 0; i < 4; i++) dvt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(-dv.v[i]);
-      TB_WSYNC(); /* -dVnew^T complete; every read of dS^T is done */
-      /* dS = gl (.) dS + Qg^T dO - W^T dVnew, and its bf16 copy */
-      const tile_b bo = tile_load_bt_bf16(dot, TB_LDA, lane), bv = tile_load_bt_bf16(dvt, TB_LDA, lane);
-      TB_UNROLL
-      for (int m = 0; m < TB_NMT; m++) {
-        const float ga = gl[16 * m + (lane >> 2)], gb = gl[16 * m + (lane >> 2) + 8];
-        dS[m].v[0] *= ga;
-        dS[m].v[1] *= ga;
-        dS[m].v[2] *= gb;
-        dS[m].v[3] *= gb;
-        tile_mma(&dS[m], tile_load_at_bf16(Ql + 16 * m, TB_LDK, lane), bo);
-        tile_mma(&dS[m], tile_load_at_bf16(Wl + 16 * m, TB_LDK, lane), bv);
-        for (int i = 0; i < 4; i++)
-          dst[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(dS[m].v[i]);
-      }
-      TB_WSYNC(); /* the next chunk's dS^T complete; every read of dO^T, dVnew^T done */
+      tcb_bwd_chunk(dS, Wl, Ql, Kl, Al, gl, dst, dot, dvt, dUg + base * CH * VD + j0, lane, 1);
     }
     s = s == TB_NS - 1 ? 0 : s + 1;
   }
