@@ -252,13 +252,6 @@ inline int tc_local4(int e)
   return TC_GL4 + e - 2 * KD - 32;
 }
 
-/* The sync between a warp's writes of its own Vnew^T / S^T scratch and its reads: a warp
- * barrier on PTX (the scratch is per warp), the work-group barrier otherwise. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX && !defined(TC_WG_SYNC)
-#define TC_WSYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
-#else
-#define TC_WSYNC() barrier(CLK_LOCAL_MEM_FENCE)
-#endif
 #define TC_NT (32 * TC_NW)
 #define TC_NPF ((TC_BLK4 + TC_NT - 1) / TC_NT) /* uint4 of a block per work-item */
 
@@ -294,7 +287,7 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     vt[tile_c_col(lane, i) * TC_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
     oc.v[i] = qs0.v[i] + qs1.v[i];
   }
-  TC_WSYNC(); /* Vnew^T complete; every read of S^T is done */
+  TILE_WARP_SYNC(); /* Vnew^T complete; every read of S^T is done (the warp's scratch) */
   const tile_b bv = tile_load_bt_bf16(vt, TC_LDA, lane);
   tile_mma(&oc, tile_load_a_bf16(Al, TC_LDA, lane), bv);
   for (int i = 0; i < 4; i++) {

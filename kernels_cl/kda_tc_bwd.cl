@@ -84,14 +84,9 @@ inline void tb_store_c_bf16(tile_c c, __global ushort *p, ulong ld, int lane)
 /* The sync between a warp's writes of its own local scratch and its reads: mid-chunk, the
  * register-staged passes keep their work-group barrier (wsync 0), the ring passes
  * (kda_tc_bwd_ring.cl) take a warp barrier on PTX (wsync 1). */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define TB_WSYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
-#else
-#define TB_WSYNC() barrier(CLK_LOCAL_MEM_FENCE)
-#endif
 #define TB_MID_SYNC(wsync)                                                                  \
   do {                                                                                      \
-    if (wsync) TB_WSYNC();                                                                  \
+    if (wsync) TILE_WARP_SYNC();                                                            \
     else barrier(CLK_LOCAL_MEM_FENCE);                                                      \
   } while (0)
 

@@ -199,7 +199,7 @@ void kda_tcb_state_bwd_ring(__global const uint4 *blkg, __global const int2 *chu
       TB_UNROLL
       for (int m = 0; m < TB_NMT; m++) /* dS after this chunk, for kda_tcb_inter */
         tb_store_c_bf16(dS[m], dSsave + (base * KD + 16 * m) * VD + j0, VD, lane);
-      TB_WSYNC(); /* dO^T complete */
+      TILE_WARP_SYNC(); /* dO^T complete */
       tcb_bwd_chunk(dS, Wl, Ql, Kl, Al, gl, dst, dot, dvt, dUg + base * CH * VD + j0, lane, 1);
     }
     s = s == TB_NS - 1 ? 0 : s + 1;

@@ -235,6 +235,10 @@ inline void tile_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::
 /* Barrier `id` (literal; 0 is barrier()'s) for `n` work-items (literal, a multiple of 32)
  * that may reach it from different places in the code (warp groups taking turns). */
 #define TILE_BAR_SYNC(id, n) asm volatile("bar.sync " #id ", " #n ";" ::: "memory")
+/* Orders a warp's local-memory writes before its own lanes' reads (scratch private to the
+ * warp): a warp barrier here, the work-group barrier with the portable tiles. Every lane
+ * of the warp must reach it. */
+#define TILE_WARP_SYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
 /* Operand lists of the warp-group asm statements: accumulators as tile_c arrays (4, 8 or 16
  * tiles of 8 columns: n = 32, 64, 128), read and written, and their %-placeholders
  * (operands 0 .. 4 n / 8 - 1; the statement's other operands follow). */
@@ -353,6 +357,7 @@ inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
 }
 inline void tile_cp_commit(void) {}
 #define TILE_CP_WAIT(n) ((void)0)
+#define TILE_WARP_SYNC() barrier(CLK_LOCAL_MEM_FENCE)
 /* Warp-group products: kernels compute them through tile_mma / element reads here, in
  * order, so the fences and waits have nothing to do. */
 #define tile_wg_fence() ((void)0)
