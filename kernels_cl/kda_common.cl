@@ -46,6 +46,29 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 /* Chunk table entries: (first token, rows) of a chunk in the flattened [B*T] token axis;
  * sequence table entries: (first chunk, chunks) of a sequence. */
 
+/* The backward's per-(chunk, head) block of factors (ushorts), written by kda_tc.cl's prep
+ * built with -DTC_BWD=1 and read by kda_tc_bwd.cl's two state passes: B operands of
+ * tile_mma in fragment order (kda_tc.cl's TC_FO), then gl. The save pass's part:
+ *   S0  -W     [2 token tiles][KD / 16 k-steps]  B[k][n] = -W[8 nt + n][16 ks + k]
+ *   S1  Kd     [KD / 8 column tiles]             B[k][n] = Kd[k][8 nt + n]
+ *   S2  gl     [KD] fp32
+ * then the reverse pass's:
+ *   R0  Kd^T   [2 token tiles][KD / 16 k-steps]  B[k][n] = Kd[8 nt + n][16 ks + k]
+ *   R1  Qg     [KD / 8 column tiles]             B[k][n] = Qg[k][8 nt + n]
+ *   R2  -W     [KD / 8 column tiles]             B[k][n] = -W[k][8 nt + n]
+ *   R3  Aqk    [2 token tiles]                   B[k][n] = Aqk[k][8 nt + n]
+ *   R4  gl     [KD] fp32 again. */
+#define KDA_BB_S0 0
+#define KDA_BB_S1 (16 * KD)
+#define KDA_BB_S2 (32 * KD)
+#define KDA_BB_SAVE (34 * KD) /* ushorts of the save pass's part */
+#define KDA_BB_R0 KDA_BB_SAVE
+#define KDA_BB_R1 (KDA_BB_R0 + 16 * KD)
+#define KDA_BB_R2 (KDA_BB_R1 + 16 * KD)
+#define KDA_BB_R3 (KDA_BB_R2 + 16 * KD)
+#define KDA_BB_R4 (KDA_BB_R3 + 256)
+#define KDA_BB_SIZE (KDA_BB_R4 + 2 * KD)
+
 #define NM ((KD + 15) / 16) /* key columns per work-item: d = lane + 16 m */
 
 /* Tm = (I + Akk)^-1 of a strictly lower Akk [CH][CH + 1] (fp32 forward substitution), one

@@ -8,7 +8,8 @@
  *
  * -DTC_STEP (16 or 64) picks the state pass: 16, kda_tc_state below; 64, the one of
  * kda_tc_state.cl (appended to this file in the program), with the prep's outputs laid out
- * for it (see TC_IW below).
+ * for it (see TC_IW below). -DTC_BWD=1 builds the prep alone for the backward
+ * (lib/kda_tc_bwd.c), its outputs in the backward's block (kda_common.cl's KDA_BB_*).
  *
  * kda_tc_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
  *   L2 norms, sigmoid of beta, in-chunk cumulative gate G, then with G0 = G of the first row
@@ -42,9 +43,6 @@
 #ifndef TC_DIAG
 #define TC_DIAG 0
 #endif
-#ifndef TC_SOLVE
-#define TC_SOLVE 0 /* 1: the prep's W and U by forward substitution (see step 5) */
-#endif
 #define TC_PREP_WG 128          /* kda_tc_prep: 4 warps */
 #define TC_LDK (KD + 8)         /* padded bf16 row of local K-wide tiles (bank spread) */
 #define TC_LDV (VD + 8)
@@ -65,14 +63,46 @@
  *   Kd:        fragments [KD / 8 column tiles],             B[k][n] = Kd[k][8 nt + n]
  *   Aqk^T:     fragments [2 token tiles],                   B[k][n] = Aqk[8 nt + n][k]
  *   U^T [VD][16]. */
-#if TC_STEP == 64
+/* Fragment order (TC_STEP 64 and TC_BWD): entry (row r, column d) of a [16 x KD] factor X
+ * as B[k][n] = X[8 nt + n][16 ks + k] (TC_FW: fragments [2][KD / 16]) or as
+ * B[k][n] = X[k][8 nt + n] (TC_FK: fragments [KD / 8]). */
 #define TC_FO(k, n) (((n) << 4) | ((((k) & 7) >> 1) << 2) | (((k) >> 3) << 1) | ((k) & 1))
-#define TC_IW(r, d) ((((r) >> 3) * (KD / 16) + ((d) >> 4)) * 128 + TC_FO((d) & 15, (r) & 7))
-#define TC_IQ(r, d) (16 * KD + TC_IW(r, d))
-#define TC_IK(r, d) (32 * KD + ((d) >> 3) * 128 + TC_FO(r, (d) & 7))
+#define TC_FW(r, d) ((((r) >> 3) * (KD / 16) + ((d) >> 4)) * 128 + TC_FO((d) & 15, (r) & 7))
+#define TC_FK(r, d) (((d) >> 3) * 128 + TC_FO(r, (d) & 7))
+#if defined(TC_BWD) && TC_BWD
+/* -DTC_BWD=1: the prep for the backward (lib/kda_tc_bwd.c): the backward's block
+ * (kda_common.cl's KDA_BB_*: each factor where its passes read it) and U^T [VD][16]; no
+ * state pass here. */
+#define TC_PUT_W(r, d, x)                                                                   \
+  do {                                                                                      \
+    const ushort b_ = f32_to_bf16(-(x));                                                    \
+    blk[KDA_BB_S0 + TC_FW(r, d)] = b_;                                                      \
+    blk[KDA_BB_R2 + TC_FK(r, d)] = b_;                                                      \
+  } while (0)
+#define TC_PUT_Q(r, d, x) (blk[KDA_BB_R1 + TC_FK(r, d)] = f32_to_bf16(x))
+#define TC_PUT_K(r, d, x)                                                                   \
+  do {                                                                                      \
+    const ushort b_ = f32_to_bf16(x);                                                       \
+    blk[KDA_BB_S1 + TC_FK(r, d)] = b_;                                                      \
+    blk[KDA_BB_R0 + TC_FW(r, d)] = b_;                                                      \
+  } while (0)
+#define TC_PUT_A(r, c, x) (blk[KDA_BB_R3 + TC_FK(r, c)] = f32_to_bf16(x))
+#define TC_PUT_GL(d, x)                                                                     \
+  do {                                                                                      \
+    ((__global float *)(blk + KDA_BB_S2))[d] = (x);                                         \
+    ((__global float *)(blk + KDA_BB_R4))[d] = (x);                                         \
+  } while (0)
+#define TC_IU(r, c) ((c) * CH + (r)) /* U^T [VD][16] */
+#define TC_BSTRIDE KDA_BB_SIZE /* ushorts between blocks */
+#elif TC_STEP == 64
+#define TC_IW(r, d) TC_FW(r, d)
+#define TC_IQ(r, d) (16 * KD + TC_FW(r, d))
+#define TC_IK(r, d) (32 * KD + TC_FK(r, d))
 #define TC_IA(r, c) (48 * KD + ((r) >> 3) * 128 + TC_FO(c, (r) & 7))
 #define TC_IU(r, c) ((c) * CH + (r))
 #define TC_WSIGN (-1.0f)
+#define TC_OGL (48 * KD + 256)
+#define TC_BSTRIDE TC_BLK
 #else
 #define TC_IW(r, d) ((r) * KD + (d))
 #define TC_IQ(r, d) (16 * KD + (r) * KD + (d))
@@ -80,6 +110,15 @@
 #define TC_IA(r, c) (48 * KD + (r) * 16 + (c))
 #define TC_IU(r, c) ((r) * VD + (c))
 #define TC_WSIGN 1.0f
+#define TC_OGL (48 * KD + 256)
+#define TC_BSTRIDE TC_BLK
+#endif
+#ifndef TC_PUT_W /* the forward's: one place per entry */
+#define TC_PUT_W(r, d, x) (blk[TC_IW(r, d)] = f32_to_bf16(TC_WSIGN * (x)))
+#define TC_PUT_Q(r, d, x) (blk[TC_IQ(r, d)] = f32_to_bf16(x))
+#define TC_PUT_K(r, d, x) (blk[TC_IK(r, d)] = f32_to_bf16(x))
+#define TC_PUT_A(r, c, x) (blk[TC_IA(r, c)] = f32_to_bf16(x))
+#define TC_PUT_GL(d, x) (((__global float *)(blk + TC_OGL))[d] = (x))
 #endif
 
 /* ---- kda_tc_prep ------------------------------------------------------------------------ */
@@ -107,7 +146,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
   const int len = ch.y, valid = r < len;
   const ulong tok = (ulong)(ch.x + r), rk = (tok * (ulong)H + (ulong)h) * KD;
   const float ea = exp(A_log[ao + h]);
-  __global ushort *blk = blkg + ((ulong)c * (ulong)H + (ulong)h) * TC_BLK;
+  __global ushort *blk = blkg + ((ulong)c * (ulong)H + (ulong)h) * TC_BSTRIDE;
 #define NJ (KD / 8)
 #define NJV (VD / 8)
   /* 1. q, k, v into registers, the gate into G, partial squared norms. */
@@ -137,7 +176,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
     }
     E0[d] = exp(G[0][d]);
     EL[d] = exp(run - G[0][d]);
-    ((__global float *)(blk + 48 * KD + 256))[d] = exp(run); /* gl */
+    TC_PUT_GL(d, exp(run));
   }
   if (lid < 2 * CH) {
     const int w = lid >> 4, i = lid & 15;
@@ -161,8 +200,8 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       Kp[r][d] = f32_to_bf16(kn * up);
       Km[r][d] = f32_to_bf16(kn * dn);
       Bk[r][d] = f32_to_bf16(b * kn * up * E0[d]);
-      if (!(TC_DIAG & 16)) blk[TC_IQ(r, d)] = f32_to_bf16(scale * qn * up * E0[d]);
-      if (!(TC_DIAG & 16)) blk[TC_IK(r, d)] = f32_to_bf16(kn * dn * EL[d]);
+      if (!(TC_DIAG & 16)) TC_PUT_Q(r, d, scale * qn * up * E0[d]);
+      if (!(TC_DIAG & 16)) TC_PUT_K(r, d, kn * dn * EL[d]);
     }
 #pragma unroll
     for (int j = 0; j < NJV; j++) Bv[r][s + 8 * j] = f32_to_bf16(b * vv[j]);
@@ -179,36 +218,11 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
                tile_load_bt_bf16(&Km[8 * nt][16 * ks], TC_LDK, lane));
     for (int i = 0; i < 4; i++) {
       const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
-      if (isq) blk[TC_IA(row, col)] = f32_to_bf16(col <= row ? scale * acc.v[i] : 0.0f);
+      if (isq) TC_PUT_A(row, col, col <= row ? scale * acc.v[i] : 0.0f);
       else Akk[row][col] = col < row ? bt[row] * acc.v[i] : 0.0f;
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-#if TC_SOLVE
-  /* 5-6. [W | U] = (I + Akk)^-1 [Bk | Bv] by forward substitution in fp32 on every work-item,
-   * a column at a time (no explicit inverse, no bf16 rounding of it): row r of a column
-   * needs only its earlier rows. (CLMOE_KDA_TC_SOLVE=1; not the default until timed.) */
-  {
-    __global float *U = Ug + ((ulong)c * (ulong)H + (ulong)h) * CH * VD;
-    for (int col = lid; col < KD + VD; col += TC_PREP_WG) {
-      const int isw = col < KD, cc = isw ? col : col - KD;
-      __local const ushort *bp = isw ? &Bk[0][cc] : &Bv[0][cc];
-      const int ld = isw ? TC_LDK : TC_LDV;
-      float x[CH];
-#pragma unroll
-      for (int i = 0; i < CH; i++) {
-        float acc = bf16_to_f32(bp[i * ld]);
-#pragma unroll
-        for (int m = 0; m < i; m++) acc -= Akk[i][m] * x[m];
-        x[i] = acc;
-      }
-      if (isw)
-        for (int i = 0; i < CH; i++) blk[TC_IW(i, cc)] = f32_to_bf16(TC_WSIGN * x[i]);
-      else
-        for (int i = 0; i < CH; i++) U[TC_IU(i, cc)] = x[i];
-    }
-  }
-#else
   /* 5. Tm = (I + Akk)^-1 (kda_common.cl) */
   if (!(TC_DIAG & 64)) kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -219,7 +233,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bk[0][8 * nt], TC_LDK, lane));
       for (int i = 0; i < 4; i++)
-        if (!(TC_DIAG & 16)) blk[TC_IW(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = f32_to_bf16(TC_WSIGN * acc.v[i]);
+        if (!(TC_DIAG & 16)) TC_PUT_W(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i), acc.v[i]);
     }
     __global float *U = Ug + ((ulong)c * (ulong)H + (ulong)h) * CH * VD;
     for (int nt = warp; nt < VD / 8; nt += TC_PREP_WG / 32) {
@@ -229,13 +243,12 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
         if (!(TC_DIAG & 32)) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = acc.v[i];
     }
   }
-#endif
 #undef NJ
 #undef NJV
 }
 
 /* ---- kda_tc_state (TC_STEP 16) ----------------------------------------------------------- */
-#if TC_STEP != 64
+#if TC_STEP != 64 && !(defined(TC_BWD) && TC_BWD)
 
 /* The block's uint4 e in local memory: rows of W and Qg padded to TC_LDK, the 16-wide
  * rows of Kd^T and Aqk to TC_LDA, gl packed after them. */
@@ -403,4 +416,4 @@ void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
         ht[hto + (sbase + 16 * m + tile_c_row(lane, i)) * VD + j0 + tile_c_col(lane, i)] = S[m].v[i];
   }
 }
-#endif /* TC_STEP != 64 */
+#endif /* TC_STEP != 64 && !TC_BWD */

@@ -1,21 +1,35 @@
-/* kda_tc_bwd.cl: the KDA backward on the tile interface (issue 9). Built as
- * "tile+kda_common+kda_tc_bwd" with kda_common's -DKD -DVD (multiples of 16, <= 128), the
- * tile implementation's options and -DTB_NW (warps of a state work-group). Every product
- * over K or V is tile_mma (D[16 x 8] += A[16 x 16] B[16 x 8], bf16 operands, fp32
- * accumulators). The per-chunk factors come from the portable kda_prep (fp32, rounded to
- * bf16 when staged here):
- *   W, Qg, Kd [chunks, H, 16, K], U [chunks, H, 16, V], Aqk [chunks, H, 16, 16], gl [chunks, H, K]
- * with the forward  Vnew = U - W S,  O = Qg S + Aqk Vnew,  S' = gl (.) S + Kd^T Vnew.
+/* kda_tc_bwd.cl: the KDA backward on the tile interface (issue 9). Appended to the forward's
+ * files in the program "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd", built with
+ * kda_common's -DKD -DVD (multiples of 16, <= 128), the tile options, -DTC_STEP=64
+ * -DTC_BWD=1 (kda_tc.cl's prep writes the backward's blocks; kda_tc_state.cl gives its
+ * fragment helpers, not its kernel), -DTB_NW / -DTR_NW (computing warps of the save and
+ * reverse passes), -DTB_NS (stages of their copy rings, 2..4) and -DTB_PROD (0/1: a producer
+ * warp, PTX tiles only). Every product over K or V is tile_mma (D[16 x 8] += A[16 x 16]
+ * B[16 x 8], bf16 operands, fp32 accumulators). The per-chunk factors: one bf16 block per
+ * (chunk, head) from the prep (kda_common.cl's KDA_BB_*: B operands in fragment order, where
+ * each pass reads them) and U^T [chunks, H, V, 16] fp32, with the forward
+ *   Vnew = U - W S,  O = Qg S + Aqk Vnew,  S' = gl (.) S + Kd^T Vnew.
  *
- * kda_tcb_fwd_save, head-parallel (TB_NW warps of one (sequence, head), 8 columns of V per
- *   warp, S in fp32 accumulators as the forward's state pass): the forward again, keeping
- *   the state entering each chunk S_c [chunks, H, K, V] and Vnew [chunks, H, 16, V], both
- *   bf16 (every later use is a bf16 tile operand, so bf16 storage loses nothing there and
- *   halves the largest buffers' traffic; only dgl's elementwise sum sees the rounding).
- * kda_tcb_state_bwd, head-parallel, chunks in reverse, dS (the gradient of the state after
- *   the chunk) in fp32 accumulators:
- *     dVnew = Aqk^T dO + Kd dS   (-> dU, fp32),   dS <- gl (.) dS + Qg^T dO - W^T dVnew,
- *   keeping every chunk's dS [chunks, H, K, V] bf16 and dS at the start as dinitial_state.
+ * The two head-parallel passes keep their state transposed in fp32 accumulators, as the
+ * forward's state pass does (kda_tc_state.cl): each warp owns 16 columns of V, and every
+ * product takes the state, dO^T or Vnew^T / dVnew^T as its A operand (accumulator pairs
+ * packed to bf16, no memory on PTX) and the chunk's fragments as B. On the H200 this
+ * formulation took the reverse pass from 2.18 ms (S [K, 8] with a bf16 copy in local
+ * memory, 8 columns per warp) to 1.88 at H 16, T 16384.
+ * kda_tcb_fwd_save (TB_NW warps): the forward again,
+ *     Vnew^T = U^T + S^T (-W)^T,   S^T = S^T Diag(gl) + Vnew^T Kd,
+ *   keeping the state entering each chunk S_c^T [chunks, H, V, K] and Vnew^T [chunks, H,
+ *   V, 16], both bf16 (every later use is a bf16 tile operand; only dgl's elementwise sum
+ *   sees the rounding).
+ * kda_tcb_state_bwd (TR_NW warps), chunks in reverse, dS (the gradient of the state after
+ *   the chunk):
+ *     dVnew^T = dO^T Aqk + dS^T Kd^T  (-> dU [chunks, H, 16, V], fp32),
+ *     dS^T    = dS^T Diag(gl) + dO^T Qg + dVnew^T (-W),
+ *   keeping every chunk's dS^T [chunks, H, V, K] bf16 and dS at the start as dinitial_state.
+ * Both copy each chunk's part of the block into a ring of TB_NS local stages TB_NS - 1
+ * chunks ahead (cp.async on PTX, by the producer warp with TB_PROD; plain copies elsewhere),
+ * one work-group barrier per chunk. The portable tiles pass the state and Vnew^T through a
+ * per-warp fp32 scratch instead (two more barriers a chunk).
  * kda_tcb_inter, token-parallel (4 warps per (chunk, head)), sums over V in slices of 32:
  *     dQg = dO S_c^T,  dW = -dVnew S_c^T,  dKd = Vnew dS^T  [16, K],
  *     dAqk = dO Vnew^T (c <= r) [16, 16],  dgl = rowsum(S_c (.) dS) [K]  (fp32 outputs),
@@ -23,273 +37,285 @@
 #ifndef TB_NW
 #define TB_NW 2
 #endif
+#ifndef TR_NW
+#define TR_NW 2
+#endif
+#ifndef TB_NS
+#define TB_NS 3
+#endif
+#if !defined(TB_PROD) || !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#undef TB_PROD
+#define TB_PROD 0
+#endif
 #if KD % 16 || VD % 16
 #error "kda_tc_bwd needs KD and VD multiples of 16"
 #endif
-
-#define TB_NT (32 * TB_NW) /* work-items of a state work-group */
-#define TB_LDK (KD + 8)    /* padded bf16 rows of K-wide local tiles (even: paired loads) */
-#define TB_LDA 24          /* padded bf16 rows of 16-wide local tiles */
-#define TB_NMT (KD / 16)   /* 16-row tiles of a warp's state slice [K, 8] */
+#define TB_NWG (32 * TB_NW + 32 * TB_PROD) /* work-group sizes of the two passes */
+#define TR_NWG (32 * TR_NW + 32 * TB_PROD)
 #define TB_AL __attribute__((aligned(16)))
+#define TB_BLK4 (KDA_BB_SIZE / 8)                 /* uint4 of a block */
+#define TB_FWD4 (KDA_BB_SAVE / 8)                 /* ... of the save pass's part */
+#define TB_REV4 ((KDA_BB_SIZE - KDA_BB_SAVE) / 8) /* ... of the reverse pass's, after it */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define TB_UNROLL _Pragma("unroll")
+#if TB_NS == 2
+#define TB_CP_WAIT() TILE_CP_WAIT(0)
+#elif TB_NS == 3
+#define TB_CP_WAIT() TILE_CP_WAIT(1)
 #else
-/* unrolled, the portable tiles make straight-line code that PoCL compiles slowly */
-#define TB_UNROLL _Pragma("unroll 1")
+#define TB_CP_WAIT() TILE_CP_WAIT(2)
+#endif
+#define tb_pack2 tc_cvt2 /* two fp32 as a bf16 pair: one instruction */
+/* [16 x KD] state^T tiles st (fp32 accumulators) as A operand of k-step ks */
+#define TB_A_ST(st, ks) tc_a_pair((st)[2 * (ks)], (st)[2 * (ks) + 1])
+#define TB_SCRATCH(nw) __local float *sS = NULL, *sV = NULL /* (no scratch) */
+#else
+#define TB_CP_WAIT() ((void)0)
+inline uint tb_pack2(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
+#define TB_A_ST(st, ks) tile_load_a_f32(sS + 16 * (ks), TC_LDS, lane)
+/* the per-warp fp32 scratch of the portable tiles: sS (the state^T), sV (Vnew^T, dVnew^T) */
+#define TB_SCRATCH(nw)                                                                      \
+  __local float scr_[nw][16 * TC_LDS + 16 * CH];                                            \
+  __local float *sS = scr_[cw], *sV = scr_[cw] + 16 * TC_LDS
 #endif
 
-/* The next chunk's tiles travel through registers: loaded from global memory while the
- * current chunk computes, converted to bf16 into local memory at the top of the next. */
-#define TB_F4 (CH * KD / 4)                 /* float4 of a [16][K] fp32 tile */
-#define TB_PF ((TB_F4 + TB_NT - 1) / TB_NT) /* ... per work-item */
-#define TB_PA ((CH * CH / 4 + TB_NT - 1) / TB_NT) /* float4 of Aqk per work-item */
-
-inline void tb_fetch(__global const float4 *src, float4 *r, int lid)
+/* Copies n4 uint4 of block cc from its uint4 o4 (when valid) into stage st, copier i of n;
+ * commits a group either way (so the waits count the same everywhere). */
+inline void tb_issue(__local uint4 *st, __global const uint4 *blkg, ulong cc, int H, int h, int valid,
+                     int o4, int n4, int i, int n)
 {
-  TB_UNROLL
-  for (int p = 0; p < TB_PF; p++) {
-    const int e = lid + p * TB_NT;
-    if (e < TB_F4) r[p] = src[e];
+  if (valid) {
+    __global const uint4 *src = blkg + ((ulong)cc * (ulong)H + (ulong)h) * TB_BLK4 + o4;
+    for (int e = i; e < n4; e += n) tile_cp16(st + e, src + e, 16);
   }
-}
-/* Four fp32 as bf16 at dst[0..3]. */
-inline void tb_put4(__local ushort *dst, float4 x)
-{
-  dst[0] = f32_to_bf16(x.x);
-  dst[1] = f32_to_bf16(x.y);
-  dst[2] = f32_to_bf16(x.z);
-  dst[3] = f32_to_bf16(x.w);
-}
-/* A [16][K] tile from tb_fetch's registers into bf16 local rows of TB_LDK. */
-inline void tb_put(const float4 *r, __local ushort *dst, int lid)
-{
-  TB_UNROLL
-  for (int p = 0; p < TB_PF; p++) {
-    const int e = lid + p * TB_NT;
-    if (e < TB_F4) tb_put4(dst + (4 * e / KD) * TB_LDK + 4 * e % KD, r[p]);
-  }
+  tile_cp_commit();
 }
 
-/* An accumulator tile's rows g and g + 8 (columns 2t, 2t + 1 each) as bf16 pairs at
- * p[row ld + 2t]: one 4-byte store per pair (p and ld even). */
-inline void tb_store_c_bf16(tile_c c, __global ushort *p, ulong ld, int lane)
+/* A warp's state^T tiles st [TC_NKT] (rows: its 16 columns of V) as bf16 rows of KD at p
+ * (row ld KD): one 4-byte store per pair; on the portable tiles also into the fp32
+ * scratch sS, for TB_A_ST (the caller's barrier follows). */
+inline void tb_put_state(const tile_c *st, __global ushort *p, __local float *sS, int lane)
 {
   const int g = lane >> 2, t2 = (lane & 3) << 1;
-  *(__global uint *)(p + (ulong)g * ld + t2) = (uint)f32_to_bf16(c.v[0]) | ((uint)f32_to_bf16(c.v[1]) << 16);
-  *(__global uint *)(p + (ulong)(g + 8) * ld + t2) = (uint)f32_to_bf16(c.v[2]) | ((uint)f32_to_bf16(c.v[3]) << 16);
-}
-
-/* The sync between a warp's writes of its own local scratch and its reads: mid-chunk, the
- * register-staged passes keep their work-group barrier (wsync 0), the ring passes
- * (kda_tc_bwd_ring.cl) take a warp barrier on PTX (wsync 1). */
-#define TB_MID_SYNC(wsync)                                                                  \
-  do {                                                                                      \
-    if (wsync) TILE_WARP_SYNC();                                                            \
-    else barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-  } while (0)
-
-/* One chunk of the save pass after its staging: Vnew = U - W S (stored bf16 at Vnsave and
- * as Vnew^T in vt), then S = gl (.) S + Kd^T Vnew and its bf16 copy in st. */
-__attribute__((always_inline)) inline void
-tcb_save_chunk(tile_c *S, float2 u0, float2 u1, __local const ushort *Wl, __local const ushort *Kl,
-               __local const float *gl, __local ushort *st, __local ushort *vt, __global ushort *vnp,
-               int lane, int wsync)
-{
-  const int g = lane >> 2;
-  tile_c ws = tile_c_zero();
-  TB_UNROLL
-  for (int ks = 0; ks < TB_NMT; ks++)
-    tile_mma(&ws, tile_load_a_bf16(Wl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(st + 16 * ks, TB_LDK, lane));
-  tile_c vn;
-  vn.v[0] = u0.x - ws.v[0];
-  vn.v[1] = u0.y - ws.v[1];
-  vn.v[2] = u1.x - ws.v[2];
-  vn.v[3] = u1.y - ws.v[3];
-  tb_store_c_bf16(vn, vnp, VD, lane);
-  for (int i = 0; i < 4; i++) vt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
-  TB_MID_SYNC(wsync); /* Vnew^T complete; every read of S^T is done */
-  const tile_b bv = tile_load_bt_bf16(vt, TB_LDA, lane);
-  TB_UNROLL
-  for (int m = 0; m < TB_NMT; m++) {
-    const float ga = gl[16 * m + g], gb = gl[16 * m + g + 8];
-    S[m].v[0] *= ga;
-    S[m].v[1] *= ga;
-    S[m].v[2] *= gb;
-    S[m].v[3] *= gb;
-    tile_mma(&S[m], tile_load_at_bf16(Kl + 16 * m, TB_LDK, lane), bv);
-    for (int i = 0; i < 4; i++)
-      st[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
+  TC_UNROLL
+  for (int nt = 0; nt < TC_NKT; nt++) {
+    *(__global uint *)(p + g * KD + 8 * nt + t2) = tb_pack2(st[nt].v[0], st[nt].v[1]);
+    *(__global uint *)(p + (g + 8) * KD + 8 * nt + t2) = tb_pack2(st[nt].v[2], st[nt].v[3]);
   }
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  for (int nt = 0; nt < TC_NKT; nt++) tile_store_c_local(st[nt], sS + 8 * nt, TC_LDS, lane);
+#endif
 }
 
-/* One chunk of the reverse pass after its staging (dO^T in dot): dVnew = Aqk^T dO + Kd dS
- * (stored fp32 at dUp), then dS = gl (.) dS + Qg^T dO - W^T dVnew and its bf16 copy in dst. */
-__attribute__((always_inline)) inline void
-tcb_bwd_chunk(tile_c *dS, __local const ushort *Wl, __local const ushort *Ql, __local const ushort *Kl,
-              __local const ushort *Al, __local const float *gl, __local ushort *dst, __local const ushort *dot,
-              __local ushort *dvt, __global float *dUp, int lane, int wsync)
+/* Two token tiles x (Vnew^T or dVnew^T, [16 columns x 16 tokens]) as an A operand (the
+ * portable tiles through the scratch sV; every work-item calls it there). */
+inline tile_a tb_a_tokens(tile_c x0, tile_c x1, __local float *sV, int lane)
 {
-  tile_c dv = tile_c_zero();
-  tile_mma(&dv, tile_load_at_bf16(Al, TB_LDA, lane), tile_load_bt_bf16(dot, TB_LDA, lane));
-  TB_UNROLL
-  for (int ks = 0; ks < TB_NMT; ks++)
-    tile_mma(&dv, tile_load_a_bf16(Kl + 16 * ks, TB_LDK, lane), tile_load_bt_bf16(dst + 16 * ks, TB_LDK, lane));
-  vstore2((float2)(dv.v[0], dv.v[1]), 0, dUp + (lane >> 2) * VD + ((lane & 3) << 1));
-  vstore2((float2)(dv.v[2], dv.v[3]), 0, dUp + ((lane >> 2) + 8) * VD + ((lane & 3) << 1));
-  for (int i = 0; i < 4; i++) dvt[tile_c_col(lane, i) * TB_LDA + tile_c_row(lane, i)] = f32_to_bf16(-dv.v[i]);
-  TB_MID_SYNC(wsync); /* -dVnew^T complete; every read of dS^T is done */
-  const tile_b bo = tile_load_bt_bf16(dot, TB_LDA, lane), bv = tile_load_bt_bf16(dvt, TB_LDA, lane);
-  TB_UNROLL
-  for (int m = 0; m < TB_NMT; m++) {
-    const float ga = gl[16 * m + (lane >> 2)], gb = gl[16 * m + (lane >> 2) + 8];
-    dS[m].v[0] *= ga;
-    dS[m].v[1] *= ga;
-    dS[m].v[2] *= gb;
-    dS[m].v[3] *= gb;
-    tile_mma(&dS[m], tile_load_at_bf16(Ql + 16 * m, TB_LDK, lane), bo);
-    tile_mma(&dS[m], tile_load_at_bf16(Wl + 16 * m, TB_LDK, lane), bv);
-    for (int i = 0; i < 4; i++)
-      dst[tile_c_col(lane, i) * TB_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(dS[m].v[i]);
-  }
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+  return tc_a_pair(x0, x1);
+#else
+  tile_store_c_local(x0, sV, CH, lane);
+  tile_store_c_local(x1, sV + 8, CH, lane);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return tile_load_a_f32(sV, CH, lane);
+#endif
 }
 
-/* ---- kda_tcb_fwd_save ---------------------------------------------------------------------- */
+/* The state's initial value: tile nt of x^T holds x[8 nt + col][j0 + row] of src (or 0). */
+inline void tb_load_state(tile_c *x, __global const float *src, ulong o, int has, int j0, int lane)
+{
+  TC_UNROLL
+  for (int nt = 0; nt < TC_NKT; nt++)
+    for (int i = 0; i < 4; i++)
+      x[nt].v[i] = has ? src[o + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
+}
 
-__kernel __attribute__((reqd_work_group_size(TB_NT, 1, 1)))
-void kda_tcb_fwd_save(__global const float *Wg, __global const float *Ug, __global const float *Kdg,
-                      __global const float *glg, __global const int2 *seqs, int H,
-                      __global const float *h0, ulong h0o, int has_h0, __global ushort *Ssave,
-                      __global ushort *Vnsave)
+/* ---- kda_tcb_fwd_save ------------------------------------------------------------------ */
+
+/* One chunk of a warp's 16 columns: S^T in S, the save part of the chunk's block at sb
+ * (ring), this chunk's U^T at the lane's positions in u ([token tile][row g, g + 8]).
+ * Stores S^T (entering) at ssp ([16 columns][KD]) and Vnew^T at vnp ([16 columns][16]). */
+__attribute__((always_inline)) inline void
+ts_chunk(tile_c *S, __local const ushort *sb, const float2 *u, __global ushort *ssp, __global ushort *vnp,
+         int lane, __local float *sS, __local float *sV)
+{
+  const int g = lane >> 2, t2 = (lane & 3) << 1;
+  tb_put_state(S, ssp, sS, lane);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  /* Vnew^T by token tile: two chains over the k-steps, the first from U^T */
+  tile_c acc[2][2];
+  for (int nt = 0; nt < 2; nt++) {
+    acc[0][nt].v[0] = u[2 * nt].x, acc[0][nt].v[1] = u[2 * nt].y;
+    acc[0][nt].v[2] = u[2 * nt + 1].x, acc[0][nt].v[3] = u[2 * nt + 1].y;
+    acc[1][nt] = tile_c_zero();
+  }
+  TC_UNROLL
+  for (int ks = 0; ks < TC_NKS; ks++) {
+    const tile_a a = TB_A_ST(S, ks);
+    for (int nt = 0; nt < 2; nt++)
+      tile_mma(&acc[ks & 1][nt], a, tc_frag(sb + KDA_BB_S0 + (nt * TC_NKS + ks) * TC_FRAG, lane));
+  }
+  tile_c vn[2];
+  for (int nt = 0; nt < 2; nt++) {
+    for (int i = 0; i < 4; i++) vn[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
+    *(__global uint *)(vnp + g * CH + 8 * nt + t2) = tb_pack2(vn[nt].v[0], vn[nt].v[1]);
+    *(__global uint *)(vnp + (g + 8) * CH + 8 * nt + t2) = tb_pack2(vn[nt].v[2], vn[nt].v[3]);
+  }
+  const tile_a av = tb_a_tokens(vn[0], vn[1], sV, lane);
+  tc_state_update(S, (__local const float *)(sb + KDA_BB_S2), av, sb + KDA_BB_S1, av, sb, 0, lane);
+}
+
+/* Grid (VD / 16 / TB_NW work-groups, H, sequences). */
+__kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
+void kda_tcb_fwd_save(__global const uint4 *blkg, __global const float *Ug, __global const int2 *seqs,
+                      int H, __global const float *h0, ulong h0o, int has_h0,
+                      __global ushort *Ssave, __global ushort *Vnsave)
 {
   /* (lib/kda_tc_bwd.c counts these bytes) */
-  __local ushort Wl[CH * TB_LDK] TB_AL, Kl[CH * TB_LDK] TB_AL; /* W, Kd [16][K] bf16 */
-  __local float gl[KD];
-  __local ushort St[TB_NW][8][TB_LDK] TB_AL; /* bf16 S^T of each warp's 8 columns */
-  __local ushort Vt[TB_NW][8][TB_LDA] TB_AL; /* bf16 Vnew^T */
+  __local uint4 ring[TB_NS][TB_FWD4];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
-  const int j0 = ((int)get_group_id(0) * TB_NW + warp) * 8; /* this warp's V columns */
+  const int computes = TB_PROD ? warp < TB_NW : 1, cw = computes ? warp : 0;
+  const int j0 = ((int)get_group_id(0) * TB_NW + cw) * 16; /* this warp's V columns */
   const int g = lane >> 2, t2 = (lane & 3) << 1;
-  const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
-  __local ushort *st = &St[warp][0][0], *vt = &Vt[warp][0][0];
-
-  tile_c S[TB_NMT]; /* S [K, 8]: rows 16 m .. 16 m + 15 */
-  TB_UNROLL
-  for (int m = 0; m < TB_NMT; m++)
-    for (int i = 0; i < 4; i++) {
-      const int row = 16 * m + tile_c_row(lane, i), col = tile_c_col(lane, i);
-      S[m].v[i] = has_h0 ? h0[h0o + (sbase + row) * VD + j0 + col] : 0.0f;
-      st[col * TB_LDK + row] = f32_to_bf16(S[m].v[i]);
-    }
+  const int copier = TB_PROD ? !computes : 1, ci0 = TB_PROD ? lane : lid, cn = TB_PROD ? 32 : 32 * TB_NW;
+  TB_SCRATCH(TB_NW);
+  tile_c S[TC_NKT]; /* S^T: tile nt holds S^T[row][8 nt + col] = S[8 nt + col][j0 + row] */
+  tb_load_state(S, h0, h0o + ((ulong)n * (ulong)H + (ulong)h) * KD * VD, has_h0 & computes, j0, lane);
   const int2 sq = seqs[n];
-  float4 pw[TB_PF], pk[TB_PF], pg = (float4)(0.0f);
-  float2 pu0 = (float2)(0.0f), pu1 = (float2)(0.0f); /* U at (g, 2t..), (g + 8, 2t..) */
-#define TB_FETCH_FWD(cc)                                                                    \
+  if (copier)
+    for (int p = 0; p < TB_NS - 1; p++)
+      tb_issue(ring[p], blkg, (ulong)(sq.x + p), H, h, p < sq.y, 0, TB_FWD4, ci0, cn);
+  /* U^T of the next chunk at this lane's accumulator positions: [token tile][row g, g + 8] */
+  float2 pu[4] = {(float2)(0.0f), (float2)(0.0f), (float2)(0.0f), (float2)(0.0f)};
+#define TS_FETCH_U(cc)                                                                      \
   do {                                                                                      \
-    const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
-    tb_fetch((__global const float4 *)(Wg + b_ * CH * KD), pw, lid);                        \
-    tb_fetch((__global const float4 *)(Kdg + b_ * CH * KD), pk, lid);                       \
-    if (lid < KD / 4) pg = vload4(lid, glg + b_ * KD);                                      \
-    pu0 = vload2(0, Ug + (b_ * CH + g) * VD + j0 + t2);                                     \
-    pu1 = vload2(0, Ug + (b_ * CH + g + 8) * VD + j0 + t2);                                 \
+    __global const float *u_ = Ug + (((ulong)(cc) * (ulong)H + (ulong)h) * VD + j0 + g) * CH + t2; \
+    pu[0] = vload2(0, u_), pu[1] = vload2(0, u_ + 8 * CH);                                  \
+    pu[2] = vload2(0, u_ + 8), pu[3] = vload2(0, u_ + 8 * CH + 8);                          \
   } while (0)
-  if (sq.y > 0) TB_FETCH_FWD(sq.x);
-  for (int ci = 0; ci < sq.y; ci++) {
+  if ((sq.y > 0) & computes) TS_FETCH_U(sq.x);
+  for (int ci = 0, s = 0; ci < sq.y; ci++) {
     const ulong base = (ulong)(sq.x + ci) * (ulong)H + (ulong)h;
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with Wl, Kl, gl */
-    tb_put(pw, Wl, lid);
-    tb_put(pk, Kl, lid);
-    if (lid < KD / 4) vstore4(pg, lid, gl);
-    const float2 u0 = pu0, u1 = pu1;
-    TB_UNROLL
-    for (int m = 0; m < TB_NMT; m++) tb_store_c_bf16(S[m], Ssave + (base * KD + 16 * m) * VD + j0, VD, lane);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (ci + 1 < sq.y) TB_FETCH_FWD(sq.x + ci + 1);
-    tcb_save_chunk(S, u0, u1, Wl, Kl, gl, st, vt, Vnsave + base * CH * VD + j0, lane, 0);
+    if (copier) TB_CP_WAIT();
+    barrier(CLK_LOCAL_MEM_FENCE); /* chunk ci in stage s; every warp done with chunk ci - 1 */
+    if (copier)
+      tb_issue(ring[s == 0 ? TB_NS - 1 : s - 1], blkg, (ulong)(sq.x + ci + TB_NS - 1), H, h,
+               ci + TB_NS - 1 < sq.y, 0, TB_FWD4, ci0, cn);
+    if (computes) { /* (portable: every work-item, which computes; the chunk holds barriers) */
+      const float2 u[4] = {pu[0], pu[1], pu[2], pu[3]};
+      if (ci + 1 < sq.y) TS_FETCH_U(sq.x + ci + 1);
+      ts_chunk(S, (__local const ushort *)ring[s], u, Ssave + (base * VD + j0) * KD, Vnsave + (base * VD + j0) * CH,
+               lane, sS, sV);
+    }
+    s = s == TB_NS - 1 ? 0 : s + 1;
   }
-#undef TB_FETCH_FWD
+#undef TS_FETCH_U
 }
 
-/* ---- kda_tcb_state_bwd --------------------------------------------------------------------- */
+/* ---- kda_tcb_state_bwd ----------------------------------------------------------------- */
 
-__kernel __attribute__((reqd_work_group_size(TB_NT, 1, 1)))
-void kda_tcb_state_bwd(__global const float *Wg, __global const float *Ag, __global const float *Qgg,
-                       __global const float *Kdg, __global const float *glg,
-                       __global const int2 *chunks, __global const int2 *seqs, int H,
-                       __global const float *dout, ulong doo, __global const float *dht, ulong dhto,
-                       int has_dht, __global float *dUg, __global ushort *dSsave,
+#define TR_LDO 24 /* bf16 row of a warp's dO scratch */
+
+/* One chunk of a warp's 16 columns: dS^T in dS, the reverse part of the chunk's block at rb
+ * (ring), this chunk's dO rows (bf16) in dol. Stores dS^T (after the chunk, for
+ * kda_tcb_inter) at dsp ([16 columns][KD]) and dVnew at dup ([16 tokens][VD], fp32). */
+__attribute__((always_inline)) inline void
+tr_chunk(tile_c *dS, __local const ushort *rb, __local const ushort *dol, __global ushort *dsp,
+         __global float *dup, int lane, __local float *sS, __local float *sV)
+{
+  tb_put_state(dS, dsp, sS, lane);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  const tile_a ao = tile_load_at_bf16(dol, TR_LDO, lane); /* dO^T [16 columns x 16 tokens] */
+  __local const ushort *r0 = rb, *r3 = rb + (KDA_BB_R3 - KDA_BB_R0);
+  /* dVnew^T by token tile: two chains over the k-steps, the first from dO^T Aqk */
+  tile_c acc[2][2];
+  for (int nt = 0; nt < 2; nt++) {
+    acc[0][nt] = tile_c_zero();
+    acc[1][nt] = tile_c_zero();
+    tile_mma(&acc[0][nt], ao, tc_frag(r3 + nt * TC_FRAG, lane));
+  }
+  TC_UNROLL
+  for (int ks = 0; ks < TC_NKS; ks++) {
+    const tile_a a = TB_A_ST(dS, ks);
+    for (int nt = 0; nt < 2; nt++) tile_mma(&acc[ks & 1][nt], a, tc_frag(r0 + (nt * TC_NKS + ks) * TC_FRAG, lane));
+  }
+  tile_c dv[2];
+  for (int nt = 0; nt < 2; nt++)
+    for (int i = 0; i < 4; i++) {
+      dv[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
+      dup[(8 * nt + tile_c_col(lane, i)) * VD + tile_c_row(lane, i)] = dv[nt].v[i]; /* dU[token][column] */
+    }
+  const tile_a av = tb_a_tokens(dv[0], dv[1], sV, lane);
+  tc_state_update(dS, (__local const float *)(rb + (KDA_BB_R4 - KDA_BB_R0)), ao, rb + (KDA_BB_R1 - KDA_BB_R0), av,
+                  rb + (KDA_BB_R2 - KDA_BB_R0), 1, lane);
+}
+
+/* Grid (VD / 16 / TR_NW work-groups, H, sequences). */
+__kernel __attribute__((reqd_work_group_size(TR_NWG, 1, 1)))
+void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs,
+                       int H, __global const float *dout, ulong doo, __global const float *dht,
+                       ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
                        __global float *dh0, ulong dh0o, int has_dh0)
 {
   /* (lib/kda_tc_bwd.c counts these bytes) */
-  __local ushort Wl[CH * TB_LDK] TB_AL, Ql[CH * TB_LDK] TB_AL, Kl[CH * TB_LDK] TB_AL;
-  __local ushort Al[CH * TB_LDA] TB_AL; /* Aqk [16][16] */
-  __local float gl[KD];
-  __local ushort dSt[TB_NW][8][TB_LDK] TB_AL; /* bf16 dS^T of each warp's 8 columns */
-  __local ushort dOt[TB_NW][8][TB_LDA] TB_AL; /* bf16 dO^T */
-  __local ushort dVt[TB_NW][8][TB_LDA] TB_AL; /* bf16 -dVnew^T */
+  __local uint4 ring[TB_NS][TB_REV4];
+  __local ushort dO[TR_NW][CH * TR_LDO] TB_AL; /* each computing warp's dO rows, bf16 */
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
-  const int j0 = ((int)get_group_id(0) * TB_NW + warp) * 8;
-  const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
-  __local ushort *dst = &dSt[warp][0][0], *dot = &dOt[warp][0][0], *dvt = &dVt[warp][0][0];
-
-  tile_c dS[TB_NMT]; /* dS [K, 8], fp32 */
-  TB_UNROLL
-  for (int m = 0; m < TB_NMT; m++)
-    for (int i = 0; i < 4; i++) {
-      const int row = 16 * m + tile_c_row(lane, i), col = tile_c_col(lane, i);
-      dS[m].v[i] = has_dht ? dht[dhto + (sbase + row) * VD + j0 + col] : 0.0f;
-      dst[col * TB_LDK + row] = f32_to_bf16(dS[m].v[i]);
-    }
+  const int computes = TB_PROD ? warp < TR_NW : 1, cw = computes ? warp : 0;
+  const int j0 = ((int)get_group_id(0) * TR_NW + cw) * 16; /* this warp's V columns */
+  const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD * VD;
+  const int copier = TB_PROD ? !computes : 1, ci0 = TB_PROD ? lane : lid, cn = TB_PROD ? 32 : 32 * TR_NW;
+  TB_SCRATCH(TR_NW);
+  __local ushort *dol = dO[cw];
+  tile_c dS[TC_NKT]; /* dS^T: tile nt holds dS^T[row][8 nt + col] = dS[8 nt + col][j0 + row] */
+  tb_load_state(dS, dht, dhto + sbase, has_dht & computes, j0, lane);
   const int2 sq = seqs[n];
-  /* registers of the next chunk: W, Qg, Kd shares, Aqk and gl float4s, this lane's four dO
-   * entries (rows lane / 8 + 4 i, column lane % 8 of the warp's columns) */
-  float4 pw[TB_PF], pq[TB_PF], pk[TB_PF], pa[TB_PA], pg = (float4)(0.0f);
-  float pd[4];
-#define TB_FETCH_BWD(cc)                                                                    \
+  const int last = sq.x + sq.y - 1; /* chunks in reverse: the p-th is last - p */
+  if (copier)
+    for (int p = 0; p < TB_NS - 1; p++)
+      tb_issue(ring[p], blkg, (ulong)(last - p), H, h, p < sq.y, TB_FWD4, TB_REV4, ci0, cn);
+  /* this lane's dO share of the next chunk: row lane / 2, columns 8 (lane % 2) .. + 7 */
+  const int orow = lane >> 1, ocol = (lane & 1) << 3;
+  float4 pa = (float4)(0.0f), pb = (float4)(0.0f);
+#define TR_FETCH_DO(cc)                                                                     \
   do {                                                                                      \
-    const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
     const int2 ch_ = chunks[cc];                                                            \
-    tb_fetch((__global const float4 *)(Wg + b_ * CH * KD), pw, lid);                        \
-    tb_fetch((__global const float4 *)(Qgg + b_ * CH * KD), pq, lid);                       \
-    tb_fetch((__global const float4 *)(Kdg + b_ * CH * KD), pk, lid);                       \
-    for (int p_ = 0; p_ < TB_PA; p_++)                                                      \
-      if (lid + p_ * TB_NT < CH * CH / 4) pa[p_] = vload4(lid + p_ * TB_NT, Ag + b_ * CH * CH); \
-    if (lid < KD / 4) pg = vload4(lid, glg + b_ * KD);                                      \
-    for (int i_ = 0; i_ < 4; i_++) {                                                        \
-      const int row_ = (lane >> 3) + 4 * i_;                                                \
-      pd[i_] = row_ < ch_.y ? dout[doo + ((ulong)(ch_.x + row_) * (ulong)H + (ulong)h) * VD + j0 + (lane & 7)] \
-                            : 0.0f;                                                         \
-    }                                                                                       \
+    const int ok_ = orow < ch_.y;                                                           \
+    const ulong e_ = doo + ((ulong)(ch_.x + (ok_ ? orow : 0)) * (ulong)H + (ulong)h) * VD + j0 + ocol; \
+    pa = ok_ ? vload4(0, dout + e_) : (float4)(0.0f);                                       \
+    pb = ok_ ? vload4(0, dout + e_ + 4) : (float4)(0.0f);                                   \
   } while (0)
-  if (sq.y > 0) TB_FETCH_BWD(sq.x + sq.y - 1);
-  for (int ci = sq.y - 1; ci >= 0; ci--) {
-    const ulong base = (ulong)(sq.x + ci) * (ulong)H + (ulong)h;
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with the staged tiles */
-    tb_put(pw, Wl, lid);
-    tb_put(pq, Ql, lid);
-    tb_put(pk, Kl, lid);
-    for (int p = 0; p < TB_PA; p++) {
-      const int e = lid + p * TB_NT; /* Aqk elements 4 e .. 4 e + 3 */
-      if (e < CH * CH / 4) tb_put4(Al + (e >> 2) * TB_LDA + 4 * (e & 3), pa[p]);
+  if ((sq.y > 0) & computes) TR_FETCH_DO(last);
+  for (int p = 0, s = 0; p < sq.y; p++) {
+    const int c = last - p;
+    const ulong base = (ulong)c * (ulong)H + (ulong)h;
+    if (copier) TB_CP_WAIT();
+    barrier(CLK_LOCAL_MEM_FENCE); /* chunk c in stage s; every warp done with the previous */
+    if (copier)
+      tb_issue(ring[s == 0 ? TB_NS - 1 : s - 1], blkg, (ulong)(last - p - TB_NS + 1), H, h,
+               p + TB_NS - 1 < sq.y, TB_FWD4, TB_REV4, ci0, cn);
+    if (computes) { /* (portable: every work-item, which computes; the chunk holds barriers) */
+      *(__local uint4 *)(dol + orow * TR_LDO + ocol) =
+          (uint4)(tb_pack2(pa.x, pa.y), tb_pack2(pa.z, pa.w), tb_pack2(pb.x, pb.y), tb_pack2(pb.z, pb.w));
+      if (p + 1 < sq.y) TR_FETCH_DO(c - 1);
+      TILE_WARP_SYNC(); /* dO rows complete */
+      tr_chunk(dS, (__local const ushort *)ring[s], dol, dSsave + (base * VD + j0) * KD,
+               dUg + base * CH * VD + j0, lane, sS, sV);
     }
-    if (lid < KD / 4) vstore4(pg, lid, gl);
-    for (int i = 0; i < 4; i++) dot[(lane & 7) * TB_LDA + (lane >> 3) + 4 * i] = f32_to_bf16(pd[i]);
-    TB_UNROLL
-    for (int m = 0; m < TB_NMT; m++) /* dS after this chunk, for kda_tcb_inter */
-      tb_store_c_bf16(dS[m], dSsave + (base * KD + 16 * m) * VD + j0, VD, lane);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (ci > 0) TB_FETCH_BWD(sq.x + ci - 1);
-    tcb_bwd_chunk(dS, Wl, Ql, Kl, Al, gl, dst, dot, dvt, dUg + base * CH * VD + j0, lane, 0);
+    s = s == TB_NS - 1 ? 0 : s + 1;
   }
-#undef TB_FETCH_BWD
-  if (has_dh0) {
-    TB_UNROLL
-    for (int m = 0; m < TB_NMT; m++)
+#undef TR_FETCH_DO
+  if (has_dh0 & computes) {
+    TC_UNROLL
+    for (int nt = 0; nt < TC_NKT; nt++)
       for (int i = 0; i < 4; i++)
-        dh0[dh0o + (sbase + 16 * m + tile_c_row(lane, i)) * VD + j0 + tile_c_col(lane, i)] = dS[m].v[i];
+        dh0[dh0o + sbase + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] = dS[nt].v[i];
   }
 }
 
@@ -298,6 +324,13 @@ void kda_tcb_state_bwd(__global const float *Wg, __global const float *Ag, __glo
 #define TB_IW 128              /* kda_tcb_inter: 4 warps */
 #define TB_IS 32               /* V columns per slice */
 #define TB_LDI (TB_IS + 8)     /* padded bf16 rows of a slice */
+#define TB_LDT (KD + 8)        /* padded bf16 rows of S_c^T, dS^T */
+#define TB_LDV 24              /* padded bf16 rows of Vnew^T */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define TB_UNROLL _Pragma("unroll")
+#else
+#define TB_UNROLL _Pragma("unroll 1") /* (PoCL builds the unrolled portable tiles slowly) */
+#endif
 #define TB_NTK (KD / 8)        /* 8-column output tiles of a [16, K] gradient */
 #define TB_NTW ((TB_NTK + 3) / 4) /* ... per warp: tiles warp, warp + 4, ... */
 
@@ -309,9 +342,9 @@ void kda_tcb_inter(__global const ushort *Ssave, __global const ushort *dSsave,
                    __global float *dglg, __global float *dAg)
 {
   /* (lib/kda_tc_bwd.c counts these bytes) */
-  __local ushort Sl[KD * TB_LDI] TB_AL, dSl[KD * TB_LDI] TB_AL; /* S_c, dS [K][slice] */
-  __local ushort Ol[CH * TB_LDI] TB_AL, Ul[CH * TB_LDI] TB_AL;  /* dO, -dVnew [16][slice] */
-  __local ushort Vl[CH * TB_LDI] TB_AL;                         /* Vnew [16][slice] */
+  __local ushort Sl[TB_IS * TB_LDT] TB_AL, dSl[TB_IS * TB_LDT] TB_AL; /* S_c^T, dS^T [slice][K] */
+  __local ushort Ol[CH * TB_LDI] TB_AL, Ul[CH * TB_LDI] TB_AL;        /* dO, -dVnew [16][slice] */
+  __local ushort Vl[TB_IS * TB_LDV] TB_AL;                            /* Vnew^T [slice][16] */
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int c = (int)get_group_id(0), h = (int)get_group_id(1);
   const int2 ch = chunks[c];
@@ -323,16 +356,17 @@ void kda_tcb_inter(__global const ushort *Ssave, __global const ushort *dSsave,
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice is done */
     /* bf16 rows in 8-element (16-byte) pieces: VD and jt are multiples of 16, so a piece is
      * wholly inside V or wholly past it (zeros) */
-    for (int e = lid; e < KD * (TB_IS / 8); e += TB_IW) {
-      const int d = e / (TB_IS / 8), jc = 8 * (e % (TB_IS / 8)), j = jt + jc;
-      const ulong gi = ((base * KD + d) * VD + j) / 8;
-      *(__local uint4 *)(Sl + d * TB_LDI + jc) = j < VD ? ((__global const uint4 *)Ssave)[gi] : (uint4)(0);
-      *(__local uint4 *)(dSl + d * TB_LDI + jc) = j < VD ? ((__global const uint4 *)dSsave)[gi] : (uint4)(0);
+    /* bf16 rows in 8-element (16-byte) pieces; rows past V are zeros */
+    for (int e = lid; e < TB_IS * (KD / 8); e += TB_IW) {
+      const int jc = e / (KD / 8), d = 8 * (e % (KD / 8)), j = jt + jc;
+      const ulong gi = ((base * VD + j) * KD + d) / 8;
+      *(__local uint4 *)(Sl + jc * TB_LDT + d) = j < VD ? ((__global const uint4 *)Ssave)[gi] : (uint4)(0);
+      *(__local uint4 *)(dSl + jc * TB_LDT + d) = j < VD ? ((__global const uint4 *)dSsave)[gi] : (uint4)(0);
     }
-    for (int e = lid; e < CH * (TB_IS / 8); e += TB_IW) {
-      const int r = e / (TB_IS / 8), jc = 8 * (e % (TB_IS / 8)), j = jt + jc;
-      *(__local uint4 *)(Vl + r * TB_LDI + jc) =
-          j < VD ? ((__global const uint4 *)Vnsave)[((base * CH + r) * VD + j) / 8] : (uint4)(0);
+    for (int e = lid; e < TB_IS * 2; e += TB_IW) {
+      const int jc = e >> 1, r = 8 * (e & 1), j = jt + jc;
+      *(__local uint4 *)(Vl + jc * TB_LDV + r) =
+          j < VD ? ((__global const uint4 *)Vnsave)[((base * VD + j) * CH + r) / 8] : (uint4)(0);
     }
     for (int e = lid; e < CH * TB_IS; e += TB_IW) {
       const int r = e / TB_IS, jc = e % TB_IS, j = jt + jc;
@@ -343,25 +377,25 @@ void kda_tcb_inter(__global const ushort *Ssave, __global const ushort *dSsave,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < KD)
       for (int jc = 0; jc < TB_IS; jc++)
-        agl += bf16_to_f32(Sl[lid * TB_LDI + jc]) * bf16_to_f32(dSl[lid * TB_LDI + jc]);
+        agl += bf16_to_f32(Sl[jc * TB_LDT + lid]) * bf16_to_f32(dSl[jc * TB_LDT + lid]);
     TB_UNROLL
     for (int ks = 0; ks < TB_IS / 16; ks++) {
       const tile_a ao = tile_load_a_bf16(Ol + 16 * ks, TB_LDI, lane);
       const tile_a au = tile_load_a_bf16(Ul + 16 * ks, TB_LDI, lane);
-      const tile_a av = tile_load_a_bf16(Vl + 16 * ks, TB_LDI, lane);
+      const tile_a av = tile_load_at_bf16(Vl + 16 * ks * TB_LDV, TB_LDV, lane); /* A[r][v] = Vnew[r][v] */
       TB_UNROLL
       for (int w = 0; w < TB_NTW; w++) {
         const int nt = warp + 4 * w; /* uniform over the warp */
         if (nt < TB_NTK) {
           /* B[k = v][n = d] = S[8 nt + n][v] */
-          const tile_b bs = tile_load_bt_bf16(Sl + 8 * nt * TB_LDI + 16 * ks, TB_LDI, lane);
+          const tile_b bs = tile_load_b_bf16(Sl + 16 * ks * TB_LDT + 8 * nt, TB_LDT, lane);
           tile_mma(&aQ[w], ao, bs);
           tile_mma(&aW[w], au, bs);
-          tile_mma(&aK[w], av, tile_load_bt_bf16(dSl + 8 * nt * TB_LDI + 16 * ks, TB_LDI, lane));
+          tile_mma(&aK[w], av, tile_load_b_bf16(dSl + 16 * ks * TB_LDT + 8 * nt, TB_LDT, lane));
         }
       }
       if (warp < 2) /* dAqk columns 8 warp .. 8 warp + 7: B[k = v][n = c] = Vnew[c][v] */
-        tile_mma(&aA, ao, tile_load_bt_bf16(Vl + 8 * warp * TB_LDI + 16 * ks, TB_LDI, lane));
+        tile_mma(&aA, ao, tile_load_b_bf16(Vl + 16 * ks * TB_LDV + 8 * warp, TB_LDV, lane));
     }
   }
   for (int w = 0; w < TB_NTW; w++) {

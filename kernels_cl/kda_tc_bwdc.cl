@@ -2,8 +2,8 @@
  * the tile counterpart of kda_bwd.cl's kda_bwd_chunk. Built as "tile+kda_common+kda_tc_bwdc"
  * with kda_common's -DKD -DVD (multiples of 16, <= 128) and the tile options; bounded gate.
  *
- * kda_tcb_chunk, token-parallel (4 warps per (chunk, head); work-item (r, s) = row lid / 8,
- * columns s + 8 j): recomputes the chunk's factors as the forward's prep does (gate, norms,
+ * kda_tcb_chunk, token-parallel (8 warps per (chunk, head); work-item (r, s) = row lid / 16,
+ * columns s + 16 j): recomputes the chunk's factors as the forward's prep does (gate, norms,
  * sigmoid of beta, cumulative gate G, anchored Qp, Kp, Km with G0 the first row, Akk, Tm =
  * (I + Akk)^-1), then takes the factor gradients of kda_tcb_state_bwd / kda_tcb_inter
  * (dQg, dW, dKd [16, K], dgl [K], dAqk [16, 16], dU [16, V], fp32) back through
@@ -17,13 +17,14 @@
 #error "kda_tc_bwdc needs KD and VD multiples of 16"
 #endif
 
-#define TD_WG 128                 /* 4 warps */
+#define TD_WG 256                 /* 8 warps: 16 rows x TD_SL work-items */
+#define TD_SL 16                  /* work-items per row */
 #define TD_LDK (KD + 8)           /* padded bf16 rows of K-wide local tiles */
 #define TD_LDV (VD + 8)
 #define TD_MKV (KD > VD ? KD : VD)
 #define TD_LDF (TD_MKV + 4)       /* fp32 scratch rows */
-#define TD_NJ (KD / 8)            /* key columns per work-item: d = s + 8 j */
-#define TD_NJV (VD / 8)
+#define TD_NJ (KD / TD_SL)        /* key columns per work-item: d = s + TD_SL j */
+#define TD_NJV (VD / TD_SL)
 #define TD_AL __attribute__((aligned(16)))
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define TD_UNROLL _Pragma("unroll") /* the per-work-item arrays stay in registers */
@@ -59,9 +60,9 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   __local ushort Vb[CH][TD_LDV] TD_AL, DU[CH][TD_LDV] TD_AL; /* beta v, dU */
   __local float M1[CH][CH + 1], Tm[CH][CH + 1], Pm[CH][CH + 1], M4[CH][CH + 1];
   __local float Mm[CH][CH + 1], tA[CH][CH + 1];
-  __local float E0[KD], EL[KD], dGL[KD], red[CH][8], nq[CH], nk[CH], bt[CH], rs[2][CH];
+  __local float E0[KD], EL[KD], dGL[KD], red[CH][TD_SL], nq[CH], nk[CH], bt[CH], rs[2][CH];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
-  const int r = lid >> 3, s = lid & 7;
+  const int r = lid / TD_SL, s = lid % TD_SL;
   const int c = (int)get_group_id(0), h = (int)get_group_id(1);
   const int2 ch = chunks[c];
   const int len = ch.y, valid = r < len;
@@ -72,10 +73,10 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   /* ---- A: the forward's factors again (kda_tc_prep's steps). */
   float qn[TD_NJ], kn[TD_NJ], up[TD_NJ], dn[TD_NJ], vv[TD_NJV], sq = 0.0f, sk = 0.0f;
   TD_UNROLL
-  for (int j = 0; j < TD_NJV; j++) vv[j] = valid ? LOAD(v, vo + rv + s + 8 * j) : 0.0f;
+  for (int j = 0; j < TD_NJV; j++) vv[j] = valid ? LOAD(v, vo + rv + s + TD_SL * j) : 0.0f;
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const int d = s + 8 * j;
+    const int d = s + TD_SL * j;
     qn[j] = valid ? LOAD(q, qo + rk + d) : 0.0f;
     kn[j] = valid ? LOAD(k, ko + rk + d) : 0.0f;
     sq += qn[j] * qn[j];
@@ -87,7 +88,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   if (s == 0) {
     float t = 0.0f;
-    for (int l = 0; l < 8; l++) t += red[r][l];
+    for (int l = 0; l < TD_SL; l++) t += red[r][l];
     nq[r] = 1.0f / sqrt(t + L2_EPS);
   }
   for (int d = lid; d < KD; d += TD_WG) { /* inclusive cumsum down each column */
@@ -104,13 +105,13 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   if (s == 0) {
     float t = 0.0f;
-    for (int l = 0; l < 8; l++) t += red[r][l];
+    for (int l = 0; l < TD_SL; l++) t += red[r][l];
     nk[r] = 1.0f / sqrt(t + L2_EPS);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const int d = s + 8 * j;
+    const int d = s + TD_SL * j;
     const float e = F[r][d] - F[0][d]; /* in [-75, 0] */
     up[j] = exp(e);
     dn[j] = exp(-e);
@@ -123,7 +124,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   }
   TD_UNROLL
   for (int j = 0; j < TD_NJV; j++) {
-    const int jv = s + 8 * j;
+    const int jv = s + TD_SL * j;
     Vb[r][jv] = f32_to_bf16(bt[r] * vv[j]);
     DU[r][jv] = f32_to_bf16(dUg[(base * CH + r) * VD + jv]);
   }
@@ -151,7 +152,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const int d = s + 8 * j;
+    const int d = s + TD_SL * j;
     const ulong e = (base * CH + r) * KD + d;
     const float gq = dQgg[e], gk = dKdg[e], kd = kn[j] * dn[j] * EL[d], x = F[r][d];
     const float ekn = kn[j] * up[j] * E0[d];
@@ -163,7 +164,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const int d = s + 8 * j;
+    const int d = s + TD_SL * j;
     F[r][d] = kn[j] * dn[j] * EL[d] * dKdg[(base * CH + r) * KD + d]; /* Kd (.) dKd */
     DW[r][d] = f32_to_bf16(dWg[(base * CH + r) * KD + d] * E0[d]); /* for dW Kb^T below */
   }
@@ -193,7 +194,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJV; j++) { /* dv = beta dVb; dbeta gets dVb . v */
-    const int jv = s + 8 * j;
+    const int jv = s + TD_SL * j;
     const float x = F[r][jv];
     if (valid) dv[dvo + rv + jv] = bt[r] * x;
     pb += x * vv[j];
@@ -223,18 +224,18 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const float x = F[r][s + 8 * j];
+    const float x = F[r][s + TD_SL * j];
     dkn[j] += up[j] * x;
-    dG[j] += bf16_to_f32(Kp[r][s + 8 * j]) * x;
+    dG[j] += bf16_to_f32(Kp[r][s + TD_SL * j]) * x;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_TILES(KD, tile_mma(&acc, tile_load_a_f32(&tA[0][0], CH + 1, lane), tile_load_b_bf16(&Km[0][8 * nt], TD_LDK, lane)))
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const float x = F[r][s + 8 * j];
+    const float x = F[r][s + TD_SL * j];
     dqn[j] += up[j] * x;
-    dG[j] += bf16_to_f32(Qp[r][s + 8 * j]) * x;
+    dG[j] += bf16_to_f32(Qp[r][s + TD_SL * j]) * x;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_TILES(KD, tile_mma(&acc, tile_load_at_f32(&Mm[0][0], CH + 1, lane), tile_load_b_bf16(&Kp[0][8 * nt], TD_LDK, lane));
@@ -242,16 +243,16 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const float x = F[r][s + 8 * j];
+    const float x = F[r][s + TD_SL * j];
     dkn[j] += dn[j] * x;
-    dG[j] -= bf16_to_f32(Km[r][s + 8 * j]) * x;
+    dG[j] -= bf16_to_f32(Km[r][s + TD_SL * j]) * x;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* ---- C: the cumulative gate (reverse cumsum, dGL on the last row), the gate, beta, the
    * L2 norms. */
   TD_UNROLL
-  for (int j = 0; j < TD_NJ; j++) F[r][s + 8 * j] = dG[j] + (r == len - 1 ? dGL[s + 8 * j] : 0.0f);
+  for (int j = 0; j < TD_NJ; j++) F[r][s + TD_SL * j] = dG[j] + (r == len - 1 ? dGL[s + TD_SL * j] : 0.0f);
   red[r][s] = pb;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int d = lid; d < KD; d += TD_WG) {
@@ -263,7 +264,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   }
   if (s == 0 && valid) {
     float t = 0.0f;
-    for (int l = 0; l < 8; l++) t += red[r][l];
+    for (int l = 0; l < TD_SL; l++) t += red[r][l];
     for (int l = 0; l < CH; l++) t += M1[r][l];
     dbeta[dbo + tok * (ulong)H + (ulong)h] = t * bt[r] * (1.0f - bt[r]);
   }
@@ -271,7 +272,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   float dotq = 0.0f, dotk = 0.0f;
   TD_UNROLL
   for (int j = 0; j < TD_NJ; j++) {
-    const int d = s + 8 * j;
+    const int d = s + TD_SL * j;
     float gd = 0.0f, ga = 0.0f;
     if (valid) {
       const float2 gg = kda_gate_grads(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, 0);
@@ -293,12 +294,12 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   }
   if (s == 0) {
     float t = 0.0f;
-    for (int l = 0; l < 8; l++) t += red[r][l];
+    for (int l = 0; l < TD_SL; l++) t += red[r][l];
     rs[0][r] = t;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   TD_UNROLL
-  for (int j = 0; j < TD_NJ; j++) F[r][s + 8 * j] = dG[j];
+  for (int j = 0; j < TD_NJ; j++) F[r][s + TD_SL * j] = dG[j];
   red[r][s] = dotk;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int d = lid; d < KD; d += TD_WG) {
@@ -308,14 +309,14 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   }
   if (s == 0) {
     float t = 0.0f;
-    for (int l = 0; l < 8; l++) t += red[r][l];
+    for (int l = 0; l < TD_SL; l++) t += red[r][l];
     rs[1][r] = t;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (valid)
     TD_UNROLL
     for (int j = 0; j < TD_NJ; j++) { /* d x = (d xn - xn (xn . d xn)) / |x| */
-      const int d = s + 8 * j;
+      const int d = s + TD_SL * j;
       dq[dqo + rk + d] = nq[r] * (dqn[j] - qn[j] * rs[0][r]);
       dk[dko + rk + d] = nk[r] * (dkn[j] - kn[j] * rs[1][r]);
     }

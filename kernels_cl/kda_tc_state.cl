@@ -18,7 +18,9 @@
  * chunk. On the H200 this cut the pass ~2x against staging through registers, whose
  * global latency and local stores were most of its time (docs/benchmarks-tiles.md). The
  * portable tiles cannot exchange fragments between lanes without memory: there S^T and
- * Vnew^T also go through a per-warp local scratch (2 more barriers a chunk). */
+ * Vnew^T also go through a per-warp local scratch (2 more barriers a chunk). The backward's
+ * program (-DTC_BWD=1) appends kda_tc_bwd.cl and uses the helpers below (tc_frag,
+ * tc_a_pair, TC_CP_WAIT) for its reverse pass, without this file's kernel. */
 #if TC_STEP == 64
 
 #define TC_NKS (KD / 16) /* k-steps over the key dimension */
@@ -97,6 +99,26 @@ inline tile_b tc_frag(__local const ushort *f, int lane)
 #define TC_CP_WAIT() ((void)0)
 #endif
 
+/* The state update: x^T = x^T Diag(gl) + a0 B0[nt] (+ a1 B1[nt] when two), over the KD / 8
+ * column tiles of x^T (B fragments in order at b0, b1); the backward's passes too. */
+__attribute__((always_inline)) inline void
+tc_state_update(tile_c *x, __local const float *gl, tile_a a0, __local const ushort *b0, tile_a a1,
+                __local const ushort *b1, int two, int lane)
+{
+  const int t2 = (lane & 3) << 1;
+  TC_UNROLL
+  for (int nt = 0; nt < TC_NKT; nt++) {
+    const float2 d = vload2(0, gl + 8 * nt + t2);
+    x[nt].v[0] *= d.x;
+    x[nt].v[1] *= d.y;
+    x[nt].v[2] *= d.x;
+    x[nt].v[3] *= d.y;
+    tile_mma(&x[nt], a0, tc_frag(b0 + nt * TC_FRAG, lane));
+    if (two) tile_mma(&x[nt], a1, tc_frag(b1 + nt * TC_FRAG, lane));
+  }
+}
+
+#if !(defined(TC_BWD) && TC_BWD) /* (the backward's build takes the helpers above) */
 /* One 16-token chunk ch of this warp's 16 V columns j0..: S^T in S [TC_NKT] (fp32), the
  * chunk's block at blk, its U^T rows of these columns at ut ([16 columns][16 rows] fp32),
  * both in the ring. sS [16][TC_LDS], sV [16][16]: the warp's scratch (portable tiles only).
@@ -145,16 +167,7 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
   const tile_a av = tile_load_a_f32(sV, CH, lane);
 #endif
   /* S^T = S^T Diag(gl) + Vnew^T Kd (first: the next chunk waits on it) */
-  __local const float *gl = (__local const float *)(blk + 48 * KD + 256);
-  TC_UNROLL
-  for (int nt = 0; nt < TC_NKT; nt++) {
-    const float2 d = vload2(0, gl + 8 * nt + t2);
-    S[nt].v[0] *= d.x;
-    S[nt].v[1] *= d.y;
-    S[nt].v[2] *= d.x;
-    S[nt].v[3] *= d.y;
-    tile_mma(&S[nt], av, tc_frag(blk + 32 * KD + nt * TC_FRAG, lane));
-  }
+  tc_state_update(S, (__local const float *)(blk + 48 * KD + 256), av, blk + 32 * KD, av, blk, 0, lane);
   /* O^T += Vnew^T Aqk^T; o [tokens, H, VD] at (token 8 nt + col, column j0 + row). */
   for (int nt = 0; nt < 2; nt++) {
     tile_mma(&oc[nt], av, tc_frag(blk + 48 * KD + nt * TC_FRAG, lane));
@@ -233,4 +246,5 @@ void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
   }
 }
 
+#endif /* !TC_BWD */
 #endif /* TC_STEP == 64 */

@@ -58,6 +58,11 @@ void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
 int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                         clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead);
+/* The tile prep (kda_tc_prep, kernel kp of a kda_tc.cl build) into blk and U, laid out as
+ * that build says (the forward's, or the backward's with -DTC_BWD=1); its local bytes. */
+clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                cl_kernel kp, cl_mem blk, cl_mem U);
+size_t kda_tc_prep_local_bytes(size_t K, size_t V);
 
 /* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its
  * result for zero tokens (zero gradients, dfinal_state passed to dinitial_state), shared by

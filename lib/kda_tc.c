@@ -17,7 +17,7 @@
 static size_t block_ushorts(int64_t K) { return (size_t)(48 * K + 256 + 2 * K); }
 
 /* Local memory of the two kernels (bytes, as declared in kernels_cl/kda_tc.cl). */
-static size_t prep_local_bytes(size_t K, size_t V)
+size_t kda_tc_prep_local_bytes(size_t K, size_t V)
 {
   return 16 * (K + 8) * 4 + 2 * K * 4 + 4 * 16 * (K + 8) * 2 + 16 * (V + 8) * 2 + 2 * 16 * 17 * 4 +
          2 * 16 * 8 * 4 + 3 * 16 * 4;
@@ -38,7 +38,7 @@ int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
 {
   if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
-  size_t need = prep_local_bytes((size_t)p->K, (size_t)p->V);
+  size_t need = kda_tc_prep_local_bytes((size_t)p->K, (size_t)p->V);
   if (state_local_bytes((size_t)p->K, 4) > need) need = state_local_bytes((size_t)p->K, 4);
   return c->max_work_group_size >= TC_PREP_WG && c->local_mem_bytes >= need + 256;
 }
@@ -89,13 +89,23 @@ static int pick_producer(void)
   return !(env && !strcmp(env, "0"));
 }
 
-/* The prep's W and U by forward substitution on every work-item instead of the explicit
- * inverse (CLMOE_KDA_TC_SOLVE=1): written after the session's GPU time was spent, checked on
- * PoCL; not the default until timed. */
-static int pick_solve(void)
+/* kda_tc_prep (kernel kp, from a kda_tc.cl build) on every (chunk, head) of the plan:
+ * the blocks into blk and U into U (their layouts: the build's). */
+clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                cl_kernel kp, cl_mem blk, cl_mem U)
 {
-  const char *env = getenv("CLMOE_KDA_TC_SOLVE");
-  return env && !strcmp(env, "1");
+  if (p->nchunks == 0) return CLMOE_OK;
+  cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
+  cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
+  cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
+  cl_int H = (cl_int)p->H;
+  float scale = p->scale, lb = p->lb;
+  CLMOE_TRY(clmoe__args(kp, 20, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
+                        KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo), KA(in->A_log->buf), KA(ao),
+                        KA(in->dt_bias->buf), KA(dto), KA(p->chunks), KA(H), KA(scale), KA(lb), KA(blk),
+                        KA(U)));
+  size_t global[2] = {(size_t)p->nchunks * TC_PREP_WG, (size_t)p->H}, local[2] = {TC_PREP_WG, 1};
+  return clmoe__launch(ctx, kp, 2, global, local);
 }
 
 static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
@@ -117,8 +127,8 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   const int prod = step == 64 && ptx && pick_producer();
   char opts[256], base[128];
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SOLVE=%d %s",
-           base, step, warps, lookahead, stages, prod, pick_solve(), clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d %s", base, step,
+           warps, lookahead, stages, prod, clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tc+kda_tc_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
@@ -134,18 +144,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, blk_bytes, &blk), done);
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
   cl_int H = (cl_int)p->H;
-  if (p->nchunks > 0) {
-    cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
-    cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
-    cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
-    float scale = p->scale, lb = p->lb;
-    CLMOE_TRY_GOTO(st, clmoe__args(kp, 20, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf),
-                                   KA(vo), KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo),
-                                   KA(in->A_log->buf), KA(ao), KA(in->dt_bias->buf), KA(dto),
-                                   KA(p->chunks), KA(H), KA(scale), KA(lb), KA(blk), KA(U)), done);
-    size_t global[2] = {(size_t)p->nchunks * TC_PREP_WG, (size_t)p->H}, local[2] = {TC_PREP_WG, 1};
-    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, kp, 2, global, local), done);
-  }
+  CLMOE_TRY_GOTO(st, kda_tc_prep_launch(ctx, p, in, kp, blk, U), done);
   const clmoe_tensor *h0 = in->initial_state;
   cl_mem h0m = h0 ? h0->buf : NULL, htm = ht ? ht->buf : NULL;
   cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, oo = (cl_ulong)o->offset;

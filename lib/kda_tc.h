@@ -32,15 +32,17 @@ clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                   const clmoe_kda_inputs *in, clmoe_tensor *o,
                                   clmoe_tensor *final_state, const clmoe_kda_tc_config *cfg);
 
-/* The backward of clmoe_kda_backward on the tile kernels (kernels_cl/kda_tc_bwd.cl: the
- * state recurrence again, the reverse state-gradient pass, the per-chunk factor gradients;
- * kda_tc_bwdc.cl: back through the 16 x 16 factors, the gate, beta and the norms), after the
- * portable kda_prep recomputes the per-chunk factors. Same coverage as the forward (bounded gate,
- * K, V multiples of 16 up to 128; any B, T, packed sequences, initial state and
- * dfinal_state); CLMOE_ERR_UNSUPPORTED (no fallback) otherwise. cfg may be NULL (its warps:
- * of the two state passes; lookahead unused). clmoe_kda_backward takes this path by itself
- * when the fast path is on for the call. Results carry bf16 operand rounding (about 1e-2
- * relative to each gradient's largest magnitude). */
+/* The backward of clmoe_kda_backward on the tile kernels (kernels_cl/kda_tc.cl's prep built
+ * for the backward: the per-chunk factors again; kda_tc_bwd.cl: the state recurrence again,
+ * the reverse state-gradient pass, the per-chunk factor gradients; kda_tc_bwdc.cl: back
+ * through the 16 x 16 factors, the gate, beta and the norms). Same coverage as the forward
+ * (bounded gate, K, V multiples of 16 up to 128; any B, T, packed sequences, initial state
+ * and dfinal_state); CLMOE_ERR_UNSUPPORTED (no fallback) otherwise. cfg may be NULL (its
+ * warps: computing warps of the two state passes, 16 columns of V each, 1, 2 or 4, default
+ * the most that leave no compute unit idle; lookahead: chunks their copy ring runs ahead,
+ * 1..3, default 2). clmoe_kda_backward
+ * takes this path by itself when the fast path is on for the call. Results carry bf16
+ * operand rounding (about 1e-2 relative to each gradient's largest magnitude). */
 clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                    const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                    const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
@@ -48,12 +50,12 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
 
 /* Library-internal (lib/kda_backward.c): the plan of kda_internal.h. covers: 1 when the tile
  * backward supports it on ctx's device; run: the backward for a plan with chunks, the
- * arguments already checked (warps 0: default). */
+ * arguments already checked (warps, lookahead 0: defaults). */
 struct kda_plan;
 int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p);
 clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
                             const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
-                            const clmoe_kda_grads *grads, int warps);
+                            const clmoe_kda_grads *grads, int warps, int lookahead);
 
 #ifdef __cplusplus
 }

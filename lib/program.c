@@ -55,7 +55,7 @@ out:
 /* A program's sources: common.cl, then each file of the family. A family is one file name
  * ("gemm") or several joined by '+' ("kda_common+kda_fwd"), read in that order. Sources
  * read from CLMOE_KERNEL_DIR are malloc'ed and listed in owned[] (NULL otherwise). */
-#define MAX_PARTS 4
+#define MAX_PARTS 5 /* (the KDA backward's program has 5) */
 typedef struct program_sources {
   int count;
   const char *text[MAX_PARTS + 1];

@@ -130,22 +130,6 @@ static void test_step16(void)
   run_cases_step(c, (int)(sizeof c / sizeof c[0]), 16);
 }
 
-/* The prep's W and U by forward substitution (CLMOE_KDA_TC_SOLVE=1): partial chunks, B 2,
- * packed sequences with an empty one, initial and final states, the saturated gate; one
- * shape (one program build). */
-static void test_solve(void)
-{
-  static const int32_t lens[] = {5, 0, 33, 17};
-  static const kda_tc_case c[] = {
-      {2, 17, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 0},
-      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 300, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
-  };
-  setenv("CLMOE_KDA_TC_SOLVE", "1", 1);
-  run_cases(c, (int)(sizeof c / sizeof c[0]));
-  unsetenv("CLMOE_KDA_TC_SOLVE");
-}
-
 /* Devices with less local memory (CLMOE_LOCAL_MEM_BYTES in a second context), K = V = 64:
  * 25,000 bytes (the ring with 2 stages and 1 warp; 3 stages and 2 warps need 37.6 KB with
  * the portable tiles' scratch) and 21,000 (no ring fits: the 16-token pass, whose build
@@ -265,7 +249,6 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "packed sequences", test_packed);
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "16-token staged pass: boundaries, packed, warps, extremes", test_step16);
-  CU_add_test(suite, "prep by forward substitution (CLMOE_KDA_TC_SOLVE=1)", test_solve);
   CU_add_test(suite, "less local memory: fewer ring stages and warps, the 16-token pass", test_local_budget);
   CU_add_test(suite, "tile path against the portable path", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_forward dispatch", test_dispatch);

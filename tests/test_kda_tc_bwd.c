@@ -55,8 +55,9 @@ static void test_lengths(void)
   run_cases(c, (int)(sizeof c / sizeof c[0]));
 }
 
-/* K = V = 16 with lb -1, K < V with 2 state warps (the default is 4, where V allows), K =
- * 128 > V with bf16 storage and one state warp (each line one more program build on PoCL). */
+/* K = V = 16 with lb -1, K < V with 2 state warps (the default follows the compute units),
+ * K = 128 > V with bf16 storage and one state warp (each line one more program build on
+ * PoCL). */
 static void test_shapes(void)
 {
   static const kda_tc_case c[] = {
@@ -202,24 +203,22 @@ static void test_dispatch(void)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
 }
 
-/* The passes fed by a copy ring (CLMOE_KDA_TCB_RING: 3 and 2 stages): T 1, 17 and 70 (the
- * ring's turns, partial chunks), B 2, packed sequences with an empty one, initial state and
- * dfinal_state, the saturated gate; one shape, so two program builds. */
+/* The copy ring of the two state passes with 1 and 3 chunks copied ahead (2 and 4 stages;
+ * the default is 2 ahead): T 1, 17 and 70 (the ring's turns, partial chunks), B 2, packed
+ * sequences with an empty one, initial state and dfinal_state, the saturated gate. */
 static void test_ring(void)
 {
   static const int32_t lens[] = {5, 0, 33, 17};
   static const kda_tc_case c[] = {
-      {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
-      {2, 17, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 90, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
+      {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 1},
+      {2, 17, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 1},
+      {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 1},
+      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 1},
+      {1, 90, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 1},
+      {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 3},
+      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 3},
   };
-  setenv("CLMOE_KDA_TCB_RING", "1", 1);
   run_cases(c, (int)(sizeof c / sizeof c[0]));
-  setenv("CLMOE_KDA_TCB_RING", "2", 1);
-  run_cases(c, 3);
-  unsetenv("CLMOE_KDA_TCB_RING");
 }
 
 static void add_tests(CU_pSuite suite)
@@ -230,7 +229,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "packed sequences, one empty", test_packed);
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "tile backward against the portable backward", test_vs_portable);
-  CU_add_test(suite, "passes fed by a copy ring: turns, packed, extremes", test_ring);
+  CU_add_test(suite, "copy ring of 2 and 4 stages: turns, packed, extremes", test_ring);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");
 }

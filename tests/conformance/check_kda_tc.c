@@ -156,7 +156,7 @@ clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case
   clmoe_kda_inputs in = {&d.q, &d.k, &d.v, &d.z, &d.beta, &d.A_log, &d.dt_bias,
                          d.hh0 ? &d.h0 : NULL, d.cu ? &d.cu_t : NULL};
   clmoe_kda_options opts = {.lower_bound = kc->lb};
-  clmoe_kda_tc_config cfg = {kc->warps, 0};
+  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead};
   clmoe_kda_grads grads = {&g[GQ], &g[GK], &g[GV], &g[GZ], &g[GB], &g[GA], &g[GDT], &g[GH0]};
   CK(clmoe_kda_backward_tc(ctx, &opts, &in, &dout, kc->h0 ? &dht : NULL, &grads, &cfg));
   for (int i = 0; i < NG; i++) {
