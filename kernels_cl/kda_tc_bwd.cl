@@ -2,8 +2,8 @@
  * files in the program "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd", built with
  * kda_common's -DKD -DVD (multiples of 16, <= 128), the tile options, -DTC_STEP=64
  * -DTC_BWD=1 (kda_tc.cl's prep writes the backward's blocks; kda_tc_state.cl gives its
- * fragment helpers, not its kernel), -DTB_NW / -DTR_NW (computing warps of the save and
- * reverse passes), -DTB_NS (stages of their copy rings, 2..4) and -DTB_PROD (0/1: a producer
+ * fragment helpers, not its kernel), -DTB_NW (computing warps of a state pass's
+ * work-group), -DTB_NS (stages of its copy ring, 2..4) and -DTB_PROD (0/1: a producer
  * warp, PTX tiles only). Every product over K or V is tile_mma (D[16 x 8] += A[16 x 16]
  * B[16 x 8], bf16 operands, fp32 accumulators). The per-chunk factors: one bf16 block per
  * (chunk, head) from the prep (kda_common.cl's KDA_BB_*: B operands in fragment order, where
@@ -14,14 +14,16 @@
  * forward's state pass does (kda_tc_state.cl): each warp owns 16 columns of V, and every
  * product takes the state, dO^T or Vnew^T / dVnew^T as its A operand (accumulator pairs
  * packed to bf16, no memory on PTX) and the chunk's fragments as B. On the H200 this
- * formulation took the reverse pass from 2.18 ms (S [K, 8] with a bf16 copy in local
- * memory, 8 columns per warp) to 1.88 at H 16, T 16384.
- * kda_tcb_fwd_save (TB_NW warps): the forward again,
+ * formulation took the two passes from 1.78 + 1.88 ms (S [K, 8] with a bf16 copy in local
+ * memory, 8 columns per warp) to 1.03 + 1.16 at H 16, T 16384 (2 warps per work-group).
+ * kda_tcb_fwd_save / kda_tcb_state_bwd run them one after the other, kda_tcb_states both in
+ * one launch (they do not depend on each other).
+ * The save pass (ts_pass, TB_NW warps): the forward again,
  *     Vnew^T = U^T + S^T (-W)^T,   S^T = S^T Diag(gl) + Vnew^T Kd,
  *   keeping the state entering each chunk S_c^T [chunks, H, V, K] and Vnew^T [chunks, H,
  *   V, 16], both bf16 (every later use is a bf16 tile operand; only dgl's elementwise sum
  *   sees the rounding).
- * kda_tcb_state_bwd (TR_NW warps), chunks in reverse, dS (the gradient of the state after
+ * The reverse pass (tr_pass), chunks in reverse, dS (the gradient of the state after
  *   the chunk):
  *     dVnew^T = dO^T Aqk + dS^T Kd^T  (-> dU [chunks, H, 16, V], fp32),
  *     dS^T    = dS^T Diag(gl) + dO^T Qg + dVnew^T (-W),
@@ -37,8 +39,8 @@
 #ifndef TB_NW
 #define TB_NW 2
 #endif
-#ifndef TR_NW
-#define TR_NW 2
+#ifndef TB_NW
+#define TB_NW 2
 #endif
 #ifndef TB_NS
 #define TB_NS 3
@@ -51,7 +53,7 @@
 #error "kda_tc_bwd needs KD and VD multiples of 16"
 #endif
 #define TB_NWG (32 * TB_NW + 32 * TB_PROD) /* work-group sizes of the two passes */
-#define TR_NWG (32 * TR_NW + 32 * TB_PROD)
+#define TB_NWG (32 * TB_NW + 32 * TB_PROD)
 #define TB_AL __attribute__((aligned(16)))
 #define TB_BLK4 (KDA_BB_SIZE / 8)                 /* uint4 of a block */
 #define TB_FWD4 (KDA_BB_SAVE / 8)                 /* ... of the save pass's part */
@@ -130,7 +132,7 @@ inline void tb_load_state(tile_c *x, __global const float *src, ulong o, int has
       x[nt].v[i] = has ? src[o + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
 }
 
-/* ---- kda_tcb_fwd_save ------------------------------------------------------------------ */
+/* ---- the save pass --------------------------------------------------------------------- */
 
 /* One chunk of a warp's 16 columns: S^T in S, the save part of the chunk's block at sb
  * (ring), this chunk's U^T at the lane's positions in u ([token tile][row g, g + 8]).
@@ -167,27 +169,26 @@ ts_chunk(tile_c *S, __local const ushort *sb, const float2 *u, __global ushort *
   tc_state_update(S, (__local const float *)(sb + KDA_BB_S2), av, sb + KDA_BB_S1, av, sb, 0, lane);
 }
 
-/* Grid (VD / 16 / TB_NW work-groups, H, sequences). */
-__kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
-void kda_tcb_fwd_save(__global const uint4 *blkg, __global const float *Ug, __global const int2 *seqs,
-                      int H, __global const float *h0, ulong h0o, int has_h0,
-                      __global ushort *Ssave, __global ushort *Vnsave)
+/* The save pass of work-group column gx (V columns 16 TB_NW gx ..) of (head, sequence)
+ * (group ids 1, 2): its stages in ring (TB_NS x TB_FWD4), sS / sV its warp's scratch
+ * (portable tiles). Every work-item of the work-group calls it (it holds barriers). */
+__attribute__((always_inline)) inline void
+ts_pass(__local uint4 *ring, __local float *sS, __local float *sV, int gx, __global const uint4 *blkg,
+        __global const float *Ug, __global const int2 *seqs, int H, __global const float *h0, ulong h0o,
+        int has_h0, __global ushort *Ssave, __global ushort *Vnsave)
 {
-  /* (lib/kda_tc_bwd.c counts these bytes) */
-  __local uint4 ring[TB_NS][TB_FWD4];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
   const int computes = TB_PROD ? warp < TB_NW : 1, cw = computes ? warp : 0;
-  const int j0 = ((int)get_group_id(0) * TB_NW + cw) * 16; /* this warp's V columns */
+  const int j0 = (gx * TB_NW + cw) * 16; /* this warp's V columns */
   const int g = lane >> 2, t2 = (lane & 3) << 1;
   const int copier = TB_PROD ? !computes : 1, ci0 = TB_PROD ? lane : lid, cn = TB_PROD ? 32 : 32 * TB_NW;
-  TB_SCRATCH(TB_NW);
   tile_c S[TC_NKT]; /* S^T: tile nt holds S^T[row][8 nt + col] = S[8 nt + col][j0 + row] */
   tb_load_state(S, h0, h0o + ((ulong)n * (ulong)H + (ulong)h) * KD * VD, has_h0 & computes, j0, lane);
   const int2 sq = seqs[n];
   if (copier)
     for (int p = 0; p < TB_NS - 1; p++)
-      tb_issue(ring[p], blkg, (ulong)(sq.x + p), H, h, p < sq.y, 0, TB_FWD4, ci0, cn);
+      tb_issue(ring + p * TB_FWD4, blkg, (ulong)(sq.x + p), H, h, p < sq.y, 0, TB_FWD4, ci0, cn);
   /* U^T of the next chunk at this lane's accumulator positions: [token tile][row g, g + 8] */
   float2 pu[4] = {(float2)(0.0f), (float2)(0.0f), (float2)(0.0f), (float2)(0.0f)};
 #define TS_FETCH_U(cc)                                                                      \
@@ -202,12 +203,12 @@ void kda_tcb_fwd_save(__global const uint4 *blkg, __global const float *Ug, __gl
     if (copier) TB_CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE); /* chunk ci in stage s; every warp done with chunk ci - 1 */
     if (copier)
-      tb_issue(ring[s == 0 ? TB_NS - 1 : s - 1], blkg, (ulong)(sq.x + ci + TB_NS - 1), H, h,
+      tb_issue(ring + (s == 0 ? TB_NS - 1 : s - 1) * TB_FWD4, blkg, (ulong)(sq.x + ci + TB_NS - 1), H, h,
                ci + TB_NS - 1 < sq.y, 0, TB_FWD4, ci0, cn);
     if (computes) { /* (portable: every work-item, which computes; the chunk holds barriers) */
       const float2 u[4] = {pu[0], pu[1], pu[2], pu[3]};
       if (ci + 1 < sq.y) TS_FETCH_U(sq.x + ci + 1);
-      ts_chunk(S, (__local const ushort *)ring[s], u, Ssave + (base * VD + j0) * KD, Vnsave + (base * VD + j0) * CH,
+      ts_chunk(S, (__local const ushort *)(ring + s * TB_FWD4), u, Ssave + (base * VD + j0) * KD, Vnsave + (base * VD + j0) * CH,
                lane, sS, sV);
     }
     s = s == TB_NS - 1 ? 0 : s + 1;
@@ -215,7 +216,7 @@ void kda_tcb_fwd_save(__global const uint4 *blkg, __global const float *Ug, __gl
 #undef TS_FETCH_U
 }
 
-/* ---- kda_tcb_state_bwd ----------------------------------------------------------------- */
+/* ---- the reverse pass ------------------------------------------------------------------ */
 
 #define TR_LDO 24 /* bf16 row of a warp's dO scratch */
 
@@ -255,31 +256,28 @@ tr_chunk(tile_c *dS, __local const ushort *rb, __local const ushort *dol, __glob
                   rb + (KDA_BB_R2 - KDA_BB_R0), 1, lane);
 }
 
-/* Grid (VD / 16 / TR_NW work-groups, H, sequences). */
-__kernel __attribute__((reqd_work_group_size(TR_NWG, 1, 1)))
-void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs,
-                       int H, __global const float *dout, ulong doo, __global const float *dht,
-                       ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
-                       __global float *dh0, ulong dh0o, int has_dh0)
+/* The reverse pass of work-group column gx (as ts_pass): its stages in ring (TB_NS x
+ * TB_REV4), dO [TB_NW][CH * TR_LDO] the warps' dO rows. */
+__attribute__((always_inline)) inline void
+tr_pass(__local uint4 *ring, __local ushort *dO, __local float *sS, __local float *sV, int gx,
+        __global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs, int H,
+        __global const float *dout, ulong doo, __global const float *dht, ulong dhto, int has_dht,
+        __global float *dUg, __global ushort *dSsave, __global float *dh0, ulong dh0o, int has_dh0)
 {
-  /* (lib/kda_tc_bwd.c counts these bytes) */
-  __local uint4 ring[TB_NS][TB_REV4];
-  __local ushort dO[TR_NW][CH * TR_LDO] TB_AL; /* each computing warp's dO rows, bf16 */
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
-  const int computes = TB_PROD ? warp < TR_NW : 1, cw = computes ? warp : 0;
-  const int j0 = ((int)get_group_id(0) * TR_NW + cw) * 16; /* this warp's V columns */
+  const int computes = TB_PROD ? warp < TB_NW : 1, cw = computes ? warp : 0;
+  const int j0 = (gx * TB_NW + cw) * 16; /* this warp's V columns */
   const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD * VD;
-  const int copier = TB_PROD ? !computes : 1, ci0 = TB_PROD ? lane : lid, cn = TB_PROD ? 32 : 32 * TR_NW;
-  TB_SCRATCH(TR_NW);
-  __local ushort *dol = dO[cw];
+  const int copier = TB_PROD ? !computes : 1, ci0 = TB_PROD ? lane : lid, cn = TB_PROD ? 32 : 32 * TB_NW;
+  __local ushort *dol = dO + cw * (CH * TR_LDO);
   tile_c dS[TC_NKT]; /* dS^T: tile nt holds dS^T[row][8 nt + col] = dS[8 nt + col][j0 + row] */
   tb_load_state(dS, dht, dhto + sbase, has_dht & computes, j0, lane);
   const int2 sq = seqs[n];
   const int last = sq.x + sq.y - 1; /* chunks in reverse: the p-th is last - p */
   if (copier)
     for (int p = 0; p < TB_NS - 1; p++)
-      tb_issue(ring[p], blkg, (ulong)(last - p), H, h, p < sq.y, TB_FWD4, TB_REV4, ci0, cn);
+      tb_issue(ring + p * TB_REV4, blkg, (ulong)(last - p), H, h, p < sq.y, TB_FWD4, TB_REV4, ci0, cn);
   /* this lane's dO share of the next chunk: row lane / 2, columns 8 (lane % 2) .. + 7 */
   const int orow = lane >> 1, ocol = (lane & 1) << 3;
   float4 pa = (float4)(0.0f), pb = (float4)(0.0f);
@@ -298,14 +296,14 @@ void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, 
     if (copier) TB_CP_WAIT();
     barrier(CLK_LOCAL_MEM_FENCE); /* chunk c in stage s; every warp done with the previous */
     if (copier)
-      tb_issue(ring[s == 0 ? TB_NS - 1 : s - 1], blkg, (ulong)(last - p - TB_NS + 1), H, h,
+      tb_issue(ring + (s == 0 ? TB_NS - 1 : s - 1) * TB_REV4, blkg, (ulong)(last - p - TB_NS + 1), H, h,
                p + TB_NS - 1 < sq.y, TB_FWD4, TB_REV4, ci0, cn);
     if (computes) { /* (portable: every work-item, which computes; the chunk holds barriers) */
       *(__local uint4 *)(dol + orow * TR_LDO + ocol) =
           (uint4)(tb_pack2(pa.x, pa.y), tb_pack2(pa.z, pa.w), tb_pack2(pb.x, pb.y), tb_pack2(pb.z, pb.w));
       if (p + 1 < sq.y) TR_FETCH_DO(c - 1);
       TILE_WARP_SYNC(); /* dO rows complete */
-      tr_chunk(dS, (__local const ushort *)ring[s], dol, dSsave + (base * VD + j0) * KD,
+      tr_chunk(dS, (__local const ushort *)(ring + s * TB_REV4), dol, dSsave + (base * VD + j0) * KD,
                dUg + base * CH * VD + j0, lane, sS, sV);
     }
     s = s == TB_NS - 1 ? 0 : s + 1;
@@ -317,6 +315,59 @@ void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, 
       for (int i = 0; i < 4; i++)
         dh0[dh0o + sbase + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] = dS[nt].v[i];
   }
+}
+
+/* ---- the kernels: each pass alone, or both in one launch --------------------------------- */
+
+/* Grid (VD / 16 / TB_NW work-groups, H, sequences) each. */
+__kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
+void kda_tcb_fwd_save(__global const uint4 *blkg, __global const float *Ug, __global const int2 *seqs,
+                      int H, __global const float *h0, ulong h0o, int has_h0, __global ushort *Ssave,
+                      __global ushort *Vnsave)
+{
+  __local uint4 ring[TB_NS * TB_FWD4]; /* (lib/kda_tc_bwd.c counts these bytes) */
+  const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0; /* (the producer: 0) */
+  TB_SCRATCH(TB_NW);
+  ts_pass(ring, sS, sV, (int)get_group_id(0), blkg, Ug, seqs, H, h0, h0o, has_h0, Ssave, Vnsave);
+}
+
+__kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
+void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs,
+                       int H, __global const float *dout, ulong doo, __global const float *dht,
+                       ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
+                       __global float *dh0, ulong dh0o, int has_dh0)
+{
+  __local uint4 ring[TB_NS * TB_REV4];
+  __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
+  const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
+  TB_SCRATCH(TB_NW);
+  tr_pass(ring, dO, sS, sV, (int)get_group_id(0), blkg, chunks, seqs, H, dout, doo, dht, dhto, has_dht, dUg,
+          dSsave, dh0, dh0o, has_dh0);
+}
+
+/* The two passes do not depend on each other (the reverse pass needs dO and the factors,
+ * not the saved states), so when they leave compute units idle one launch runs them side
+ * by side: work-group columns 0 .. VD / 16 / TB_NW - 1 run the save pass, the next as many
+ * the reverse pass (grid (2 VD / 16 / TB_NW, H, sequences)); every work-group holds the
+ * reverse pass's larger ring. On the H200 at T 16384 with 1 warp per work-group: H 16 1.31
+ * ms against 0.84 + 0.96 one after the other, H 32 2.44 against 1.08 + 1.36. */
+__kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
+void kda_tcb_states(__global const uint4 *blkg, __global const float *Ug, __global const int2 *chunks,
+                    __global const int2 *seqs, int H, __global const float *h0, ulong h0o, int has_h0,
+                    __global const float *dout, ulong doo, __global const float *dht, ulong dhto,
+                    int has_dht, __global ushort *Ssave, __global ushort *Vnsave, __global float *dUg,
+                    __global ushort *dSsave, __global float *dh0, ulong dh0o, int has_dh0)
+{
+  __local uint4 ring[TB_NS * TB_REV4];
+  __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
+  const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
+  TB_SCRATCH(TB_NW);
+  const int gx = (int)get_group_id(0), nsave = VD / 16 / TB_NW;
+  if (gx < nsave)
+    ts_pass(ring, sS, sV, gx, blkg, Ug, seqs, H, h0, h0o, has_h0, Ssave, Vnsave);
+  else
+    tr_pass(ring, dO, sS, sV, gx - nsave, blkg, chunks, seqs, H, dout, doo, dht, dhto, has_dht, dUg, dSsave, dh0,
+            dh0o, has_dh0);
 }
 
 /* ---- kda_tcb_inter ------------------------------------------------------------------------- */

@@ -2,8 +2,9 @@
  * kda_tc_bwdc.cl. The plan (argument checks, chunk and sequence tables) is kda.c's. Steps:
  *   1. kda_tc_prep (kda_tc.cl built with -DTC_BWD=1, token-parallel): the per-chunk factors
  *      W, Kd, gl, Qg, Aqk as one bf16 block per (chunk, head) in the passes' layout, U^T fp32;
- *   2. kda_tcb_fwd_save (head-parallel): the states entering each chunk and Vnew;
- *   3. kda_tcb_state_bwd (head-parallel, reverse): dVnew and every chunk's dS;
+ *   2-3. two independent head-parallel passes, kda_tcb_fwd_save (the states entering each
+ *      chunk and Vnew) and kda_tcb_state_bwd (reverse: dVnew and every chunk's dS), or both
+ *      in one launch (kda_tcb_states) when they leave compute units idle;
  *   4. kda_tcb_inter (token-parallel): dQg, dW, dKd, dAqk, dgl;
  *   5. kda_tcb_chunk (token-parallel): back through the 16 x 16 factors, the gate,
  *      beta and the L2 norms; kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the
@@ -35,19 +36,14 @@ static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers
 }
 
 /* Local memory (bytes) of the tile kernels as declared in kda_tc_bwd.cl and kda_tc_bwdc.cl:
- * a block (ushorts, kda_common.cl's KDA_BB_SIZE) and its save-pass part, the two ring
- * passes (ns stages, w computing warps; the reverse pass's portable tiles add a scratch),
- * kda_tcb_inter, kda_tcb_chunk. */
+ * a block (ushorts, kda_common.cl's KDA_BB_SIZE) and its save-pass part; kda_tcb_states
+ * (ns stages of the reverse pass's part, the larger, w computing warps' dO rows, and the
+ * portable tiles' scratch), kda_tcb_inter, kda_tcb_chunk. */
 static size_t save_ushorts(size_t K) { return 34 * K; }
 static size_t block_ushorts(size_t K) { return save_ushorts(K) + 50 * K + 256; }
-static size_t scratch_bytes(size_t K, size_t w, int ptx) { return ptx ? 0 : w * (16 * (K + 4) + 256) * 4; }
-static size_t ring_fwd_bytes(size_t K, size_t w, size_t ns, int ptx)
+static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx)
 {
-  return ns * save_ushorts(K) * 2 + scratch_bytes(K, w, ptx);
-}
-static size_t ring_bwd_bytes(size_t K, size_t w, size_t ns, int ptx)
-{
-  return ns * (block_ushorts(K) - save_ushorts(K)) * 2 + w * 16 * 24 * 2 + scratch_bytes(K, w, ptx);
+  return ns * (block_ushorts(K) - save_ushorts(K)) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4);
 }
 static size_t inter_bytes(size_t K) { return 2 * 32 * (K + 8) * 2 + 2 * 16 * 40 * 2 + 32 * 24 * 2; }
 static size_t chunk_bytes(size_t K, size_t V)
@@ -63,10 +59,9 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
   const size_t K = (size_t)p->K;
   size_t need = chunk_bytes(K, (size_t)p->V);
-  /* the passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[4] = {ring_fwd_bytes(K, 1, 2, 0), ring_bwd_bytes(K, 1, 2, 0), inter_bytes(K),
-                          kda_tc_prep_local_bytes(K, (size_t)p->V)};
-  for (int i = 0; i < 4; i++)
+  /* the state passes with their smallest ring: 2 stages, 1 warp */
+  const size_t mine[3] = {states_bytes(K, 1, 2, 0), inter_bytes(K), kda_tc_prep_local_bytes(K, (size_t)p->V)};
+  for (int i = 0; i < 3; i++)
     if (mine[i] > need) need = mine[i];
   return c->max_work_group_size >= TD_WG && c->local_mem_bytes >= need + 256;
 }
@@ -88,26 +83,38 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps)
   return warps;
 }
 
-/* The rings' stages (at most `most`, at least 2) and the passes' warps within the local
+/* The ring's stages (at most `most`, at least 2) and the passes' warps within the local
  * memory (covers checked that 2 stages of one warp fit). */
-static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int *wf, int *wr)
+static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int *w)
 {
   const size_t avail = clmoe__local_mem_optin(ctx) - 256, K = (size_t)p->K;
   for (int ns = most; ns >= 2; ns--) {
-    int f = *wf, r = *wr;
-    while (f > 1 && ring_fwd_bytes(K, (size_t)f, (size_t)ns, ptx) > avail) f /= 2;
-    while (r > 1 && ring_bwd_bytes(K, (size_t)r, (size_t)ns, ptx) > avail) r /= 2;
-    if (ring_fwd_bytes(K, (size_t)f, (size_t)ns, ptx) <= avail && ring_bwd_bytes(K, (size_t)r, (size_t)ns, ptx) <= avail) {
-      *wf = f, *wr = r;
+    int f = *w;
+    while (f > 1 && states_bytes(K, (size_t)f, (size_t)ns, ptx) > avail) f /= 2;
+    if (states_bytes(K, (size_t)f, (size_t)ns, ptx) <= avail) {
+      *w = f;
       return ns;
     }
   }
-  *wf = *wr = 1;
+  *w = 1;
   return 2;
 }
 
-/* Steps 1-4 in one program: the prep (blocks into blk, U), the two ring passes, then
- * kda_tcb_inter. warps, stages: the passes' (fitted down to the local memory). */
+/* The two passes in one launch (kda_tcb_states) while their work-groups together leave
+ * compute units free for more (at most 2 per unit), else one after the other: on the H200 at
+ * T 16384, one launch took 1.31 ms against 0.84 + 0.96 at H 16 (256 work-groups of 1
+ * warp), 2.44 against 1.08 + 1.36 at H 32 (512), and 4.52 against 2.04 + 2.09 at H 64 (512
+ * of 2 warps). CLMOE_KDA_TCB_FUSE=0 / 1 (read at every call) forces either. */
+static int pick_fused(clmoe_ctx *ctx, const kda_plan *p, size_t cols)
+{
+  const char *env = getenv("CLMOE_KDA_TCB_FUSE");
+  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  const size_t groups = 2 * cols * (size_t)p->H * (size_t)p->N;
+  return groups <= 2 * (size_t)clmoe_ctx_caps(ctx)->compute_units;
+}
+
+/* Steps 1-4 in one program: the prep (blocks into blk, U), the two ring passes (one
+ * launch or two), then kda_tcb_inter. warps, stages: the passes' (fitted down to the local memory). */
 static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
                               cl_mem U, const kda_bwd_buffers *b, const clmoe_tensor *dout,
                               const clmoe_tensor *dht, clmoe_tensor *dh0, int warps, int stages)
@@ -115,38 +122,44 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   char opts[320], base[128];
   kda_options(p, 0, base, sizeof base);
   const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  int wf = pick_warps(ctx, p, warps), wr = wf;
-  const int ns = fit_ring(ctx, p, stages, prod, &wf, &wr);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTR_NW=%d -DTB_NS=%d -DTB_PROD=%d %s", base,
-           wf, wr, ns, prod, clmoe__tile_options(ctx));
+  int w = pick_warps(ctx, p, warps);
+  const int ns = fit_ring(ctx, p, stages, prod, &w);
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d %s", base, w, ns,
+           prod, clmoe__tile_options(ctx));
   const char *prog = "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd";
-  cl_kernel kp, kf, ks, ki;
+  cl_kernel kp, ki;
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &ks));
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_inter", &ki));
   CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U));
   cl_int H = (cl_int)p->H;
-  /* (V / 16 / warps, H, N) work-groups of computing warps + producer */
-  size_t gf[3] = {(size_t)(p->V / 16 / wf) * (size_t)(32 * (wf + prod)), (size_t)p->H, (size_t)p->N};
-  size_t lf[3] = {(size_t)(32 * (wf + prod)), 1, 1};
-  size_t gr[3] = {(size_t)(p->V / 16 / wr) * (size_t)(32 * (wr + prod)), (size_t)p->H, (size_t)p->N};
-  size_t lr[3] = {(size_t)(32 * (wr + prod)), 1, 1};
+  /* (V / 16 / w, H, N) work-groups of w computing warps + the producer per pass */
+  const size_t cols = (size_t)(p->V / 16 / w), wg = (size_t)(32 * (w + prod));
+  size_t gs[3] = {cols * wg, (size_t)p->H, (size_t)p->N}, ls[3] = {wg, 1, 1};
   const clmoe_tensor *h0 = in->initial_state;
-  cl_mem h0m = h0 ? h0->buf : NULL;
-  cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0;
-  cl_int has_h0 = h0 != NULL;
-  CLMOE_TRY(clmoe__args(kf, 9, KA(blk), KA(U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0),
-                        KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
-  CLMOE_TRY(clmoe__launch(ctx, kf, 3, gf, lf));
-  cl_mem dhtm = dht ? dht->buf : NULL, dh0m = dh0 ? dh0->buf : NULL;
-  cl_ulong doo = (cl_ulong)dout->offset, dhto = dht ? (cl_ulong)dht->offset : 0;
-  cl_ulong dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
-  cl_int has_dht = dht != NULL, has_dh0 = dh0 != NULL;
-  CLMOE_TRY(clmoe__args(ks, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
-                        KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
-                        KA(dh0o), KA(has_dh0)));
-  CLMOE_TRY(clmoe__launch(ctx, ks, 3, gr, lr));
+  cl_mem h0m = h0 ? h0->buf : NULL, dhtm = dht ? dht->buf : NULL, dh0m = dh0 ? dh0->buf : NULL;
+  cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, doo = (cl_ulong)dout->offset;
+  cl_ulong dhto = dht ? (cl_ulong)dht->offset : 0, dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
+  cl_int has_h0 = h0 != NULL, has_dht = dht != NULL, has_dh0 = dh0 != NULL;
+  if (pick_fused(ctx, p, cols)) {
+    cl_kernel ks;
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_states", &ks));
+    CLMOE_TRY(clmoe__args(ks, 20, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o),
+                          KA(has_h0), KA(dout->buf), KA(doo), KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_SAVE]),
+                          KA(b->m[KB_VN]), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
+    gs[0] *= 2; /* the save pass's columns, then the reverse pass's */
+    CLMOE_TRY(clmoe__launch(ctx, ks, 3, gs, ls));
+  } else {
+    cl_kernel kf, kr;
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &kr));
+    CLMOE_TRY(clmoe__args(kf, 9, KA(blk), KA(U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0),
+                          KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
+    CLMOE_TRY(clmoe__launch(ctx, kf, 3, gs, ls));
+    CLMOE_TRY(clmoe__args(kr, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
+                          KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
+                          KA(dh0o), KA(has_dh0)));
+    CLMOE_TRY(clmoe__launch(ctx, kr, 3, gs, ls));
+  }
   CLMOE_TRY(clmoe__args(ki, 13, KA(b->m[KB_SAVE]), KA(b->m[KB_DSAVE]), KA(b->m[KB_VN]), KA(b->m[KB_DU]),
                         KA(dout->buf), KA(doo), KA(p->chunks), KA(H), KA(b->m[KB_DQG]), KA(b->m[KB_DW]),
                         KA(b->m[KB_DKD]), KA(b->m[KB_DGL]), KA(b->m[KB_DA])));

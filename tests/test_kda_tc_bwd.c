@@ -221,6 +221,24 @@ static void test_ring(void)
   run_cases(c, (int)(sizeof c / sizeof c[0]));
 }
 
+/* The two state passes in one launch and in two (CLMOE_KDA_TCB_FUSE=1 / 0; by default one
+ * launch when their work-groups leave compute units free): partial chunks, B 2, packed
+ * sequences with an empty one, initial state and dfinal_state, V 64 with 2 warps. */
+static void test_fuse(void)
+{
+  static const int32_t lens[] = {5, 0, 33, 17};
+  static const kda_tc_case c[] = {
+      {2, 40, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 37, 1, 32, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 2, 0},
+  };
+  setenv("CLMOE_KDA_TCB_FUSE", "1", 1);
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+  setenv("CLMOE_KDA_TCB_FUSE", "0", 1);
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+  unsetenv("CLMOE_KDA_TCB_FUSE");
+}
+
 static void add_tests(CU_pSuite suite)
 {
   clmoe_ctx_set_fastpath(test_ctx, 1); /* the tile path on any device */
@@ -230,6 +248,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "tile backward against the portable backward", test_vs_portable);
   CU_add_test(suite, "copy ring of 2 and 4 stages: turns, packed, extremes", test_ring);
+  CU_add_test(suite, "state passes in one launch and in two", test_fuse);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");
 }
