@@ -33,7 +33,7 @@ static void usage(void)
          "\"fwd+bwd-tc\" is forward-tc + the backward on tiles, its gradients compared with the\n"
          "portable fwd+bwd's (worst of dq, dk, dv, dg, dbeta; needs the backward and the tile rows);\n"
          "then the backward's kernels: prep (ms per launch: the forward's and the backward's) +\n"
-         "the two state passes (one launch or two) + inter + chunk.\n"
+         "the two state passes (one launch or two) + chunk.\n"
          "\n"
          "  --batch B          sequences (default 1)\n"
          "  --T LIST           sequence lengths (default 4096,16384)\n"
@@ -280,9 +280,8 @@ int bench_kda(int argc, char **argv)
           const clmoe_tensor *a[5] = {&t.tq, &t.tk, &t.tv, &t.tg, &t.tbeta}, *b[5] = {&t.dq, &t.dk, &t.dv, &t.dg, &t.dbeta};
           diff = 0.0;
           for (int i = 0; i < 5; i++) diff = fmax(diff, max_rel_diff(a[i], b[i]));
-          snprintf(check, sizeof check, "|tile - portable| grads %.1e; bwd: %.3f + %.3f + %.3f + %.3f ms", diff,
-                   prep_ms, states_ms(ctx),
-                   kernel_ms(ctx, "kda_tcb_inter"), kernel_ms(ctx, "kda_tcb_chunk"));
+          snprintf(check, sizeof check, "|tile - portable| grads %.1e; bwd: %.3f + %.3f + %.3f ms", diff,
+                   prep_ms, states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
         }
         const int fb = what == RUN_FWD_BWD || what == RUN_TC_BWD; /* no FLOP or byte model */
         double tf = fb ? 0.0 : flops / ks * 1e-12;
@@ -297,9 +296,8 @@ int bench_kda(int argc, char **argv)
                   bytes, tf);
           if (what == RUN_TC) fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, ", prep_ms, state_ms);
           if (what == RUN_TC_BWD)
-            fprintf(jf, "\"prep_ms\": %.4f, \"states_ms\": %.4f, \"inter_ms\": %.4f, \"chunk_ms\": %.4f, ",
-                    prep_ms, states_ms(ctx),
-                    kernel_ms(ctx, "kda_tcb_inter"), kernel_ms(ctx, "kda_tcb_chunk"));
+            fprintf(jf, "\"prep_ms\": %.4f, \"states_ms\": %.4f, \"chunk_ms\": %.4f, ", prep_ms,
+                    states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
           fprintf(jf, "\"max_rel_diff_vs_chunked\": ");
           json_double(jf, diff);
           fprintf(jf, "}");

@@ -57,7 +57,8 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
  *   R1  Qg     [KD / 8 column tiles]             B[k][n] = Qg[k][8 nt + n]
  *   R2  -W     [KD / 8 column tiles]             B[k][n] = -W[k][8 nt + n]
  *   R3  Aqk    [2 token tiles]                   B[k][n] = Aqk[k][8 nt + n]
- *   R4  gl     [KD] fp32 again. */
+ *   R4  gl     [KD] fp32 again,
+ * and for kda_tc_bwdc.cl's kda_tcb_chunk Tm = (I + Akk)^-1 and P (fp32, row-major). */
 #define KDA_BB_S0 0
 #define KDA_BB_S1 (16 * KD)
 #define KDA_BB_S2 (32 * KD)
@@ -67,7 +68,10 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 #define KDA_BB_R2 (KDA_BB_R1 + 16 * KD)
 #define KDA_BB_R3 (KDA_BB_R2 + 16 * KD)
 #define KDA_BB_R4 (KDA_BB_R3 + 256)
-#define KDA_BB_SIZE (KDA_BB_R4 + 2 * KD)
+#define KDA_BB_REND (KDA_BB_R4 + 2 * KD) /* the end of the reverse pass's part */
+#define KDA_BB_TM KDA_BB_REND              /* Tm [16][16] fp32, for kda_tcb_chunk */
+#define KDA_BB_PM (KDA_BB_TM + 512)        /* P = Kp Km^T (c < r, else 0) [16][16] fp32 */
+#define KDA_BB_SIZE (KDA_BB_PM + 512)
 
 #define NM ((KD + 15) / 16) /* key columns per work-item: d = lane + 16 m */
 

@@ -220,12 +220,18 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
       if (isq) TC_PUT_A(row, col, col <= row ? scale * acc.v[i] : 0.0f);
       else Akk[row][col] = col < row ? bt[row] * acc.v[i] : 0.0f;
+#if defined(TC_BWD) && TC_BWD
+      if (!isq) ((__global float *)(blk + KDA_BB_PM))[row * CH + col] = col < row ? acc.v[i] : 0.0f;
+#endif
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   /* 5. Tm = (I + Akk)^-1 (kda_common.cl) */
   if (!(TC_DIAG & 64)) kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
+#if defined(TC_BWD) && TC_BWD
+  for (int e = lid; e < CH * CH; e += TC_PREP_WG) ((__global float *)(blk + KDA_BB_TM))[e] = Tm[e >> 4][e & 15];
+#endif
   /* 6. W = Tm Bk (bf16 into the block) and U = Tm Bv (fp32), 8 columns per product. */
   {
     const tile_a ta = tile_load_a_f32(&Tm[0][0], TC_LDT, lane);

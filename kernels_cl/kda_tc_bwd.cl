@@ -32,13 +32,8 @@
  * chunks ahead (cp.async on PTX, by the producer warp with TB_PROD; plain copies elsewhere),
  * one work-group barrier per chunk. The portable tiles pass the state and Vnew^T through a
  * per-warp fp32 scratch instead (two more barriers a chunk).
- * kda_tcb_inter, token-parallel (4 warps per (chunk, head)), sums over V in slices of 32:
- *     dQg = dO S_c^T,  dW = -dVnew S_c^T,  dKd = Vnew dS^T  [16, K],
- *     dAqk = dO Vnew^T (c <= r) [16, 16],  dgl = rowsum(S_c (.) dS) [K]  (fp32 outputs),
- *   the inputs of kda_tcb_chunk (kda_tc_bwdc.cl), which finishes the backward. */
-#ifndef TB_NW
-#define TB_NW 2
-#endif
+ * kda_tc_bwdc.cl's kda_tcb_chunk (token-parallel) reads S_c^T, dS^T, Vnew^T and dU and
+ * finishes the backward. */
 #ifndef TB_NW
 #define TB_NW 2
 #endif
@@ -53,11 +48,10 @@
 #error "kda_tc_bwd needs KD and VD multiples of 16"
 #endif
 #define TB_NWG (32 * TB_NW + 32 * TB_PROD) /* work-group sizes of the two passes */
-#define TB_NWG (32 * TB_NW + 32 * TB_PROD)
 #define TB_AL __attribute__((aligned(16)))
 #define TB_BLK4 (KDA_BB_SIZE / 8)                 /* uint4 of a block */
 #define TB_FWD4 (KDA_BB_SAVE / 8)                 /* ... of the save pass's part */
-#define TB_REV4 ((KDA_BB_SIZE - KDA_BB_SAVE) / 8) /* ... of the reverse pass's, after it */
+#define TB_REV4 ((KDA_BB_REND - KDA_BB_SAVE) / 8) /* ... of the reverse pass's, after it */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #if TB_NS == 2
@@ -368,101 +362,4 @@ void kda_tcb_states(__global const uint4 *blkg, __global const float *Ug, __glob
   else
     tr_pass(ring, dO, sS, sV, gx - nsave, blkg, chunks, seqs, H, dout, doo, dht, dhto, has_dht, dUg, dSsave, dh0,
             dh0o, has_dh0);
-}
-
-/* ---- kda_tcb_inter ------------------------------------------------------------------------- */
-
-#define TB_IW 128              /* kda_tcb_inter: 4 warps */
-#define TB_IS 32               /* V columns per slice */
-#define TB_LDI (TB_IS + 8)     /* padded bf16 rows of a slice */
-#define TB_LDT (KD + 8)        /* padded bf16 rows of S_c^T, dS^T */
-#define TB_LDV 24              /* padded bf16 rows of Vnew^T */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define TB_UNROLL _Pragma("unroll")
-#else
-#define TB_UNROLL _Pragma("unroll 1") /* (PoCL builds the unrolled portable tiles slowly) */
-#endif
-#define TB_NTK (KD / 8)        /* 8-column output tiles of a [16, K] gradient */
-#define TB_NTW ((TB_NTK + 3) / 4) /* ... per warp: tiles warp, warp + 4, ... */
-
-__kernel __attribute__((reqd_work_group_size(TB_IW, 1, 1)))
-void kda_tcb_inter(__global const ushort *Ssave, __global const ushort *dSsave,
-                   __global const ushort *Vnsave, __global const float *dUg,
-                   __global const float *dout, ulong doo, __global const int2 *chunks, int H,
-                   __global float *dQgg, __global float *dWg, __global float *dKdg,
-                   __global float *dglg, __global float *dAg)
-{
-  /* (lib/kda_tc_bwd.c counts these bytes) */
-  __local ushort Sl[TB_IS * TB_LDT] TB_AL, dSl[TB_IS * TB_LDT] TB_AL; /* S_c^T, dS^T [slice][K] */
-  __local ushort Ol[CH * TB_LDI] TB_AL, Ul[CH * TB_LDI] TB_AL;        /* dO, -dVnew [16][slice] */
-  __local ushort Vl[TB_IS * TB_LDV] TB_AL;                            /* Vnew^T [slice][16] */
-  const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
-  const int c = (int)get_group_id(0), h = (int)get_group_id(1);
-  const int2 ch = chunks[c];
-  const ulong base = (ulong)c * (ulong)H + (ulong)h;
-  tile_c aQ[TB_NTW], aW[TB_NTW], aK[TB_NTW], aA = tile_c_zero();
-  for (int w = 0; w < TB_NTW; w++) aQ[w] = aW[w] = aK[w] = tile_c_zero();
-  float agl = 0.0f;
-  for (int jt = 0; jt < VD; jt += TB_IS) {
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice is done */
-    /* bf16 rows in 8-element (16-byte) pieces: VD and jt are multiples of 16, so a piece is
-     * wholly inside V or wholly past it (zeros) */
-    /* bf16 rows in 8-element (16-byte) pieces; rows past V are zeros */
-    for (int e = lid; e < TB_IS * (KD / 8); e += TB_IW) {
-      const int jc = e / (KD / 8), d = 8 * (e % (KD / 8)), j = jt + jc;
-      const ulong gi = ((base * VD + j) * KD + d) / 8;
-      *(__local uint4 *)(Sl + jc * TB_LDT + d) = j < VD ? ((__global const uint4 *)Ssave)[gi] : (uint4)(0);
-      *(__local uint4 *)(dSl + jc * TB_LDT + d) = j < VD ? ((__global const uint4 *)dSsave)[gi] : (uint4)(0);
-    }
-    for (int e = lid; e < TB_IS * 2; e += TB_IW) {
-      const int jc = e >> 1, r = 8 * (e & 1), j = jt + jc;
-      *(__local uint4 *)(Vl + jc * TB_LDV + r) =
-          j < VD ? ((__global const uint4 *)Vnsave)[((base * VD + j) * CH + r) / 8] : (uint4)(0);
-    }
-    for (int e = lid; e < CH * TB_IS; e += TB_IW) {
-      const int r = e / TB_IS, jc = e % TB_IS, j = jt + jc;
-      const float o = j < VD && r < ch.y ? dout[doo + ((ulong)(ch.x + r) * (ulong)H + (ulong)h) * VD + j] : 0.0f;
-      Ol[r * TB_LDI + jc] = f32_to_bf16(o);
-      Ul[r * TB_LDI + jc] = f32_to_bf16(j < VD ? -dUg[(base * CH + r) * VD + j] : 0.0f);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < KD)
-      for (int jc = 0; jc < TB_IS; jc++)
-        agl += bf16_to_f32(Sl[jc * TB_LDT + lid]) * bf16_to_f32(dSl[jc * TB_LDT + lid]);
-    TB_UNROLL
-    for (int ks = 0; ks < TB_IS / 16; ks++) {
-      const tile_a ao = tile_load_a_bf16(Ol + 16 * ks, TB_LDI, lane);
-      const tile_a au = tile_load_a_bf16(Ul + 16 * ks, TB_LDI, lane);
-      const tile_a av = tile_load_at_bf16(Vl + 16 * ks * TB_LDV, TB_LDV, lane); /* A[r][v] = Vnew[r][v] */
-      TB_UNROLL
-      for (int w = 0; w < TB_NTW; w++) {
-        const int nt = warp + 4 * w; /* uniform over the warp */
-        if (nt < TB_NTK) {
-          /* B[k = v][n = d] = S[8 nt + n][v] */
-          const tile_b bs = tile_load_b_bf16(Sl + 16 * ks * TB_LDT + 8 * nt, TB_LDT, lane);
-          tile_mma(&aQ[w], ao, bs);
-          tile_mma(&aW[w], au, bs);
-          tile_mma(&aK[w], av, tile_load_b_bf16(dSl + 16 * ks * TB_LDT + 8 * nt, TB_LDT, lane));
-        }
-      }
-      if (warp < 2) /* dAqk columns 8 warp .. 8 warp + 7: B[k = v][n = c] = Vnew[c][v] */
-        tile_mma(&aA, ao, tile_load_b_bf16(Vl + 16 * ks * TB_LDV + 8 * warp, TB_LDV, lane));
-    }
-  }
-  for (int w = 0; w < TB_NTW; w++) {
-    const int nt = warp + 4 * w;
-    if (nt < TB_NTK)
-      for (int i = 0; i < 4; i++) {
-        const ulong e = (base * CH + tile_c_row(lane, i)) * KD + 8 * nt + tile_c_col(lane, i);
-        dQgg[e] = aQ[w].v[i];
-        dWg[e] = aW[w].v[i];
-        dKdg[e] = aK[w].v[i];
-      }
-  }
-  if (warp < 2)
-    for (int i = 0; i < 4; i++) {
-      const int row = tile_c_row(lane, i), col = 8 * warp + tile_c_col(lane, i);
-      dAg[base * CH * CH + row * CH + col] = col <= row ? aA.v[i] : 0.0f;
-    }
-  if (lid < KD) dglg[base * KD + lid] = agl;
 }

@@ -5,14 +5,14 @@
  *   2-3. two independent head-parallel passes, kda_tcb_fwd_save (the states entering each
  *      chunk and Vnew) and kda_tcb_state_bwd (reverse: dVnew and every chunk's dS), or both
  *      in one launch (kda_tcb_states) when they leave compute units idle;
- *   4. kda_tcb_inter (token-parallel): dQg, dW, dKd, dAqk, dgl;
- *   5. kda_tcb_chunk (token-parallel): back through the 16 x 16 factors, the gate,
- *      beta and the L2 norms; kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the
- *      per-chunk partials of ddt_bias and dA_log.
- * Steps 1-4 are one program (kda_tc.cl's prep with -DTC_BWD=1, kda_tc_state.cl's fragment
+ *   4. kda_tcb_chunk (kda_tc_bwdc.cl, token-parallel): the factor gradients from the saved
+ *      states, then back through the 16 x 16 factors, the gate, beta and the L2 norms;
+ *      kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the per-chunk partials of
+ *      ddt_bias and dA_log.
+ * Steps 1-3 are one program (kda_tc.cl's prep with -DTC_BWD=1, kda_tc_state.cl's fragment
  * helpers, kda_tc_bwd.cl). Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
- * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K]) and
- * U^T, and the factor gradients (fp32, [chunks, H, 16, K] x 3). */
+ * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K], with
+ * Tm and P in fp32) and U^T. */
 #include "kda_tc.h"
 
 #include <stdio.h>
@@ -22,35 +22,35 @@
 #include "fastpath.h"
 #include "kda_internal.h"
 
-#define TB_IW 128 /* kda_tcb_inter's work-group (kernels_cl/kda_tc_bwd.cl) */
 #define TD_WG 256 /* kda_tcb_chunk's (kernels_cl/kda_tc_bwdc.cl) */
 
 static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
 {
   const size_t nch = (size_t)p->nchunks * (size_t)p->H, K = (size_t)p->K, V = (size_t)p->V;
   const size_t f = sizeof(float), hf = sizeof(cl_ushort), C = KDA_CHUNK;
+  /* (the portable backward's factor gradients, KB_DQG .. KB_DA, stay in registers here) */
   const size_t sizes[KB_COUNT] = {nch * K * V * hf, nch * C * V * hf, nch * K * V * hf, nch * C * V * f,
-                                  nch * C * K * f,  nch * C * K * f,  nch * C * K * f,  nch * K * f,
-                                  nch * C * C * f,  nch * K * f,      nch * K * f,      (size_t)p->H * K * f};
+                                  f, f, f, f, f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
   return kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
 /* Local memory (bytes) of the tile kernels as declared in kda_tc_bwd.cl and kda_tc_bwdc.cl:
- * a block (ushorts, kda_common.cl's KDA_BB_SIZE) and its save-pass part; kda_tcb_states
- * (ns stages of the reverse pass's part, the larger, w computing warps' dO rows, and the
- * portable tiles' scratch), kda_tcb_inter, kda_tcb_chunk. */
+ * a block (ushorts, kda_common.cl's KDA_BB_SIZE: the save pass's part, the reverse pass's,
+ * Tm and P); kda_tcb_states (ns stages of the reverse pass's part, the larger, w computing
+ * warps' dO rows, and the portable tiles' scratch), kda_tcb_chunk (a pool for its steps'
+ * operands, dU, six fp32 16 x 16 matrices, reductions; the portable tiles' scratch). */
 static size_t save_ushorts(size_t K) { return 34 * K; }
-static size_t block_ushorts(size_t K) { return save_ushorts(K) + 50 * K + 256; }
+static size_t rev_ushorts(size_t K) { return 50 * K + 256; }
+static size_t block_ushorts(size_t K) { return save_ushorts(K) + rev_ushorts(K) + 1024; }
 static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx)
 {
-  return ns * (block_ushorts(K) - save_ushorts(K)) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4);
+  return ns * rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4);
 }
-static size_t inter_bytes(size_t K) { return 2 * 32 * (K + 8) * 2 + 2 * 16 * 40 * 2 + 32 * 24 * 2; }
-static size_t chunk_bytes(size_t K, size_t V)
+static size_t chunk_bytes(size_t K, size_t V, int ptx)
 {
-  const size_t mkv = K > V ? K : V;
-  return 16 * (mkv + 4) * 4 + 4 * 16 * (K + 8) * 2 + 2 * 16 * (V + 8) * 2 + 6 * 16 * 17 * 4 + 3 * K * 4 +
-         16 * 16 * 4 + 5 * 16 * 4;
+  const size_t pool1 = 8 * 2 * 2 * 16 * 24 + 16 * (V + 8) + V * 24, pool2 = 5 * 16 * (K + 8) + 16 * (V + 8);
+  return (pool1 > pool2 ? pool1 : pool2) * 2 + 16 * (V + 8) * 2 + 6 * 16 * 17 * 4 + 3 * 8 * 16 * 4 + K * 4 +
+         16 * 4 + (ptx ? 0 : 8 * 16 * 17 * 4);
 }
 
 int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
@@ -58,10 +58,11 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
   if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
   const size_t K = (size_t)p->K;
-  size_t need = chunk_bytes(K, (size_t)p->V);
+  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  size_t need = chunk_bytes(K, (size_t)p->V, ptx);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[3] = {states_bytes(K, 1, 2, 0), inter_bytes(K), kda_tc_prep_local_bytes(K, (size_t)p->V)};
-  for (int i = 0; i < 3; i++)
+  const size_t mine[2] = {states_bytes(K, 1, 2, ptx), kda_tc_prep_local_bytes(K, (size_t)p->V)};
+  for (int i = 0; i < 2; i++)
     if (mine[i] > need) need = mine[i];
   return c->max_work_group_size >= TD_WG && c->local_mem_bytes >= need + 256;
 }
@@ -113,8 +114,8 @@ static int pick_fused(clmoe_ctx *ctx, const kda_plan *p, size_t cols)
   return groups <= 2 * (size_t)clmoe_ctx_caps(ctx)->compute_units;
 }
 
-/* Steps 1-4 in one program: the prep (blocks into blk, U), the two ring passes (one
- * launch or two), then kda_tcb_inter. warps, stages: the passes' (fitted down to the local memory). */
+/* Steps 1-3 in one program: the prep (blocks into blk, U), the two ring passes (one
+ * launch or two). warps, stages: the passes' (fitted down to the local memory). */
 static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
                               cl_mem U, const kda_bwd_buffers *b, const clmoe_tensor *dout,
                               const clmoe_tensor *dht, clmoe_tensor *dh0, int warps, int stages)
@@ -127,9 +128,8 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d %s", base, w, ns,
            prod, clmoe__tile_options(ctx));
   const char *prog = "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd";
-  cl_kernel kp, ki;
+  cl_kernel kp;
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_inter", &ki));
   CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U));
   cl_int H = (cl_int)p->H;
   /* (V / 16 / w, H, N) work-groups of w computing warps + the producer per pass */
@@ -160,20 +160,32 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
                           KA(dh0o), KA(has_dh0)));
     CLMOE_TRY(clmoe__launch(ctx, kr, 3, gs, ls));
   }
-  CLMOE_TRY(clmoe__args(ki, 13, KA(b->m[KB_SAVE]), KA(b->m[KB_DSAVE]), KA(b->m[KB_VN]), KA(b->m[KB_DU]),
-                        KA(dout->buf), KA(doo), KA(p->chunks), KA(H), KA(b->m[KB_DQG]), KA(b->m[KB_DW]),
-                        KA(b->m[KB_DKD]), KA(b->m[KB_DGL]), KA(b->m[KB_DA])));
-  size_t gi[2] = {(size_t)p->nchunks * TB_IW, (size_t)p->H}, li[2] = {TB_IW, 1};
-  return clmoe__launch(ctx, ki, 2, gi, li);
+  return CLMOE_OK;
 }
 
-/* Step 5: kda_tcb_chunk (tiles) on the factor gradients, then kda_bwd.cl's reductions. */
-static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                                   const kda_bwd_buffers *b, const clmoe_kda_grads *g)
+/* kda_tcb_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
+ * compiler to 128 registers: 16 warps per SM instead of 8) where the matrix unit is NVIDIA's
+ * and twice its local memory fits, else 1. CLMOE_KDA_TCB_PAIR=1 / 2 (read at every call)
+ * forces either where it fits. */
+static int pick_pair(clmoe_ctx *ctx, const kda_plan *p)
+{
+  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  const size_t two = 2 * chunk_bytes((size_t)p->K, (size_t)p->V, ptx) + 256;
+  const int fits = two <= clmoe__local_mem_optin(ctx) && clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * TD_WG;
+  const char *env = getenv("CLMOE_KDA_TCB_PAIR");
+  if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) return env[0] == '2' && fits ? 2 : 1;
+  return ptx && fits ? 2 : 1;
+}
+
+/* Step 4: kda_tcb_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
+ * reductions. */
+static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
+                                   const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
 {
   char opts[128], topts[256];
+  const int pair = pick_pair(ctx, p);
   kda_options(p, 0, opts, sizeof opts);
-  snprintf(topts, sizeof topts, "%s %s", opts, clmoe__tile_options(ctx));
+  snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d %s", opts, pair, clmoe__tile_options(ctx));
   cl_kernel k, k1, k2;
   CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc_bwdc", topts, "kda_tcb_chunk", &k));
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
@@ -183,16 +195,18 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
   cl_ulong dqo = (cl_ulong)g->dq->offset, dko = (cl_ulong)g->dk->offset, dvo = (cl_ulong)g->dv->offset;
   cl_ulong dzo = (cl_ulong)g->dg->offset, dbo = (cl_ulong)g->dbeta->offset;
+  cl_ulong doo = (cl_ulong)dout->offset;
   cl_int H = (cl_int)p->H, nch = p->nchunks;
   float scale = p->scale, lb = p->lb;
-  CLMOE_TRY(clmoe__args(k, 36, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
+  CLMOE_TRY(clmoe__args(k, 38, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
                         KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo), KA(in->A_log->buf), KA(ao),
-                        KA(in->dt_bias->buf), KA(dto), KA(p->chunks), KA(H), KA(scale), KA(lb),
-                        KA(b->m[KB_DQG]), KA(b->m[KB_DW]), KA(b->m[KB_DKD]), KA(b->m[KB_DGL]),
-                        KA(b->m[KB_DA]), KA(b->m[KB_DU]), KA(g->dq->buf), KA(dqo), KA(g->dk->buf), KA(dko),
+                        KA(in->dt_bias->buf), KA(dto), KA(p->chunks), KA(nch), KA(H), KA(scale),
+                        KA(lb), KA(blk), KA(b->m[KB_SAVE]), KA(b->m[KB_DSAVE]), KA(b->m[KB_VN]), KA(b->m[KB_DU]),
+                        KA(dout->buf), KA(doo), KA(g->dq->buf), KA(dqo), KA(g->dk->buf), KA(dko),
                         KA(g->dv->buf), KA(dvo), KA(g->dg->buf), KA(dzo), KA(g->dbeta->buf), KA(dbo),
                         KA(b->m[KB_PDDT]), KA(b->m[KB_PDA])));
-  size_t global[2] = {(size_t)p->nchunks * TD_WG, (size_t)p->H}, local[2] = {TD_WG, 1};
+  const size_t groups = ((size_t)p->nchunks + (size_t)pair - 1) / (size_t)pair;
+  size_t global[2] = {groups * TD_WG * (size_t)pair, (size_t)p->H}, local[2] = {TD_WG * (size_t)pair, 1};
   CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
   cl_ulong ddto = (cl_ulong)g->ddt_bias->offset, dao = (cl_ulong)g->dA_log->offset;
   CLMOE_TRY(clmoe__args(k1, 7, KA(b->m[KB_PDDT]), KA(b->m[KB_PDA]), KA(nch), KA(H), KA(g->ddt_bias->buf),
@@ -218,7 +232,7 @@ clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmo
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
   CLMOE_TRY_GOTO(st, tcb_alloc(ctx, p, &b), done);
   CLMOE_TRY_GOTO(st, run_tiles(ctx, p, in, blk, U, &b, dout, dht, g->dinitial_state, warps, stages), done);
-  st = run_chunk_tail(ctx, p, in, &b, g);
+  st = run_chunk_tail(ctx, p, in, blk, &b, dout, g);
 done:
   kda_bwd_buffers_release(ctx, &b);
   clmoe__scratch_release(ctx, blk, blk_bytes);
@@ -238,7 +252,7 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
   CLMOE_TRY_GOTO(st, kda_check_grads(op, &p, dout, dfinal_state, grads), done);
   if (!kda_tc_bwd_covers(ctx, &p)) {
     st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs the bounded gate, K, V "
-                      "multiples of 16 up to 128, work-groups of 128 and about 45 KB of local "
+                      "multiples of 16 up to 128, work-groups of 256 and about 48 KB of local "
                       "memory (K = %lld, V = %lld, %s gate)", op, (long long)p.K, (long long)p.V,
                       p.unbounded ? "unbounded" : "bounded");
     goto done;

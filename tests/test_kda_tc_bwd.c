@@ -239,6 +239,21 @@ static void test_fuse(void)
   unsetenv("CLMOE_KDA_TCB_FUSE");
 }
 
+/* kda_tcb_chunk with two (chunk, head) pairs per work-group (the default on NVIDIA's matrix
+ * unit): an odd chunk count (a dead half), packed sequences, K > V with bf16 storage. */
+static void test_pair(void)
+{
+  static const int32_t lens[] = {5, 0, 33, 17};
+  static const kda_tc_case c[] = {
+      {1, 40, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
+      {1, 21, 2, 128, 64, NULL, 0, 1, BF, F, UNI, 0.0f, 0, 1, 0},
+  };
+  setenv("CLMOE_KDA_TCB_PAIR", "2", 1);
+  run_cases(c, (int)(sizeof c / sizeof c[0]));
+  unsetenv("CLMOE_KDA_TCB_PAIR");
+}
+
 static void add_tests(CU_pSuite suite)
 {
   clmoe_ctx_set_fastpath(test_ctx, 1); /* the tile path on any device */
@@ -249,6 +264,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "tile backward against the portable backward", test_vs_portable);
   CU_add_test(suite, "copy ring of 2 and 4 stages: turns, packed, extremes", test_ring);
   CU_add_test(suite, "state passes in one launch and in two", test_fuse);
+  CU_add_test(suite, "chunk kernel with two chunks per work-group", test_pair);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");
 }
