@@ -19,6 +19,7 @@ static void usage(void)
 {
   printf("Usage: clmoe-bench kda [--batch B] [--T LIST] [--H LIST] [--D D] [--dtype bf16|f32]\n"
          "                       [--no-backward] [--no-tile] [--tc-warps N] [--tc-lookahead N]\n"
+         "                       [--tc-recompute]\n"
          "                       [--recurrent-max T] [--reps N] [--max-seconds S]\n"
          "                       [--device SPEC] [--json FILE|-]\n"
          "\n"
@@ -32,8 +33,9 @@ static void usage(void)
          "compared with the portable forward's output; its two kernels' times follow (prep + state).\n"
          "\"fwd+bwd-tc\" is forward-tc + the backward on tiles, its gradients compared with the\n"
          "portable fwd+bwd's (worst of dq, dk, dv, dg, dbeta; needs the backward and the tile rows);\n"
-         "then the backward's kernels: prep (ms per launch: the forward's and the backward's) +\n"
-         "the two state passes (one launch or two) + chunk.\n"
+         "then the backward's kernels: prep (ms per launch: the forward's, which also writes the\n"
+         "backward's factors; with --tc-recompute the backward's own prep too) + the two state\n"
+         "passes (one launch or two) + chunk.\n"
          "\n"
          "  --batch B          sequences (default 1)\n"
          "  --T LIST           sequence lengths (default 4096,16384)\n"
@@ -44,6 +46,8 @@ static void usage(void)
          "  --no-tile          skip the tile rows (they need D a multiple of 16)\n"
          "  --tc-warps N       warps per state work-group of the tile forward: 1, 2 or 4 (default 2)\n"
          "  --tc-lookahead N   chunks its state pass loads ahead: 1 or 2 (default 2; step 64: 1-3)\n"
+         "  --tc-recompute     fwd+bwd-tc: the backward recomputes the per-chunk factors (its own\n"
+         "                     prep) instead of reading what the forward kept\n"
          "  --recurrent-max T  longest T for the recurrent comparison (default 16384; 0: never)\n"
          "  --reps N           timed runs after one warm-up (default 10)\n"
          "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
@@ -107,13 +111,15 @@ static void tensors_create(clmoe_ctx *ctx, kda_bench_tensors *t, clmoe_dtype dt,
 enum { RUN_FWD, RUN_FWD_BWD, RUN_TC, RUN_TC_BWD, RUN_REC };
 
 static int tc_warps, tc_ahead; /* --tc-warps, --tc-lookahead */
+static int tc_keep = 1;        /* fwd+bwd-tc: the forward keeps the backward's factors (--tc-recompute: no) */
+static clmoe_kda_tc_saved tc_saved;
 
 static void run_once(clmoe_ctx *ctx, kda_bench_tensors *t, int what)
 {
   clmoe_kda_options opts = {0};
   clmoe_kda_inputs in = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, NULL, NULL};
   if (what == RUN_TC || what == RUN_TC_BWD) {
-    clmoe_kda_tc_config cfg = {tc_warps, tc_ahead};
+    clmoe_kda_tc_config cfg = {tc_warps, tc_ahead, what == RUN_TC_BWD && tc_keep ? &tc_saved : NULL};
     APP_CHECK(clmoe_kda_forward_tc(ctx, &opts, &in, &t->o_tc, NULL, &cfg));
     if (what == RUN_TC_BWD) {
       clmoe_kda_grads g = {&t->tq, &t->tk, &t->tv, &t->tg, &t->tbeta, &t->tA, &t->tdt, NULL};
@@ -214,6 +220,7 @@ int bench_kda(int argc, char **argv)
     else if (!strcmp(argv[i], "--no-tile")) tile = 0;
     else if (app_option(argc, argv, &i, "--tc-warps", &v)) tc_warps = (int)app_parse_int("--tc-warps", v, 1, 4);
     else if (app_option(argc, argv, &i, "--tc-lookahead", &v)) tc_ahead = (int)app_parse_int("--tc-lookahead", v, 1, 3);
+    else if (!strcmp(argv[i], "--tc-recompute")) tc_keep = 0;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   clmoe_dtype dt = CLMOE_BF16;
@@ -305,6 +312,7 @@ int bench_kda(int argc, char **argv)
         }
       }
       tensors_destroy(&t);
+      clmoe_kda_tc_saved_release(ctx, &tc_saved);
       clmoe_ctx_pool_trim(ctx); /* large shapes: give the memory back between sizes */
     }
   if (jf) {

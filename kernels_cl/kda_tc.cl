@@ -9,7 +9,8 @@
  * -DTC_STEP (16 or 64) picks the state pass: 16, kda_tc_state below; 64, the one of
  * kda_tc_state.cl (appended to this file in the program), with the prep's outputs laid out
  * for it (see TC_IW below). -DTC_BWD=1 builds the prep alone for the backward
- * (lib/kda_tc_bwd.c), its outputs in the backward's block (kda_common.cl's KDA_BB_*).
+ * (lib/kda_tc_bwd.c), its outputs in the backward's block (kda_common.cl's KDA_BB_*);
+ * -DTC_SAVE=1 has the forward's prep write that block too (bbg), for a later backward.
  *
  * kda_tc_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
  *   L2 norms, sigmoid of beta, in-chunk cumulative gate G, then with G0 = G of the first row
@@ -69,29 +70,39 @@
 #define TC_FO(k, n) (((n) << 4) | ((((k) & 7) >> 1) << 2) | (((k) >> 3) << 1) | ((k) & 1))
 #define TC_FW(r, d) ((((r) >> 3) * (KD / 16) + ((d) >> 4)) * 128 + TC_FO((d) & 15, (r) & 7))
 #define TC_FK(r, d) (((d) >> 3) * 128 + TC_FO(r, (d) & 7))
+#if defined(TC_SAVE) && TC_SAVE && TC_STEP != 64
+#error "TC_SAVE needs TC_STEP 64 (U^T, as the backward reads it)"
+#endif
+#if (defined(TC_BWD) && TC_BWD) || (defined(TC_SAVE) && TC_SAVE)
+#define TC_BB 1
+/* The backward's block at bb (kda_common.cl's KDA_BB_*: each factor where its passes read
+ * it), written by -DTC_BWD=1 (the prep alone for the backward, lib/kda_tc_bwd.c) and by
+ * -DTC_SAVE=1 (the forward's prep keeping it for a later backward, besides its own block). */
+#define TC_BB_W(r, d, b)                                                                    \
+  do {                                                                                      \
+    bb[KDA_BB_S0 + TC_FW(r, d)] = (b);                                                      \
+    bb[KDA_BB_R2 + TC_FK(r, d)] = (b);                                                      \
+  } while (0)
+#define TC_BB_K(r, d, b)                                                                    \
+  do {                                                                                      \
+    bb[KDA_BB_S1 + TC_FK(r, d)] = (b);                                                      \
+    bb[KDA_BB_R0 + TC_FW(r, d)] = (b);                                                      \
+  } while (0)
+#define TC_BB_GL(d, x)                                                                      \
+  do {                                                                                      \
+    ((__global float *)(bb + KDA_BB_S2))[d] = (x);                                          \
+    ((__global float *)(bb + KDA_BB_R4))[d] = (x);                                          \
+  } while (0)
+#else
+#define TC_BB 0
+#endif
 #if defined(TC_BWD) && TC_BWD
-/* -DTC_BWD=1: the prep for the backward (lib/kda_tc_bwd.c): the backward's block
- * (kda_common.cl's KDA_BB_*: each factor where its passes read it) and U^T [VD][16]; no
- * state pass here. */
-#define TC_PUT_W(r, d, x)                                                                   \
-  do {                                                                                      \
-    const ushort b_ = f32_to_bf16(-(x));                                                    \
-    blk[KDA_BB_S0 + TC_FW(r, d)] = b_;                                                      \
-    blk[KDA_BB_R2 + TC_FK(r, d)] = b_;                                                      \
-  } while (0)
-#define TC_PUT_Q(r, d, x) (blk[KDA_BB_R1 + TC_FK(r, d)] = f32_to_bf16(x))
-#define TC_PUT_K(r, d, x)                                                                   \
-  do {                                                                                      \
-    const ushort b_ = f32_to_bf16(x);                                                       \
-    blk[KDA_BB_S1 + TC_FK(r, d)] = b_;                                                      \
-    blk[KDA_BB_R0 + TC_FW(r, d)] = b_;                                                      \
-  } while (0)
-#define TC_PUT_A(r, c, x) (blk[KDA_BB_R3 + TC_FK(r, c)] = f32_to_bf16(x))
-#define TC_PUT_GL(d, x)                                                                     \
-  do {                                                                                      \
-    ((__global float *)(blk + KDA_BB_S2))[d] = (x);                                         \
-    ((__global float *)(blk + KDA_BB_R4))[d] = (x);                                         \
-  } while (0)
+/* (the backward's block only; no state pass here) */
+#define TC_PUT_W(r, d, x) TC_BB_W(r, d, f32_to_bf16(-(x)))
+#define TC_PUT_Q(r, d, x) (bb[KDA_BB_R1 + TC_FK(r, d)] = f32_to_bf16(x))
+#define TC_PUT_K(r, d, x) TC_BB_K(r, d, f32_to_bf16(x))
+#define TC_PUT_A(r, c, x) (bb[KDA_BB_R3 + TC_FK(r, c)] = f32_to_bf16(x))
+#define TC_PUT_GL(d, x) TC_BB_GL(d, x)
 #define TC_IU(r, c) ((c) * CH + (r)) /* U^T [VD][16] */
 #define TC_BSTRIDE KDA_BB_SIZE /* ushorts between blocks */
 #elif TC_STEP == 64
@@ -113,7 +124,36 @@
 #define TC_OGL (48 * KD + 256)
 #define TC_BSTRIDE TC_BLK
 #endif
-#ifndef TC_PUT_W /* the forward's: one place per entry */
+#if !(defined(TC_BWD) && TC_BWD) && TC_BB /* the forward's block and the backward's */
+#define TC_PUT_W(r, d, x)                                                                   \
+  do {                                                                                      \
+    blk[TC_IW(r, d)] = f32_to_bf16(TC_WSIGN * (x));                                         \
+    TC_BB_W(r, d, f32_to_bf16(-(x)));                                                       \
+  } while (0)
+#define TC_PUT_Q(r, d, x)                                                                   \
+  do {                                                                                      \
+    const ushort b_ = f32_to_bf16(x);                                                       \
+    blk[TC_IQ(r, d)] = b_;                                                                  \
+    bb[KDA_BB_R1 + TC_FK(r, d)] = b_;                                                       \
+  } while (0)
+#define TC_PUT_K(r, d, x)                                                                   \
+  do {                                                                                      \
+    const ushort b_ = f32_to_bf16(x);                                                       \
+    blk[TC_IK(r, d)] = b_;                                                                  \
+    TC_BB_K(r, d, b_);                                                                      \
+  } while (0)
+#define TC_PUT_A(r, c, x)                                                                   \
+  do {                                                                                      \
+    const ushort b_ = f32_to_bf16(x);                                                       \
+    blk[TC_IA(r, c)] = b_;                                                                  \
+    bb[KDA_BB_R3 + TC_FK(r, c)] = b_;                                                       \
+  } while (0)
+#define TC_PUT_GL(d, x)                                                                     \
+  do {                                                                                      \
+    ((__global float *)(blk + TC_OGL))[d] = (x);                                            \
+    TC_BB_GL(d, x);                                                                         \
+  } while (0)
+#elif !TC_BB /* the forward's: one place per entry */
 #define TC_PUT_W(r, d, x) (blk[TC_IW(r, d)] = f32_to_bf16(TC_WSIGN * (x)))
 #define TC_PUT_Q(r, d, x) (blk[TC_IQ(r, d)] = f32_to_bf16(x))
 #define TC_PUT_K(r, d, x) (blk[TC_IK(r, d)] = f32_to_bf16(x))
@@ -128,7 +168,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
                  __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
                  __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
                  __global const float *dtb, ulong dto, __global const int2 *chunks, int H,
-                 float scale, float lb, __global ushort *blkg, __global float *Ug)
+                 float scale, float lb, __global ushort *blkg, __global float *Ug, __global ushort *bbg)
 {
   /* (lib/kda_tc.c counts these bytes to decide whether a device can run the kernels) */
   __local float G[CH][KD + 8]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
@@ -147,6 +187,13 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
   const ulong tok = (ulong)(ch.x + r), rk = (tok * (ulong)H + (ulong)h) * KD;
   const float ea = exp(A_log[ao + h]);
   __global ushort *blk = blkg + ((ulong)c * (ulong)H + (ulong)h) * TC_BSTRIDE;
+#if defined(TC_BWD) && TC_BWD
+  __global ushort *bb = blk;
+#elif TC_BB
+  __global ushort *bb = bbg + ((ulong)c * (ulong)H + (ulong)h) * KDA_BB_SIZE;
+#else
+  (void)bbg; /* (NULL) */
+#endif
 #define NJ (KD / 8)
 #define NJV (VD / 8)
   /* 1. q, k, v into registers, the gate into G, partial squared norms. */
@@ -220,8 +267,8 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
       const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
       if (isq) TC_PUT_A(row, col, col <= row ? scale * acc.v[i] : 0.0f);
       else Akk[row][col] = col < row ? bt[row] * acc.v[i] : 0.0f;
-#if defined(TC_BWD) && TC_BWD
-      if (!isq) ((__global float *)(blk + KDA_BB_PM))[row * CH + col] = col < row ? acc.v[i] : 0.0f;
+#if TC_BB
+      if (!isq) ((__global float *)(bb + KDA_BB_PM))[row * CH + col] = col < row ? acc.v[i] : 0.0f;
 #endif
     }
   }
@@ -229,8 +276,8 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
   /* 5. Tm = (I + Akk)^-1 (kda_common.cl) */
   if (!(TC_DIAG & 64)) kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
-#if defined(TC_BWD) && TC_BWD
-  for (int e = lid; e < CH * CH; e += TC_PREP_WG) ((__global float *)(blk + KDA_BB_TM))[e] = Tm[e >> 4][e & 15];
+#if TC_BB
+  for (int e = lid; e < CH * CH; e += TC_PREP_WG) ((__global float *)(bb + KDA_BB_TM))[e] = Tm[e >> 4][e & 15];
 #endif
   /* 6. W = Tm Bk (bf16 into the block) and U = Tm Bv (fp32), 8 columns per product. */
   {

@@ -35,7 +35,18 @@
 #define TD_LDV (VD + 8)
 #define TD_LDN 24          /* bf16 rows of Vnew^T [V][16] */
 #define TD_LDR 24          /* bf16 rows of a warp's slice of S_c^T or dS^T [16][16] */
-#define TD_RING (2 * 2 * 16 * TD_LDR) /* ushorts of a warp's ring: 2 stages x (S, dS) */
+#ifndef TD_NS
+#define TD_NS 2            /* stages of a warp's ring: 2 or 3 (slices in flight: TD_NS - 1) */
+#endif
+#define TD_STG (2 * 16 * TD_LDR)   /* ushorts of a stage: S, dS */
+#define TD_RING (TD_NS * TD_STG)   /* ushorts of a warp's ring */
+#if TD_NS == 2
+#define TD_WAIT() TILE_CP_WAIT(1)
+#elif TD_NS == 3
+#define TD_WAIT() TILE_CP_WAIT(2)
+#else
+#error "TD_NS must be 2 or 3"
+#endif
 #define TD_LDF (CH + 1)    /* fp32 16 x 16 matrices */
 #define TD_AL __attribute__((aligned(16)))
 #define TD_ROW(e) (g + (((e) & 2) << 2))             /* row of element e of a lane */
@@ -177,13 +188,13 @@ inline tile_b td_pair_b(__local const ushort *p, int lane, tile_b *b1)
 inline uint td_pack2(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
 
 /* Copies slice ks (16 rows of V) of the warp's 16 columns of S_c^T and dS^T into ring stage
- * ks & 1 (32 + 32 pieces of 16 bytes, two per lane) and commits a group either way. */
+ * ks % TD_NS (32 + 32 pieces of 16 bytes, two per lane) and commits a group either way. */
 inline void td_issue(__local ushort *ring, __global const ushort *Ss, __global const ushort *dSs, ulong sbase,
                      int c0, int ks, int lane)
 {
   if (ks < VD / 16) {
     const int row = lane >> 1, hoff = (lane & 1) << 3, j = 16 * ks + row;
-    __local ushort *st = ring + (ks & 1) * (2 * 16 * TD_LDR) + row * TD_LDR + hoff;
+    __local ushort *st = ring + (ks % TD_NS) * TD_STG + row * TD_LDR + hoff;
     const ulong o = (sbase + (ulong)j) * KD + (ulong)(c0 + hoff);
     tile_cp16(st, Ss + o, 16);
     tile_cp16(st + 16 * TD_LDR, dSs + o, 16);
@@ -247,7 +258,8 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   __local ushort *DW = Km + CH * TD_LDK, *DW2 = DW + CH * TD_LDK, *Vb = DW2 + CH * TD_LDK;
 
   /* ---- the ring's first slice; dO, dVnew, Vnew^T, Tm and P into local memory */
-  if (hasK) td_issue(ring, Ssave, dSsave, base * VD, c0, 0, lane);
+  for (int ks = 0; ks < TD_NS - 1; ks++)
+    if (hasK) td_issue(ring, Ssave, dSsave, base * VD, c0, ks, lane);
   for (int e = lid; e < CH * VD / 4; e += TD_WG) {
     const int r = e / (VD / 4), j = 4 * (e % (VD / 4));
     const float4 o = r < len ? vload4(0, dout + doo + ((ulong)(ch.x + r) * (ulong)H + (ulong)h) * VD + j) : (float4)(0.0f);
@@ -319,12 +331,12 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
 #pragma unroll 1 /* (unrolled, the compiler hoists every slice's fragments: 175 registers) */
 #endif
   for (int ks = 0; ks < VD / 16; ks++) {
-    if (hasK) td_issue(ring, Ssave, dSsave, base * VD, c0, ks + 1, lane);
-    TILE_CP_WAIT(1);
+    if (hasK) td_issue(ring, Ssave, dSsave, base * VD, c0, ks + TD_NS - 1, lane);
+    TD_WAIT();
     TILE_WARP_SYNC();
     const tile_a ao = tile_load_a_bf16(DO + 16 * ks, TD_LDV, lane);
     if (hasK) {
-      __local const ushort *sS = ring + (ks & 1) * (2 * 16 * TD_LDR), *sD = sS + 16 * TD_LDR;
+      __local const ushort *sS = ring + (ks % TD_NS) * TD_STG, *sD = sS + 16 * TD_LDR;
       const tile_a au = tile_load_a_bf16(&DU[0][16 * ks], TD_LDV, lane);
       const tile_a av = tile_load_at_bf16(VN + 16 * ks * TD_LDN, TD_LDN, lane); /* Vnew[r][v] */
       tile_b b1;

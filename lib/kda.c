@@ -227,7 +227,7 @@ clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   /* the tile kernels (kda_tc.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a matrix
    * unit (fp32 callers keep fp32 products unless they ask) */
   if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_covers(ctx, &p)) {
-    st = kda_tc_run(ctx, &p, in, o, final_state, 0, 0);
+    st = kda_tc_run(ctx, &p, in, o, final_state, 0, 0, NULL);
     goto done;
   }
   CLMOE_TRY_GOTO(st, kda_run_prep(ctx, &p, in, &cb), done);

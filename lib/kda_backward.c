@@ -134,7 +134,7 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   /* the tile kernels (kda_tc_bwd.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a
    * matrix unit (as the forward, kda.c) */
   if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_bwd_covers(ctx, &p)) {
-    st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0);
+    st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0, NULL);
     goto done;
   }
   char kopts[128];

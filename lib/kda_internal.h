@@ -54,14 +54,20 @@ void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
 /* The tile path (kda_tc.c, kernels_cl/kda_tc.cl). kda_tc_covers: 1 when it supports the
  * plan on ctx's device (bounded gate, K and V multiples of 16 up to 128, the kernels'
  * work-group and local-memory sizes). kda_tc_run: the forward into o and ht (may be NULL);
- * warps per state work-group and chunks of look-ahead, 0: default. */
+ * warps per state work-group and chunks of look-ahead, 0: default; saved (may be NULL):
+ * also keep the backward's factors there (kda_tc.h). */
+struct clmoe_kda_tc_saved;
 int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead);
+                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead,
+                        struct clmoe_kda_tc_saved *saved);
 /* The tile prep (kda_tc_prep, kernel kp of a kda_tc.cl build) into blk and U, laid out as
- * that build says (the forward's, or the backward's with -DTC_BWD=1); its local bytes. */
+ * that build says (the forward's, or the backward's with -DTC_BWD=1), with -DTC_SAVE=1 the
+ * backward's block into bb too (else NULL); its local bytes. The backward's blocks' bytes
+ * (kda_tc_bwd.c). */
 clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                                cl_kernel kp, cl_mem blk, cl_mem U);
+                                cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
+size_t kda_tc_bwd_blocks_bytes(const kda_plan *p);
 size_t kda_tc_prep_local_bytes(size_t K, size_t V);
 
 /* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its

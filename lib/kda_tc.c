@@ -92,7 +92,7 @@ static int pick_producer(void)
 /* kda_tc_prep (kernel kp, from a kda_tc.cl build) on every (chunk, head) of the plan:
  * the blocks into blk and U into U (their layouts: the build's). */
 clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                                cl_kernel kp, cl_mem blk, cl_mem U)
+                                cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb)
 {
   if (p->nchunks == 0) return CLMOE_OK;
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
@@ -100,16 +100,40 @@ clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_k
   cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
   cl_int H = (cl_int)p->H;
   float scale = p->scale, lb = p->lb;
-  CLMOE_TRY(clmoe__args(kp, 20, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
+  CLMOE_TRY(clmoe__args(kp, 21, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
                         KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo), KA(in->A_log->buf), KA(ao),
                         KA(in->dt_bias->buf), KA(dto), KA(p->chunks), KA(H), KA(scale), KA(lb), KA(blk),
-                        KA(U)));
+                        KA(U), KA(bb)));
   size_t global[2] = {(size_t)p->nchunks * TC_PREP_WG, (size_t)p->H}, local[2] = {TC_PREP_WG, 1};
   return clmoe__launch(ctx, kp, 2, global, local);
 }
 
+void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s)
+{
+  if (!s) return;
+  clmoe__scratch_release(ctx, s->blocks, s->blocks_bytes);
+  clmoe__scratch_release(ctx, s->ut, s->ut_bytes);
+  memset(s, 0, sizeof *s);
+}
+
+/* saved's buffers at the plan's sizes (kept when they already are), marked empty. */
+static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes, clmoe_kda_tc_saved *s)
+{
+  const size_t bb = kda_tc_bwd_blocks_bytes(p);
+  if (s->blocks_bytes != bb || s->ut_bytes != u_bytes) {
+    clmoe_kda_tc_saved_release(ctx, s);
+    CLMOE_TRY(clmoe__scratch(ctx, bb, &s->blocks));
+    s->blocks_bytes = bb;
+    CLMOE_TRY(clmoe__scratch(ctx, u_bytes, &s->ut));
+    s->ut_bytes = u_bytes;
+  }
+  s->nchunks = 0;
+  return CLMOE_OK;
+}
+
 static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                             clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead)
+                             clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead,
+                             clmoe_kda_tc_saved *saved)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   warps = pick_warps(p, warps, step);
@@ -119,16 +143,18 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
     fit_ring(ctx, p, ptx, &warps, &stages);
     if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx) + 256 > clmoe__local_mem_optin(ctx))
-      return run_step(ctx, p, in, o, ht, 16, 0, 0); /* too little local memory */
+      return run_step(ctx, p, in, o, ht, 16, 0, 0, saved); /* too little local memory */
   } else if (lookahead != 1 && lookahead != 2) {
     /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
     lookahead = warps >= 2 ? 2 : 1;
   }
   const int prod = step == 64 && ptx && pick_producer();
-  char opts[256], base[128];
+  if (saved && step != 64) saved->nchunks = 0; /* (the 16-token pass's U is not U^T) */
+  const int save = saved && step == 64 && p->nchunks > 0;
+  char opts[272], base[128];
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d %s", base, step,
-           warps, lookahead, stages, prod, clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d %s", base,
+           step, warps, lookahead, stages, prod, save, clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tc+kda_tc_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
@@ -139,24 +165,31 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
   const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
-  cl_mem blk = NULL, U = NULL;
+  cl_mem blk = NULL, U = NULL, bb = NULL;
   clmoe_status st = CLMOE_OK;
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, blk_bytes, &blk), done);
-  CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
+  if (save) { /* U^T goes where the backward reads it */
+    CLMOE_TRY_GOTO(st, saved_fit(ctx, p, u_bytes, saved), done);
+    bb = saved->blocks;
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
+  }
+  cl_mem Uk = save ? saved->ut : U;
   cl_int H = (cl_int)p->H;
-  CLMOE_TRY_GOTO(st, kda_tc_prep_launch(ctx, p, in, kp, blk, U), done);
+  CLMOE_TRY_GOTO(st, kda_tc_prep_launch(ctx, p, in, kp, blk, Uk, bb), done);
   const clmoe_tensor *h0 = in->initial_state;
   cl_mem h0m = h0 ? h0->buf : NULL, htm = ht ? ht->buf : NULL;
   cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, oo = (cl_ulong)o->offset;
   cl_ulong hto = ht ? (cl_ulong)ht->offset : 0;
   cl_int has_h0 = h0 != NULL, has_ht = ht != NULL;
-  CLMOE_TRY_GOTO(st, clmoe__args(ks, 13, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m),
+  CLMOE_TRY_GOTO(st, clmoe__args(ks, 13, KA(blk), KA(Uk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m),
                                  KA(h0o), KA(has_h0), KA(o->buf), KA(oo), KA(htm), KA(hto), KA(has_ht)), done);
   /* One warp per 8 (step 16) or 16 (step 64) columns of V. */
   size_t global[3] = {(size_t)(p->V / (step == 64 ? 16 : 8)) * 32, (size_t)p->H, (size_t)p->N};
   size_t local[3] = {(size_t)(32 * (warps + prod)), 1, 1};
   global[0] = global[0] / (size_t)(32 * warps) * local[0];
   st = clmoe__launch(ctx, ks, 3, global, local);
+  if (st == CLMOE_OK && save) saved->nchunks = p->nchunks, saved->H = p->H, saved->K = p->K, saved->V = p->V;
 done:
   clmoe__scratch_release(ctx, blk, blk_bytes);
   clmoe__scratch_release(ctx, U, u_bytes);
@@ -164,10 +197,12 @@ done:
 }
 
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead)
+                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead,
+                        clmoe_kda_tc_saved *saved)
 {
+  if (saved) saved->nchunks = 0;
   if (p->N == 0) return CLMOE_OK;
-  return run_step(ctx, p, in, o, ht, pick_step(), warps, lookahead);
+  return run_step(ctx, p, in, o, ht, pick_step(), warps, lookahead, saved);
 }
 
 clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
@@ -188,7 +223,8 @@ clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                       p.unbounded ? "unbounded" : "bounded");
     goto done;
   }
-  st = kda_tc_run(ctx, &p, in, o, final_state, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0);
+  st = kda_tc_run(ctx, &p, in, o, final_state, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,
+                  cfg ? cfg->saved : NULL);
 done:
   kda_plan_release(ctx, &p);
   return st;

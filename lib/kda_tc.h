@@ -18,12 +18,28 @@
 extern "C" {
 #endif
 
+/* The factors a tile forward keeps for the tile backward of the same inputs (training):
+ * the backward's per-chunk blocks (bf16 W, Kd, Qg, Aqk in its passes' fragment orders, gl,
+ * Tm, P) and U^T, written by the forward's prep beside its own block (about 22 KB more per
+ * (chunk, head) at K = V = 128), so that the backward skips its prep. Start zeroed; the
+ * forward sizes and fills it (its 64-token state pass only: the default), the backward
+ * reads it when its plan matches (chunks, H, K, V) and recomputes otherwise. The buffers
+ * come from the context's pool: give them back with clmoe_kda_tc_saved_release. */
+typedef struct clmoe_kda_tc_saved {
+  cl_mem blocks, ut;        /* [chunks, H, block] bf16, U^T [chunks, H, V, 16] fp32 */
+  size_t blocks_bytes, ut_bytes;
+  int64_t nchunks, H, K, V; /* of the forward that filled it (nchunks 0: nothing kept) */
+} clmoe_kda_tc_saved;
+void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s);
+
 typedef struct clmoe_kda_tc_config {
   int warps;     /* warps of a state work-group: the default pass, 16 columns of V each (1, 2,
                     4 or 8); the 16-token pass (CLMOE_KDA_TC_STEP=16), 8 columns each (1, 2
                     or 4); V must be a multiple of their columns; 0: the default (2) */
   int lookahead; /* chunks the state pass copies ahead: 1, 2 or 3 (16-token pass: 1 or 2);
                     0: the default (2) */
+  clmoe_kda_tc_saved *saved; /* forward: keep the backward's factors here; backward: read
+                                them (if they match) instead of its prep; NULL: neither */
 } clmoe_kda_tc_config;
 
 /* The forward of clmoe_kda_forward on the tile kernels; CLMOE_ERR_UNSUPPORTED (no fallback)
@@ -55,7 +71,8 @@ struct kda_plan;
 int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p);
 clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
                             const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
-                            const clmoe_kda_grads *grads, int warps, int lookahead);
+                            const clmoe_kda_grads *grads, int warps, int lookahead,
+                            const clmoe_kda_tc_saved *saved);
 
 #ifdef __cplusplus
 }

@@ -46,9 +46,9 @@ static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx)
 {
   return ns * rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4);
 }
-static size_t chunk_bytes(size_t K, size_t V, int ptx)
+static size_t chunk_bytes(size_t K, size_t V, int ptx, size_t ns)
 {
-  const size_t pool1 = 8 * 2 * 2 * 16 * 24 + 16 * (V + 8) + V * 24, pool2 = 5 * 16 * (K + 8) + 16 * (V + 8);
+  const size_t pool1 = 8 * ns * 2 * 16 * 24 + 16 * (V + 8) + V * 24, pool2 = 5 * 16 * (K + 8) + 16 * (V + 8);
   return (pool1 > pool2 ? pool1 : pool2) * 2 + 16 * (V + 8) * 2 + 6 * 16 * 17 * 4 + 3 * 8 * 16 * 4 + K * 4 +
          16 * 4 + (ptx ? 0 : 8 * 16 * 17 * 4);
 }
@@ -59,7 +59,7 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
   const size_t K = (size_t)p->K;
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  size_t need = chunk_bytes(K, (size_t)p->V, ptx);
+  size_t need = chunk_bytes(K, (size_t)p->V, ptx, 2);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
   const size_t mine[2] = {states_bytes(K, 1, 2, ptx), kda_tc_prep_local_bytes(K, (size_t)p->V)};
   for (int i = 0; i < 2; i++)
@@ -114,10 +114,10 @@ static int pick_fused(clmoe_ctx *ctx, const kda_plan *p, size_t cols)
   return groups <= 2 * (size_t)clmoe_ctx_caps(ctx)->compute_units;
 }
 
-/* Steps 1-3 in one program: the prep (blocks into blk, U), the two ring passes (one
- * launch or two). warps, stages: the passes' (fitted down to the local memory). */
+/* Steps 1-3 in one program: the prep (blocks into blk, U; not with prep 0: a forward kept
+ * them), the two ring passes (one launch or two). warps, stages: the passes' (fitted down to the local memory). */
 static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
-                              cl_mem U, const kda_bwd_buffers *b, const clmoe_tensor *dout,
+                              cl_mem U, int prep, const kda_bwd_buffers *b, const clmoe_tensor *dout,
                               const clmoe_tensor *dht, clmoe_tensor *dh0, int warps, int stages)
 {
   char opts[320], base[128];
@@ -130,7 +130,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   const char *prog = "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd";
   cl_kernel kp;
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
-  CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U));
+  if (prep) CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U, NULL));
   cl_int H = (cl_int)p->H;
   /* (V / 16 / w, H, N) work-groups of w computing warps + the producer per pass */
   const size_t cols = (size_t)(p->V / 16 / w), wg = (size_t)(32 * (w + prod));
@@ -165,16 +165,20 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
 
 /* kda_tcb_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
  * compiler to 128 registers: 16 warps per SM instead of 8) where the matrix unit is NVIDIA's
- * and twice its local memory fits, else 1. CLMOE_KDA_TCB_PAIR=1 / 2 (read at every call)
- * forces either where it fits. */
-static int pick_pair(clmoe_ctx *ctx, const kda_plan *p)
+ * and twice its local memory fits, else 1; then the stages of its warps' copy rings: 3 where
+ * they fit, else 2. CLMOE_KDA_TCB_PAIR=1 / 2 and CLMOE_KDA_TCB_STAGES=2 / 3 (read at every
+ * call) force either where it fits. */
+static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  const size_t two = 2 * chunk_bytes((size_t)p->K, (size_t)p->V, ptx) + 256;
-  const int fits = two <= clmoe__local_mem_optin(ctx) && clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * TD_WG;
-  const char *env = getenv("CLMOE_KDA_TCB_PAIR");
-  if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) return env[0] == '2' && fits ? 2 : 1;
-  return ptx && fits ? 2 : 1;
+  const size_t K = (size_t)p->K, V = (size_t)p->V, avail = clmoe__local_mem_optin(ctx);
+  const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail && clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * TD_WG;
+  const char *env = getenv("CLMOE_KDA_TCB_PAIR"), *env_s = getenv("CLMOE_KDA_TCB_STAGES");
+  int pair = ptx && fits ? 2 : 1;
+  if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) pair = env[0] == '2' && fits ? 2 : 1;
+  *ns = (size_t)pair * chunk_bytes(K, V, ptx, 3) + 256 <= avail ? 3 : 2;
+  if (env_s && !strcmp(env_s, "2")) *ns = 2;
+  return pair;
 }
 
 /* Step 4: kda_tcb_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
@@ -183,9 +187,10 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
                                    const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
 {
   char opts[128], topts[256];
-  const int pair = pick_pair(ctx, p);
+  int ns;
+  const int pair = pick_pair(ctx, p, &ns);
   kda_options(p, 0, opts, sizeof opts);
-  snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d %s", opts, pair, clmoe__tile_options(ctx));
+  snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d -DTD_NS=%d %s", opts, pair, ns, clmoe__tile_options(ctx));
   cl_kernel k, k1, k2;
   CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc_bwdc", topts, "kda_tcb_chunk", &k));
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
@@ -216,23 +221,35 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   return clmoe__launch1d(ctx, k2, (size_t)p->H);
 }
 
+size_t kda_tc_bwd_blocks_bytes(const kda_plan *p)
+{
+  return (size_t)p->nchunks * (size_t)p->H * block_ushorts((size_t)p->K) * sizeof(cl_ushort);
+}
+
 clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
                             const clmoe_tensor *dout, const clmoe_tensor *dht,
-                            const clmoe_kda_grads *g, int warps, int lookahead)
+                            const clmoe_kda_grads *g, int warps, int lookahead,
+                            const clmoe_kda_tc_saved *saved)
 {
   if (p->nchunks == 0) return CLMOE_OK; /* (callers handle the empty case) */
   const int stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
   const size_t nch = (size_t)p->nchunks * (size_t)p->H;
-  const size_t blk_bytes = nch * block_ushorts((size_t)p->K) * sizeof(cl_ushort);
+  const size_t blk_bytes = kda_tc_bwd_blocks_bytes(p);
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
+  /* the factors a forward kept (clmoe_kda_tc_saved), when they are this plan's */
+  const int kept = saved && saved->nchunks == p->nchunks && saved->H == p->H && saved->K == p->K &&
+                   saved->V == p->V && saved->blocks_bytes == blk_bytes && saved->ut_bytes == u_bytes;
   cl_mem blk = NULL, U = NULL;
   kda_bwd_buffers b = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, blk_bytes, &blk), done);
-  CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
+  if (!kept) {
+    CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, blk_bytes, &blk), done);
+    CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
+  }
+  cl_mem bk = kept ? saved->blocks : blk, uk = kept ? saved->ut : U;
   CLMOE_TRY_GOTO(st, tcb_alloc(ctx, p, &b), done);
-  CLMOE_TRY_GOTO(st, run_tiles(ctx, p, in, blk, U, &b, dout, dht, g->dinitial_state, warps, stages), done);
-  st = run_chunk_tail(ctx, p, in, blk, &b, dout, g);
+  CLMOE_TRY_GOTO(st, run_tiles(ctx, p, in, bk, uk, !kept, &b, dout, dht, g->dinitial_state, warps, stages), done);
+  st = run_chunk_tail(ctx, p, in, bk, &b, dout, g);
 done:
   kda_bwd_buffers_release(ctx, &b);
   clmoe__scratch_release(ctx, blk, blk_bytes);
@@ -261,7 +278,8 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
     st = kda_backward_empty(dfinal_state, grads);
     goto done;
   }
-  st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0);
+  st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,
+                      cfg ? cfg->saved : NULL);
 done:
   kda_plan_release(ctx, &p);
   return st;

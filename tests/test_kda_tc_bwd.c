@@ -18,12 +18,14 @@
 #include "kda_tc.h"
 #include "test_common.h"
 
-static void run_cases(const kda_tc_case *cases, int n)
+static void run_cases_with(const kda_tc_case *cases, int n, int kept)
 {
   for (int i = 0; i < n; i++) {
     clmoe_check_result res = {0};
     res.passed = 1;
-    clmoe_status st = ck_kda_tc_bwd_case(test_ctx, test_seed + 211 * (uint64_t)i, &cases[i], &res);
+    const uint64_t seed = test_seed + 211 * (uint64_t)i;
+    clmoe_status st = kept ? ck_kda_tc_bwd_kept_case(test_ctx, seed, &cases[i], &res)
+                           : ck_kda_tc_bwd_case(test_ctx, seed, &cases[i], &res);
     if (st != CLMOE_OK)
       fprintf(stderr, "\n  case %d: %s: %s\n", i, clmoe_strerror(st), clmoe_last_error());
     CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
@@ -36,6 +38,8 @@ static void run_cases(const kda_tc_case *cases, int n)
     CU_ASSERT(ok);
   }
 }
+
+static void run_cases(const kda_tc_case *cases, int n) { run_cases_with(cases, n, 0); }
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
@@ -239,20 +243,28 @@ static void test_fuse(void)
   unsetenv("CLMOE_KDA_TCB_FUSE");
 }
 
+/* An odd chunk count with initial state and dfinal_state, packed sequences (one empty),
+ * K > V with bf16 storage: the cases of the two tests below. */
+static const int32_t mix_lens[] = {5, 0, 33, 17};
+static const kda_tc_case mix_cases[] = {
+    {1, 40, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
+    {1, 0, 2, 32, 32, mix_lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
+    {1, 21, 2, 128, 64, NULL, 0, 1, BF, F, UNI, 0.0f, 0, 1, 0},
+};
+
 /* kda_tcb_chunk with two (chunk, head) pairs per work-group (the default on NVIDIA's matrix
- * unit): an odd chunk count (a dead half), packed sequences, K > V with bf16 storage. */
+ * unit) and copy rings of 2 stages (3 where they fit: the default elsewhere). */
 static void test_pair(void)
 {
-  static const int32_t lens[] = {5, 0, 33, 17};
-  static const kda_tc_case c[] = {
-      {1, 40, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
-      {1, 21, 2, 128, 64, NULL, 0, 1, BF, F, UNI, 0.0f, 0, 1, 0},
-  };
   setenv("CLMOE_KDA_TCB_PAIR", "2", 1);
-  run_cases(c, (int)(sizeof c / sizeof c[0]));
+  setenv("CLMOE_KDA_TCB_STAGES", "2", 1);
+  run_cases(mix_cases, (int)(sizeof mix_cases / sizeof mix_cases[0]));
   unsetenv("CLMOE_KDA_TCB_PAIR");
+  unsetenv("CLMOE_KDA_TCB_STAGES");
 }
+
+/* The backward on the factors the forward kept (clmoe_kda_tc_saved). */
+static void test_kept(void) { run_cases_with(mix_cases, (int)(sizeof mix_cases / sizeof mix_cases[0]), 1); }
 
 static void add_tests(CU_pSuite suite)
 {
@@ -265,6 +277,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "copy ring of 2 and 4 stages: turns, packed, extremes", test_ring);
   CU_add_test(suite, "state passes in one launch and in two", test_fuse);
   CU_add_test(suite, "chunk kernel with two chunks per work-group", test_pair);
+  CU_add_test(suite, "backward on the factors the forward kept", test_kept);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");
 }

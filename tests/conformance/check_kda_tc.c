@@ -66,7 +66,7 @@ clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc
   clmoe_kda_inputs in = {&d.q, &d.k, &d.v, &d.z, &d.beta, &d.A_log, &d.dt_bias,
                          d.hh0 ? &d.h0 : NULL, d.cu ? &d.cu_t : NULL};
   clmoe_kda_options opts = {.lower_bound = kc->lb};
-  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead};
+  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead, NULL};
   CK(clmoe_kda_forward_tc(ctx, &opts, &in, &o, &ht, &cfg));
   CK(ck_read(&o, &go));
   CK(ck_read(&ht, &ght));
@@ -135,12 +135,13 @@ static double alog_scale(const kda_data *d, const double *rdz)
   return worst;
 }
 
-clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
-                                clmoe_check_result *res)
+static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc, int keep,
+                             clmoe_check_result *res)
 {
   clmoe_status st = CLMOE_OK;
   kda_data d;
-  clmoe_tensor dout = {0}, dht = {0}, g[NG], gp[NG];
+  clmoe_kda_tc_saved kf = {0}; /* the factors the forward keeps */
+  clmoe_tensor dout = {0}, dht = {0}, o = {0}, g[NG], gp[NG];
   double *hdo = NULL, *hdht = NULL, *ref[NG], *got[NG], *port[NG];
   static const char *names[NG] = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dinitial_state"};
   memset(g, 0, sizeof g), memset(gp, 0, sizeof gp);
@@ -156,8 +157,17 @@ clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case
   clmoe_kda_inputs in = {&d.q, &d.k, &d.v, &d.z, &d.beta, &d.A_log, &d.dt_bias,
                          d.hh0 ? &d.h0 : NULL, d.cu ? &d.cu_t : NULL};
   clmoe_kda_options opts = {.lower_bound = kc->lb};
-  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead};
+  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead, keep ? &kf : NULL};
   clmoe_kda_grads grads = {&g[GQ], &g[GK], &g[GV], &g[GZ], &g[GB], &g[GA], &g[GDT], &g[GH0]};
+  if (keep) { /* the forward keeps the factors; the backward must find them */
+    CK(clmoe_tensor_create(ctx, &o, CLMOE_F32, 4, sv));
+    CK(clmoe_kda_forward_tc(ctx, &opts, &in, &o, NULL, &cfg));
+    if (kf.nchunks <= 0 || kf.H != d.H || kf.K != d.K || kf.V != d.V) {
+      snprintf(res->worst, sizeof res->worst, "the forward kept no factors (%lld chunks)", (long long)kf.nchunks);
+      res->max_err = INFINITY;
+      goto done;
+    }
+  }
   CK(clmoe_kda_backward_tc(ctx, &opts, &in, &dout, kc->h0 ? &dht : NULL, &grads, &cfg));
   for (int i = 0; i < NG; i++) {
     CK(ck_read(&g[i], &got[i]));
@@ -192,9 +202,21 @@ done:
     clmoe_tensor_destroy(&g[i]), clmoe_tensor_destroy(&gp[i]);
   }
   free(hdo), free(hdht);
-  clmoe_tensor_destroy(&dout), clmoe_tensor_destroy(&dht);
+  clmoe_tensor_destroy(&dout), clmoe_tensor_destroy(&dht), clmoe_tensor_destroy(&o);
+  clmoe_kda_tc_saved_release(ctx, &kf);
   ck_kda_data_free(&d);
   return st;
+}
+
+clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc, clmoe_check_result *res)
+{
+  return bwd_case(ctx, seed, kc, 0, res);
+}
+
+clmoe_status ck_kda_tc_bwd_kept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+                                     clmoe_check_result *res)
+{
+  return bwd_case(ctx, seed, kc, 1, res);
 }
 
 #define F CLMOE_F32

@@ -45,5 +45,9 @@ clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc
  * with the portable clmoe_kda_backward (same tolerance). */
 clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
                                 clmoe_check_result *res);
+/* The same after clmoe_kda_forward_tc kept the factors (clmoe_kda_tc_saved) for it: fails
+ * when the forward kept none. */
+clmoe_status ck_kda_tc_bwd_kept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+                                     clmoe_check_result *res);
 
 #endif
