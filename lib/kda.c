@@ -3,6 +3,7 @@
 #include "kda_internal.h"
 
 #include "fastpath.h"
+#include "kda_tc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -218,8 +219,15 @@ clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                const clmoe_kda_inputs *in, clmoe_tensor *o,
                                clmoe_tensor *final_state)
 {
+  return kda_forward_kept(ctx, opts, in, o, final_state, NULL);
+}
+
+clmoe_status kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
+                              clmoe_tensor *o, clmoe_tensor *final_state, clmoe_kda_tc_saved *saved)
+{
   const char *op = "clmoe_kda_forward";
   kda_plan p;
+  if (saved) saved->nchunks = 0;
   CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
   kda_chunk_buffers cb = {0};
   clmoe_status st;
@@ -227,7 +235,7 @@ clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   /* the tile kernels (kda_tc.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a matrix
    * unit (fp32 callers keep fp32 products unless they ask) */
   if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_covers(ctx, &p)) {
-    st = kda_tc_run(ctx, &p, in, o, final_state, 0, 0, NULL);
+    st = kda_tc_run(ctx, &p, in, o, final_state, 0, 0, saved);
     goto done;
   }
   CLMOE_TRY_GOTO(st, kda_run_prep(ctx, &p, in, &cb), done);

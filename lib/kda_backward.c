@@ -120,6 +120,13 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                 const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                 const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads)
 {
+  return kda_backward_kept(ctx, opts, in, dout, dfinal_state, grads, NULL);
+}
+
+clmoe_status kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
+                               const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
+                               const clmoe_kda_grads *grads, const clmoe_kda_tc_saved *saved)
+{
   const char *op = "clmoe_kda_backward";
   kda_plan p;
   CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
@@ -134,7 +141,7 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
   /* the tile kernels (kda_tc_bwd.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a
    * matrix unit (as the forward, kda.c) */
   if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_bwd_covers(ctx, &p)) {
-    st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0, NULL);
+    st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0, saved);
     goto done;
   }
   char kopts[128];

@@ -68,6 +68,19 @@ clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_input
 clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                 cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
 size_t kda_tc_bwd_blocks_bytes(const kda_plan *p);
+
+/* clmoe_kda_forward / clmoe_kda_backward with the factors the tile forward keeps for the
+ * tile backward (kda_tc.h's clmoe_kda_tc_saved; NULL: none), for the KDA layer's training
+ * path. kda_kept_new: a holder that remembers its context (NULL when memory runs out; also
+ * NULL when CLMOE_KDA_KEEP=0 asks for none); kda_kept_free releases it (NULL: nothing). */
+clmoe_status kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
+                              clmoe_tensor *o, clmoe_tensor *final_state, struct clmoe_kda_tc_saved *saved);
+clmoe_status kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
+                               const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
+                               const clmoe_kda_grads *grads, const struct clmoe_kda_tc_saved *saved);
+void *kda_kept_new(clmoe_ctx *ctx);
+struct clmoe_kda_tc_saved *kda_kept_saved(void *kept);
+void kda_kept_free(void *kept);
 size_t kda_tc_prep_local_bytes(size_t K, size_t V);
 
 /* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its

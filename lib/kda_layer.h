@@ -59,6 +59,7 @@ typedef struct clmoe_kda_layer_cache {
   clmoe_tensor rstd;         /* per-head norm [N H] */
   clmoe_tensor on;           /* RMSNorm_head(o) [N, H D] */
   clmoe_tensor gs;           /* sigmoid(x W_g) [N, H D] */
+  void *kda_kept;            /* (library-owned) what KDA's tile forward keeps for its backward */
 } clmoe_kda_layer_cache;
 void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c);
 

@@ -116,6 +116,31 @@ void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s)
   memset(s, 0, sizeof *s);
 }
 
+/* The KDA layer's holder of kept factors (kda_internal.h). */
+typedef struct kda_kept {
+  clmoe_ctx *ctx;
+  clmoe_kda_tc_saved s;
+} kda_kept;
+
+void *kda_kept_new(clmoe_ctx *ctx)
+{
+  const char *env = getenv("CLMOE_KDA_KEEP");
+  if (env && !strcmp(env, "0")) return NULL;
+  kda_kept *k = calloc(1, sizeof *k);
+  if (k) k->ctx = ctx;
+  return k;
+}
+
+clmoe_kda_tc_saved *kda_kept_saved(void *kept) { return kept ? &((kda_kept *)kept)->s : NULL; }
+
+void kda_kept_free(void *kept)
+{
+  if (!kept) return;
+  kda_kept *k = kept;
+  clmoe_kda_tc_saved_release(k->ctx, &k->s);
+  free(k);
+}
+
 /* saved's buffers at the plan's sizes (kept when they already are), marked empty. */
 static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes, clmoe_kda_tc_saved *s)
 {

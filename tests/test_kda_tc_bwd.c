@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "conformance/check_kda_tc.h"
+#include "kda_internal.h" /* kda_kept_saved */
+#include "kda_layer.h"
 #include "kda_tc.h"
 #include "test_common.h"
 
@@ -266,6 +268,72 @@ static void test_pair(void)
 /* The backward on the factors the forward kept (clmoe_kda_tc_saved). */
 static void test_kept(void) { run_cases_with(mix_cases, (int)(sizeof mix_cases / sizeof mix_cases[0]), 1); }
 
+/* One KDA layer forward (with a cache) + backward on the tile path: every parameter's
+ * gradient and dx into G / dx. Returns the chunks whose factors the forward kept. */
+static int64_t layer_grads(clmoe_kda_layer *L, const clmoe_tensor *x, clmoe_tensor *y, const clmoe_tensor *dy,
+                           clmoe_kda_layer *G, clmoe_tensor *dx)
+{
+  clmoe_kda_layer_cache cache = {0};
+  clmoe_tensor *gt[CLMOE_KDA_LAYER_PARAMS];
+  clmoe_kda_layer_params(G, gt, NULL, NULL);
+  for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) TEST_OK(clmoe_tensor_fill(gt[i], 0.0));
+  TEST_OK(clmoe_tensor_fill(dx, 0.0));
+  TEST_OK(clmoe_kda_layer_forward(test_ctx, L, x, NULL, y, &cache, NULL));
+  const clmoe_kda_tc_saved *kept = kda_kept_saved(cache.kda_kept);
+  const int64_t chunks = kept ? kept->nchunks : 0;
+  TEST_OK(clmoe_kda_layer_backward(test_ctx, L, x, NULL, &cache, dy, G, dx));
+  clmoe_kda_layer_cache_destroy(&cache);
+  return chunks;
+}
+
+/* The KDA layer keeps the tile forward's factors for its backward (default) or not
+ * (CLMOE_KDA_KEEP=0): the same gradients within bf16 rounding, none NaN; and the forward
+ * did keep them (B 2, T 37: 3 chunks per sequence; head dim 16 for the tile path). */
+static void test_layer_kept(void)
+{
+  enum { LD = 32, LH = 2, LDH = 16, LB = 2, LT = 37 };
+  clmoe_kda_layer L = {0}, G[2] = {{0}};
+  clmoe_tensor x = {0}, y = {0}, dy = {0}, dx[2] = {{0}};
+  const int64_t sx[3] = {LB, LT, LD};
+  TEST_OK(clmoe_kda_layer_create(test_ctx, &L, LD, LH, LDH, 4, 4, 1e-5f, NULL));
+  TEST_OK(clmoe_kda_layer_init(&L, test_seed));
+  TEST_OK(clmoe_tensor_create(test_ctx, &x, CLMOE_F32, 3, sx));
+  TEST_OK(clmoe_tensor_create(test_ctx, &y, CLMOE_F32, 3, sx));
+  TEST_OK(clmoe_tensor_create(test_ctx, &dy, CLMOE_F32, 3, sx));
+  TEST_OK(clmoe_tensor_fill_uniform(&x, test_seed + 1, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_fill_uniform(&dy, test_seed + 2, -1.0f, 1.0f));
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(clmoe_kda_layer_create(test_ctx, &G[k], LD, LH, LDH, 4, 4, 1e-5f, NULL));
+    TEST_OK(clmoe_tensor_create(test_ctx, &dx[k], CLMOE_F32, 3, sx));
+  }
+  CU_ASSERT_EQUAL(layer_grads(&L, &x, &y, &dy, &G[0], &dx[0]), LB * 3);
+  setenv("CLMOE_KDA_KEEP", "0", 1);
+  CU_ASSERT_EQUAL(layer_grads(&L, &x, &y, &dy, &G[1], &dx[1]), 0);
+  unsetenv("CLMOE_KDA_KEEP");
+  clmoe_tensor *g0[CLMOE_KDA_LAYER_PARAMS + 1], *g1[CLMOE_KDA_LAYER_PARAMS + 1];
+  clmoe_kda_layer_params(&G[0], g0, NULL, NULL);
+  clmoe_kda_layer_params(&G[1], g1, NULL, NULL);
+  g0[CLMOE_KDA_LAYER_PARAMS] = &dx[0], g1[CLMOE_KDA_LAYER_PARAMS] = &dx[1];
+  for (int i = 0; i <= CLMOE_KDA_LAYER_PARAMS; i++) {
+    const size_t n = (size_t)clmoe_tensor_numel(g0[i]);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    CU_ASSERT_FATAL(a && b);
+    TEST_OK(clmoe_tensor_read(g0[i], a, n * sizeof *a));
+    TEST_OK(clmoe_tensor_read(g1[i], b, n * sizeof *b));
+    double diff = 0.0, scale = 0.0;
+    for (size_t e = 0; e < n; e++) {
+      diff = fmax(diff, fabs((double)a[e] - (double)b[e]));
+      scale = fmax(scale, fabs((double)b[e]));
+      CU_ASSERT(!isnan(a[e]) && !isnan(b[e]));
+    }
+    CU_ASSERT(diff <= 3e-2 * scale); /* (isnan(diff) fails it too) */
+    free(a), free(b);
+  }
+  for (int k = 0; k < 2; k++) clmoe_kda_layer_destroy(&G[k]), clmoe_tensor_destroy(&dx[k]);
+  clmoe_kda_layer_destroy(&L);
+  clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&y), clmoe_tensor_destroy(&dy);
+}
+
 static void add_tests(CU_pSuite suite)
 {
   clmoe_ctx_set_fastpath(test_ctx, 1); /* the tile path on any device */
@@ -278,6 +346,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "state passes in one launch and in two", test_fuse);
   CU_add_test(suite, "chunk kernel with two chunks per work-group", test_pair);
   CU_add_test(suite, "backward on the factors the forward kept", test_kept);
+  CU_add_test(suite, "KDA layer: kept factors or recomputed, same gradients", test_layer_kept);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");
 }
