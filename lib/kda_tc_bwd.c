@@ -192,7 +192,7 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   kda_options(p, 0, opts, sizeof opts);
   snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d -DTD_NS=%d %s", opts, pair, ns, clmoe__tile_options(ctx));
   cl_kernel k, k1, k2;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc_bwdc", topts, "kda_tcb_chunk", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc_warp+kda_tc_bwdc", topts, "kda_tcb_chunk", &k));
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_alog_reduce", &k2));
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
