@@ -191,9 +191,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   tile_c aQ[2], aW[2], aK[2], aA = tile_c_zero();
   for (int n = 0; n < 2; n++) aQ[n] = aW[n] = aK[n] = tile_c_zero();
   float agl = 0.0f; /* lane: column lane % 16, rows (lane / 16) * 8 .. + 7 of each slice */
-#if !defined(TD_KSU) || TD_KSU
-#pragma unroll 1 /* (unrolled, the compiler hoists every slice's fragments: 175 registers) */
-#endif
+#pragma unroll 1 /* (a ring: one slice in hand at a time) */
   for (int ks = 0; ks < VD / 16; ks++) {
     if (hasK) td_issue(ring, Ssave, dSsave, base * VD, c0, ks + TD_NS - 1, lane);
     TD_WAIT();
