@@ -275,7 +275,7 @@ int bench_kda(int argc, char **argv)
         clmoe_ctx_profile_clear(ctx);
         measure(ctx, &t, what, reps, max_s, &ks, &ws, &runs);
         double prep_ms = kernel_ms(ctx, "kda_tc_prep"), state_ms = kernel_ms(ctx, "kda_tc_state");
-        char check[128] = "";
+        char check[160] = "";
         double diff = -1.0;
         if (what == RUN_REC) {
           diff = max_rel_diff(&t.o, &t.o_rec);
@@ -287,8 +287,8 @@ int bench_kda(int argc, char **argv)
           const clmoe_tensor *a[5] = {&t.tq, &t.tk, &t.tv, &t.tg, &t.tbeta}, *b[5] = {&t.dq, &t.dk, &t.dv, &t.dg, &t.dbeta};
           diff = 0.0;
           for (int i = 0; i < 5; i++) diff = fmax(diff, max_rel_diff(a[i], b[i]));
-          snprintf(check, sizeof check, "|tile - portable| grads %.1e; bwd: %.3f + %.3f + %.3f ms", diff,
-                   prep_ms, states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
+          snprintf(check, sizeof check, "|tile - portable| grads %.1e; preps %.3f + state %.3f + bwd passes %.3f + "
+                   "chunk %.3f ms", diff, prep_ms, state_ms, states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
         }
         const int fb = what == RUN_FWD_BWD || what == RUN_TC_BWD; /* no FLOP or byte model */
         double tf = fb ? 0.0 : flops / ks * 1e-12;
@@ -303,8 +303,8 @@ int bench_kda(int argc, char **argv)
                   bytes, tf);
           if (what == RUN_TC) fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, ", prep_ms, state_ms);
           if (what == RUN_TC_BWD)
-            fprintf(jf, "\"prep_ms\": %.4f, \"states_ms\": %.4f, \"chunk_ms\": %.4f, ", prep_ms,
-                    states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
+            fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, \"states_ms\": %.4f, \"chunk_ms\": %.4f, ",
+                    prep_ms, state_ms, states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
           fprintf(jf, "\"max_rel_diff_vs_chunked\": ");
           json_double(jf, diff);
           fprintf(jf, "}");

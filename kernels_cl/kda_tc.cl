@@ -77,20 +77,27 @@
 #define TC_BB 1
 /* The backward's block at bb (kda_common.cl's KDA_BB_*: each factor where its passes read
  * it), written by -DTC_BWD=1 (the prep alone for the backward, lib/kda_tc_bwd.c) and by
- * -DTC_SAVE=1 (the forward's prep keeping it for a later backward, besides its own block). */
+ * -DTC_SAVE=1 (the forward's prep keeping it for a later backward, besides its own block).
+ * The save pass's part (S0..S2) only with TC_BWD: a forward that keeps the blocks keeps the
+ * states too (its state pass writes them), so no save pass reads that part then. */
+#if defined(TC_BWD) && TC_BWD
+#define TC_BB_SAVEPART 1
+#else
+#define TC_BB_SAVEPART 0
+#endif
 #define TC_BB_W(r, d, b)                                                                    \
   do {                                                                                      \
-    bb[KDA_BB_S0 + TC_FW(r, d)] = (b);                                                      \
+    if (TC_BB_SAVEPART) bb[KDA_BB_S0 + TC_FW(r, d)] = (b);                                  \
     bb[KDA_BB_R2 + TC_FK(r, d)] = (b);                                                      \
   } while (0)
 #define TC_BB_K(r, d, b)                                                                    \
   do {                                                                                      \
-    bb[KDA_BB_S1 + TC_FK(r, d)] = (b);                                                      \
+    if (TC_BB_SAVEPART) bb[KDA_BB_S1 + TC_FK(r, d)] = (b);                                  \
     bb[KDA_BB_R0 + TC_FW(r, d)] = (b);                                                      \
   } while (0)
 #define TC_BB_GL(d, x)                                                                      \
   do {                                                                                      \
-    ((__global float *)(bb + KDA_BB_S2))[d] = (x);                                          \
+    if (TC_BB_SAVEPART) ((__global float *)(bb + KDA_BB_S2))[d] = (x);                      \
     ((__global float *)(bb + KDA_BB_R4))[d] = (x);                                          \
   } while (0)
 #else
@@ -409,8 +416,10 @@ __kernel __attribute__((reqd_work_group_size(TC_NT, 1, 1)))
 void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
                   __global const int2 *chunks, __global const int2 *seqs, int H,
                   __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-                  __global float *ht, ulong hto, int has_ht)
+                  __global float *ht, ulong hto, int has_ht, __global ushort *Ssave_unused,
+                  __global ushort *Vnsave_unused) /* (the 64-token pass's, which saves) */
 {
+  (void)Ssave_unused, (void)Vnsave_unused;
   __local uint4 tl[TC_LOC4]; /* (byte count also in lib/kda_tc.c) */
   __local ushort St[TC_NW][8][TC_LDK] TC_AL; /* bf16 S^T of each warp's 8 columns */
   __local ushort Vt[TC_NW][8][TC_LDA] TC_AL; /* bf16 Vnew^T */

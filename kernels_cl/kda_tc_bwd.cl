@@ -61,13 +61,17 @@
 #else
 #define TB_CP_WAIT() TILE_CP_WAIT(2)
 #endif
-#define tb_pack2 tc_cvt2 /* two fp32 as a bf16 pair: one instruction */
 /* [16 x KD] state^T tiles st (fp32 accumulators) as A operand of k-step ks */
 #define TB_A_ST(st, ks) tc_a_pair((st)[2 * (ks)], (st)[2 * (ks) + 1])
+#if TC_STSM /* sS, sV: the warp's staging of the saved rows (tc_save_rows) */
+#define TB_SCRATCH(nw)                                                                      \
+  __local ushort stg_[nw][16 * TC_LDG] TC_STG_AL;                                           \
+  __local float *sS = (__local float *)stg_[cw], *sV = sS
+#else
 #define TB_SCRATCH(nw) __local float *sS = NULL, *sV = NULL /* (no scratch) */
+#endif
 #else
 #define TB_CP_WAIT() ((void)0)
-inline uint tb_pack2(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
 #define TB_A_ST(st, ks) tile_load_a_f32(sS + 16 * (ks), TC_LDS, lane)
 /* the per-warp fp32 scratch of the portable tiles: sS (the state^T), sV (Vnew^T, dVnew^T) */
 #define TB_SCRATCH(nw)                                                                      \
@@ -88,16 +92,11 @@ inline void tb_issue(__local uint4 *st, __global const uint4 *blkg, ulong cc, in
 }
 
 /* A warp's state^T tiles st [TC_NKT] (rows: its 16 columns of V) as bf16 rows of KD at p
- * (row ld KD): one 4-byte store per pair; on the portable tiles also into the fp32
+ * (tc_save_rows, staged in sS with TC_STSM); on the portable tiles also into the fp32
  * scratch sS, for TB_A_ST (the caller's barrier follows). */
 inline void tb_put_state(const tile_c *st, __global ushort *p, __local float *sS, int lane)
 {
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
-  TC_UNROLL
-  for (int nt = 0; nt < TC_NKT; nt++) {
-    *(__global uint *)(p + g * KD + 8 * nt + t2) = tb_pack2(st[nt].v[0], st[nt].v[1]);
-    *(__global uint *)(p + (g + 8) * KD + 8 * nt + t2) = tb_pack2(st[nt].v[2], st[nt].v[3]);
-  }
+  tc_save_rows(st, TC_NKT, p, (__local ushort *)sS, lane);
 #if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
   for (int nt = 0; nt < TC_NKT; nt++) tile_store_c_local(st[nt], sS + 8 * nt, TC_LDS, lane);
 #endif
@@ -135,7 +134,6 @@ __attribute__((always_inline)) inline void
 ts_chunk(tile_c *S, __local const ushort *sb, const float2 *u, __global ushort *ssp, __global ushort *vnp,
          int lane, __local float *sS, __local float *sV)
 {
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
   tb_put_state(S, ssp, sS, lane);
 #if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -154,11 +152,9 @@ ts_chunk(tile_c *S, __local const ushort *sb, const float2 *u, __global ushort *
       tile_mma(&acc[ks & 1][nt], a, tc_frag(sb + KDA_BB_S0 + (nt * TC_NKS + ks) * TC_FRAG, lane));
   }
   tile_c vn[2];
-  for (int nt = 0; nt < 2; nt++) {
+  for (int nt = 0; nt < 2; nt++)
     for (int i = 0; i < 4; i++) vn[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
-    *(__global uint *)(vnp + g * CH + 8 * nt + t2) = tb_pack2(vn[nt].v[0], vn[nt].v[1]);
-    *(__global uint *)(vnp + (g + 8) * CH + 8 * nt + t2) = tb_pack2(vn[nt].v[2], vn[nt].v[3]);
-  }
+  tc_save_rows(vn, 2, vnp, (__local ushort *)sS, lane);
   const tile_a av = tb_a_tokens(vn[0], vn[1], sV, lane);
   tc_state_update(S, (__local const float *)(sb + KDA_BB_S2), av, sb + KDA_BB_S1, av, sb, 0, lane);
 }
@@ -294,7 +290,7 @@ tr_pass(__local uint4 *ring, __local ushort *dO, __local float *sS, __local floa
                p + TB_NS - 1 < sq.y, TB_FWD4, TB_REV4, ci0, cn);
     if (computes) { /* (portable: every work-item, which computes; the chunk holds barriers) */
       *(__local uint4 *)(dol + orow * TR_LDO + ocol) =
-          (uint4)(tb_pack2(pa.x, pa.y), tb_pack2(pa.z, pa.w), tb_pack2(pb.x, pb.y), tb_pack2(pb.z, pb.w));
+          (uint4)(tc_pack2(pa.x, pa.y), tc_pack2(pa.z, pa.w), tc_pack2(pb.x, pb.y), tc_pack2(pb.z, pb.w));
       if (p + 1 < sq.y) TR_FETCH_DO(c - 1);
       TILE_WARP_SYNC(); /* dO rows complete */
       tr_chunk(dS, (__local const ushort *)(ring + s * TB_REV4), dol, dSsave + (base * VD + j0) * KD,

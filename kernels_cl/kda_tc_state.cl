@@ -99,6 +99,63 @@ inline tile_b tc_frag(__local const ushort *f, int lane)
 #define TC_CP_WAIT() ((void)0)
 #endif
 
+/* Two fp32 as a bf16 pair (lo in the low half), nearest even. */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define tc_pack2 tc_cvt2
+#else
+inline uint tc_pack2(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
+#endif
+
+/* n accumulator tiles x (8 columns each, rows: this warp's 16 columns of V) as bf16 rows
+ * of ld at p: row r holds x[nt][r][c] at p[r ld + 8 nt + c]; one 4-byte store per pair. The
+ * backward's saved states S_c^T, dS^T (ld KD) and Vnew^T (ld 16). */
+inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, int lane)
+{
+  const int g = lane >> 2, t2 = (lane & 3) << 1;
+  TC_UNROLL
+  for (int nt = 0; nt < n; nt++) {
+    *(__global uint *)(p + g * ld + 8 * nt + t2) = tc_pack2(x[nt].v[0], x[nt].v[1]);
+    *(__global uint *)(p + (g + 8) * ld + 8 * nt + t2) = tc_pack2(x[nt].v[2], x[nt].v[3]);
+  }
+}
+
+/* tc_save_rows: tc_store_rows for a warp's rows of contiguous storage (width 8 n, rows
+ * contiguous), with -DTC_STSM=1 (PTX tiles on sm_90) through a per-warp staging area stg
+ * ([16][TC_LDG] bf16): stmatrix puts the tiles there, then every lane stores whole 16-byte
+ * pieces, so a warp's store writes full 32-byte sectors in order (the 4-byte pairs of
+ * tc_store_rows fill half a sector per row: twice the store transactions, on the state
+ * passes' serial path). */
+#if !defined(TC_STSM) || !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#undef TC_STSM
+#define TC_STSM 0
+#endif
+#define TC_STG_AL __attribute__((aligned(16)))
+#define TC_LDG (KD + 8) /* staging row (ushorts): 16-byte shift a row, no bank conflicts */
+#if TC_STSM
+inline void tc_save_rows(const tile_c *x, int n, __global ushort *p, __local ushort *stg, int lane)
+{
+  const int m = lane >> 3, i = lane & 7, ld = 8 * n + 8, per = n; /* uint4 a row: n */
+  TILE_WARP_SYNC(); /* every lane done reading the previous rows */
+  TC_UNROLL
+  for (int nt = 0; nt < n; nt += 2)
+    tile_stsm_x4(stg + ((m & 1) * 8 + i) * ld + 8 * (nt + (m >> 1)), tc_pack2(x[nt].v[0], x[nt].v[1]),
+                 tc_pack2(x[nt].v[2], x[nt].v[3]), tc_pack2(x[nt + 1].v[0], x[nt + 1].v[1]),
+                 tc_pack2(x[nt + 1].v[2], x[nt + 1].v[3]));
+  TILE_WARP_SYNC();
+  TC_UNROLL
+  for (int e = lane; e < 16 * per; e += 32) {
+    const int r = e / per, c = e - r * per;
+    *(__global uint4 *)(p + r * 8 * n + 8 * c) = *(__local const uint4 *)(stg + r * ld + 8 * c);
+  }
+}
+#else
+inline void tc_save_rows(const tile_c *x, int n, __global ushort *p, __local ushort *stg, int lane)
+{
+  (void)stg;
+  tc_store_rows(x, n, p, 8 * n, lane);
+}
+#endif
+
 /* The state update: x^T = x^T Diag(gl) + a0 B0[nt] (+ a1 B1[nt] when two), over the KD / 8
  * column tiles of x^T (B fragments in order at b0, b1); the backward's passes too. */
 __attribute__((always_inline)) inline void
@@ -126,9 +183,14 @@ tc_state_update(tile_c *x, __local const float *gl, tile_a a0, __local const ush
 __attribute__((always_inline)) inline void
 tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 ch, int h,
            int H, int j0, int lane, __global out_t *o, ulong oo, __local float *sS,
-           __local float *sV)
+           __local float *sV, __global ushort *ssp, __global ushort *vnp, __local ushort *stg)
 {
   const int g = lane >> 2, t2 = (lane & 3) << 1;
+#if defined(TC_SAVE) && TC_SAVE
+  tc_save_rows(S, TC_NKT, ssp, stg, lane); /* S^T entering the chunk, for the backward */
+#else
+  (void)ssp, (void)vnp, (void)stg;
+#endif
   /* Partial sums [chain][Vnew^T token tiles 0, 1, O^T token tiles 0, 1]: two chains over
    * the k-steps for latency, the first starting from U^T. */
   tile_c acc[2][4];
@@ -158,6 +220,9 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
       vn[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
       oc[nt].v[i] = acc[0][2 + nt].v[i] + acc[1][2 + nt].v[i];
     }
+#if defined(TC_SAVE) && TC_SAVE
+  tc_save_rows(vn, 2, vnp, stg, lane); /* Vnew^T, for the backward */
+#endif
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
   const tile_a av = tc_a_pair(vn[0], vn[1]); /* Vnew^T [16 columns x 16 tokens] */
 #else
@@ -195,12 +260,16 @@ inline void tc_issue(__local uint4 *st, __global const uint4 *blkg, __global con
   tile_cp_commit();
 }
 
-/* Grid (VD / 16 / TC_NW work-groups, H, sequences); the same arguments as TC_STEP 16's. */
+/* Grid (VD / 16 / TC_NW work-groups, H, sequences); the same arguments as TC_STEP 16's, then,
+ * with -DTC_SAVE=1, where the backward's states go (kda_tc_bwd.cl's save pass's outputs, so
+ * that the backward skips that pass): S_c^T [chunks, H, VD, KD] entering each chunk and
+ * Vnew^T [chunks, H, VD, 16], bf16 (unused otherwise). */
 __kernel __attribute__((reqd_work_group_size(TC_NWG, 1, 1)))
 void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
                   __global const int2 *chunks, __global const int2 *seqs, int H,
                   __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-                  __global float *ht, ulong hto, int has_ht)
+                  __global float *ht, ulong hto, int has_ht, __global ushort *Ssave,
+                  __global ushort *Vnsave)
 {
   /* (byte counts also in lib/kda_tc.c) */
   __local uint4 ring[TC_NS][TC_STG4];
@@ -208,6 +277,12 @@ void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
   const int jg = (int)get_group_id(0) * TC_NW * 16, j0 = jg + warp * 16; /* V columns */
   const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
+#if TC_STSM && defined(TC_SAVE) && TC_SAVE
+  __local ushort stg_[TC_NW][16 * TC_LDG] TC_STG_AL; /* the saved rows' staging */
+  __local ushort *stg = stg_[warp < TC_NW ? warp : 0];
+#else
+  __local ushort *stg = NULL;
+#endif
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
   __local float *sS = NULL, *sV = NULL; /* unused */
 #else
@@ -232,9 +307,11 @@ void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
     barrier(CLK_LOCAL_MEM_FENCE); /* chunk c in the ring; every warp done with chunk c - 1 */
     const int sn = s == 0 ? TC_NS - 1 : s - 1; /* chunk c - 1's stage, refilled */
     if (copier) tc_issue(ring[sn], blkg, Ug, c + TC_NS - 1, end, h, H, jg, ci, cn);
+    const ulong sb = (ulong)c * (ulong)H + (ulong)h;
     if (!TC_PROD || warp < TC_NW) /* (portable: every work-item; the chunk holds barriers) */
       tc_chunk64(S, (__local const ushort *)ring[s], (__local const float *)(ring[s] + TC_BLK4) + warp * 16 * CH,
-                 chunks[c], h, H, j0, lane, o, oo, sS, sV);
+                 chunks[c], h, H, j0, lane, o, oo, sS, sV, Ssave + (sb * VD + j0) * KD, Vnsave + (sb * VD + j0) * CH,
+                 stg);
     s = s == TC_NS - 1 ? 0 : s + 1;
   }
   if (TC_PROD && warp == TC_NW) return; /* (after the last barrier) */

@@ -206,6 +206,14 @@ inline uint4 tile_ldsm_x4_trans(__local const ushort *row)
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
   return r;
 }
+/* stmatrix (sm_90): the inverse of tile_ldsm_x4, four 8 x 8 bf16 matrices from fragments
+ * (lane l holds row l / 4, elements 2 (l % 4) and + 1 of each: an accumulator tile's
+ * layout, packed) to the rows lane l names (row l % 8 of matrix l / 8). */
+inline void tile_stsm_x4(__local ushort *row, uint r0, uint r1, uint r2, uint r3)
+{
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(tile_local_addr(row)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
 
 /* Warp-group matrix instructions (sm_90a): the 128 lanes of 4 consecutive warps ("warp
  * group") issue wgmma.mma_async together; operands in local memory are named by matrix

@@ -82,6 +82,11 @@ void *kda_kept_new(clmoe_ctx *ctx);
 struct clmoe_kda_tc_saved *kda_kept_saved(void *kept);
 void kda_kept_free(void *kept);
 size_t kda_tc_prep_local_bytes(size_t K, size_t V);
+/* 1 when the state passes store the saved rows through stmatrix (-DTC_STSM=1: PTX tiles on
+ * sm_90 or newer; CLMOE_KDA_TC_STSM=0, read at every call, turns it off); the local bytes
+ * of their staging for `warps` warps (0 without). */
+int kda_tc_stsm(clmoe_ctx *ctx);
+size_t kda_tc_stsm_bytes(size_t K, size_t warps, int stsm);
 
 /* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its
  * result for zero tokens (zero gradients, dfinal_state passed to dinitial_state), shared by

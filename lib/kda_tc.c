@@ -28,10 +28,10 @@ static size_t state_local_bytes(size_t K, size_t warps)
 }
 /* The register-state pass (kernels_cl/kda_tc_state.cl): a ring of `stages` blocks and
  * U^T rows, plus a per-warp scratch with the portable tiles. */
-static size_t state64_local_bytes(size_t K, size_t warps, size_t stages, int ptx)
+static size_t state64_local_bytes(size_t K, size_t warps, size_t stages, int ptx, int stsm)
 {
   return stages * (block_ushorts((int64_t)K) * 2 + warps * 16 * KDA_CHUNK * 4) +
-         (ptx ? 0 : warps * (16 * (K + 4) + 16 * 16) * 4);
+         (ptx ? 0 : warps * (16 * (K + 4) + 16 * 16) * 4) + kda_tc_stsm_bytes(K, warps, stsm);
 }
 
 int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
@@ -43,25 +43,42 @@ int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p)
   return c->max_work_group_size >= TC_PREP_WG && c->local_mem_bytes >= need + 256;
 }
 
+int kda_tc_stsm(clmoe_ctx *ctx)
+{
+  const char *env = getenv("CLMOE_KDA_TC_STSM");
+  if (env && !strcmp(env, "0")) return 0;
+  return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && clmoe_ctx_caps(ctx)->nv_cc_major >= 9;
+}
+
+size_t kda_tc_stsm_bytes(size_t K, size_t warps, int stsm) { return stsm ? warps * 16 * (K + 8) * 2 : 0; }
+
 /* Warps per state work-group: step 16, 8 columns of V each (1, 2, 4); step 64, 16 columns
  * each (1, 2, 4, 8); default 2. On the H200 (step 64, no producer warp) 2 warps took 16%
  * less time than 1 at H 16 and 32 (the copies' issue shared) and 4 warps 2-7% less than 2 at
  * H 64 (the blocks' L2 traffic, read once per work-group, starts to count). */
-static int pick_warps(const kda_plan *p, int warps, int step)
+static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int step, int save)
 {
   const int cols = step == 64 ? 16 : 8, most = step == 64 ? 8 : 4;
+  if (save && warps != 1 && warps != 2 && warps != 4 && warps != most) {
+    /* Saving the states (TC_SAVE) the stores are spread over the compute units: the fewest
+     * warps that still leave no more work-groups than units (on the H200 at T 16384, H 16:
+     * 1 warp 0.72 ms against 0.91 with 2; H 32: 2 warps; H 64: 2 or 4). */
+    const size_t units = clmoe_ctx_caps(ctx)->compute_units, wc = (size_t)(p->V / 16) * (size_t)p->H * (size_t)p->N;
+    warps = 1;
+    while (warps < most && wc / (size_t)warps > units) warps *= 2;
+  }
   if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = 2;
   while (warps > 1 && p->V % (cols * warps)) warps /= 2;
   return warps;
 }
 
 /* Step 64: copy stages (lookahead + 1, default 3) and warps within the local memory. */
-static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int *warps, int *stages)
+static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int stsm, int *warps, int *stages)
 {
   const size_t avail = clmoe__local_mem_optin(ctx) - 256;
-  while (*stages > 2 && state64_local_bytes((size_t)p->K, (size_t)*warps, (size_t)*stages, ptx) > avail)
+  while (*stages > 2 && state64_local_bytes((size_t)p->K, (size_t)*warps, (size_t)*stages, ptx, stsm) > avail)
     (*stages)--;
-  while (*warps > 1 && state64_local_bytes((size_t)p->K, (size_t)*warps, (size_t)*stages, ptx) > avail)
+  while (*warps > 1 && state64_local_bytes((size_t)p->K, (size_t)*warps, (size_t)*stages, ptx, stsm) > avail)
     *warps /= 2;
 }
 
@@ -113,6 +130,8 @@ void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s)
   if (!s) return;
   clmoe__scratch_release(ctx, s->blocks, s->blocks_bytes);
   clmoe__scratch_release(ctx, s->ut, s->ut_bytes);
+  clmoe__scratch_release(ctx, s->states, s->states_bytes);
+  clmoe__scratch_release(ctx, s->vnew, s->vnew_bytes);
   memset(s, 0, sizeof *s);
 }
 
@@ -144,13 +163,19 @@ void kda_kept_free(void *kept)
 /* saved's buffers at the plan's sizes (kept when they already are), marked empty. */
 static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes, clmoe_kda_tc_saved *s)
 {
-  const size_t bb = kda_tc_bwd_blocks_bytes(p);
-  if (s->blocks_bytes != bb || s->ut_bytes != u_bytes) {
+  const size_t nch = (size_t)p->nchunks * (size_t)p->H, hf = sizeof(cl_ushort);
+  const size_t bb = kda_tc_bwd_blocks_bytes(p), sb = nch * (size_t)p->V * (size_t)p->K * hf;
+  const size_t vb = nch * (size_t)p->V * KDA_CHUNK * hf;
+  if (s->blocks_bytes != bb || s->ut_bytes != u_bytes || s->states_bytes != sb || s->vnew_bytes != vb) {
     clmoe_kda_tc_saved_release(ctx, s);
     CLMOE_TRY(clmoe__scratch(ctx, bb, &s->blocks));
     s->blocks_bytes = bb;
     CLMOE_TRY(clmoe__scratch(ctx, u_bytes, &s->ut));
     s->ut_bytes = u_bytes;
+    CLMOE_TRY(clmoe__scratch(ctx, sb, &s->states));
+    s->states_bytes = sb;
+    CLMOE_TRY(clmoe__scratch(ctx, vb, &s->vnew));
+    s->vnew_bytes = vb;
   }
   s->nchunks = 0;
   return CLMOE_OK;
@@ -161,25 +186,25 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
                              clmoe_kda_tc_saved *saved)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  warps = pick_warps(p, warps, step);
+  if (saved && step != 64) saved->nchunks = 0; /* (the 16-token pass's U is not U^T) */
+  const int save = saved && step == 64 && p->nchunks > 0, stsm = save && kda_tc_stsm(ctx);
+  warps = pick_warps(ctx, p, warps, step, save);
   int stages = 0;
   if (step == 64) {
     stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
-    fit_ring(ctx, p, ptx, &warps, &stages);
-    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx) + 256 > clmoe__local_mem_optin(ctx))
+    fit_ring(ctx, p, ptx, stsm, &warps, &stages);
+    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx))
       return run_step(ctx, p, in, o, ht, 16, 0, 0, saved); /* too little local memory */
   } else if (lookahead != 1 && lookahead != 2) {
     /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
     lookahead = warps >= 2 ? 2 : 1;
   }
   const int prod = step == 64 && ptx && pick_producer();
-  if (saved && step != 64) saved->nchunks = 0; /* (the 16-token pass's U is not U^T) */
-  const int save = saved && step == 64 && p->nchunks > 0;
-  char opts[272], base[128];
+  char opts[288], base[128];
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d %s", base,
-           step, warps, lookahead, stages, prod, save, clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d %s",
+           base, step, warps, lookahead, stages, prod, save, stsm, clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tc+kda_tc_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
@@ -207,8 +232,10 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, oo = (cl_ulong)o->offset;
   cl_ulong hto = ht ? (cl_ulong)ht->offset : 0;
   cl_int has_h0 = h0 != NULL, has_ht = ht != NULL;
-  CLMOE_TRY_GOTO(st, clmoe__args(ks, 13, KA(blk), KA(Uk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m),
-                                 KA(h0o), KA(has_h0), KA(o->buf), KA(oo), KA(htm), KA(hto), KA(has_ht)), done);
+  cl_mem Sk = save ? saved->states : blk, Vk = save ? saved->vnew : blk; /* (blk: unused) */
+  CLMOE_TRY_GOTO(st, clmoe__args(ks, 15, KA(blk), KA(Uk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m),
+                                 KA(h0o), KA(has_h0), KA(o->buf), KA(oo), KA(htm), KA(hto), KA(has_ht),
+                                 KA(Sk), KA(Vk)), done);
   /* One warp per 8 (step 16) or 16 (step 64) columns of V. */
   size_t global[3] = {(size_t)(p->V / (step == 64 ? 16 : 8)) * 32, (size_t)p->H, (size_t)p->N};
   size_t local[3] = {(size_t)(32 * (warps + prod)), 1, 1};

@@ -20,14 +20,17 @@ extern "C" {
 
 /* The factors a tile forward keeps for the tile backward of the same inputs (training):
  * the backward's per-chunk blocks (bf16 W, Kd, Qg, Aqk in its passes' fragment orders, gl,
- * Tm, P) and U^T, written by the forward's prep beside its own block (about 22 KB more per
- * (chunk, head) at K = V = 128), so that the backward skips its prep. Start zeroed; the
+ * Tm, P) and U^T, written by the forward's prep beside its own block, and the states
+ * entering every chunk with Vnew, written by its state pass, so that the backward skips
+ * its prep and its forward-again pass. About 63 KB per (16-token chunk, head) at K = V =
+ * 128 (22 KB blocks, 8 KB U^T, 32 KB states): 1 GB at H 16, T 16384. Start zeroed; the
  * forward sizes and fills it (its 64-token state pass only: the default), the backward
  * reads it when its plan matches (chunks, H, K, V) and recomputes otherwise. The buffers
  * come from the context's pool: give them back with clmoe_kda_tc_saved_release. */
 typedef struct clmoe_kda_tc_saved {
   cl_mem blocks, ut;        /* [chunks, H, block] bf16, U^T [chunks, H, V, 16] fp32 */
-  size_t blocks_bytes, ut_bytes;
+  cl_mem states, vnew;      /* S_c^T [chunks, H, V, K], Vnew^T [chunks, H, V, 16], bf16 */
+  size_t blocks_bytes, ut_bytes, states_bytes, vnew_bytes;
   int64_t nchunks, H, K, V; /* of the forward that filled it (nchunks 0: nothing kept) */
 } clmoe_kda_tc_saved;
 void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s);

@@ -10,7 +10,8 @@
  *      kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the per-chunk partials of
  *      ddt_bias and dA_log.
  * Steps 1-3 are one program (kda_tc.cl's prep with -DTC_BWD=1, kda_tc_state.cl's fragment
- * helpers, kda_tc_bwd.cl). Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
+ * helpers, kda_tc_bwd.cl). When the forward kept its factors and states
+ * (clmoe_kda_tc_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
  * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K], with
  * Tm and P in fp32) and U^T. */
 #include "kda_tc.h"
@@ -24,12 +25,14 @@
 
 #define TD_WG 256 /* kda_tcb_chunk's (kernels_cl/kda_tc_bwdc.cl) */
 
-static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
+/* kept: the forward kept S_c^T and Vnew^T (KB_SAVE, KB_VN then hold nothing) */
+static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_bwd_buffers *b)
 {
   const size_t nch = (size_t)p->nchunks * (size_t)p->H, K = (size_t)p->K, V = (size_t)p->V;
   const size_t f = sizeof(float), hf = sizeof(cl_ushort), C = KDA_CHUNK;
   /* (the portable backward's factor gradients, KB_DQG .. KB_DA, stay in registers here) */
-  const size_t sizes[KB_COUNT] = {nch * K * V * hf, nch * C * V * hf, nch * K * V * hf, nch * C * V * f,
+  const size_t sizes[KB_COUNT] = {kept ? f : nch * K * V * hf, kept ? f : nch * C * V * hf, nch * K * V * hf,
+                                  nch * C * V * f,
                                   f, f, f, f, f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
   return kda_bwd_buffers_alloc(ctx, b, sizes);
 }
@@ -42,9 +45,10 @@ static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers
 static size_t save_ushorts(size_t K) { return 34 * K; }
 static size_t rev_ushorts(size_t K) { return 50 * K + 256; }
 static size_t block_ushorts(size_t K) { return save_ushorts(K) + rev_ushorts(K) + 1024; }
-static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx)
+static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx, int stsm)
 {
-  return ns * rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4);
+  return ns * rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4) +
+         kda_tc_stsm_bytes(K, w, stsm);
 }
 static size_t chunk_bytes(size_t K, size_t V, int ptx, size_t ns)
 {
@@ -61,7 +65,7 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   size_t need = chunk_bytes(K, (size_t)p->V, ptx, 2);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[2] = {states_bytes(K, 1, 2, ptx), kda_tc_prep_local_bytes(K, (size_t)p->V)};
+  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, kda_tc_stsm(ctx)), kda_tc_prep_local_bytes(K, (size_t)p->V)};
   for (int i = 0; i < 2; i++)
     if (mine[i] > need) need = mine[i];
   return c->max_work_group_size >= TD_WG && c->local_mem_bytes >= need + 256;
@@ -72,13 +76,18 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
  * latency-bound chains, so spreading the columns over more units wins until they run out.
  * On the H200 (132 units) at T 16384, save + reverse pass: H 16 (128 warps) 0.86 + 0.97 ms
  * with 1 warp per work-group, 1.03 + 1.16 with 2, 1.82 + 1.89 with 4; H 32 1.09 + 1.36 with
- * 1, 1.25 + 1.21 with 2, 1.76 + 1.92 with 4. */
-static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps)
+ * 1, 1.25 + 1.21 with 2, 1.76 + 1.92 with 4. The reverse pass alone (the forward kept the
+ * states: `both` 0) takes the fewest warps that leave no more work-groups than units: H 16
+ * 0.97 ms with 1 warp, H 32 1.24 with 2 (1.36 with 1), H 64 2.11 with 2, 2.14 with 4. */
+static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int both)
 {
   if (warps != 1 && warps != 2 && warps != 4) {
     const size_t units = clmoe_ctx_caps(ctx)->compute_units, cols = (size_t)(p->V / 16) * (size_t)p->H * (size_t)p->N;
     warps = 1;
-    while (warps < 4 && cols / (size_t)(2 * warps) >= units) warps *= 2;
+    if (both)
+      while (warps < 4 && cols / (size_t)(2 * warps) >= units) warps *= 2;
+    else
+      while (warps < 4 && cols / (size_t)warps > units) warps *= 2;
   }
   while (warps > 1 && p->V % (16 * warps)) warps /= 2;
   return warps;
@@ -86,13 +95,13 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps)
 
 /* The ring's stages (at most `most`, at least 2) and the passes' warps within the local
  * memory (covers checked that 2 stages of one warp fit). */
-static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int *w)
+static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int stsm, int *w)
 {
   const size_t avail = clmoe__local_mem_optin(ctx) - 256, K = (size_t)p->K;
   for (int ns = most; ns >= 2; ns--) {
     int f = *w;
-    while (f > 1 && states_bytes(K, (size_t)f, (size_t)ns, ptx) > avail) f /= 2;
-    if (states_bytes(K, (size_t)f, (size_t)ns, ptx) <= avail) {
+    while (f > 1 && states_bytes(K, (size_t)f, (size_t)ns, ptx, stsm) > avail) f /= 2;
+    if (states_bytes(K, (size_t)f, (size_t)ns, ptx, stsm) <= avail) {
       *w = f;
       return ns;
     }
@@ -114,19 +123,20 @@ static int pick_fused(clmoe_ctx *ctx, const kda_plan *p, size_t cols)
   return groups <= 2 * (size_t)clmoe_ctx_caps(ctx)->compute_units;
 }
 
-/* Steps 1-3 in one program: the prep (blocks into blk, U; not with prep 0: a forward kept
- * them), the two ring passes (one launch or two). warps, stages: the passes' (fitted down to the local memory). */
+/* Steps 1-3 in one program: the prep (blocks into blk, U) and the two ring passes (one
+ * launch or two); with prep 0 (a forward kept the blocks, U^T and the states) the reverse
+ * pass alone. warps, stages: the passes' (fitted down to the local memory). */
 static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
                               cl_mem U, int prep, const kda_bwd_buffers *b, const clmoe_tensor *dout,
                               const clmoe_tensor *dht, clmoe_tensor *dh0, int warps, int stages)
 {
   char opts[320], base[128];
   kda_options(p, 0, base, sizeof base);
-  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  int w = pick_warps(ctx, p, warps);
-  const int ns = fit_ring(ctx, p, stages, prod, &w);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d %s", base, w, ns,
-           prod, clmoe__tile_options(ctx));
+  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA, stsm = kda_tc_stsm(ctx);
+  int w = pick_warps(ctx, p, warps, prep);
+  const int ns = fit_ring(ctx, p, stages, prod, stsm, &w);
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d -DTC_STSM=%d %s", base,
+           w, ns, prod, stsm, clmoe__tile_options(ctx));
   const char *prog = "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd";
   cl_kernel kp;
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
@@ -140,6 +150,14 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, doo = (cl_ulong)dout->offset;
   cl_ulong dhto = dht ? (cl_ulong)dht->offset : 0, dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
   cl_int has_h0 = h0 != NULL, has_dht = dht != NULL, has_dh0 = dh0 != NULL;
+  if (!prep) {
+    cl_kernel kr;
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &kr));
+    CLMOE_TRY(clmoe__args(kr, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
+                          KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
+                          KA(dh0o), KA(has_dh0)));
+    return clmoe__launch(ctx, kr, 3, gs, ls);
+  }
   if (pick_fused(ctx, p, cols)) {
     cl_kernel ks;
     CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_states", &ks));
@@ -184,7 +202,7 @@ static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 /* Step 4: kda_tcb_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
  * reductions. */
 static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
-                                   const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
+                                   cl_mem Sm, cl_mem Vm, const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
 {
   char opts[128], topts[256];
   int ns;
@@ -206,7 +224,7 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   CLMOE_TRY(clmoe__args(k, 38, KA(in->q->buf), KA(qo), KA(in->k->buf), KA(ko), KA(in->v->buf), KA(vo),
                         KA(in->g->buf), KA(zo), KA(in->beta->buf), KA(bo), KA(in->A_log->buf), KA(ao),
                         KA(in->dt_bias->buf), KA(dto), KA(p->chunks), KA(nch), KA(H), KA(scale),
-                        KA(lb), KA(blk), KA(b->m[KB_SAVE]), KA(b->m[KB_DSAVE]), KA(b->m[KB_VN]), KA(b->m[KB_DU]),
+                        KA(lb), KA(blk), KA(Sm), KA(b->m[KB_DSAVE]), KA(Vm), KA(b->m[KB_DU]),
                         KA(dout->buf), KA(doo), KA(g->dq->buf), KA(dqo), KA(g->dk->buf), KA(dko),
                         KA(g->dv->buf), KA(dvo), KA(g->dg->buf), KA(dzo), KA(g->dbeta->buf), KA(dbo),
                         KA(b->m[KB_PDDT]), KA(b->m[KB_PDA])));
@@ -238,7 +256,9 @@ clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmo
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
   /* the factors a forward kept (clmoe_kda_tc_saved), when they are this plan's */
   const int kept = saved && saved->nchunks == p->nchunks && saved->H == p->H && saved->K == p->K &&
-                   saved->V == p->V && saved->blocks_bytes == blk_bytes && saved->ut_bytes == u_bytes;
+                   saved->V == p->V && saved->blocks_bytes == blk_bytes && saved->ut_bytes == u_bytes &&
+                   saved->states_bytes == nch * (size_t)p->V * (size_t)p->K * sizeof(cl_ushort) &&
+                   saved->vnew_bytes == nch * (size_t)p->V * KDA_CHUNK * sizeof(cl_ushort);
   cl_mem blk = NULL, U = NULL;
   kda_bwd_buffers b = {0};
   clmoe_status st;
@@ -247,9 +267,10 @@ clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmo
     CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
   }
   cl_mem bk = kept ? saved->blocks : blk, uk = kept ? saved->ut : U;
-  CLMOE_TRY_GOTO(st, tcb_alloc(ctx, p, &b), done);
+  CLMOE_TRY_GOTO(st, tcb_alloc(ctx, p, kept, &b), done);
   CLMOE_TRY_GOTO(st, run_tiles(ctx, p, in, bk, uk, !kept, &b, dout, dht, g->dinitial_state, warps, stages), done);
-  st = run_chunk_tail(ctx, p, in, bk, &b, dout, g);
+  st = run_chunk_tail(ctx, p, in, bk, kept ? saved->states : b.m[KB_SAVE], kept ? saved->vnew : b.m[KB_VN], &b,
+                      dout, g);
 done:
   kda_bwd_buffers_release(ctx, &b);
   clmoe__scratch_release(ctx, blk, blk_bytes);

@@ -244,10 +244,17 @@ TC_CHECK(tc_long,    {1, 8192, 1, 16,  16,  NULL, 0, 1, BF, F,  KDA_TC_Z_SATURAT
 /*                        B  T    H  K   V   lens nl h0 dtype out z                 lb    port warps ahead */
 TC_BWD_CHECK(tcb_mixed,  {2, 45,  2, 64, 64, NULL, 0, 1, F,  F,  KDA_TC_Z_UNIFORM, 0.0f, 1, 0, 0})
 TC_BWD_CHECK(tcb_packed, {1, 0,   2, 32, 32, lens_mixed, 6, 1, BF, F, KDA_TC_Z_UNIFORM, 0.0f, 0, 0, 0})
+/* the backward on the blocks and states its forward kept (clmoe_kda_tc_saved) */
+static clmoe_status tcb_kept(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
+{
+  const kda_tc_case kc = {1, 0, 2, 32, 32, lens_mixed, 6, 1, F, F, KDA_TC_Z_UNIFORM, 0.0f, 0, 0, 0};
+  return ck_kda_tc_bwd_kept_case(c, s, &kc, r);
+}
 
 const clmoe_check clmoe_checks_kda_tc[] = {
     {"kda_tc.backward.mixed", "tile backward, B 2, T 45, K = V = 64, dfinal_state, vs portable", tcb_mixed},
     {"kda_tc.backward.packed", "tile backward, packed lengths 1,15,16,17,40,3, bf16, K = V = 32", tcb_packed},
+    {"kda_tc.backward.kept", "tile backward on the forward's kept factors and states, packed, K = V = 32", tcb_kept},
     {"kda_tc.forward.mixed", "tile forward, B 2, T 100, K = V = 64, initial state, vs portable", tc_mixed},
     {"kda_tc.forward.packed", "tile forward, packed lengths 1,15,16,17,40,3, bf16, K = V = 128", tc_packed},
     {"kda_tc.forward.extreme", "tile forward, gate logits of +-1e4", tc_extreme},
