@@ -1,4 +1,4 @@
-# Figure docs/tiles-h200.png from docs/data/2026-12-01-h200-wgmma-tiles.csv (GEMM and MLA: the warp-group kernels): gnuplot scripts/plot-tiles.gp (run from the repository root).
+# Figure docs/tiles-h200.png from docs/data/2026-12-02-h200-tiles.csv (GEMM and MLA: the warp-group kernels): gnuplot scripts/plot-tiles.gp (run from the repository root).
 set datafile separator ','
 set terminal pngcairo size 1100,480 font ',10' noenhanced
 set output 'docs/tiles-h200.png'
@@ -13,6 +13,6 @@ set grid ytics
 set ylabel "speed / peer's speed (1 = as fast)"
 set xtics rotate by -25
 set key top left Left reverse maxrows 3 samplen 2
-plot 'docs/data/2026-12-01-h200-wgmma-tiles.csv' using 2:xtic(1) title 'before (2026-11-29; KDA fwd+bwd: portable)', \
-     '' using 3 title 'now (2026-12-01; GEMM and MLA: wgmma kernels; GEMM: slowest layout; KDA fwd: copy ring)', \
+plot 'docs/data/2026-12-02-h200-tiles.csv' using 2:xtic(1) title 'before (2026-11-29; KDA fwd+bwd: portable)', \
+     '' using 3 title 'now (2026-12-02; GEMM and MLA: wgmma kernels; GEMM: slowest layout; KDA: copy ring, kept states)', \
      '' using ($0):4 with points pt 2 ps 2 lw 2 lc rgb 'black' title "the issue's target"
