@@ -217,7 +217,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
     TILE_WARP_SYNC(); /* the stage is read before the next copy into it */
   }
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-  agl += td_shfl(agl, 16, 3);
+  agl += tile_shfl_xor(agl, 16);
 #else
   if (lane < 16) red[2][warp][lane] = agl; /* then lanes 16..31 add theirs */
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -16,15 +16,6 @@
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define TD_UNROLL _Pragma("unroll")
 #define TD_SCRATCH(n) __local float *sw = NULL
-inline float td_shfl(float x, int v, int mode)
-{
-  uint r;
-  if (mode == 0) asm volatile("shfl.sync.up.b32 %0, %1, %2, 0, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(v));
-  else if (mode == 1) asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(v));
-  else if (mode == 2) asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(v));
-  else asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(v));
-  return as_float(r);
-}
 /* Inclusive scan down the rows (rev: from the last row up). */
 inline void td_scan(float *x, int rev, __local float *sw, int lane)
 {
@@ -34,14 +25,14 @@ inline void td_scan(float *x, int rev, __local float *sw, int lane)
   for (int off = 1; off < 8; off <<= 1)
     TD_UNROLL
     for (int e = 0; e < 8; e++) {
-      const float y = td_shfl(x[e], 4 * off, rev ? 1 : 0);
+      const float y = rev ? tile_shfl_down(x[e], 4 * off) : tile_shfl_up(x[e], 4 * off);
       if (rev ? g + off < 8 : g >= off) x[e] += y;
     }
   TD_UNROLL
   for (int e = 0; e < 8; e++)
     if (!(e & 2)) {
-      if (rev) x[e] += td_shfl(x[e | 2], t, 2);
-      else x[e | 2] += td_shfl(x[e], 28 + t, 2);
+      if (rev) x[e] += tile_shfl_idx(x[e | 2], t);
+      else x[e | 2] += tile_shfl_idx(x[e], 28 + t);
     }
 }
 /* The lane's 4 columns at row `row` (uniform). */
@@ -51,7 +42,7 @@ inline void td_at_row(const float *x, int row, float *out, __local float *sw, in
   const int t = lane & 3, src = 4 * (row & 7) + t;
   TD_UNROLL
   for (int e = 0; e < 8; e++)
-    if (!(e & 2)) out[TD_CI(e)] = td_shfl(row < 8 ? x[e] : x[e | 2], src, 2);
+    if (!(e & 2)) out[TD_CI(e)] = tile_shfl_idx(row < 8 ? x[e] : x[e | 2], src);
 }
 /* Column sums (every lane gets its 4 columns'). */
 inline void td_colsum(const float *x, float *out, __local float *sw, int lane)
@@ -61,9 +52,9 @@ inline void td_colsum(const float *x, float *out, __local float *sw, int lane)
   for (int e = 0; e < 8; e++)
     if (!(e & 2)) {
       float s = x[e] + x[e | 2];
-      s += td_shfl(s, 4, 3);
-      s += td_shfl(s, 8, 3);
-      s += td_shfl(s, 16, 3);
+      s += tile_shfl_xor(s, 4);
+      s += tile_shfl_xor(s, 8);
+      s += tile_shfl_xor(s, 16);
       out[TD_CI(e)] = s;
     }
 }
@@ -72,8 +63,8 @@ inline void td_rowsum(const float *x, float *out, __local float *sw, int lane)
 {
   (void)sw, (void)lane;
   float a = x[0] + x[1] + x[4] + x[5], b = x[2] + x[3] + x[6] + x[7];
-  a += td_shfl(a, 1, 3), b += td_shfl(b, 1, 3);
-  a += td_shfl(a, 2, 3), b += td_shfl(b, 2, 3);
+  a += tile_shfl_xor(a, 1), b += tile_shfl_xor(b, 1);
+  a += tile_shfl_xor(a, 2), b += tile_shfl_xor(b, 2);
   out[0] = a, out[1] = b;
 }
 inline tile_b td_pair_b(__local const ushort *p, int lane, tile_b *b1)

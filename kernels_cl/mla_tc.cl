@@ -56,26 +56,19 @@
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define TC_UNROLL _Pragma("unroll")
-/* Butterfly exchange inside a warp (lane ^ mask). */
-inline float tc_shfl_xor(float x, int mask)
-{
-  uint r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(mask));
-  return as_float(r);
-}
 /* Max and sum over the 4 lanes (lane & 3 = 0..3) that hold the same two rows. */
 inline float2 tc_quad_max(float2 x, __local float2 *red, int lane)
 {
   (void)red, (void)lane;
-  x.x = fmax(x.x, tc_shfl_xor(x.x, 1)), x.y = fmax(x.y, tc_shfl_xor(x.y, 1));
-  x.x = fmax(x.x, tc_shfl_xor(x.x, 2)), x.y = fmax(x.y, tc_shfl_xor(x.y, 2));
+  x.x = fmax(x.x, tile_shfl_xor(x.x, 1)), x.y = fmax(x.y, tile_shfl_xor(x.y, 1));
+  x.x = fmax(x.x, tile_shfl_xor(x.x, 2)), x.y = fmax(x.y, tile_shfl_xor(x.y, 2));
   return x;
 }
 inline float2 tc_quad_sum(float2 x, __local float2 *red, int lane)
 {
   (void)red, (void)lane;
-  x.x += tc_shfl_xor(x.x, 1), x.y += tc_shfl_xor(x.y, 1);
-  x.x += tc_shfl_xor(x.x, 2), x.y += tc_shfl_xor(x.y, 2);
+  x.x += tile_shfl_xor(x.x, 1), x.y += tile_shfl_xor(x.y, 1);
+  x.x += tile_shfl_xor(x.x, 2), x.y += tile_shfl_xor(x.y, 2);
   return x;
 }
 #define TC_A_FROM_C(c0, c1, scratch, lane) tile_a_from_c(c0, c1, lane)

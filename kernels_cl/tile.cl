@@ -206,6 +206,22 @@ inline uint4 tile_ldsm_x4_trans(__local const ushort *row)
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
   return r;
 }
+/* Warp shuffles (shfl.sync over all 32 lanes): tile_shfl_xor, the value of lane ^ v;
+ * tile_shfl_up, of lane - v (lanes below v keep their own); tile_shfl_down, of lane + v
+ * (lanes past 31 - v keep theirs); tile_shfl_idx, of lane v. */
+#define TILE_SHFL(name, mode, clamp)                                                        \
+  inline float name(float x, int v)                                                         \
+  {                                                                                         \
+    uint r;                                                                                 \
+    asm volatile("shfl.sync." mode ".b32 %0, %1, %2, " clamp ", 0xffffffff;"                 \
+                 : "=r"(r) : "r"(as_uint(x)), "r"(v));                                      \
+    return as_float(r);                                                                     \
+  }
+TILE_SHFL(tile_shfl_xor, "bfly", "0x1f")
+TILE_SHFL(tile_shfl_up, "up", "0")
+TILE_SHFL(tile_shfl_down, "down", "0x1f")
+TILE_SHFL(tile_shfl_idx, "idx", "0x1f")
+
 /* stmatrix (sm_90): the inverse of tile_ldsm_x4, four 8 x 8 bf16 matrices from fragments
  * (lane l holds row l / 4, elements 2 (l % 4) and + 1 of each: an accumulator tile's
  * layout, packed) to the rows lane l names (row l % 8 of matrix l / 8). */
