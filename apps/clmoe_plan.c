@@ -12,7 +12,7 @@ static void usage(void)
   printf(
     "Usage: clmoe-plan (--preset NAME | --config FILE) --gpus N --gpu-mem SIZE [--nodes N]\n"
     "                  [--ep N] [--batch-tokens T] [--dtype bf16|fp32] [--zero 0|1|3]\n"
-    "                  [--reserve F] [--json FILE|-]\n"
+    "                  [--reserve F] [--kda-tiles] [--json FILE|-]\n"
     "\n"
     "Plans a training run with experts spread over GPUs (expert parallelism) and every other\n"
     "parameter data-parallel: parameters, memory per GPU, bytes moved per step, and whether\n"
@@ -32,6 +32,8 @@ static void usage(void)
     "                      master weights sharded over the GPUs; 3: all dense state sharded\n"
     "                      (1 and 3 are what-ifs: clmoe does not shard yet)\n"
     "  --reserve F         fraction of GPU memory kept free (default 0.1)\n"
+    "  --kda-tiles         the KDA layers train on tensor cores (CLMOE_FASTPATH=1) and keep\n"
+    "                      their factors and states between forward and backward\n"
     "  --json FILE         the same numbers as JSON (- for stdout)\n"
     "  --help, --version\n"
     "\n"
@@ -42,6 +44,8 @@ static void usage(void)
     "  weights b P, gradients b P, AdamW moments 8 P, fp32 master 4 P (bf16 only)\n"
     "  activations          (values saved per token (a coarse per-layer count, no\n"
     "                       recomputation: docs/distributed.md) x b + 4 vocab) x batch tokens\n"
+    "  KDA tile factors     (--kda-tiles) KDA layers x heads x bytes kept per 16-token chunk\n"
+    "                       and head (69120 at head size 128) / 16 x batch tokens\n"
     "  all-to-all           tokens x top_k x latent width x b x 2 (dispatch + combine)\n"
     "                       x MoE layers x 2 (forward + backward); off-GPU share (ep-1)/ep\n"
     "  dense all-reduce     2 (N-1)/N x dense params x b (ring; 3 (N-1)/N at zero 3)\n"
@@ -97,6 +101,9 @@ static void print_plan(const plan_input *in, const plan_result *r)
   printf("  activations           %8.2f GB ((%.0f values x %d B + %lld fp32 logits) a token x %lld "
          "tokens)\n", gb(r->activations), r->act_values_token, in->bytes, (long long)in->cfg.vocab,
          in->batch_tokens);
+  if (in->kda_tiles)
+    printf("  KDA tile factors      %8.2f GB (factors and states kept between forward and backward)\n",
+           gb(r->kda_kept));
   printf("  total                 %8.2f GB of %.2f GB usable (%.2f GB less %.0f%%)\n", gb(r->total),
          gb(r->usable), gb(in->gpu_mem), in->reserve * 100.0);
   printf("bytes sent per GPU per step\n");
@@ -122,8 +129,8 @@ static void json_plan(FILE *f, const plan_input *in, const plan_result *r)
           r->expert_replicas, r->expert_params_gpu, r->params_gpu);
   fprintf(f, "  \"bytes\": {\"weights\": %.0f, \"weights_fp32\": %.0f, \"weights_bf16\": %.0f, "
              "\"master\": %.0f, \"gradients\": %.0f, \"moments\": %.0f, \"activations\": %.0f, "
-             "\"total\": %.0f},\n", r->weights, r->weights_fp32, r->weights_bf16, r->master, r->grads,
-          r->moments, r->activations, r->total);
+             "\"kda_kept\": %.0f, \"total\": %.0f},\n", r->weights, r->weights_fp32, r->weights_bf16, r->master,
+          r->grads, r->moments, r->activations, r->kda_kept, r->total);
   fprintf(f, "  \"activation_values_per_token\": %.0f,\n", r->act_values_token);
   fprintf(f, "  \"step_bytes\": {\"all_to_all\": %.0f, \"all_to_all_off_gpu\": %.0f, "
              "\"all_to_all_off_node\": %.0f, \"dense_allreduce\": %.0f, \"expert_allreduce\": %.0f},\n",
@@ -211,6 +218,8 @@ int main(int argc, char **argv)
       in.reserve = strtod(v, &end);
       if (!end || *end || end == v || !(in.reserve >= 0 && in.reserve < 1))
         app_usage_error("--reserve: '%s' (want a fraction in [0, 1))", v);
+    } else if (!strcmp(argv[i], "--kda-tiles")) {
+      in.kda_tiles = 1;
     } else if (app_option(argc, argv, &i, "--json", &v)) {
       json = v;
     } else {

@@ -1,6 +1,8 @@
 /* clmoe-plan's arithmetic (see plan_model.h and docs/distributed.md). */
 #include "plan_model.h"
 
+#include "kda_tc.h" /* clmoe_kda_tc_kept_bytes */
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,7 +73,13 @@ int plan_compute(const plan_input *in, plan_result *r, char *err, size_t err_len
   r->act_values_token = activation_values(c);
   /* the logits are fp32 whatever the dtype (the loss needs them) */
   r->activations = (r->act_values_token * b + 4.0 * (double)c->vocab) * (double)in->batch_tokens;
-  r->total = r->weights + r->master + r->grads + r->moments + r->activations;
+  if (in->kda_tiles) { /* what the tile KDA keeps per 16-token chunk and head */
+    int kda_layers = 0;
+    for (int l = 0; l < c->layers; l++) kda_layers += !c->is_mla[l];
+    r->kda_kept = (double)kda_layers * (double)c->kda_heads *
+                  (double)clmoe_kda_tc_kept_bytes(c->kda_head_dim, c->kda_head_dim) / 16.0 * (double)in->batch_tokens;
+  }
+  r->total = r->weights + r->master + r->grads + r->moments + r->activations + r->kda_kept;
   r->usable = in->gpu_mem * (1.0 - in->reserve);
   r->fits = r->total <= r->usable;
 

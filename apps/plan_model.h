@@ -19,6 +19,8 @@ typedef struct plan_input {
   int zero;               /* 0: dense state replicated; 1: dense optimizer state (moments and
                              fp32 master) sharded over the GPUs; 3: all dense state sharded */
   double reserve;         /* fraction of gpu_mem kept free (workspace, fragmentation) */
+  int kda_tiles;          /* 1: the KDA layers train on tiles and keep their factors and
+                             states between forward and backward (CLMOE_FASTPATH=1) */
 } plan_input;
 
 typedef struct plan_result {
@@ -34,6 +36,8 @@ typedef struct plan_result {
   double act_values_token;      /* activation values saved for backward, per token */
   double activations;           /* bytes per GPU: (act_values_token x bytes + 4 vocab) x
                                    batch_tokens (the logits stay fp32) */
+  double kda_kept;              /* bytes per GPU the tile KDA keeps (kda_tiles; else 0): KDA
+                                   layers x heads x clmoe_kda_tc_kept_bytes / 16 x tokens */
   double total, usable;         /* bytes needed and bytes available (gpu_mem x (1 - reserve)) */
   double a2a_bytes;             /* dispatch + combine sent per GPU per step, fwd + bwd */
   double a2a_off_rank;          /* of which to other GPUs (uniform routing) */

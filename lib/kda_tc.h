@@ -22,11 +22,11 @@ extern "C" {
  * the backward's per-chunk blocks (bf16 W, Kd, Qg, Aqk in its passes' fragment orders, gl,
  * Tm, P) and U^T, written by the forward's prep beside its own block, and the states
  * entering every chunk with Vnew, written by its state pass, so that the backward skips
- * its prep and its forward-again pass. About 63 KB per (16-token chunk, head) at K = V =
- * 128 (22 KB blocks, 8 KB U^T, 32 KB states): 1 GB at H 16, T 16384. Start zeroed; the
- * forward sizes and fills it (its 64-token state pass only: the default), the backward
- * reads it when its plan matches (chunks, H, K, V) and recomputes otherwise. The buffers
- * come from the context's pool: give them back with clmoe_kda_tc_saved_release. */
+ * its prep and its forward-again pass. About 67.5 KB per (16-token chunk, head) at K = V =
+ * 128 (23.5 KB blocks, 8 KB U^T, 32 KB states, 4 KB Vnew): 1.1 GB at H 16, T 16384. Start
+ * zeroed; the forward sizes and fills it (its 64-token state pass only: the default), the
+ * backward reads it when its plan matches (chunks, H, K, V) and recomputes otherwise. The
+ * buffers come from the context's pool: give them back with clmoe_kda_tc_saved_release. */
 typedef struct clmoe_kda_tc_saved {
   cl_mem blocks, ut;        /* [chunks, H, block] bf16, U^T [chunks, H, V, 16] fp32 */
   cl_mem states, vnew;      /* S_c^T [chunks, H, V, K], Vnew^T [chunks, H, V, 16], bf16 */
@@ -34,6 +34,9 @@ typedef struct clmoe_kda_tc_saved {
   int64_t nchunks, H, K, V; /* of the forward that filled it (nchunks 0: nothing kept) */
 } clmoe_kda_tc_saved;
 void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s);
+/* Bytes a clmoe_kda_tc_saved holds per (16-token chunk, head) at key and value sizes K, V
+ * (69120 at K = V = 128); 0 where the tile path does not cover them. For memory plans. */
+size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V);
 
 typedef struct clmoe_kda_tc_config {
   int warps;     /* warps of a state work-group: the default pass, 16 columns of V each (1, 2,

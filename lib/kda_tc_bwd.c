@@ -239,6 +239,13 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   return clmoe__launch1d(ctx, k2, (size_t)p->H);
 }
 
+size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V)
+{
+  if (K < 16 || V < 16 || K % 16 || V % 16 || K > 128 || V > 128) return 0;
+  const size_t k = (size_t)K, v = (size_t)V, hf = sizeof(cl_ushort), C = KDA_CHUNK;
+  return block_ushorts(k) * hf + C * v * sizeof(float) + v * k * hf + v * C * hf; /* blocks, U^T, S_c^T, Vnew^T */
+}
+
 size_t kda_tc_bwd_blocks_bytes(const kda_plan *p)
 {
   return (size_t)p->nchunks * (size_t)p->H * block_ushorts((size_t)p->K) * sizeof(cl_ushort);

@@ -62,6 +62,18 @@ same "896 experts on 1000 GPUs" "$(jnum experts_per_gpu_per_layer "$tmp/k3-1000.
 same "896 experts on groups of 3" "$(jnum experts_per_gpu_per_layer "$tmp/k3-3.json")" 299
 same "8 copies of each expert" "$(jnum expert_copies "$tmp/k3-3.json")" 8
 
+# 3b. --kda-tiles: kimi-linear-48b has 27 layers, 7 of them MLA (4, 8, ..., 24, 27), so 20
+#     KDA layers of 32 heads of 128; the tile KDA keeps per 16-token chunk and head the
+#     backward's block (84 x 128 + 1280 bf16), U^T (16 x 128 fp32), S_c^T (128 x 128 bf16)
+#     and Vnew^T (128 x 16 bf16) = 69120 bytes.
+"$plan" --preset kimi-linear-48b --gpus 64 --gpu-mem 141G --batch-tokens 4096 --json "$tmp/kl.json" > /dev/null
+"$plan" --preset kimi-linear-48b --gpus 64 --gpu-mem 141G --batch-tokens 4096 --kda-tiles --json "$tmp/klt.json" > /dev/null
+kept=$(awk 'BEGIN { printf "%.0f", 20 * 32 * (2 * (84 * 128 + 1280) + 16 * 128 * 4 + 128 * 128 * 2 + 128 * 16 * 2) / 16 * 4096 }')
+same "kimi-linear-48b KDA tile factors a GPU" "$(jnum kda_kept "$tmp/klt.json")" "$kept"
+same "no KDA tile factors without --kda-tiles" "$(jnum kda_kept "$tmp/kl.json")" 0
+same "--kda-tiles adds them to the total" "$(jnum total "$tmp/klt.json")" \
+  "$(awk -v a="$(jnum total "$tmp/kl.json")" -v b="$kept" 'BEGIN { printf "%.0f", a + b }')"
+
 # 4. Verdicts and exit status.
 expect "k3 on 512 H200s does not fit as is" 1 "DOES NOT FIT" -- "$plan" --preset k3 --gpus 512 --gpu-mem 141G
 expect "a plan that does not fit says what to change" 1 "what would fit" -- "$plan" --preset k3 --gpus 512 --gpu-mem 141G --zero 3
