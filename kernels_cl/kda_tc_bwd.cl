@@ -22,7 +22,8 @@
  *     Vnew^T = U^T + S^T (-W)^T,   S^T = S^T Diag(gl) + Vnew^T Kd,
  *   keeping the state entering each chunk S_c^T [chunks, H, V, K] and Vnew^T [chunks, H,
  *   V, 16], both bf16 (every later use is a bf16 tile operand; only dgl's elementwise sum
- *   sees the rounding).
+ *   sees the rounding). Not run when the forward kept them (kda_tc_state.cl's -DTC_SAVE=1
+ *   stores the same values).
  * The reverse pass (tr_pass), chunks in reverse, dS (the gradient of the state after
  *   the chunk):
  *     dVnew^T = dO^T Aqk + dS^T Kd^T  (-> dU [chunks, H, 16, V], fp32),
@@ -31,7 +32,8 @@
  * Both copy each chunk's part of the block into a ring of TB_NS local stages TB_NS - 1
  * chunks ahead (cp.async on PTX, by the producer warp with TB_PROD; plain copies elsewhere),
  * one work-group barrier per chunk. The portable tiles pass the state and Vnew^T through a
- * per-warp fp32 scratch instead (two more barriers a chunk).
+ * per-warp fp32 scratch instead (two more barriers a chunk); with -DTC_STSM=1 the saved
+ * rows leave through a per-warp staging area there (tc_save_rows).
  * kda_tc_bwdc.cl's kda_tcb_chunk (token-parallel) reads S_c^T, dS^T, Vnew^T and dU and
  * finishes the backward. */
 #ifndef TB_NW
@@ -212,7 +214,7 @@ ts_pass(__local uint4 *ring, __local float *sS, __local float *sV, int gx, __glo
 
 /* One chunk of a warp's 16 columns: dS^T in dS, the reverse part of the chunk's block at rb
  * (ring), this chunk's dO rows (bf16) in dol. Stores dS^T (after the chunk, for
- * kda_tcb_inter) at dsp ([16 columns][KD]) and dVnew at dup ([16 tokens][VD], fp32). */
+ * kda_tcb_chunk) at dsp ([16 columns][KD]) and dVnew at dup ([16 tokens][VD], fp32). */
 __attribute__((always_inline)) inline void
 tr_chunk(tile_c *dS, __local const ushort *rb, __local const ushort *dol, __global ushort *dsp,
          __global float *dup, int lane, __local float *sS, __local float *sV)
