@@ -181,21 +181,58 @@ static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes,
   return CLMOE_OK;
 }
 
+/* Whether the forward keeps the factors for the backward (*save): only within
+ * CLMOE_KDA_KEEP_MAX_MB (MiB, read at every call; unset: no cap) and where their buffers can
+ * be had; otherwise saved is emptied and the backward recomputes them (keeping is only a
+ * shortcut, never a reason for the forward to fail). */
+static clmoe_status keep_or_not(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes, clmoe_kda_tc_saved *s,
+                                int *save)
+{
+  const char *env = getenv("CLMOE_KDA_KEEP_MAX_MB");
+  *save = 0;
+  if (env && *env) {
+    char *end = NULL;
+    const double mb = strtod(env, &end);
+    if (!end || *end || !(mb >= 0.0 && mb < 1e15))
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "CLMOE_KDA_KEEP_MAX_MB: '%s' is not a number of MiB", env);
+    const double need = (double)p->nchunks * (double)p->H * (double)clmoe_kda_tc_kept_bytes(p->K, p->V);
+    if (need > mb * 1048576.0) {
+      clmoe_kda_tc_saved_release(ctx, s);
+      return CLMOE_OK;
+    }
+  }
+  if (saved_fit(ctx, p, u_bytes, s) != CLMOE_OK) {
+    clmoe_kda_tc_saved_release(ctx, s);
+    return CLMOE_OK;
+  }
+  *save = 1;
+  return CLMOE_OK;
+}
+
 static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                              clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead,
                              clmoe_kda_tc_saved *saved)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   if (saved && step != 64) saved->nchunks = 0; /* (the 16-token pass's U is not U^T) */
-  const int save = saved && step == 64 && p->nchunks > 0, stsm = save && kda_tc_stsm(ctx);
+  /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32 (step 64: the
+   * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda_tc.cl). */
+  const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
+  const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
+  const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
+  int save = 0;
+  if (saved && step == 64 && p->nchunks > 0) CLMOE_TRY(keep_or_not(ctx, p, u_bytes, saved, &save));
+  const int stsm = save && kda_tc_stsm(ctx);
   warps = pick_warps(ctx, p, warps, step, save);
   int stages = 0;
   if (step == 64) {
     stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
     fit_ring(ctx, p, ptx, stsm, &warps, &stages);
-    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx))
+    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx)) {
+      if (save) clmoe_kda_tc_saved_release(ctx, saved);
       return run_step(ctx, p, in, o, ht, 16, 0, 0, saved); /* too little local memory */
+    }
   } else if (lookahead != 1 && lookahead != 2) {
     /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
     lookahead = warps >= 2 ? 2 : 1;
@@ -210,16 +247,10 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_state", &ks));
 
-  /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32 (step 64: the
-   * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda_tc.cl). */
-  const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
-  const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
-  const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
   cl_mem blk = NULL, U = NULL, bb = NULL;
   clmoe_status st = CLMOE_OK;
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, blk_bytes, &blk), done);
   if (save) { /* U^T goes where the backward reads it */
-    CLMOE_TRY_GOTO(st, saved_fit(ctx, p, u_bytes, saved), done);
     bb = saved->blocks;
   } else {
     CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);

@@ -24,9 +24,11 @@ extern "C" {
  * entering every chunk with Vnew, written by its state pass, so that the backward skips
  * its prep and its forward-again pass. About 67.5 KB per (16-token chunk, head) at K = V =
  * 128 (23.5 KB blocks, 8 KB U^T, 32 KB states, 4 KB Vnew): 1.1 GB at H 16, T 16384. Start
- * zeroed; the forward sizes and fills it (its 64-token state pass only: the default), the
- * backward reads it when its plan matches (chunks, H, K, V) and recomputes otherwise. The
- * buffers come from the context's pool: give them back with clmoe_kda_tc_saved_release. */
+ * zeroed; the forward sizes and fills it (its 64-token state pass only: the default; it
+ * keeps nothing, and does not fail, where CLMOE_KDA_KEEP_MAX_MB (MiB) is below the call's
+ * need or the buffers cannot be had), the backward reads it when its plan matches (chunks,
+ * H, K, V) and recomputes otherwise. The buffers come from the context's pool: give them
+ * back with clmoe_kda_tc_saved_release. */
 typedef struct clmoe_kda_tc_saved {
   cl_mem blocks, ut;        /* [chunks, H, block] bf16, U^T [chunks, H, V, 16] fp32 */
   cl_mem states, vnew;      /* S_c^T [chunks, H, V, K], Vnew^T [chunks, H, V, 16], bf16 */

@@ -20,14 +20,17 @@
 #include "kda_tc.h"
 #include "test_common.h"
 
+/* kept: 0 the backward alone, 1 on the factors its forward kept, 2 after a forward that
+ * must keep none (ck_kda_tc_bwd_unkept_case) */
 static void run_cases_with(const kda_tc_case *cases, int n, int kept)
 {
   for (int i = 0; i < n; i++) {
     clmoe_check_result res = {0};
     res.passed = 1;
     const uint64_t seed = test_seed + 211 * (uint64_t)i;
-    clmoe_status st = kept ? ck_kda_tc_bwd_kept_case(test_ctx, seed, &cases[i], &res)
-                           : ck_kda_tc_bwd_case(test_ctx, seed, &cases[i], &res);
+    clmoe_status st = kept == 1   ? ck_kda_tc_bwd_kept_case(test_ctx, seed, &cases[i], &res)
+                      : kept == 2 ? ck_kda_tc_bwd_unkept_case(test_ctx, seed, &cases[i], &res)
+                                  : ck_kda_tc_bwd_case(test_ctx, seed, &cases[i], &res);
     if (st != CLMOE_OK)
       fprintf(stderr, "\n  case %d: %s: %s\n", i, clmoe_strerror(st), clmoe_last_error());
     CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
@@ -267,6 +270,23 @@ static void test_pair(void)
 /* The backward on the factors the forward kept (clmoe_kda_tc_saved). */
 static void test_kept(void) { run_cases_with(mix_cases, (int)(sizeof mix_cases / sizeof mix_cases[0]), 1); }
 
+/* CLMOE_KDA_KEEP_MAX_MB: the first case needs 6 x 13056 bytes (3 chunks x 2 heads at K = V =
+ * 32: blocks 7936, U^T 2048, states 2048, Vnew 1024), so a cap of 0.01 MiB keeps nothing and
+ * the backward recomputes, 1 MiB keeps; a cap that is not a number is an error naming it. */
+static void test_keep_cap(void)
+{
+  char *old = test_env_set("CLMOE_KDA_KEEP_MAX_MB", "0.01");
+  run_cases_with(mix_cases, 1, 2);
+  free(test_env_set("CLMOE_KDA_KEEP_MAX_MB", "1"));
+  run_cases_with(mix_cases, 1, 1);
+  free(test_env_set("CLMOE_KDA_KEEP_MAX_MB", "lots"));
+  clmoe_check_result res = {0};
+  const clmoe_status st = ck_kda_tc_bwd_kept_case(test_ctx, test_seed, &mix_cases[0], &res);
+  CU_ASSERT_EQUAL(st, CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "CLMOE_KDA_KEEP_MAX_MB"));
+  test_env_restore("CLMOE_KDA_KEEP_MAX_MB", old);
+}
+
 /* One KDA layer forward (with a cache) + backward on the tile path: every parameter's
  * gradient and dx into G / dx. Returns the chunks whose factors the forward kept; with
  * forget the backward is told none were (it recomputes them). */
@@ -345,6 +365,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "state passes in one launch and in two", test_fuse);
   CU_add_test(suite, "chunk kernel with two chunks per work-group", test_pair);
   CU_add_test(suite, "backward on the factors the forward kept", test_kept);
+  CU_add_test(suite, "kept factors over CLMOE_KDA_KEEP_MAX_MB: none kept, recomputed", test_keep_cap);
   CU_add_test(suite, "KDA layer: kept factors or recomputed, same gradients", test_layer_kept);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tc.backward");

@@ -135,6 +135,8 @@ static double alog_scale(const kda_data *d, const double *rdz)
   return worst;
 }
 
+/* keep: 0 the backward alone; 1 after a forward that must keep the factors; 2 after a
+ * forward asked to keep them that must keep none */
 static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc, int keep,
                              clmoe_check_result *res)
 {
@@ -162,8 +164,14 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *k
   if (keep) { /* the forward keeps the factors; the backward must find them */
     CK(clmoe_tensor_create(ctx, &o, CLMOE_F32, 4, sv));
     CK(clmoe_kda_forward_tc(ctx, &opts, &in, &o, NULL, &cfg));
-    if (kf.nchunks <= 0 || kf.H != d.H || kf.K != d.K || kf.V != d.V) {
+    if (keep == 1 && (kf.nchunks <= 0 || kf.H != d.H || kf.K != d.K || kf.V != d.V)) {
       snprintf(res->worst, sizeof res->worst, "the forward kept no factors (%lld chunks)", (long long)kf.nchunks);
+      res->max_err = INFINITY;
+      goto done;
+    }
+    if (keep == 2 && (kf.nchunks != 0 || kf.blocks || kf.states)) {
+      snprintf(res->worst, sizeof res->worst, "the forward kept factors over its cap (%lld chunks)",
+               (long long)kf.nchunks);
       res->max_err = INFINITY;
       goto done;
     }
@@ -217,6 +225,12 @@ clmoe_status ck_kda_tc_bwd_kept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc
                                      clmoe_check_result *res)
 {
   return bwd_case(ctx, seed, kc, 1, res);
+}
+
+clmoe_status ck_kda_tc_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+                                       clmoe_check_result *res)
+{
+  return bwd_case(ctx, seed, kc, 2, res);
 }
 
 #define F CLMOE_F32

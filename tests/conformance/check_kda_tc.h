@@ -49,5 +49,9 @@ clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case
  * when the forward kept none. */
 clmoe_status ck_kda_tc_bwd_kept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
                                      clmoe_check_result *res);
+/* The same when the forward, asked to keep them, must keep nothing (a CLMOE_KDA_KEEP_MAX_MB
+ * below its need): fails when it kept some; the backward recomputes them. */
+clmoe_status ck_kda_tc_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+                                       clmoe_check_result *res);
 
 #endif
