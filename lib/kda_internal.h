@@ -63,11 +63,9 @@ clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_input
                         struct clmoe_kda_tc_saved *saved);
 /* The tile prep (kda_tc_prep, kernel kp of a kda_tc.cl build) into blk and U, laid out as
  * that build says (the forward's, or the backward's with -DTC_BWD=1), with -DTC_SAVE=1 the
- * backward's block into bb too (else NULL); its local bytes. The backward's blocks' bytes
- * (kda_tc_bwd.c). */
+ * backward's block into bb too (else NULL); its local bytes. */
 clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                 cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
-size_t kda_tc_bwd_blocks_bytes(const kda_plan *p);
 
 /* clmoe_kda_forward / clmoe_kda_backward with the factors the tile forward keeps for the
  * tile backward (kda_tc.h's clmoe_kda_tc_saved; NULL: none), for the KDA layer's training
@@ -87,6 +85,12 @@ size_t kda_tc_prep_local_bytes(size_t K, size_t V);
  * of their staging for `warps` warps (0 without). */
 int kda_tc_stsm(clmoe_ctx *ctx);
 size_t kda_tc_stsm_bytes(size_t K, size_t warps, int stsm);
+/* The byte sizes of what a tile forward keeps (clmoe_kda_tc_saved) for nch (chunk, head)
+ * pairs: blocks, U^T, states, Vnew (kda_tc_bwd.c, which owns the block layout). */
+void kda_tc_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4]);
+/* The fewest warps (a power of 2 up to `most`) of 16 columns of V per work-group that leave
+ * no more work-groups than compute units: how the state passes spread over the device. */
+int kda_tc_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most);
 
 /* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its
  * result for zero tokens (zero gradients, dfinal_state passed to dinitial_state), shared by

@@ -52,6 +52,14 @@ int kda_tc_stsm(clmoe_ctx *ctx)
 
 size_t kda_tc_stsm_bytes(size_t K, size_t warps, int stsm) { return stsm ? warps * 16 * (K + 8) * 2 : 0; }
 
+int kda_tc_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most)
+{
+  const size_t units = clmoe_ctx_caps(ctx)->compute_units, cols = (size_t)(p->V / 16) * (size_t)p->H * (size_t)p->N;
+  int warps = 1;
+  while (warps < most && cols / (size_t)warps > units) warps *= 2;
+  return warps;
+}
+
 /* Warps per state work-group: step 16, 8 columns of V each (1, 2, 4); step 64, 16 columns
  * each (1, 2, 4, 8); default 2. On the H200 (step 64, no producer warp) 2 warps took 16%
  * less time than 1 at H 16 and 32 (the copies' issue shared) and 4 warps 2-7% less than 2 at
@@ -59,14 +67,9 @@ size_t kda_tc_stsm_bytes(size_t K, size_t warps, int stsm) { return stsm ? warps
 static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int step, int save)
 {
   const int cols = step == 64 ? 16 : 8, most = step == 64 ? 8 : 4;
-  if (save && warps != 1 && warps != 2 && warps != 4 && warps != most) {
-    /* Saving the states (TC_SAVE) the stores are spread over the compute units: the fewest
-     * warps that still leave no more work-groups than units (on the H200 at T 16384, H 16:
-     * 1 warp 0.72 ms against 0.91 with 2; H 32: 2 warps; H 64: 2 or 4). */
-    const size_t units = clmoe_ctx_caps(ctx)->compute_units, wc = (size_t)(p->V / 16) * (size_t)p->H * (size_t)p->N;
-    warps = 1;
-    while (warps < most && wc / (size_t)warps > units) warps *= 2;
-  }
+  /* Saving the states (TC_SAVE) the stores are spread over the compute units (on the H200 at
+   * T 16384, H 16: 1 warp 0.72 ms against 0.91 with 2; H 32: 2 warps; H 64: 2 or 4). */
+  if (save && warps != 1 && warps != 2 && warps != 4 && warps != most) warps = kda_tc_spread_warps(ctx, p, most);
   if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = 2;
   while (warps > 1 && p->V % (cols * warps)) warps /= 2;
   return warps;
@@ -161,21 +164,18 @@ void kda_kept_free(void *kept)
 }
 
 /* saved's buffers at the plan's sizes (kept when they already are), marked empty. */
-static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes, clmoe_kda_tc_saved *s)
+static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tc_saved *s)
 {
-  const size_t nch = (size_t)p->nchunks * (size_t)p->H, hf = sizeof(cl_ushort);
-  const size_t bb = kda_tc_bwd_blocks_bytes(p), sb = nch * (size_t)p->V * (size_t)p->K * hf;
-  const size_t vb = nch * (size_t)p->V * KDA_CHUNK * hf;
-  if (s->blocks_bytes != bb || s->ut_bytes != u_bytes || s->states_bytes != sb || s->vnew_bytes != vb) {
+  size_t sz[4];
+  kda_tc_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, sz);
+  if (s->blocks_bytes != sz[0] || s->ut_bytes != sz[1] || s->states_bytes != sz[2] || s->vnew_bytes != sz[3]) {
     clmoe_kda_tc_saved_release(ctx, s);
-    CLMOE_TRY(clmoe__scratch(ctx, bb, &s->blocks));
-    s->blocks_bytes = bb;
-    CLMOE_TRY(clmoe__scratch(ctx, u_bytes, &s->ut));
-    s->ut_bytes = u_bytes;
-    CLMOE_TRY(clmoe__scratch(ctx, sb, &s->states));
-    s->states_bytes = sb;
-    CLMOE_TRY(clmoe__scratch(ctx, vb, &s->vnew));
-    s->vnew_bytes = vb;
+    cl_mem *mem[4] = {&s->blocks, &s->ut, &s->states, &s->vnew};
+    size_t *bytes[4] = {&s->blocks_bytes, &s->ut_bytes, &s->states_bytes, &s->vnew_bytes};
+    for (int i = 0; i < 4; i++) {
+      CLMOE_TRY(clmoe__scratch(ctx, sz[i], mem[i]));
+      *bytes[i] = sz[i];
+    }
   }
   s->nchunks = 0;
   return CLMOE_OK;
@@ -185,8 +185,7 @@ static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes,
  * CLMOE_KDA_KEEP_MAX_MB (MiB, read at every call; unset: no cap) and where their buffers can
  * be had; otherwise saved is emptied and the backward recomputes them (keeping is only a
  * shortcut, never a reason for the forward to fail). */
-static clmoe_status keep_or_not(clmoe_ctx *ctx, const kda_plan *p, size_t u_bytes, clmoe_kda_tc_saved *s,
-                                int *save)
+static clmoe_status keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tc_saved *s, int *save)
 {
   const char *env = getenv("CLMOE_KDA_KEEP_MAX_MB");
   *save = 0;
@@ -201,7 +200,7 @@ static clmoe_status keep_or_not(clmoe_ctx *ctx, const kda_plan *p, size_t u_byte
       return CLMOE_OK;
     }
   }
-  if (saved_fit(ctx, p, u_bytes, s) != CLMOE_OK) {
+  if (saved_fit(ctx, p, s) != CLMOE_OK) {
     clmoe_kda_tc_saved_release(ctx, s);
     return CLMOE_OK;
   }
@@ -221,7 +220,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
   int save = 0;
-  if (saved && step == 64 && p->nchunks > 0) CLMOE_TRY(keep_or_not(ctx, p, u_bytes, saved, &save));
+  if (saved && step == 64 && p->nchunks > 0) CLMOE_TRY(keep_or_not(ctx, p, saved, &save));
   const int stsm = save && kda_tc_stsm(ctx);
   warps = pick_warps(ctx, p, warps, step, save);
   int stages = 0;

@@ -83,11 +83,12 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int both)
 {
   if (warps != 1 && warps != 2 && warps != 4) {
     const size_t units = clmoe_ctx_caps(ctx)->compute_units, cols = (size_t)(p->V / 16) * (size_t)p->H * (size_t)p->N;
-    warps = 1;
-    if (both)
+    if (both) {
+      warps = 1;
       while (warps < 4 && cols / (size_t)(2 * warps) >= units) warps *= 2;
-    else
-      while (warps < 4 && cols / (size_t)warps > units) warps *= 2;
+    } else {
+      warps = kda_tc_spread_warps(ctx, p, 4);
+    }
   }
   while (warps > 1 && p->V % (16 * warps)) warps /= 2;
   return warps;
@@ -150,15 +151,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   cl_ulong h0o = h0 ? (cl_ulong)h0->offset : 0, doo = (cl_ulong)dout->offset;
   cl_ulong dhto = dht ? (cl_ulong)dht->offset : 0, dh0o = dh0 ? (cl_ulong)dh0->offset : 0;
   cl_int has_h0 = h0 != NULL, has_dht = dht != NULL, has_dh0 = dh0 != NULL;
-  if (!prep) {
-    cl_kernel kr;
-    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &kr));
-    CLMOE_TRY(clmoe__args(kr, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
-                          KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
-                          KA(dh0o), KA(has_dh0)));
-    return clmoe__launch(ctx, kr, 3, gs, ls);
-  }
-  if (pick_fused(ctx, p, cols)) {
+  if (prep && pick_fused(ctx, p, cols)) {
     cl_kernel ks;
     CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_states", &ks));
     CLMOE_TRY(clmoe__args(ks, 20, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o),
@@ -166,13 +159,15 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
                           KA(b->m[KB_VN]), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
     gs[0] *= 2; /* the save pass's columns, then the reverse pass's */
     CLMOE_TRY(clmoe__launch(ctx, ks, 3, gs, ls));
-  } else {
+  } else { /* the save pass unless the forward kept the states, then the reverse pass */
     cl_kernel kf, kr;
-    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
+    if (prep) {
+      CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
+      CLMOE_TRY(clmoe__args(kf, 9, KA(blk), KA(U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0),
+                            KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
+      CLMOE_TRY(clmoe__launch(ctx, kf, 3, gs, ls));
+    }
     CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &kr));
-    CLMOE_TRY(clmoe__args(kf, 9, KA(blk), KA(U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0),
-                          KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
-    CLMOE_TRY(clmoe__launch(ctx, kf, 3, gs, ls));
     CLMOE_TRY(clmoe__args(kr, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
                           KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
                           KA(dh0o), KA(has_dh0)));
@@ -239,16 +234,21 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   return clmoe__launch1d(ctx, k2, (size_t)p->H);
 }
 
+void kda_tc_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4])
+{
+  const size_t k = (size_t)K, v = (size_t)V, hf = sizeof(cl_ushort), C = KDA_CHUNK;
+  sizes[0] = nch * block_ushorts(k) * hf; /* the backward's blocks */
+  sizes[1] = nch * C * v * sizeof(float); /* U^T */
+  sizes[2] = nch * v * k * hf;            /* S_c^T */
+  sizes[3] = nch * v * C * hf;            /* Vnew^T */
+}
+
 size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V)
 {
   if (K < 16 || V < 16 || K % 16 || V % 16 || K > 128 || V > 128) return 0;
-  const size_t k = (size_t)K, v = (size_t)V, hf = sizeof(cl_ushort), C = KDA_CHUNK;
-  return block_ushorts(k) * hf + C * v * sizeof(float) + v * k * hf + v * C * hf; /* blocks, U^T, S_c^T, Vnew^T */
-}
-
-size_t kda_tc_bwd_blocks_bytes(const kda_plan *p)
-{
-  return (size_t)p->nchunks * (size_t)p->H * block_ushorts((size_t)p->K) * sizeof(cl_ushort);
+  size_t sz[4];
+  kda_tc_kept_sizes(1, K, V, sz);
+  return sz[0] + sz[1] + sz[2] + sz[3];
 }
 
 clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
@@ -258,14 +258,14 @@ clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmo
 {
   if (p->nchunks == 0) return CLMOE_OK; /* (callers handle the empty case) */
   const int stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
-  const size_t nch = (size_t)p->nchunks * (size_t)p->H;
-  const size_t blk_bytes = kda_tc_bwd_blocks_bytes(p);
-  const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
-  /* the factors a forward kept (clmoe_kda_tc_saved), when they are this plan's */
+  /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tc_saved, when they are
+   * this plan's, with the states) */
+  size_t ks[4];
+  kda_tc_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
+  const size_t blk_bytes = ks[0], u_bytes = ks[1];
   const int kept = saved && saved->nchunks == p->nchunks && saved->H == p->H && saved->K == p->K &&
-                   saved->V == p->V && saved->blocks_bytes == blk_bytes && saved->ut_bytes == u_bytes &&
-                   saved->states_bytes == nch * (size_t)p->V * (size_t)p->K * sizeof(cl_ushort) &&
-                   saved->vnew_bytes == nch * (size_t)p->V * KDA_CHUNK * sizeof(cl_ushort);
+                   saved->V == p->V && saved->blocks_bytes == ks[0] && saved->ut_bytes == ks[1] &&
+                   saved->states_bytes == ks[2] && saved->vnew_bytes == ks[3];
   cl_mem blk = NULL, U = NULL;
   kda_bwd_buffers b = {0};
   clmoe_status st;
