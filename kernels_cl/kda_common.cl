@@ -160,7 +160,9 @@ inline void kda_tiles(__global const store_t *q, ulong qo, __global const store_
     if (d >= KD) break;
     const float e = Km[r][d] - G0[d]; /* G_r - G0 in [-75, 0] */
     up[m] = exp(e);
-    dn[m] = exp(-e);
+    /* exp(G0 - G_r) is exp(-e) bit for bit. Written as exp(-e), Intel's CPU compiler
+     * (2026.2) returned another value for dn after the barriers below (docs/conformance.md). */
+    dn[m] = exp(G0[d] - Km[r][d]);
     qn[m] = Qp[r][d] * nq[r];
     kn[m] = Kp[r][d] * nk[r];
     Qp[r][d] = qn[m] * up[m];

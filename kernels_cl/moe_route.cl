@@ -198,9 +198,11 @@ __kernel void moe_qb_from_hist(__global const int *counts, int E, int bins,
 __kernel void moe_bias_from_thr(__global const float *thr, int E, __global float *bias)
 {
   if (get_global_id(0) != 0) return;
+  /* sum(thr) negated, not a sum of -thr[e]: Intel's CPU compiler (2026.2) miscompiles a
+   * subtracting loop in a one-work-item branch (docs/conformance.md). */
   float sum = 0.0f;
-  for (int e = 0; e < E; e++) sum += -thr[e];
-  const float mean = sum / (float)E;
+  for (int e = 0; e < E; e++) sum += thr[e];
+  const float mean = -sum / (float)E;
   for (int e = 0; e < E; e++) bias[e] = -thr[e] - mean;
 }
 
