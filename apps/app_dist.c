@@ -15,6 +15,7 @@ void app_print_rank(FILE *f, const clmoe_rank_report *r)
   else
     fprintf(f, "  locality    no PCI location (a CPU device, or not reported by the driver)\n");
   fprintf(f, "  binding     %s: cores %s (%d) - %s\n", r->bind_source, r->cpuset, r->ncores, r->bind_note);
+  if (r->bind_warning[0]) fprintf(f, "  warning     %s\n", r->bind_warning);
   fprintf(f, "  visibility  %s\n", r->visibility);
 }
 
@@ -35,6 +36,9 @@ clmoe_ctx *app_dist_start(const char *device, int profiling, FILE *report, int *
     for (int r = 0; r < size; r++) app_print_rank(report, &all[r]);
     fflush(report);
   }
+  char warning[512];
+  if (rank == 0 && clmoe_dist_binding_warnings(all, size, warning, sizeof warning) > 0)
+    fprintf(stderr, "%s: warning: %s\n", app_name, warning);
   free(all);
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.profiling = profiling};

@@ -14,9 +14,13 @@ static void usage(void)
          "choose kernels, says which device clmoe picks and why, and shows that device's PCI\n"
          "address, NUMA node and nearby cores (hwloc) and the kernel cache directory.\n"
          "\n"
-         "  --device SPEC  the device to describe as chosen: P:D indices, gpu, cpu, or part of\n"
-         "                 a platform/vendor/device name (default: CLMOE_DEVICE, else the\n"
-         "                 first GPU, else the first CPU device)\n"
+         "  --device SPEC  the device to describe as chosen, the first match of: P:D indices;\n"
+         "                 gpu, cpu, accelerator; an implementation (pocl|portable,\n"
+         "                 intel|oneapi, nvidia|cuda, amd|rocm, oclgrind, rusticl, clover,\n"
+         "                 clvk, apple, arm|mali, qualcomm|adreno: only its own devices);\n"
+         "                 part of a platform's name, vendor, version or ICD suffix; part of\n"
+         "                 a device's name or vendor (default: CLMOE_DEVICE, else the first\n"
+         "                 GPU, else the first CPU device)\n"
          "  --json FILE    write the same information as JSON (- for stdout)\n"
          "  --warm         build every kernel family for the chosen device into the cache\n"
          "                 (for example in a Slurm prolog), and report the time it took\n"
@@ -58,6 +62,8 @@ static void print_device(const clmoe_device_caps *c, int chosen, const tile_info
   fmt_bytes(alloc, sizeof alloc, c->max_alloc_bytes);
   printf("%s[%d:%d] %s\n", chosen ? "* " : "  ", c->platform_index, c->device_index, c->device_name);
   printf("      platform      %s (%s)\n", c->platform_name, c->platform_version);
+  printf("      impl          %s (%s; platform vendor %s, ICD suffix %s)\n", clmoe_impl_name(c->impl),
+         clmoe_impl_title(c->impl), c->platform_vendor, c->icd_suffix[0] ? c->icd_suffix : "none");
   printf("      vendor        %s [%s], %s\n", c->vendor_name, clmoe_vendor_name(c->vendor),
          c->is_gpu ? "GPU" : c->is_cpu ? "CPU" : c->is_accelerator ? "accelerator" : "other");
   printf("      driver        %s; %s; %s\n", c->driver_version, c->device_version, c->opencl_c_version);
@@ -89,6 +95,11 @@ static void json_device(FILE *f, const clmoe_device_caps *c, int chosen, const t
   fprintf(f, "     \"name\": "), json_string(f, c->device_name);
   fprintf(f, ", \"platform\": "), json_string(f, c->platform_name);
   fprintf(f, ", \"platform_version\": "), json_string(f, c->platform_version);
+  fprintf(f, ",\n     \"implementation\": \"%s\", \"platform_vendor\": ", clmoe_impl_name(c->impl));
+  json_string(f, c->platform_vendor);
+  fprintf(f, ", \"icd_suffix\": ");
+  if (c->icd_suffix[0]) json_string(f, c->icd_suffix);
+  else fprintf(f, "null");
   fprintf(f, ",\n     \"vendor\": "), json_string(f, c->vendor_name);
   fprintf(f, ", \"vendor_id\": \"%s\", \"type\": \"%s\"", clmoe_vendor_name(c->vendor),
           c->is_gpu ? "gpu" : c->is_cpu ? "cpu" : c->is_accelerator ? "accelerator" : "other");
@@ -142,6 +153,9 @@ static void json_rank(FILE *f, const clmoe_rank_report *r)
   json_string(f, r->cpuset);
   fprintf(f, ", \"cores\": %d, \"binding_note\": ", r->ncores);
   json_string(f, r->bind_note);
+  fprintf(f, ", \"binding_warning\": ");
+  if (r->bind_warning[0]) json_string(f, r->bind_warning);
+  else fprintf(f, "null");
   fprintf(f, ",\n     \"visibility\": ");
   json_string(f, r->visibility);
   fprintf(f, "}");
@@ -194,6 +208,9 @@ static int info_mpi(const char *device, const char *json, int *argc, char ***arg
       for (int r = 0; r < size; r++) app_print_rank(stdout, &all[r]);
     }
     fflush(stdout);
+    char warning[512];
+    if (clmoe_dist_binding_warnings(all, size, warning, sizeof warning) > 0)
+      fprintf(stderr, "%s: warning: %s\n", app_name, warning);
   }
   free(all);
   app_dist = NULL;

@@ -110,11 +110,23 @@ static void save(run *r, const char *why, int last)
     APP_CHECK(clmoe_ckpt_meta_set(&meta, "expert_map", m));
     free(m);
   }
+  /* Ranks on different OpenCL implementations round the optimizer step differently: the
+   * file holds rank 0's replicas, and every rank goes on from them. */
+  int differed = 0;
+  if (r->dist) {
+    clmoe_grad_allreduce_opts go = {.no_average = 1};
+    APP_CHECK(clmoe_dist_sync_replicas(r->dist, clmoe_model_params(r->model), &go, &differed));
+  }
   clmoe_status st = clmoe_params_save_dist(clmoe_model_params(r->model), r->dist, path, &meta);
   clmoe_ckpt_meta_free(&meta);
   if (st != CLMOE_OK) app_die(st, "writing the checkpoint");
-  if (r->rank == 0)
-    fprintf(stderr, "%s: checkpoint %s at step %lld (%s)\n", app_name, path, (long long)r->step, why);
+  if (r->rank == 0) {
+    fprintf(stderr, "%s: checkpoint %s at step %lld (%s)", app_name, path, (long long)r->step, why);
+    if (differed)
+      fprintf(stderr, "; %d replicated tensors differed between ranks (rounding): rank 0's kept",
+              differed);
+    fputc('\n', stderr);
+  }
   if (next && !last) apply_map(r, next, path);
   else clmoe_expert_map_destroy(next);
 }

@@ -50,6 +50,8 @@ clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
   ctx->wgmma_ok = -1;
   ctx->fastpath_mode = -2;
   ctx->gemm_backend = CLMOE_GEMM_AUTO;
+  const char *poison = getenv("CLMOE_POISON");
+  ctx->poison = opts->poison || (poison && *poison && strcmp(poison, "0") != 0);
   CLMOE_TRY_GOTO(st, clmoe__device_caps(plat, ctx->device, dev->platform_index,
                                         dev->device_index, &ctx->caps), fail);
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};

@@ -1,4 +1,4 @@
-/* Device enumeration, capability records and the choice of a device. */
+/* Device enumeration and capability records. */
 #include "internal.h"
 
 #include <ctype.h>
@@ -23,6 +23,7 @@
 #define CLMOE_AMD_TOPOLOGY 0x4037  /* CL_DEVICE_TOPOLOGY_AMD */
 #define CLMOE_AMD_WAVEFRONT 0x4043 /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */
 #define CLMOE_MAX_NUM_SUB_GROUPS 0x105C
+#define CLMOE_PLATFORM_ICD_SUFFIX 0x0920 /* CL_PLATFORM_ICD_SUFFIX_KHR (cl_khr_icd) */
 
 typedef struct { unsigned domain, bus, device, function; } pci_bus_info_khr;
 typedef union {
@@ -44,30 +45,18 @@ const char *clmoe_vendor_name(clmoe_vendor vendor)
   }
 }
 
-static int contains_nocase(const char *hay, const char *needle)
-{
-  size_t n = strlen(needle);
-  if (n == 0) return 1;
-  for (; *hay; hay++) {
-    size_t i = 0;
-    while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-      i++;
-    if (i == n) return 1;
-  }
-  return 0;
-}
 
 static clmoe_vendor classify_vendor(const char *platform, const char *vendor)
 {
-  if (contains_nocase(platform, "portable computing language") || contains_nocase(platform, "pocl"))
+  if (clmoe__contains_nocase(platform, "portable computing language") || clmoe__contains_nocase(platform, "pocl"))
     return CLMOE_VENDOR_POCL;
-  if (contains_nocase(vendor, "nvidia")) return CLMOE_VENDOR_NVIDIA;
-  if (contains_nocase(vendor, "advanced micro devices") || contains_nocase(vendor, "amd"))
+  if (clmoe__contains_nocase(vendor, "nvidia")) return CLMOE_VENDOR_NVIDIA;
+  if (clmoe__contains_nocase(vendor, "advanced micro devices") || clmoe__contains_nocase(vendor, "amd"))
     return CLMOE_VENDOR_AMD;
-  if (contains_nocase(vendor, "intel")) return CLMOE_VENDOR_INTEL;
-  if (contains_nocase(vendor, "apple")) return CLMOE_VENDOR_APPLE;
-  if (contains_nocase(vendor, "arm")) return CLMOE_VENDOR_ARM;
-  if (contains_nocase(vendor, "qualcomm")) return CLMOE_VENDOR_QUALCOMM;
+  if (clmoe__contains_nocase(vendor, "intel")) return CLMOE_VENDOR_INTEL;
+  if (clmoe__contains_nocase(vendor, "apple")) return CLMOE_VENDOR_APPLE;
+  if (clmoe__contains_nocase(vendor, "arm")) return CLMOE_VENDOR_ARM;
+  if (clmoe__contains_nocase(vendor, "qualcomm")) return CLMOE_VENDOR_QUALCOMM;
   return CLMOE_VENDOR_OTHER;
 }
 
@@ -83,8 +72,7 @@ static clmoe_status device_string(cl_device_id dev, cl_device_info what, char *o
   return CLMOE_OK;
 }
 
-/* Reads an info value, tolerating truncation of long strings: a helper that uses a
- * heap buffer for the (possibly long) extension list. */
+/* The (possibly long) extension list, in a heap buffer. */
 static char *device_extensions(cl_device_id dev)
 {
   size_t size = 0;
@@ -111,6 +99,27 @@ static int has_extension(const char *list, const char *name)
   return 0;
 }
 
+/* The ICD suffix of a platform with cl_khr_icd, else "". A failing suffix query only
+ * loses the suffix: not an error. */
+static clmoe_status platform_icd_suffix(cl_platform_id platform, char *out, size_t len)
+{
+  out[0] = '\0';
+  size_t size = 0;
+  CLMOE_CL(clGetPlatformInfo(platform, CL_PLATFORM_EXTENSIONS, 0, NULL, &size));
+  char *ext = malloc(size + 1);
+  if (!ext) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory reading platform extensions");
+  cl_int err = clGetPlatformInfo(platform, CL_PLATFORM_EXTENSIONS, size, ext, NULL);
+  ext[size] = '\0';
+  int icd = err == CL_SUCCESS && has_extension(ext, "cl_khr_icd");
+  free(ext);
+  if (err != CL_SUCCESS) return clmoe__cl_error(err, "clGetPlatformInfo(CL_PLATFORM_EXTENSIONS)",
+                                                __FILE__, __LINE__);
+  if (icd && clGetPlatformInfo(platform, CLMOE_PLATFORM_ICD_SUFFIX, len - 1, out, NULL) != CL_SUCCESS)
+    out[0] = '\0';
+  out[len - 1] = '\0';
+  return CLMOE_OK;
+}
+
 static void choose_tunables(clmoe_device_caps *c)
 {
   /* One work-group size for the simple 1-D kernels: 256 on GPUs (8 warps, 4 wavefronts),
@@ -131,6 +140,11 @@ clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id dev, int p
                              c->platform_name, NULL));
   CLMOE_CL(clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof c->platform_version - 1,
                              c->platform_version, NULL));
+  CLMOE_CL(clGetPlatformInfo(platform, CL_PLATFORM_VENDOR, sizeof c->platform_vendor - 1,
+                             c->platform_vendor, NULL));
+  CLMOE_TRY(platform_icd_suffix(platform, c->icd_suffix, sizeof c->icd_suffix));
+  c->impl = clmoe_impl_identify(c->platform_name, c->platform_vendor, c->platform_version,
+                                c->icd_suffix);
   CLMOE_TRY(device_string(dev, CL_DEVICE_NAME, c->device_name, sizeof c->device_name));
   CLMOE_TRY(device_string(dev, CL_DEVICE_VENDOR, c->vendor_name, sizeof c->vendor_name));
   CLMOE_TRY(device_string(dev, CL_DEVICE_VERSION, c->device_version, sizeof c->device_version));
@@ -290,72 +304,4 @@ done:
   *list = out;
   *count = n;
   return CLMOE_OK;
-}
-
-static int parse_index_pair(const char *spec, int *p, int *d)
-{
-  char tail;
-  return sscanf(spec, "%d:%d%c", p, d, &tail) == 2;
-}
-
-clmoe_status clmoe_device_choose(const clmoe_device_caps *list, int count, const char *spec,
-                                 int *chosen, char *why, size_t why_len)
-{
-  char scratch[256];
-  if (!why) why = scratch, why_len = sizeof scratch;
-  const char *source = "--device";
-  if (!spec || !*spec) {
-    spec = getenv("CLMOE_DEVICE");
-    source = "CLMOE_DEVICE";
-  }
-  if (count <= 0) return clmoe__error(CLMOE_ERR_NO_DEVICE, "no OpenCL device to choose from");
-  if (!spec || !*spec) {
-    for (int i = 0; i < count; i++)
-      if (list[i].is_gpu) {
-        *chosen = i;
-        snprintf(why, why_len, "default: the first GPU");
-        return CLMOE_OK;
-      }
-    for (int i = 0; i < count; i++)
-      if (list[i].is_cpu) {
-        *chosen = i;
-        snprintf(why, why_len, "default: no GPU found, the first CPU device");
-        return CLMOE_OK;
-      }
-    *chosen = 0;
-    snprintf(why, why_len, "default: no GPU or CPU device, the first device");
-    return CLMOE_OK;
-  }
-  int p, d;
-  if (parse_index_pair(spec, &p, &d)) {
-    for (int i = 0; i < count; i++)
-      if (list[i].platform_index == p && list[i].device_index == d) {
-        *chosen = i;
-        snprintf(why, why_len, "%s=%s: platform %d, device %d", source, spec, p, d);
-        return CLMOE_OK;
-      }
-    return clmoe__error(CLMOE_ERR_NO_DEVICE, "%s=%s: there is no device %d on platform %d "
-                        "(clmoe-info lists them)", source, spec, d, p);
-  }
-  int want_gpu = !strcasecmp(spec, "gpu");
-  int want_cpu = !strcasecmp(spec, "cpu");
-  int want_acc = !strcasecmp(spec, "accelerator");
-  for (int i = 0; i < count; i++) {
-    const clmoe_device_caps *c = &list[i];
-    int match = want_gpu ? c->is_gpu
-              : want_cpu ? c->is_cpu
-              : want_acc ? c->is_accelerator
-              : contains_nocase(c->platform_name, spec) || contains_nocase(c->vendor_name, spec) ||
-                  contains_nocase(c->device_name, spec);
-    if (match) {
-      *chosen = i;
-      snprintf(why, why_len, "%s=%s: the first %s", source, spec,
-               want_gpu || want_cpu || want_acc ? "device of that type"
-                                                : "device whose platform, vendor or name matches");
-      return CLMOE_OK;
-    }
-  }
-  return clmoe__error(CLMOE_ERR_NO_DEVICE,
-                      "%s=%s matches no device (use P:D indices, gpu, cpu, or part of a "
-                      "platform, vendor or device name; clmoe-info lists them)", source, spec);
 }

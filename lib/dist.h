@@ -1,5 +1,5 @@
 /* Distributed runs: MPI ranks, the device of each local rank, CPU binding and the per-rank
- * report (issue 8).
+ * report.
  *
  * The library builds with or without MPI (configure --with-mpi). Without it, or when the
  * process was not started by an MPI launcher, a clmoe_dist is a single rank (rank 0 of 1)
@@ -12,9 +12,12 @@
  *                      the number of GPUs), else the first CPU device for every rank
  *   gpu | cpu | accelerator
  *                      the local rank's device of that type, in order (i mod count)
+ *   an implementation  (clmoe_impl_parse: pocl, portable, intel, nvidia, cuda, amd, ...)
+ *                      the local rank's device of that implementation, in order (i mod
+ *                      count); with none, clmoe_device_choose's error
  *   P:D or a name      the same device for every rank (as for one process)
  *   A,B,C              a comma-separated list of the forms above: local rank i uses
- *                      entry i mod (entries), e.g. "0:0,0:1" or "nvidia,amd"
+ *                      entry i mod (entries), e.g. "0:0,0:1" or "pocl,intel"
  * Vendor visibility variables (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
  * ZE_AFFINITY_MASK, ...) are applied by the drivers before clmoe sees the devices; clmoe
  * reports them. When a launcher gives each rank one visible GPU, "local rank mod count"
@@ -22,10 +25,12 @@
  *
  * Binding (clmoe_dist_bind), policy from CLMOE_BIND (auto when unset):
  *   auto  if the process is already bound (its cpuset is narrower than the cores it may
- *         use), keep it: "bound by the launcher". Otherwise bind to the cores nearest the
- *         device (lib/locality: its NUMA node); a CPU device (no PCI locality) gets the
- *         local rank's even share of the machine's cores; a GPU of unknown locality is not
- *         bound.
+ *         use), keep it: "bound by the launcher"; when the device is a CPU and that binding
+ *         holds fewer cores than the rank's share (allowed cores / local ranks), the
+ *         binding's warning says so and names the fix (mpirun --bind-to none, or --map-by
+ *         slot:PE=share). Otherwise bind to the cores nearest the device (lib/locality:
+ *         its NUMA node); a CPU device (no PCI locality) gets the local rank's even share
+ *         of the machine's cores; a GPU of unknown locality is not bound.
  *   none  never bind; report the current cpuset. */
 #ifndef CLMOE_DIST_H
 #define CLMOE_DIST_H
@@ -108,6 +113,8 @@ typedef struct clmoe_binding {
   char cpuset[256]; /* the cores the process runs on afterwards, as a list "0-7,16" */
   int ncores;       /* physical cores in that set */
   char note[192];   /* one sentence: what was decided and why */
+  char warning[320]; /* "" or one sentence: a CPU device's rank bound by the launcher to
+                      * fewer cores than its share, and the fix */
 } clmoe_binding;
 
 /* Short name of a binding source: "launcher", "device-numa", "cpu-share", "none". */
@@ -138,6 +145,7 @@ typedef struct clmoe_rank_report {
   char cpuset[256];
   int ncores;
   char bind_note[192];
+  char bind_warning[320]; /* clmoe_binding.warning: "" when the binding is fine */
   char visibility[192];  /* clmoe_dist_visibility */
 } clmoe_rank_report;
 
@@ -150,6 +158,10 @@ clmoe_status clmoe_dist_place(clmoe_dist *dist, const clmoe_device_caps *list, i
  * entries on rank 0, ignored (may be NULL) on the others. Collective. */
 clmoe_status clmoe_dist_gather_reports(clmoe_dist *dist, const clmoe_rank_report *mine,
                                        clmoe_rank_report *all);
+/* The binding warnings of gathered reports in one sentence for rank 0 to print once: the
+ * first rank warned, its warning and how many more ranks have one. Returns how many ranks
+ * have a warning; buf gets "" when none has. */
+int clmoe_dist_binding_warnings(const clmoe_rank_report *all, int size, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #include "dist_grads.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +228,21 @@ done:
 #endif
 }
 
+#ifdef HAVE_MPI
+/* Two ranks' QB histogram ranges {lo, hi, scale} agree when they differ by rounding only:
+ * ranks on different OpenCL implementations derive the range from the same bias with
+ * their own float division (OpenCL allows 2.5 ulp), so only E, bins and the bias are
+ * exact. A margin within that rounding of a bin edge may land in the neighbouring bin on
+ * one rank: below the estimate's own resolution of one bin. */
+static int qb_ranges_agree(const float *a, const float *b)
+{
+  const double span = fabs((double)a[1] - (double)a[0]);
+  const double tol = 1e-5 * span;
+  return fabs((double)a[0] - (double)b[0]) <= tol && fabs((double)a[1] - (double)b[1]) <= tol &&
+         fabs((double)a[2] - (double)b[2]) <= 1e-5 * fabs((double)a[2]);
+}
+#endif
+
 clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *d, clmoe_moe_saved *saved)
 {
   static const char op[] = "clmoe_dist_sum_qb_histogram";
@@ -245,7 +261,7 @@ clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *d, clmoe_moe_saved *saved)
   clmoe_status st = CLMOE_OK;
   int32_t *counts = malloc(n * sizeof *counts);
   int64_t *sum = malloc((n + 1) * sizeof *sum);
-  /* What must agree: E, bins and the range's bits. */
+  /* What must agree: E and bins exactly; the range {lo, hi, scale} up to rounding. */
   uint32_t key[5], *keys = malloc((size_t)size * sizeof key);
   if (!counts || !sum || !keys) {
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -257,12 +273,29 @@ clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *d, clmoe_moe_saved *saved)
   memcpy(key + 2, range, sizeof range);
   CLMOE_MPI_GOTO(st, MPI_Allgather(key, 5, MPI_UINT32_T, keys, 5, MPI_UINT32_T,
                                    clmoe_dist_comm(d)), done);
-  for (int r = 1; r < size; r++)
-    if (memcmp(keys + 5 * r, keys, sizeof key) != 0) {
-      st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d's histogram shape or range "
-                        "differs from rank 0's (the ranks must share the selection bias)", op, r);
+  float root[3];
+  memcpy(root, keys + 2, sizeof root);
+  for (int r = 1; r < size; r++) {
+    float other[3];
+    memcpy(other, keys + 5 * r + 2, sizeof other);
+    if (keys[5 * r] != keys[0] || keys[5 * r + 1] != keys[1]) {
+      st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d's histogram is [%u, %u], rank 0's "
+                        "[%u, %u] (the ranks must run the same model)", op, r, keys[5 * r],
+                        keys[5 * r + 1], keys[0], keys[1]);
       goto done;
     }
+    if (!qb_ranges_agree(root, other)) {
+      st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d's histogram range [%.9g, %.9g] "
+                        "differs from rank 0's [%.9g, %.9g] by more than rounding (the ranks must "
+                        "share the selection bias)", op, r, (double)other[0], (double)other[1],
+                        (double)root[0], (double)root[1]);
+      goto done;
+    }
+  }
+  /* Every rank reads the summed counts on rank 0's bins, so that all derive the same
+   * thresholds from the same numbers. */
+  if (memcmp(root, range, sizeof range) != 0)
+    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&saved->range, root, sizeof root), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(h, counts, n * sizeof *counts), done);
   for (size_t i = 0; i < n; i++) sum[i] = counts[i];
   sum[n] = saved->hist_tokens;

@@ -70,11 +70,29 @@ int clmoe_grad_param_is_local(const clmoe_param *p, const clmoe_grad_allreduce_o
 
 /* Quantile Balancing by histogram across ranks: saved->hist (i32 [E, bins], from a
  * train-mode clmoe_moe_forward with balance = QB_HIST) becomes the exact sum over the ranks
- * (int64 all-reduce) and saved->hist_tokens the total token count, so that
- * clmoe_moe_balance_update gives every rank the same bias. Collective; the ranks must share
- * the layer's bias (then their histogram ranges agree, which is checked bitwise) and the
- * number of bins. A bin total above INT32_MAX is an error (CLMOE_ERR_UNSUPPORTED). */
+ * (int64 all-reduce), saved->hist_tokens the total token count and saved->range rank 0's
+ * range, so that clmoe_moe_balance_update derives the same thresholds on every rank.
+ * Collective; E and bins must be equal, and the ranges may differ by rounding only (ranks
+ * on different OpenCL implementations divide differently; a larger difference means the
+ * ranks' biases differ: an error). A bin total above INT32_MAX is an error
+ * (CLMOE_ERR_UNSUPPORTED). The updated bias still differs by rounding between
+ * implementations: share it with clmoe_dist_broadcast_tensor. */
 clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *dist, clmoe_moe_saved *saved);
+
+/* Copies root's contents of t to every rank (collective; t has the same dtype and shape on
+ * every rank). For state that every rank must hold bit for bit, such as a selection bias
+ * each rank's device updated with its own rounding. One rank: nothing to do. */
+clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int root);
+
+/* Replicated state across ranks: every parameter that is not local (clmoe_grad_param_is_local
+ * with opts), its AdamW moments, and the non-trainable buffers. Ranks on different OpenCL
+ * implementations round the optimizer step differently, so their replicas drift apart by
+ * rounding from step to step. Collective: each rank hashes its copy of every such tensor,
+ * the hashes are compared with rank 0's, and every tensor that differs on any rank is
+ * replaced by rank 0's copy on all ranks. *differed (may be NULL): how many tensors
+ * differed. One rank: nothing to do. */
+clmoe_status clmoe_dist_sync_replicas(clmoe_dist *dist, clmoe_params *ps,
+                                      const clmoe_grad_allreduce_opts *opts, int *differed);
 
 #ifdef __cplusplus
 }

@@ -22,28 +22,37 @@ static void copy_str(char *dst, size_t len, const char *src)
 
 /* ---- device ------------------------------------------------------------------------------ */
 
-static int device_class(const char *spec)
+/* What a spec names as a class of devices: 1 gpu, 2 cpu, 3 accelerator, 4 an
+ * implementation (*impl: "pocl", "nvidia", ...); 0 anything else. */
+static int device_class(const char *spec, clmoe_impl *impl)
 {
   if (!strcasecmp(spec, "gpu")) return 1;
   if (!strcasecmp(spec, "cpu")) return 2;
   if (!strcasecmp(spec, "accelerator")) return 3;
+  if (clmoe_impl_parse(spec, impl)) return 4;
   return 0;
 }
 
-static int in_class(const clmoe_device_caps *c, int cls)
+static int in_class(const clmoe_device_caps *c, int cls, clmoe_impl impl)
 {
-  return cls == 1 ? c->is_gpu : cls == 2 ? c->is_cpu : c->is_accelerator;
+  switch (cls) {
+  case 1: return c->is_gpu;
+  case 2: return c->is_cpu;
+  case 3: return c->is_accelerator;
+  default: return clmoe_device_impl(c) == impl;
+  }
 }
 
 /* The (local_rank mod n)-th device of a class; n = how many there are. */
-static int nth_of_class(const clmoe_device_caps *list, int count, int cls, int local_rank, int *n)
+static int nth_of_class(const clmoe_device_caps *list, int count, int cls, clmoe_impl impl,
+                        int local_rank, int *n)
 {
   *n = 0;
-  for (int i = 0; i < count; i++) *n += in_class(&list[i], cls);
+  for (int i = 0; i < count; i++) *n += in_class(&list[i], cls, impl);
   if (*n == 0) return -1;
   int want = local_rank % *n;
   for (int i = 0; i < count; i++)
-    if (in_class(&list[i], cls) && want-- == 0) return i;
+    if (in_class(&list[i], cls, impl) && want-- == 0) return i;
   return -1;
 }
 
@@ -51,18 +60,22 @@ static clmoe_status choose_one(const clmoe_device_caps *list, int count, const c
                                const char *source, int local_rank, int local_size, int *chosen,
                                char *why, size_t why_len)
 {
-  int cls = device_class(spec), n = 0;
-  if (cls) {
-    int i = nth_of_class(list, count, cls, local_rank, &n);
-    if (i < 0)
-      return clmoe__error(CLMOE_ERR_NO_DEVICE, "%s=%s: there is no device of that type (clmoe-info "
-                          "lists the devices)", source, spec);
+  clmoe_impl impl = CLMOE_IMPL_OTHER;
+  int cls = device_class(spec, &impl), n = 0;
+  int i = cls ? nth_of_class(list, count, cls, impl, local_rank, &n) : -1;
+  if (i >= 0) {
+    char what[64] = "that type";
+    if (cls == 4) snprintf(what, sizeof what, "the %s implementation", clmoe_impl_title(impl));
     *chosen = i;
-    snprintf(why, why_len, "%s=%s: device %d of %d of that type for local rank %d of %d%s", source,
-             spec, local_rank % n, n, local_rank, local_size,
+    snprintf(why, why_len, "%s=%s: device %d of %d of %s for local rank %d of %d%s", source,
+             spec, local_rank % n, n, what, local_rank, local_size,
              local_size > n ? " (shared: more local ranks than devices)" : "");
     return CLMOE_OK;
   }
+  if (cls && cls != 4)
+    return clmoe__error(CLMOE_ERR_NO_DEVICE, "%s=%s: there is no device of that type (clmoe-info "
+                        "lists the devices)", source, spec);
+  /* a name, or an implementation without devices (for clmoe_device_choose's message) */
   char inner[256];
   clmoe_status st = clmoe_device_choose(list, count, spec, chosen, inner, sizeof inner);
   if (st != CLMOE_OK) {
@@ -87,14 +100,14 @@ clmoe_status clmoe_dist_choose_device(const clmoe_device_caps *list, int count, 
   const char *source = "--device";
   if (!spec || !*spec) spec = getenv("CLMOE_DEVICE"), source = "CLMOE_DEVICE";
   if (!spec || !*spec) {
-    int n = 0, i = nth_of_class(list, count, 1, local_rank, &n);
+    int n = 0, i = nth_of_class(list, count, 1, CLMOE_IMPL_OTHER, local_rank, &n);
     if (i >= 0) {
       *chosen = i;
       snprintf(why, why_len, "default: GPU %d of %d for local rank %d of %d%s", local_rank % n, n,
                local_rank, local_size, local_size > n ? " (shared: more local ranks than GPUs)" : "");
       return CLMOE_OK;
     }
-    i = nth_of_class(list, count, 2, 0, &n);
+    i = nth_of_class(list, count, 2, CLMOE_IMPL_OTHER, 0, &n);
     *chosen = i >= 0 ? i : 0;
     snprintf(why, why_len, "default: no GPU, the %s%s", i >= 0 ? "first CPU device" : "first device",
              local_size > 1 ? " (shared by the local ranks)" : "");
@@ -199,6 +212,32 @@ done:
   return st;
 }
 
+/* The cores that `set` touches (a core counts when any of its PUs is in the set). */
+static int cores_touched(hwloc_topology_t topo, hwloc_const_bitmap_t set)
+{
+  int n = 0;
+  for (hwloc_obj_t core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, NULL); core;
+       core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core))
+    n += hwloc_bitmap_intersects(core->cpuset, set) != 0;
+  return n;
+}
+
+/* A rank whose device is the CPU computes on the cores it is bound to. When the launcher
+ * bound it to fewer than its share of the host (allowed cores / local ranks; Open MPI
+ * binds each rank to one core by default when there are at most two), say so and how to
+ * fix it, in out->warning. */
+static void warn_short_share(hwloc_topology_t topo, hwloc_const_bitmap_t bound, int allowed_cores,
+                             int local_size, clmoe_binding *out)
+{
+  int share = allowed_cores / local_size, have = cores_touched(topo, bound);
+  if (share < 1 || have >= share) return;
+  snprintf(out->warning, sizeof out->warning, "the CPU device runs on the %d core%s the launcher "
+           "bound this rank to, but its share is %d of the %d cores (%d local rank%s): start it "
+           "with mpirun --bind-to none (clmoe then binds each rank to its share) or mpirun "
+           "--map-by slot:PE=%d", have, have == 1 ? "" : "s", share, allowed_cores, local_size,
+           local_size == 1 ? "" : "s", share);
+}
+
 /* Decides the binding on a loaded topology; `target` receives the cpuset to bind to. */
 static clmoe_status decide(hwloc_topology_t topo, hwloc_const_bitmap_t current,
                            const clmoe_locality *loc, int device_is_cpu, int local_rank,
@@ -224,6 +263,7 @@ static clmoe_status decide(hwloc_topology_t topo, hwloc_const_bitmap_t current,
     rc = hwloc_bitmap_copy(target, current);
     snprintf(out->note, sizeof out->note, "bound by the launcher (narrower than the %d cores "
              "allowed): kept", allowed_cores);
+    if (device_is_cpu) warn_short_share(topo, in_allowed, allowed_cores, local_size, out);
   } else if (loc->known && loc->cpuset[0]) {
     hwloc_bitmap_t near = hwloc_bitmap_alloc();
     if (!near || hwloc_bitmap_list_sscanf(near, loc->cpuset) != 0) {
@@ -361,6 +401,22 @@ clmoe_status clmoe_dist_place(clmoe_dist *d, const clmoe_device_caps *list, int 
   copy_str(r->cpuset, sizeof r->cpuset, b.cpuset);
   r->ncores = b.ncores;
   copy_str(r->bind_note, sizeof r->bind_note, b.note);
+  copy_str(r->bind_warning, sizeof r->bind_warning, b.warning);
   clmoe_dist_visibility(r->visibility, sizeof r->visibility);
   return CLMOE_OK;
+}
+
+int clmoe_dist_binding_warnings(const clmoe_rank_report *all, int size, char *buf, size_t len)
+{
+  int n = 0, first = -1;
+  for (int r = 0; all && r < size; r++)
+    if (all[r].bind_warning[0]) n++, first = first < 0 ? r : first;
+  if (buf && len) buf[0] = '\0';
+  if (n == 0 || !buf || !len) return n;
+  char more[48] = "";
+  if (n > 1) snprintf(more, sizeof more, "; %d more rank%s likewise", n - 1, n == 2 ? "" : "s");
+  snprintf(buf, len, "rank %d (local rank %d of %d on %s): %s%s", all[first].rank,
+           all[first].local_rank, all[first].local_size, all[first].host, all[first].bind_warning,
+           more);
+  return n;
 }

@@ -120,7 +120,13 @@ struct clmoe_ctx {
   int gemm_tile_bm, gemm_tile_bn; /* tile GEMM block (lib/gemm_tile.c); 0: chosen by device */
   int wgmma_ok;                   /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
   size_t local_optin;             /* clmoe__local_mem_optin, 0 until probed */
+  int poison;                     /* 1: every buffer the pool hands out is filled with
+                                   * CLMOE_POISON_WORD first (clmoe_ctx_options.poison) */
 };
+
+/* The poison pattern, a 32-bit word repeated: a quiet NaN as fp32 (0x7FC17FC1) and as
+ * each of its bf16 halves (0x7FC1), 2143387585 as an int32 index (out of every range). */
+#define CLMOE_POISON_WORD 0x7FC17FC1u
 
 /* Finds (building on first use) kernel `name` of family `family` (kernels_cl/family.cl)
  * compiled with the context's tunables plus `options` (may be NULL). The kernel belongs
@@ -157,6 +163,9 @@ void clmoe__probe_caps(clmoe_ctx *ctx);
 /* Fills the capability record of one device. */
 clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id device, int pindex,
                                 int dindex, clmoe_device_caps *caps);
+
+/* 1 when needle occurs in hay, any case (an empty needle always does). */
+int clmoe__contains_nocase(const char *hay, const char *needle);
 
 /* Pool buffers: get one of at least `bytes` bytes (*capacity: its real size), put it back. */
 /* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */

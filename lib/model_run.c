@@ -271,6 +271,8 @@ clmoe_status clmoe_model_balance_update(clmoe_model *m)
       if (L->ep.cfg.balance == CLMOE_MOE_BALANCE_NONE) continue;
       CLMOE_TRY(clmoe_dist_sum_qb_histogram(m->dist, &L->epsaved.local));
       CLMOE_TRY(clmoe_moe_balance_update(m->ctx, &L->ep.dense, &L->epsaved.local));
+      /* the same counts, but each device rounds its own way: rank 0's bias for all */
+      CLMOE_TRY(clmoe_dist_broadcast_tensor(m->dist, &L->ep.dense.bias, 0));
     } else {
       CLMOE_TRY(clmoe_moe_balance_update(m->ctx, &L->moe, &L->moesaved));
     }

@@ -173,8 +173,13 @@ clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, clmoe_dist *dist, const c
   if (ps->inference) return clmoe__params_inference_error("clmoe_params_adamw");
   double sums[2];
   CLMOE_TRY(grad_sumsq(ps, &sums[0], &sums[1]));
-  /* whole gradients are the same on every rank (reduced already); the shards add up */
-  if (clmoe_dist_size(dist) > 1) CLMOE_TRY(clmoe_dist_allreduce_sum_f64(dist, &sums[1], 1));
+  /* Whole gradients are the same on every rank (reduced already), but each rank's device
+   * sums their squares with its own rounding: rank 0's sum counts, so that every rank clips
+   * by the same factor. The shards add up. */
+  if (clmoe_dist_size(dist) > 1) {
+    if (clmoe_dist_rank(dist) != 0) sums[0] = 0.0;
+    CLMOE_TRY(clmoe_dist_allreduce_sum_f64(dist, sums, 2));
+  }
   const double norm = sqrt(sums[0] + sums[1]);
   if (norm_out) *norm_out = norm;
   if (!isfinite(norm))

@@ -61,6 +61,17 @@ static clmoe_status pool_get(clmoe_ctx *ctx, size_t bytes, cl_mem *mem, size_t *
   pool->stats.allocations++;
   pool->stats.device_bytes += cls;
 handed_out:
+  if (ctx->poison) {
+    const cl_uint word = CLMOE_POISON_WORD;
+    cl_int e = clEnqueueFillBuffer(ctx->queue, *mem, &word, sizeof word, 0, cls, 0, NULL, NULL);
+    if (e != CL_SUCCESS) {
+      clReleaseMemObject(*mem); /* not counted as in use yet: give it back to the driver */
+      pool->stats.device_bytes -= cls;
+      *mem = NULL;
+      clmoe__cl_error(e, "clEnqueueFillBuffer (CLMOE_POISON)", __FILE__, __LINE__);
+      return e;
+    }
+  }
   pool->stats.in_use_bytes += cls;
   if (pool->stats.in_use_bytes > pool->stats.peak_in_use_bytes)
     pool->stats.peak_in_use_bytes = pool->stats.in_use_bytes;

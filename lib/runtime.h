@@ -31,12 +31,35 @@ typedef enum clmoe_vendor {
   CLMOE_VENDOR_QUALCOMM
 } clmoe_vendor;
 
+/* The OpenCL implementation (driver stack) behind a device. It is not always the
+ * hardware's maker: PoCL and Intel's CPU runtime both run on Intel CPUs, rusticl and clvk
+ * on several vendors' GPUs. It comes from the platform's name, vendor, version and ICD
+ * suffix, never from the device's name (PoCL calls its device on a Xeon
+ * "pthread-skylake-avx512-Intel(R) Xeon(R) Processor"). */
+typedef enum clmoe_impl {
+  CLMOE_IMPL_OTHER = 0, /* none of the below */
+  CLMOE_IMPL_POCL,      /* Portable Computing Language */
+  CLMOE_IMPL_INTEL,     /* Intel's runtimes: the CPU runtime and the GPU compute runtime */
+  CLMOE_IMPL_NVIDIA,    /* the CUDA driver's OpenCL */
+  CLMOE_IMPL_AMD,       /* AMD's own (ROCm, AMD APP), not Mesa's drivers for AMD GPUs */
+  CLMOE_IMPL_OCLGRIND,  /* the Oclgrind simulator */
+  CLMOE_IMPL_RUSTICL,   /* Mesa's rusticl */
+  CLMOE_IMPL_CLOVER,    /* Mesa's older Clover */
+  CLMOE_IMPL_CLVK,      /* OpenCL over Vulkan */
+  CLMOE_IMPL_APPLE,
+  CLMOE_IMPL_ARM,       /* Arm's Mali driver */
+  CLMOE_IMPL_QUALCOMM   /* Qualcomm's Adreno driver */
+} clmoe_impl;
+
 /* What clmoe knows about one OpenCL device: enough to choose kernels and tunables. */
 typedef struct clmoe_device_caps {
   int platform_index; /* position in clGetPlatformIDs' list */
   int device_index;   /* position in that platform's clGetDeviceIDs(ALL) list */
   char platform_name[128];
   char platform_version[128];
+  char platform_vendor[128]; /* CL_PLATFORM_VENDOR */
+  char icd_suffix[32];       /* CL_PLATFORM_ICD_SUFFIX_KHR ("POCL", "INTEL", "NV"); "" if none */
+  clmoe_impl impl;           /* from the four strings above (clmoe_impl_identify) */
   char vendor_name[128]; /* CL_DEVICE_VENDOR */
   char device_name[128];
   char device_version[128];
@@ -73,9 +96,17 @@ clmoe_status clmoe_devices_list(clmoe_device_caps **list, int *count);
 
 /* Picks a device from a list by spec: NULL or "" means the CLMOE_DEVICE environment
  * variable, and if that is unset the default (the first GPU, else the first CPU, else the
- * first device). A spec is "P:D" (platform and device index), "gpu", "cpu",
- * "accelerator", or a case-insensitive substring of platform, vendor or device name.
- * Writes the index into list to *chosen and a sentence saying why into why (may be NULL). */
+ * first device). The rules, first match wins (names in any case):
+ *   1. "P:D"                       platform P, device D (the indices clmoe-info prints)
+ *   2. gpu | cpu | accelerator     the first device of that type
+ *   3. an implementation's name or alias (clmoe_impl_parse): the first device of that
+ *      implementation and of no other; none there is an error listing what was found
+ *      ("intel" never picks PoCL's device named "...Intel(R) Xeon(R)...")
+ *   4. part of a platform's name, vendor, version or ICD suffix: the first such device
+ *   5. part of a device's name or vendor: the first such device
+ * Writes the index into list to *chosen and a sentence naming the rule into why (may be
+ * NULL). Records whose impl is CLMOE_IMPL_OTHER (lists made by hand) are identified from
+ * their strings (clmoe_device_impl). */
 clmoe_status clmoe_device_choose(const clmoe_device_caps *list, int count, const char *spec,
                                  int *chosen, char *why, size_t why_len);
 
@@ -86,6 +117,10 @@ typedef struct clmoe_ctx_options {
   const char *device; /* device spec as for clmoe_device_choose; NULL: CLMOE_DEVICE/default */
   int profiling;      /* 1: queue with CL_QUEUE_PROFILING_ENABLE (benchmarks) */
   int no_probe;       /* 1: skip the build probes (inline PTX); faster start for listings */
+  int poison;         /* 1: every device buffer the context hands out (tensors, scratch, new
+                       * or reused) is first filled with a NaN pattern, so that a kernel
+                       * reading memory nobody wrote fails on every device; the environment
+                       * variable CLMOE_POISON=1 sets it for every context (testing) */
 } clmoe_ctx_options;
 
 /* Creates a context on the chosen device. opts may be NULL. */
@@ -125,6 +160,26 @@ void clmoe_ctx_profile_clear(clmoe_ctx *ctx);
 
 /* Short name of a vendor ("nvidia", "amd", "intel", "pocl", ...). */
 const char *clmoe_vendor_name(clmoe_vendor vendor);
+
+/* Which implementation a platform is, from its CL_PLATFORM_NAME, _VENDOR, _VERSION and
+ * ICD suffix (any may be NULL or ""). */
+clmoe_impl clmoe_impl_identify(const char *platform_name, const char *platform_vendor,
+                               const char *platform_version, const char *icd_suffix);
+/* The implementation of a record: c->impl, or when that is CLMOE_IMPL_OTHER, identified
+ * from the record's platform strings. */
+clmoe_impl clmoe_device_impl(const clmoe_device_caps *c);
+/* Short name, the one clmoe-info and its JSON show: "pocl", "intel", "nvidia", "amd",
+ * "oclgrind", "rusticl", "clover", "clvk", "apple", "arm", "qualcomm", "other". */
+const char *clmoe_impl_name(clmoe_impl impl);
+/* Name for sentences: "PoCL", "Intel OpenCL", "NVIDIA CUDA", "AMD ROCm", ... */
+const char *clmoe_impl_title(clmoe_impl impl);
+/* 1 and *impl set when `name` (any case, whole) names an implementation: its short name
+ * or an alias - portable (PoCL), oneapi (Intel), cuda (NVIDIA), rocm (AMD), mali (Arm),
+ * adreno (Qualcomm). "other" names none. 0 otherwise. */
+int clmoe_impl_parse(const char *name, clmoe_impl *impl);
+/* The names clmoe_impl_parse accepts, for help texts and messages:
+ * "pocl|portable, intel|oneapi, nvidia|cuda, ...". */
+const char *clmoe_impl_names(void);
 
 #ifdef __cplusplus
 }

@@ -12,9 +12,13 @@
  * QB histogram: each rank runs a train-mode forward (balance = qb-hist) on its share of a
  * batch; the summed counts and token total must equal, exactly, those of one forward over
  * the whole batch, and the biases from them must be the same bits.
+ * Ranks that round differently: histogram ranges one ulp apart are summed on rank 0's
+ * range, 1% apart refused; replicated parameters, moments and buffers changed on the other
+ * ranks are put back to rank 0's bits by clmoe_dist_sync_replicas, and only those.
  * --mutate: one bucket (elements [37, 74) in registration order) keeps the rank's own values,
  * as if it had been skipped: must fail ("mismatch") on 2 or more ranks.
  * Prints "mpi_grads: OK N rank(s)" on rank 0 when every rank passed. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +193,150 @@ static int64_t check_qb(clmoe_ctx *ctx)
   return bad;
 }
 
+/* Ranks whose devices round differently: the other ranks' ranges moved by one ulp must be
+ * summed on rank 0's range (which every rank then holds); a range 1% off (a bias that
+ * differs) must be refused on every rank. */
+static int64_t check_qb_ranges(clmoe_ctx *ctx)
+{
+  const int rank = clmoe_dist_rank(mpi_dist), size = clmoe_dist_size(mpi_dist);
+  if (size < 2) return 0;
+  const clmoe_moe_config cfg = {.d = 24, .latent = 16, .n_experts = 22, .top_k = 3, .expert_ff = 12,
+                                .balance = CLMOE_MOE_BALANCE_QB_HIST, .hist_bins = 64};
+  clmoe_moe_layer L;
+  TRY(clmoe_moe_layer_create(ctx, &L, &cfg));
+  TRY(clmoe_moe_layer_init(&L, 8, 0.3f));
+  clmoe_tensor x, y;
+  const int64_t shape[2] = {TOKENS, cfg.d};
+  TRY(clmoe_tensor_create(ctx, &x, CLMOE_F32, 2, shape));
+  TRY(clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, shape));
+  TRY(clmoe_tensor_fill_uniform(&x, 99 + (uint64_t)rank, -1.0f, 1.0f));
+  int64_t bad = 0;
+  for (int big = 0; big < 2; big++) {
+    clmoe_moe_saved saved;
+    memset(&saved, 0, sizeof saved);
+    TRY(clmoe_moe_forward(ctx, &L, &x, &y, &saved));
+    float range[3], root[3], got[3];
+    TRY(clmoe_tensor_read(&saved.range, range, sizeof range));
+    memcpy(root, range, sizeof root);
+    if (rank > 0) {
+      if (big) range[1] += 0.01f * (range[1] - range[0]);
+      else range[0] = nextafterf(range[0], 0.0f), range[2] = nextafterf(range[2], 1e30f);
+      TRY(clmoe_tensor_write(&saved.range, range, sizeof range));
+    }
+    clmoe_status st = clmoe_dist_sum_qb_histogram(mpi_dist, &saved);
+    if (big) {
+      if (st != CLMOE_ERR_INVALID_ARGUMENT || !strstr(clmoe_last_error(), "by more than rounding")) {
+        fprintf(stderr, "mpi_grads: rank %d: a range 1%% off gave %s (%s): mismatch\n", rank,
+                clmoe_strerror(st), clmoe_last_error());
+        bad++;
+      }
+    } else if (st != CLMOE_OK) {
+      fprintf(stderr, "mpi_grads: rank %d: ranges one ulp apart: %s: mismatch\n", rank, clmoe_last_error());
+      bad++;
+    } else {
+      TRY(clmoe_tensor_read(&saved.range, got, sizeof got));
+      if (memcmp(got, root, sizeof got) != 0) { /* every rank's forward ran on the same bias */
+        fprintf(stderr, "mpi_grads: rank %d: the summed histogram's range is not rank 0's: "
+                "mismatch\n", rank);
+        bad++;
+      }
+    }
+    clmoe_moe_saved_destroy(&saved);
+  }
+  clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&y);
+  clmoe_moe_layer_destroy(&L);
+  return bad;
+}
+
+/* Replicas: ranks above 0 change one weight element, one AdamW moment and the buffer, as a
+ * device that rounds differently would; after clmoe_dist_sync_replicas every replicated
+ * tensor holds rank 0's bits (known on every rank: counter-based values), exactly those
+ * three tensors are counted, the expert-local one keeps each rank's own values, and a second
+ * sync finds nothing. clmoe_dist_broadcast_tensor alone: rank 1's values everywhere. */
+/* Element 0 of t, through a one-element view. */
+static void set_first(clmoe_tensor *t, float v)
+{
+  clmoe_tensor one;
+  TRY(clmoe_tensor_view(t, &one, 1, (int64_t[]){1}, 0));
+  TRY(clmoe_tensor_write(&one, &v, sizeof v));
+}
+
+static float get_first(clmoe_tensor *t)
+{
+  clmoe_tensor one;
+  float v = -1.0f;
+  TRY(clmoe_tensor_view(t, &one, 1, (int64_t[]){1}, 0));
+  TRY(clmoe_tensor_read(&one, &v, sizeof v));
+  return v;
+}
+
+static int64_t check_replicas(clmoe_ctx *ctx)
+{
+  const int rank = clmoe_dist_rank(mpi_dist), size = clmoe_dist_size(mpi_dist);
+  clmoe_tensor values[NP];
+  clmoe_params ps;
+  clmoe_params_init(&ps, ctx);
+  for (int i = 0; i < NP; i++) {
+    TRY(clmoe_tensor_create(ctx, &values[i], CLMOE_F32, 3, shapes[i]));
+    TRY(clmoe_tensor_fill_uniform(&values[i], seed_of(0, i), -1.0f, 1.0f));
+    if (is_buffer[i]) TRY(clmoe_params_add_buffer(&ps, names[i], &values[i]));
+    else TRY(clmoe_params_add(&ps, names[i], &values[i], 1));
+  }
+  for (int i = 0; i < ps.n; i++) /* the expert-local tensor: each rank's own values */
+    if (routed(&ps.p[i], NULL)) TRY(clmoe_tensor_fill_uniform(ps.p[i].value, seed_of(rank, i), -1.0f, 1.0f));
+  if (rank > 0) {
+    const float one = 1.0f + (float)rank;
+    set_first(&values[1], one); /* layer0/w_q[0] */
+    set_first(&ps.p[4].m, one); /* layer1/w_o's m[0] */
+    set_first(&values[3], one); /* the buffer layer0/bias[0] */
+  }
+  clmoe_grad_allreduce_opts o = {.is_local = routed};
+  int differed = -1, again = -1;
+  TRY(clmoe_dist_sync_replicas(mpi_dist, &ps, &o, &differed));
+  TRY(clmoe_dist_sync_replicas(mpi_dist, &ps, &o, &again));
+  int64_t bad = 0;
+  const int want = size > 1 ? 3 : 0;
+  if (differed != want || again != 0) {
+    fprintf(stderr, "mpi_grads: rank %d: replicas: %d then %d tensors differed (want %d, 0): "
+            "mismatch\n", rank, differed, again, want);
+    bad++;
+  }
+  for (int i = 0; i < NP; i++) {
+    const int64_t n = clmoe_tensor_numel(&values[i]);
+    const int local = routed(&ps.p[i], NULL);
+    float *got = malloc((size_t)n * sizeof *got);
+    if (!got) mpi_die("malloc", CLMOE_ERR_OUT_OF_MEMORY);
+    TRY(clmoe_tensor_read(&values[i], got, (size_t)n * sizeof *got));
+    for (int64_t j = 0; j < n; j++) {
+      const float want_v = clmoe_random_uniform(seed_of(local ? rank : 0, i), (uint64_t)j, -1.0f, 1.0f);
+      if (memcmp(&got[j], &want_v, sizeof want_v) != 0) {
+        fprintf(stderr, "mpi_grads: rank %d: replica %s[%lld] = %.9g, want %.9g: mismatch\n", rank,
+                names[i], (long long)j, got[j], want_v);
+        bad++;
+        break;
+      }
+    }
+    free(got);
+  }
+  const float m0 = get_first(&ps.p[4].m);
+  if (m0 != 0.0f) {
+    fprintf(stderr, "mpi_grads: rank %d: replica moment m[0] = %g, want 0: mismatch\n", rank, m0);
+    bad++;
+  }
+  if (size > 1) {
+    set_first(&values[0], 42.0f + (float)rank);
+    TRY(clmoe_dist_broadcast_tensor(mpi_dist, &values[0], 1));
+    const float got = get_first(&values[0]);
+    if (got != 43.0f) {
+      fprintf(stderr, "mpi_grads: rank %d: broadcast from rank 1 gave %g: mismatch\n", rank, got);
+      bad++;
+    }
+  }
+  clmoe_params_destroy(&ps);
+  for (int i = 0; i < NP; i++) clmoe_tensor_destroy(&values[i]);
+  return bad;
+}
+
 int main(int argc, char **argv)
 {
   mpi_prog = "mpi_grads";
@@ -200,7 +348,7 @@ int main(int argc, char **argv)
   const int mutate = argc > 1 && strcmp(argv[1], "--mutate") == 0;
   clmoe_ctx *ctx = NULL;
   TRY(clmoe_ctx_create(&ctx, NULL));
-  int64_t bad = check_grads(ctx, mutate) + check_qb(ctx);
+  int64_t bad = check_grads(ctx, mutate) + check_qb(ctx) + check_qb_ranges(ctx) + check_replicas(ctx);
   clmoe_pool_stats pool;
   clmoe_ctx_pool_stats(ctx, &pool);
   if (pool.in_use_bytes != 0) {

@@ -246,6 +246,48 @@ static void test_choose_device(void)
   free(saved);
 }
 
+/* Implementation names pick among that implementation's devices only, by local rank. */
+static void test_choose_device_impl(void)
+{
+  char *saved = getenv("CLMOE_DEVICE") ? strdup(getenv("CLMOE_DEVICE")) : NULL;
+  unsetenv("CLMOE_DEVICE");
+  clmoe_device_caps list[4];
+  fake_device(&list[0], 0, 0, 0, "pthread-skylake-avx512-Intel(R) Xeon(R) Processor");
+  snprintf(list[0].platform_name, sizeof list[0].platform_name, "Portable Computing Language");
+  fake_device(&list[1], 1, 0, 0, "Intel(R) Xeon(R) Processor");
+  snprintf(list[1].platform_name, sizeof list[1].platform_name, "Intel(R) OpenCL");
+  snprintf(list[1].platform_vendor, sizeof list[1].platform_vendor, "Intel(R) Corporation");
+  fake_device(&list[2], 2, 0, 1, "NVIDIA H200");
+  fake_device(&list[3], 2, 1, 1, "NVIDIA H200");
+  for (int i = 2; i < 4; i++)
+    snprintf(list[i].platform_name, sizeof list[i].platform_name, "NVIDIA CUDA");
+  int c = -1;
+  char why[256];
+  static const struct { const char *spec; int lr, ls, want; } cases[] = {
+    {"nvidia", 0, 2, 2}, {"cuda", 1, 2, 3}, {"nvidia", 2, 3, 2},      /* in order, wrap */
+    {"intel", 0, 2, 1}, {"intel", 1, 2, 1},                             /* one device: shared */
+    {"portable,intel", 0, 2, 0}, {"portable,intel", 1, 2, 1},           /* a list */
+    {"pocl,nvidia", 1, 4, 2}, {"pocl,nvidia", 3, 4, 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    clmoe_status st = clmoe_dist_choose_device(list, 4, cases[i].spec, cases[i].lr, cases[i].ls, &c,
+                                               why, sizeof why);
+    if (st != CLMOE_OK || c != cases[i].want)
+      fprintf(stderr, "\n  spec %s local rank %d of %d: got %d (%s), want %d\n", cases[i].spec,
+              cases[i].lr, cases[i].ls, c, st ? clmoe_last_error() : why, cases[i].want);
+    CU_ASSERT(st == CLMOE_OK && c == cases[i].want);
+  }
+  TEST_OK(clmoe_dist_choose_device(list, 4, "cuda", 1, 2, &c, why, sizeof why));
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "device 1 of 2 of the NVIDIA CUDA implementation"));
+  /* no Intel runtime: an error for that rank, never PoCL's "...Intel(R) Xeon(R)..." */
+  CU_ASSERT_EQUAL(clmoe_dist_choose_device(list, 1, "pocl,intel", 1, 2, &c, why, sizeof why),
+                  CLMOE_ERR_NO_DEVICE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "no Intel OpenCL platform"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "(from --device)"));
+  if (saved) setenv("CLMOE_DEVICE", saved, 1);
+  free(saved);
+}
+
 /* ---- binding on synthetic topologies ----------------------------------------------------- */
 
 /* 2 packages x 2 NUMA nodes x 4 cores x 2 PUs: PUs 0-31, NUMA node k holds PUs 8k..8k+7. */
@@ -292,6 +334,7 @@ static void test_binding(void)
     covered |= bits;
   }
   CU_ASSERT_EQUAL(covered, 0xffffffffu);
+  CU_ASSERT_STRING_EQUAL(b.warning, "");
   /* bad input names the cause */
   CU_ASSERT_EQUAL(clmoe_dist_bind_plan(TOPO, NULL, &gpu, 0, 0, 1, "sometimes", &b),
                   CLMOE_ERR_INVALID_ARGUMENT);
@@ -300,6 +343,68 @@ static void test_binding(void)
                   CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(clmoe_dist_bind_plan(TOPO, NULL, &gpu, 0, 2, 2, NULL, &b),
                   CLMOE_ERR_INVALID_ARGUMENT);
+}
+
+/* A CPU device's rank that the launcher bound to fewer cores than its share (16 cores / local
+ * ranks on TOPO) is warned, with the fix; a binding as wide as the share, a GPU's rank, or
+ * CLMOE_BIND=none is not. */
+static void test_binding_share_warning(void)
+{
+  clmoe_locality cpu;
+  memset(&cpu, 0, sizeof cpu);
+  cpu.numa_node = -1;
+  static const struct {
+    const char *current; int device_is_cpu, local_size; const char *policy, *expect;
+  } cases[] = {
+    {"0-1", 1, 2, "auto", "runs on the 1 core the launcher bound this rank to, but its share is 8 "
+                          "of the 16 cores (2 local ranks)"}, /* Open MPI's default: one core */
+    {"0", 1, 2, "auto", "on the 1 core "},                    /* one PU of a core */
+    {"0-13", 1, 2, "auto", "on the 7 cores "},
+    {"0-1", 1, 4, "auto", "share is 4 of the 16 cores (4 local ranks)"},
+    {"0-15", 1, 2, "auto", NULL},                             /* 8 cores: its share */
+    {"0-7", 1, 4, "auto", NULL},
+    {"0-1", 1, 16, "auto", NULL},                             /* share 1 */
+    {"0-1", 1, 32, "auto", NULL},                             /* more ranks than cores */
+    {"0-1", 0, 2, "auto", NULL},                              /* a GPU's rank */
+    {"0-1", 1, 2, "none", NULL},                              /* CLMOE_BIND=none */
+    {NULL, 1, 2, "auto", NULL},                               /* unbound: clmoe binds */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    clmoe_binding b;
+    TEST_OK(clmoe_dist_bind_plan(TOPO, cases[i].current, &cpu, cases[i].device_is_cpu, 0,
+                                 cases[i].local_size, cases[i].policy, &b));
+    int ok = cases[i].expect ? strstr(b.warning, cases[i].expect) != NULL : b.warning[0] == '\0';
+    if (!ok)
+      fprintf(stderr, "\n  cpuset %s, cpu %d, %d local ranks, %s: warning '%s'\n",
+              cases[i].current ? cases[i].current : "(all)", cases[i].device_is_cpu,
+              cases[i].local_size, cases[i].policy, b.warning);
+    CU_ASSERT(ok);
+    if (cases[i].expect) {
+      char fix[64];
+      snprintf(fix, sizeof fix, "--map-by slot:PE=%d", 16 / cases[i].local_size);
+      CU_ASSERT_EQUAL(b.source, CLMOE_BIND_LAUNCHER);
+      CU_ASSERT_PTR_NOT_NULL(strstr(b.warning, "mpirun --bind-to none"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(b.warning, fix));
+    }
+  }
+
+  /* rank 0's summary of gathered reports: the first warned rank and how many more */
+  clmoe_rank_report all[3];
+  memset(all, 0, sizeof all);
+  for (int r = 0; r < 3; r++) {
+    all[r].rank = r, all[r].size = 3, all[r].local_rank = r, all[r].local_size = 3;
+    snprintf(all[r].host, sizeof all[r].host, "node7");
+  }
+  char buf[512];
+  CU_ASSERT_EQUAL(clmoe_dist_binding_warnings(all, 3, buf, sizeof buf), 0);
+  CU_ASSERT_STRING_EQUAL(buf, "");
+  snprintf(all[1].bind_warning, sizeof all[1].bind_warning, "too few cores");
+  CU_ASSERT_EQUAL(clmoe_dist_binding_warnings(all, 3, buf, sizeof buf), 1);
+  CU_ASSERT_STRING_EQUAL(buf, "rank 1 (local rank 1 of 3 on node7): too few cores");
+  snprintf(all[2].bind_warning, sizeof all[2].bind_warning, "too few cores");
+  snprintf(all[0].bind_warning, sizeof all[0].bind_warning, "too few cores");
+  CU_ASSERT_EQUAL(clmoe_dist_binding_warnings(all, 3, buf, sizeof buf), 3);
+  CU_ASSERT_STRING_EQUAL(buf, "rank 0 (local rank 0 of 3 on node7): too few cores; 2 more ranks likewise");
 }
 
 /* ---- one rank without a launcher -------------------------------------------------------- */
@@ -390,7 +495,9 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "expert map errors", test_map_errors);
   CU_add_test(suite, "expert map text round trip and bad text", test_text_round_trip);
   CU_add_test(suite, "device per local rank", test_choose_device);
+  CU_add_test(suite, "device per local rank by implementation", test_choose_device_impl);
   CU_add_test(suite, "binding on a synthetic topology", test_binding);
+  CU_add_test(suite, "binding narrower than a CPU rank's share is warned", test_binding_share_warning);
   CU_add_test(suite, "single rank without MPI", test_single_rank);
   CU_add_test(suite, "expert exchange on one rank", test_exchange_single_rank);
 }

@@ -3,7 +3,10 @@
 # launcher, on 1 (without mpirun), 1, 2, 3 and 4 ranks (tests/mpi_grads.c): every reduced
 # gradient equals, bit for bit, the rank-ordered double sum (or mean) rounded once, for
 # buckets of 1 float up to larger than everything; expert-local gradients are untouched; the
-# summed histograms equal one whole-batch histogram. A skipped bucket must fail.
+# summed histograms equal one whole-batch histogram; histogram ranges that differ by rounding
+# (as two vendors' do) are accepted with rank 0's range kept everywhere, ranges that really
+# differ are refused; replicated tensors broadcast and re-synchronised from rank 0 (the
+# checkpoint step). A skipped bucket must fail.
 # Skipped (77) when clmoe was built without MPI or no mpirun exists. Run by make check.
 set -u
 . "$(dirname "$0")/apps_common.sh"
