@@ -9,11 +9,40 @@
 
 #include "clmoe.h"
 
+/* One output a check passed through ck_compare, as captured for comparing devices with
+ * each other (clmoe_check_run_capture): the device's values rounded to float32 (the devices
+ * compute fp32 or bf16, so nothing is lost) and, per element, the denominator of
+ * ck_compare's measure, den_i = |ref_i| + rms(ref), or ref_i itself where ref_i is NaN or
+ * Inf (so a reader knows where the reference is not finite). */
+typedef struct clmoe_check_output {
+  char name[48]; /* ck_compare's `what`, e.g. "C" or "dq" (cut to 47 characters) */
+  size_t n;      /* number of values */
+  float *got;    /* [n] device values, malloc'ed */
+  float *den;    /* [n] denominators (see above), malloc'ed */
+} clmoe_check_output;
+
+/* The outputs of one run of one check, in the order the check compared them (a check may
+ * compare several outputs, and may reuse a name). Bounded: an output that would take the
+ * total past max_values is left out and counted in `dropped`. */
+typedef struct clmoe_check_capture {
+  clmoe_check_output *outputs; /* [count] */
+  int count, capacity;
+  size_t values;     /* sum of n over outputs */
+  size_t max_values; /* bound on values; 0: CLMOE_CHECK_CAPTURE_MAX */
+  int dropped;       /* outputs left out (over the bound, or host memory ran out) */
+} clmoe_check_capture;
+/* Default bound of one run's captured values: 64 Mi values, 512 MiB with the denominators
+ * (the largest check of the registry compares about 1.5 million). */
+#define CLMOE_CHECK_CAPTURE_MAX ((size_t)64 << 20)
+/* Frees the captured outputs and empties cap (max_values is kept). */
+void clmoe_check_capture_clear(clmoe_check_capture *cap);
+
 typedef struct clmoe_check_result {
   double max_err;   /* worst error over all compared outputs (see ck_compare) */
   double tolerance; /* the check's bound on max_err */
   int passed;       /* max_err <= tolerance and no NaN/Inf where the reference is finite */
   char worst[160];  /* where the worst error was: output name, index, got, expected */
+  clmoe_check_capture *capture; /* NULL, or where ck_compare records the outputs */
 } clmoe_check_result;
 
 /* Runs one check on ctx with inputs drawn from seed; fills res. A non-OK status means the
@@ -33,6 +62,10 @@ int clmoe_check_matches(const clmoe_check *check, const char *prefix);
 /* Runs a check, resetting res first and turning an op failure into a failed result. */
 clmoe_status clmoe_check_run(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
                              clmoe_check_result *res);
+/* The same, recording every output the check passes through ck_compare into cap (cleared
+ * first; NULL: nothing recorded). res->capture is cap afterwards. */
+clmoe_status clmoe_check_run_capture(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
+                                     clmoe_check_result *res, clmoe_check_capture *cap);
 
 /* ---- helpers for writing checks (harness.c) ----
  * A check declares `clmoe_status st = CLMOE_OK;`, zero-initialised tensors and NULL host
@@ -62,7 +95,8 @@ clmoe_status ck_read(const clmoe_tensor *t, double **host);
 /* Compares n values with the error measure
  *     err_i = |got_i - ref_i| / (|ref_i| + rms(ref))
  * (relative for large entries, relative to the output's scale for small ones) and folds
- * the worst into res. A NaN or Inf in got where ref is finite counts as infinite error. */
+ * the worst into res. A NaN or Inf in got where ref is finite counts as infinite error.
+ * With res->capture set it also records got and the denominators (clmoe_check_output). */
 void ck_compare(const char *what, const double *got, const double *ref, size_t n,
                 clmoe_check_result *res);
 /* Uniform doubles on the host (for inputs built on the host, e.g. integer ids). */

@@ -1,4 +1,5 @@
 /* Helpers shared by the conformance checks. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +14,77 @@ int clmoe_check_matches(const clmoe_check *check, const char *prefix)
   return !strncmp(check->name, prefix, n) && (check->name[n] == '\0' || check->name[n] == '.');
 }
 
+void clmoe_check_capture_clear(clmoe_check_capture *cap)
+{
+  if (!cap) return;
+  for (int i = 0; i < cap->count; i++) {
+    free(cap->outputs[i].got);
+    free(cap->outputs[i].den);
+  }
+  free(cap->outputs);
+  size_t max_values = cap->max_values;
+  memset(cap, 0, sizeof *cap);
+  cap->max_values = max_values;
+}
+
+/* Appends one output to cap: got as float32 and the denominators of ck_compare's measure
+ * (rms the output's rms(ref)). Over the bound or out of memory: counted as dropped. */
+static void capture_output(clmoe_check_capture *cap, const char *what, const double *got,
+                           const double *ref, size_t n, double rms)
+{
+  const size_t bound = cap->max_values ? cap->max_values : CLMOE_CHECK_CAPTURE_MAX;
+  if (n > bound - cap->values) {
+    cap->dropped++;
+    return;
+  }
+  if (cap->count == cap->capacity) {
+    int grown = cap->capacity ? 2 * cap->capacity : 8;
+    clmoe_check_output *o = realloc(cap->outputs, (size_t)grown * sizeof *o);
+    if (!o) {
+      cap->dropped++;
+      return;
+    }
+    cap->outputs = o;
+    cap->capacity = grown;
+  }
+  clmoe_check_output *o = &cap->outputs[cap->count];
+  memset(o, 0, sizeof *o);
+  snprintf(o->name, sizeof o->name, "%s", what);
+  o->n = n;
+  o->got = malloc(n * sizeof *o->got + 1);
+  o->den = malloc(n * sizeof *o->den + 1);
+  if (!o->got || !o->den) {
+    free(o->got);
+    free(o->den);
+    cap->dropped++;
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    o->got[i] = (float)got[i];
+    if (!isfinite(ref[i])) {
+      o->den[i] = (float)ref[i]; /* NaN or Inf: where the reference is not finite */
+    } else {
+      /* a finite denominator past float's range stays finite: the largest float */
+      const double den = fabs(ref[i]) + rms;
+      o->den[i] = den < FLT_MAX ? (float)den : FLT_MAX;
+    }
+  }
+  cap->count++;
+  cap->values += n;
+}
+
 clmoe_status clmoe_check_run(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
                              clmoe_check_result *res)
 {
+  return clmoe_check_run_capture(check, ctx, seed, res, NULL);
+}
+
+clmoe_status clmoe_check_run_capture(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
+                                     clmoe_check_result *res, clmoe_check_capture *cap)
+{
   memset(res, 0, sizeof *res);
+  clmoe_check_capture_clear(cap);
+  res->capture = cap;
   res->passed = 1;
   /* The checks of the portable kernels (the reference, with their fp32-class tolerances)
    * run with the fast path off, whatever the device; the tile families (tile, kda_tc,
@@ -84,6 +152,7 @@ void ck_compare(const char *what, const double *got, const double *ref, size_t n
                ref[i]);
     }
   }
+  if (res->capture) capture_output(res->capture, what, got, ref, n, rms);
 }
 
 double ck_host_uniform(uint64_t seed, uint64_t index, double lo, double hi)
