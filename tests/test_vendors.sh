@@ -63,5 +63,11 @@ expect "clmoe-generate --ep 2 on $pair, sampled" 0 "" -- sh -c "timeout 60 $mpir
   --bind-to none '$gen' --ckpt '$ck' --device '$pair' --prompt 'ab' -n 16 --seed 3 --quiet --ep 2 > '$tmp/s2'"
 expect "  ... the same text as one process" 0 "" -- cmp "$tmp/s1" "$tmp/s2"
 [ -s "$tmp/g1" ] && pass "the generated text is not empty" || fail "no generated text"
+# CLMOE_VENDOR_KEEP=DIR keeps the metrics and texts (for the numbers in docs/distributed.md).
+if [ -n "${CLMOE_VENDOR_KEEP:-}" ]; then
+  mkdir -p "$CLMOE_VENDOR_KEEP"
+  for run in ref two mixed; do cp "$tmp/$run/metrics.csv" "$CLMOE_VENDOR_KEEP/metrics-$run.csv"; done
+  cp "$tmp/g1" "$tmp/g2" "$tmp/s1" "$tmp/s2" "$CLMOE_VENDOR_KEEP/"
+fi
 
 [ "$fails" -eq 0 ]
