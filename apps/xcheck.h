@@ -10,8 +10,9 @@
 #include "conformance/conformance.h"
 
 /* ---- comparing two devices' outputs of one check (xcheck_pairs.c) ----
- * The measure mirrors ck_compare's, with device b in the place of the reference:
- *     diff_i = |a_i - b_i| / den_i,   den_i = |ref_i| + rms(ref)
+ * The measure mirrors the check's own, with device b in the place of the reference:
+ *     diff_i = |a_i - b_i| / den_i,   den_i = |ref_i| + rms(ref) for ck_compare
+ * (the check's own denominators where it has another measure: ck_capture_scaled, _den)
  * (den_i is captured with the outputs; of two captures the smaller is used - they are the
  * same when both ran the reference on the same inputs). Equal values differ by 0. Where the
  * reference is finite, a NaN or Inf in a or b that the other does not share counts as an
@@ -27,6 +28,9 @@ typedef struct xc_diff {
  * the names and counts must agree). */
 void xc_pair_diff(const clmoe_check_output *a, int na, const clmoe_check_output *b, int nb,
                   xc_diff *d);
+/* A pair of devices that both passed a check of tolerance 0 whose outputs are not captured
+ * (integers, e.g. sorted keys): each equals the reference, so they equal each other. */
+void xc_pair_exact(xc_diff *d);
 /* The verdict of a pair: the difference against factor x the check's tolerance. */
 int xc_pair_within(const xc_diff *d, double tolerance, double factor);
 /* "same" (difference 0), "ok" (within), "DIFFER" (beyond), "-" (not compared). */

@@ -32,6 +32,7 @@ static clmoe_status check_random(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
     mean += v;
   }
   res->tolerance = 0.0; /* bit-exact: any difference fails */
+  ck_capture_scaled("values", got, want, (size_t)n, 1.0, res);
   for (int64_t i = 0; i < n; i++)
     if (got[i] != want[i]) {
       res->max_err = 1.0;
@@ -288,6 +289,7 @@ static clmoe_status check_reduce(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
       }
     }
     res->max_err = worst;
+    ck_capture_scaled("out", got, ref, (size_t)on, scale > 0 ? scale : 1.0, res);
   } else {
     ck_compare("out", got, ref, (size_t)on, res);
   }
@@ -323,6 +325,8 @@ static clmoe_status rd_maxabs_nan(clmoe_ctx *ctx, uint64_t seed, clmoe_check_res
     res->max_err = 1.0;
     snprintf(res->worst, sizeof res->worst, "max_abs of an input with a NaN returned %g", out);
   }
+  const double g = out, want = NAN;
+  ck_capture_scaled("max_abs", &g, &want, 1, 1.0, res);
 done:
   free(x);
   clmoe_tensor_destroy(&X), clmoe_tensor_destroy(&O);

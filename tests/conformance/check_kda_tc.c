@@ -24,7 +24,7 @@ static clmoe_status tc_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *k
 }
 
 /* Folds max |got - ref| / max(max |ref|, floor) of one output into res (NaN or Inf in got:
- * infinite). */
+ * infinite), and records the output by that measure for comparing devices. */
 static void tc_compare_floor(const char *what, const double *got, const double *ref, size_t n,
                              double floor, clmoe_check_result *res)
 {
@@ -41,6 +41,7 @@ static void tc_compare_floor(const char *what, const double *got, const double *
     snprintf(res->worst, sizeof res->worst, "%s[%zu]: got %.9g, expected %.9g (max |ref| %.3g)",
              what, at, got[at], ref[at], scale);
   }
+  ck_capture_scaled(what, got, ref, n, scale, res);
 }
 
 static void tc_compare(const char *what, const double *got, const double *ref, size_t n,

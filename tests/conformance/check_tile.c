@@ -36,6 +36,8 @@ static clmoe_status check_interface(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
   clmoe_status st = CLMOE_OK;
   clmoe_tensor ta = {0}, tb = {0}, tb2 = {0}, tout = {0};
   float a[2 * 256], b[2 * 128], b2[2 * 128], out[2 * 7 * 128];
+  /* every variant's 2 x 128 outputs with their references and measures, for comparing devices */
+  double kept_got[7][256], kept_ref[7][256], kept_den[7][256];
   for (int i = 0; i < 2 * 256; i++) a[i] = (float)ck_host_uniform(seed, (uint64_t)i, -2.0, 2.0);
   for (int i = 0; i < 2 * 128; i++) {
     b[i] = (float)ck_host_uniform(seed + 1, (uint64_t)i, -2.0, 2.0);
@@ -71,13 +73,15 @@ static clmoe_status check_interface(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
           double c = bf16r(q < 8 ? ow[r * 8 + q] : ow[4 * 128 + r * 8 + q - 8]);
           s5 += c * y2, sa5 += fabs(c * y2);
         }
-        int i = r * 8 + n;
-        for (int v = 0; v < 4; v++) fold_dot(res, names[v], w * 128 + i, ow[v * 128 + i], s, sa);
-        fold_dot(res, names[4], w * 128 + i, ow[4 * 128 + i], s2, sa2);
-        fold_dot(res, names[5], w * 128 + i, ow[5 * 128 + i], s5, sa5);
-        fold_dot(res, names[6], w * 128 + i, ow[6 * 128 + i], s5, sa5);
+        const int i = r * 8 + n, j = w * 128 + i;
+        const double ref[7] = {s, s, s, s, s2, s5, s5}, den[7] = {sa, sa, sa, sa, sa2, sa5, sa5};
+        for (int v = 0; v < 7; v++) {
+          fold_dot(res, names[v], j, ow[v * 128 + i], ref[v], den[v]);
+          kept_got[v][j] = ow[v * 128 + i], kept_ref[v][j] = ref[v], kept_den[v][j] = den[v] > 0 ? den[v] : 1.0;
+        }
       }
   }
+  for (int v = 0; v < 7; v++) ck_capture_den(names[v], kept_got[v], kept_ref[v], kept_den[v], 256, res);
 done:
   clmoe_tensor_destroy(&ta), clmoe_tensor_destroy(&tb), clmoe_tensor_destroy(&tb2);
   clmoe_tensor_destroy(&tout);

@@ -11,9 +11,10 @@
 
 /* One output a check passed through ck_compare, as captured for comparing devices with
  * each other (clmoe_check_run_capture): the device's values rounded to float32 (the devices
- * compute fp32 or bf16, so nothing is lost) and, per element, the denominator of
- * ck_compare's measure, den_i = |ref_i| + rms(ref), or ref_i itself where ref_i is NaN or
- * Inf (so a reader knows where the reference is not finite). */
+ * compute fp32 or bf16, so nothing is lost) and, per element, the denominator of the check's
+ * measure (ck_compare's den_i = |ref_i| + rms(ref); a check with a measure of its own
+ * records its own through ck_capture_scaled or ck_capture_den), or ref_i itself where ref_i
+ * is NaN or Inf (so a reader knows where the reference is not finite). */
 typedef struct clmoe_check_output {
   char name[48]; /* ck_compare's `what`, e.g. "C" or "dq" (cut to 47 characters) */
   size_t n;      /* number of values */
@@ -99,6 +100,15 @@ clmoe_status ck_read(const clmoe_tensor *t, double **host);
  * With res->capture set it also records got and the denominators (clmoe_check_output). */
 void ck_compare(const char *what, const double *got, const double *ref, size_t n,
                 clmoe_check_result *res);
+/* For checks with a measure of their own, err_i = |got_i - ref_i| / scale (one scale for the
+ * whole output, e.g. its largest |ref|): with res->capture set, records got with that
+ * denominator, so that devices can be compared by the check's measure; folds nothing into
+ * res. */
+void ck_capture_scaled(const char *what, const double *got, const double *ref, size_t n, double scale,
+                       clmoe_check_result *res);
+/* The same with a denominator per element (den[n], positive), for err_i = |got_i - ref_i| / den_i. */
+void ck_capture_den(const char *what, const double *got, const double *ref, const double *den, size_t n,
+                    clmoe_check_result *res);
 /* Uniform doubles on the host (for inputs built on the host, e.g. integer ids). */
 double ck_host_uniform(uint64_t seed, uint64_t index, double lo, double hi);
 

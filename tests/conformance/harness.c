@@ -27,10 +27,12 @@ void clmoe_check_capture_clear(clmoe_check_capture *cap)
   cap->max_values = max_values;
 }
 
-/* Appends one output to cap: got as float32 and the denominators of ck_compare's measure
- * (rms the output's rms(ref)). Over the bound or out of memory: counted as dropped. */
+/* Appends one output to cap: got as float32 and the denominators of the check's measure,
+ * den_i (when den is given), else (add_ref ? |ref_i| : 0) + scale; ref_i itself where it is
+ * NaN or Inf. Over the bound or out of memory: counted as dropped. */
 static void capture_output(clmoe_check_capture *cap, const char *what, const double *got,
-                           const double *ref, size_t n, double rms)
+                           const double *ref, const double *den_given, size_t n, double scale,
+                           int add_ref)
 {
   const size_t bound = cap->max_values ? cap->max_values : CLMOE_CHECK_CAPTURE_MAX;
   if (n > bound - cap->values) {
@@ -65,12 +67,24 @@ static void capture_output(clmoe_check_capture *cap, const char *what, const dou
       o->den[i] = (float)ref[i]; /* NaN or Inf: where the reference is not finite */
     } else {
       /* a finite denominator past float's range stays finite: the largest float */
-      const double den = fabs(ref[i]) + rms;
+      const double den = den_given ? den_given[i] : (add_ref ? fabs(ref[i]) : 0.0) + scale;
       o->den[i] = den < FLT_MAX ? (float)den : FLT_MAX;
     }
   }
   cap->count++;
   cap->values += n;
+}
+
+void ck_capture_scaled(const char *what, const double *got, const double *ref, size_t n, double scale,
+                       clmoe_check_result *res)
+{
+  if (res->capture) capture_output(res->capture, what, got, ref, NULL, n, scale > 0.0 ? scale : 1e-30, 0);
+}
+
+void ck_capture_den(const char *what, const double *got, const double *ref, const double *den, size_t n,
+                    clmoe_check_result *res)
+{
+  if (res->capture) capture_output(res->capture, what, got, ref, den, n, 0.0, 0);
 }
 
 clmoe_status clmoe_check_run(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
@@ -152,7 +166,7 @@ void ck_compare(const char *what, const double *got, const double *ref, size_t n
                ref[i]);
     }
   }
-  if (res->capture) capture_output(res->capture, what, got, ref, n, rms);
+  if (res->capture) capture_output(res->capture, what, got, ref, NULL, n, rms, 1);
 }
 
 double ck_host_uniform(uint64_t seed, uint64_t index, double lo, double hi)
