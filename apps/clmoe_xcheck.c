@@ -17,7 +17,8 @@
 static void usage(void)
 {
   printf("Usage: clmoe-xcheck [--device SPEC]... [--op PREFIX]... [--seed N] [--json FILE|-]\n"
-         "                    [--outputs] [--pair-factor X] [--list] [--quiet]\n"
+         "                    [--outputs] [--pair-factor X] [--small] [--shard I/N] [--list]\n"
+         "                    [--quiet]\n"
          "       clmoe-xcheck --compare A.json B.json [--pair-factor X] [--quiet]\n"
          "       clmoe-xcheck --matrix FILE.json...\n"
          "\n"
@@ -53,6 +54,11 @@ static void usage(void)
          "  --matrix FILE...  a Markdown conformance matrix of --json files: one row per\n"
          "                 check, one column per device; a header with each file's date,\n"
          "                 platforms, drivers and clmoe version\n"
+         "  --small        run the checks at their smallest sizes (the same cases and code\n"
+         "                 paths, shorter sequences and rows): for a simulator such as\n"
+         "                 Oclgrind\n"
+         "  --shard I/N    only the selected checks whose position in the list is I modulo\n"
+         "                 N (0 <= I < N): N processes run a selection between them\n"
          "  --list         list the checks and exit\n"
          "  --quiet        print failures and the summaries only\n"
          "  --help, --version\n");
@@ -74,7 +80,7 @@ typedef struct pair_row {
 } pair_row;
 
 /* The JSON header: what ran, when, where, on which drivers. */
-static void json_header(FILE *jf, uint64_t seed, int outputs, double factor,
+static void json_header(FILE *jf, uint64_t seed, int outputs, int small, double factor,
                         const clmoe_device_caps *all, int nall, const int *use)
 {
   char date[32] = "", host[256] = "";
@@ -93,8 +99,8 @@ static void json_header(FILE *jf, uint64_t seed, int outputs, double factor,
   json_string(jf, date);
   fprintf(jf, ",\n  \"host\": ");
   json_string(jf, host);
-  fprintf(jf, ",\n  \"seed\": %" PRIu64 ",\n  \"outputs\": %s,\n  \"pair_factor\": ", seed,
-          outputs ? "true" : "false");
+  fprintf(jf, ",\n  \"seed\": %" PRIu64 ",\n  \"outputs\": %s,\n  \"small\": %s,\n  \"pair_factor\": ", seed,
+          outputs ? "true" : "false", small ? "true" : "false");
   json_double(jf, factor);
   fprintf(jf, ",\n  \"devices\": [");
   int first = 1;
@@ -199,7 +205,8 @@ int main(int argc, char **argv)
   app_name = "clmoe-xcheck";
   const char *devices[MAX_SELECT], *ops[MAX_SELECT], *json = NULL, *compare[2] = {NULL, NULL};
   const char *const *matrix = NULL;
-  int ndevices = 0, nops = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0;
+  int ndevices = 0, nops = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0;
+  int64_t shard = 0, nshards = 1;
   double factor = 1.0;
   uint64_t seed = 20261129;
   for (int i = 1; i < argc; i++) {
@@ -227,6 +234,17 @@ int main(int argc, char **argv)
         app_usage_error("--pair-factor: '%s' is not a number >= 0", v);
     } else if (!strcmp(argv[i], "--outputs")) {
       outputs = 1;
+    } else if (!strcmp(argv[i], "--small")) {
+      small = 1;
+    } else if (app_option(argc, argv, &i, "--shard", &v)) {
+      const char *slash = strchr(v, '/');
+      char part[32];
+      if (!slash || slash == v || (size_t)(slash - v) >= sizeof part)
+        app_usage_error("--shard: '%s' is not I/N (e.g. 0/2)", v);
+      memcpy(part, v, (size_t)(slash - v));
+      part[slash - v] = '\0';
+      nshards = app_parse_int("--shard (N)", slash + 1, 1, 1 << 20);
+      shard = app_parse_int("--shard (I)", part, 0, nshards - 1);
     } else if (!strcmp(argv[i], "--compare")) {
       if (i + 2 >= argc) app_usage_error("--compare needs two JSON files");
       compare[0] = argv[++i];
@@ -251,14 +269,19 @@ int main(int argc, char **argv)
 
   int ncheck = 0;
   const clmoe_check *checks = clmoe_checks(&ncheck);
-  int nsel = 0;
-  for (int c = 0; c < ncheck; c++) nsel += selected(&checks[c], ops, nops);
-  if (nsel == 0) app_usage_error("no check matches the --op prefixes given (try --list)");
+  /* pick[c]: check c is selected by --op and falls in this --shard */
+  char *pick = calloc((size_t)ncheck + 1, 1);
+  if (!pick) app_die(CLMOE_ERR_OUT_OF_MEMORY, "calloc");
+  int nsel = 0, nmatch = 0;
+  for (int c = 0; c < ncheck; c++)
+    if (selected(&checks[c], ops, nops)) nsel += pick[c] = nmatch++ % nshards == shard;
+  if (nmatch == 0) app_usage_error("no check matches the --op prefixes given (try --list)");
   if (list) {
     for (int c = 0; c < ncheck; c++)
-      if (selected(&checks[c], ops, nops)) printf("%-32s %s\n", checks[c].name, checks[c].description);
+      if (pick[c]) printf("%-32s %s\n", checks[c].name, checks[c].description);
     return 0;
   }
+  clmoe_check_set_small(small);
 
   clmoe_device_caps *all = NULL;
   int nall = 0;
@@ -288,7 +311,7 @@ int main(int argc, char **argv)
 
   int table = !json || strcmp(json, "-") != 0;
   FILE *jf = json ? app_open_output(json) : NULL;
-  if (jf) json_header(jf, seed, outputs, factor, all, nall, use);
+  if (jf) json_header(jf, seed, outputs, small, factor, all, nall, use);
   int first_json = 1, failed = 0, passed = 0;
   for (int d = 0; d < nall; d++) {
     if (!use[d]) continue;
@@ -301,7 +324,7 @@ int main(int argc, char **argv)
   }
   if (table) printf("%-30s %-34s %11s %9s  %s\n", "check", "device", "max error", "tolerance", "result");
   for (int c = 0; c < ncheck; c++) {
-    if (!selected(&checks[c], ops, nops)) continue;
+    if (!pick[c]) continue;
     for (int d = 0; d < nall; d++) {
       if (!ctx[d]) continue;
       char devname[160];
@@ -353,6 +376,7 @@ int main(int argc, char **argv)
   if (table) printf("\n%d passed, %d failed\n", passed, failed);
   for (int d = 0; d < nall; d++) clmoe_ctx_destroy(ctx[d]);
   free(pairs);
+  free(pick);
   free(tol);
   free(ok);
   free(st);

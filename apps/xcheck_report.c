@@ -32,6 +32,7 @@ typedef struct xr_file {
   const char *version, *commit, *date, *host; /* NULL when the file does not say */
   double seed;
   int has_seed, with_outputs; /* with_outputs: every entry carries its outputs */
+  int small;                  /* the checks ran at their smallest sizes (--small) */
   xr_device *devices;
   int ndevices;
   xr_entry *entries;
@@ -131,6 +132,8 @@ static void load(const char *path, xr_file *r)
   r->date = xj_string(root, "date");
   r->host = xj_string(root, "host");
   if (seed && seed->type == XJ_NUMBER) r->seed = seed->number, r->has_seed = 1;
+  const xj_value *small = xj_get(root, "small");
+  r->small = small && small->type == XJ_BOOL && small->boolean;
   const xj_value *devs = xj_get(root, "devices");
   size_t ndev = devs && devs->type == XJ_ARRAY ? devs->count : 0;
   r->devices = calloc(ndev + results->count + 1, sizeof *r->devices);
@@ -204,6 +207,7 @@ static void describe(const char *label, const xr_file *r)
   printf("%s: %s: clmoe %s%s%s, %s, host %s, ", label, r->path, or_unknown(r->version),
          r->commit ? " commit " : "", r->commit ? r->commit : "", or_unknown(r->date), or_unknown(r->host));
   if (r->has_seed) printf("seed %.0f, ", r->seed);
+  if (r->small) printf("smallest sizes, ");
   printf("%d results%s\n", r->nentries, r->with_outputs ? " with outputs" : " without outputs");
   for (int k = 0; k < r->ndevices; k++) {
     const xr_device *d = &r->devices[k];
@@ -241,6 +245,10 @@ int xc_compare_files(const char *pa, const char *pb, double factor, int quiet)
   else if (A.has_seed && B.has_seed && A.seed != B.seed) {
     printf("the files used different seeds (%.0f and %.0f), so different inputs: comparing max errors"
            " and pass/fail only\n", A.seed, B.seed);
+    outputs = 0;
+  } else if (A.small != B.small) {
+    printf("%s ran the checks at their smallest sizes (--small) and %s at full size: comparing max"
+           " errors and pass/fail only\n", A.small ? pa : pb, A.small ? pb : pa);
     outputs = 0;
   }
   printf("\n%-30s %-5s %-5s %10s %10s %11s %9s  %-6s  %s\n", "check", "A", "B", "A error", "B error",
@@ -351,6 +359,7 @@ int xc_matrix_files(int nfiles, const char *const *paths)
     printf("`: %s, clmoe %s%s%s, host %s", or_unknown(r->date), or_unknown(r->version),
            r->commit ? " commit " : "", r->commit ? r->commit : "", or_unknown(r->host));
     if (r->has_seed) printf(", seed %.0f", r->seed);
+    if (r->small) printf(", smallest sizes (--small)");
     printf("\n");
   }
   printf("\n| column | device | platform | platform version | driver | file, index |\n"

@@ -299,10 +299,10 @@ done:
   return st;
 }
 
-static clmoe_status rd_sum(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_SUM, 601, 1003); }
+static clmoe_status rd_sum(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_SUM, CK_SIZE(601, 61), 1003); }
 static clmoe_status rd_sum_small(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_SUM, 1, 7); }
-static clmoe_status rd_sumsq(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_SUMSQ, 1000, 2001); }
-static clmoe_status rd_maxabs(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_MAXABS, 77, 5000); }
+static clmoe_status rd_sumsq(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_SUMSQ, CK_SIZE(1000, 50), 2001); }
+static clmoe_status rd_maxabs(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_MAXABS, 77, CK_SIZE(5000, 500)); }
 static clmoe_status rd_rows(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_reduce(c, s, r, RD_ROWS, 300, 77); }
 
 /* max_abs must report a NaN anywhere in its input. */

@@ -112,9 +112,10 @@ done:
 }
 
 /* Most rows empty (they must stay as they were); a few hundred tokens. */
-static clmoe_status embedding_backward(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_embedding_backward(c, s, r, 5000, 129, 3000, 1.0); }
-/* 256 ids, the first with ~40% of 20k tokens: long segments cross the 512-token chunks. */
-static clmoe_status embedding_backward_skewed(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_embedding_backward(c, s, r, 256, 300, 20000, 6.0); }
+static clmoe_status embedding_backward(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_embedding_backward(c, s, r, CK_SIZE(5000, 500), 129, CK_SIZE(3000, 300), 1.0); }
+/* 256 ids, the first with ~40% of 20k tokens: long segments cross the 512-token chunks
+ * (smallest: 2000 tokens, still ~800 for the first id). */
+static clmoe_status embedding_backward_skewed(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_embedding_backward(c, s, r, 256, CK_SIZE(300, 67), CK_SIZE(20000, 2000), 6.0); }
 /* Tiny d and a vocabulary smaller than the work-group. */
 static clmoe_status embedding_backward_narrow(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_embedding_backward(c, s, r, 3, 1, 1500, 1.0); }
 
@@ -184,13 +185,16 @@ done:
 static clmoe_status sort_u64(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
 {
   static const size_t sizes[] = {0, 1, 2, 3, 7, 100, 1000, 2047, 2048, 2049, 5000, 8191};
-  return check_sort(c, s, r, sizes, (int)(sizeof sizes / sizeof sizes[0]));
+  /* smallest: one size each side of the local block, and two blocks' worth */
+  static const size_t small[] = {0, 1, 3, 100, 2047, 2049, 4097};
+  return clmoe_check_small() ? check_sort(c, s, r, small, (int)(sizeof small / sizeof small[0]))
+                             : check_sort(c, s, r, sizes, (int)(sizeof sizes / sizeof sizes[0]));
 }
 
 static clmoe_status sort_u64_large(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
 {
-  static const size_t sizes[] = {100003, 65536};
-  return check_sort(c, s, r, sizes, 2);
+  static const size_t sizes[] = {100003, 65536}, small[] = {16385, 16384}; /* (smallest: 8 blocks) */
+  return check_sort(c, s, r, clmoe_check_small() ? small : sizes, 2);
 }
 
 /* ---- AdamW: three consecutive steps against the double reference ---- */

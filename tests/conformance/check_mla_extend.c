@@ -140,10 +140,15 @@ static const int32_t ext_prompts[] = {0, 5, 70};
 static const int32_t ext_counts[] = {1, 1, 1, 7, 0, 3, 60, 1, 0, 1, 64, 2, 3, 2, 1};
 static const int32_t ext_prompts_long[] = {300, 0};
 static const int32_t ext_counts_long[] = {150, 1, 1, 130};
+/* (smallest sizes: a 130-token prompt, passes of 70 and 66: still several blocks) */
+static const int32_t ext_prompts_long_small[] = {130, 0};
+static const int32_t ext_counts_long_small[] = {70, 1, 1, 66};
+#define LONG_PROMPTS (clmoe_check_small() ? ext_prompts_long_small : ext_prompts_long)
+#define LONG_COUNTS (clmoe_check_small() ? ext_counts_long_small : ext_counts_long)
 /*                                                     d   H  rq  dc   Dn  Dr Dv  B  T  lens      nl st cache */
 EXTEND_CHECK(check_mla_extend_f32,      ext_counts, 5,      {64, 2, 32, 32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, F})
 EXTEND_CHECK(check_mla_extend_bf16, ext_counts, 5,      {64, 2, 32, 32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, H16})
-EXTEND_CHECK(check_mla_extend_long, ext_counts_long, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, ext_prompts_long, 2, 0, F})
+EXTEND_CHECK(check_mla_extend_long, LONG_COUNTS, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, LONG_PROMPTS, 2, 0, F})
 EXTEND_CHECK(check_mla_extend_wide, ext_counts, 5,      {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, F})
 EXTEND_CHECK(check_mla_extend_wide_bf16, ext_counts, 5, {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, H16})
 /* The training form (clmoe_mla_extend_flash): the same passes; 40 query rows cross the
@@ -153,5 +158,5 @@ static const int32_t flash_counts[] = {1, 1, 1, 0, 7, 0, 3, 40, 60, 1, 0, 1, 1, 
 /*                                                     d   H  rq  dc   Dn  Dr Dv  B  T  lens         nl st cache */
 FLASH_CHECK(check_mla_extend_flash_f32,  flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, F})
 FLASH_CHECK(check_mla_extend_flash_bf16, flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, H16})
-FLASH_CHECK(check_mla_extend_flash_long, ext_counts_long, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, ext_prompts_long, 2, 0, F})
+FLASH_CHECK(check_mla_extend_flash_long, LONG_COUNTS, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, LONG_PROMPTS, 2, 0, F})
 FLASH_CHECK(check_mla_extend_flash_wide, flash_counts, 5,    {64, 3, 32, 160, 16, 32, 24, 0, 0, flash_prompts, 4, 0, H16})

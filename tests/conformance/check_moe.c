@@ -231,15 +231,30 @@ static const moe_case few = {210, 24, 136, 6, 2, 150, 1, 20, CLMOE_MOE_GEMM_GROU
 static const moe_case tiny8_pad = {48, 64, 32, 896, 8, 16, 1, 16, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB};
 static const moe_case few_pad = {210, 24, 136, 6, 2, 150, 0, 0, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB};
 
-static clmoe_status fwd_top8(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &tiny8, 0); }
-static clmoe_status fwd_top16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &tiny16, 0); }
-static clmoe_status fwd_few(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &few, 0); }
-static clmoe_status fwd_pad(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &tiny8_pad, 0); }
-static clmoe_status bwd_top8(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &tiny8, 1); }
-static clmoe_status bwd_top16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &tiny16, 1); }
-static clmoe_status bwd_few(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &few, 1); }
-static clmoe_status bwd_pad(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &tiny8_pad, 1); }
-static clmoe_status bwd_few_pad(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_layer(c, s, r, &few_pad, 1); }
+/* The case at the checks' sizes: at the smallest (clmoe_check_small) 128 experts instead
+ * of 896, the same routing, grouping and balancing paths. */
+static moe_case sized(const moe_case *c)
+{
+  moe_case m = *c;
+  if (clmoe_check_small() && m.E > 128) m.E = 128;
+  return m;
+}
+
+#define LAYER_CHECK(fname, mc, backward)                                                  \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)              \
+  {                                                                                       \
+    const moe_case sc = sized(&(mc));                                                     \
+    return check_layer(c, s, r, &sc, backward);                                           \
+  }
+LAYER_CHECK(fwd_top8, tiny8, 0)
+LAYER_CHECK(fwd_top16, tiny16, 0)
+LAYER_CHECK(fwd_few, few, 0)
+LAYER_CHECK(fwd_pad, tiny8_pad, 0)
+LAYER_CHECK(bwd_top8, tiny8, 1)
+LAYER_CHECK(bwd_top16, tiny16, 1)
+LAYER_CHECK(bwd_few, few, 1)
+LAYER_CHECK(bwd_pad, tiny8_pad, 1)
+LAYER_CHECK(bwd_few_pad, few_pad, 1)
 
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
@@ -331,7 +346,8 @@ static clmoe_status check_dispatch(clmoe_ctx *ctx, uint64_t seed, clmoe_check_re
   memset(&dp, 0, sizeof dp);
   res->tolerance = 1e-6; /* sum of p x over slots, sum of p = 1 in fp32 */
   for (int c = 0; c < 3; c++) {
-    const int64_t m = cases[c][0], E = cases[c][1], k = cases[c][2], l = 24;
+    const int64_t m = cases[c][0], E = clmoe_check_small() && cases[c][1] > 128 ? 128 : cases[c][1];
+    const int64_t k = cases[c][2], l = 24;
     CK_ALLOC(ht, m * k);
     skewed_topk(seed + (uint64_t)c, m, E, k, ht);
     const int64_t st2[2] = {m, k}, sx[2] = {m, l};
@@ -407,7 +423,8 @@ done:
  * (exact, or from its histogram) against the reference applied to the device's margins. */
 static clmoe_status check_qb(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int hist)
 {
-  static const moe_case qc = {256, 64, 32, 896, 8, 16, 0, 0, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_QB};
+  static const moe_case full = {256, 64, 32, 896, 8, 16, 0, 0, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_QB};
+  const moe_case qc = sized(&full);
   const int bins = 1000;
   clmoe_status st = CLMOE_OK;
   moe_data D;
@@ -486,7 +503,8 @@ static clmoe_status qb_hist(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { r
 /* The sign rule through a train-mode forward and clmoe_moe_balance_update. */
 static clmoe_status sign_rule(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  static const moe_case sc = {64, 64, 32, 896, 8, 16, 0, 0, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_SIGN};
+  static const moe_case full = {64, 64, 32, 896, 8, 16, 0, 0, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_SIGN};
+  const moe_case sc = sized(&full);
   clmoe_status st = CLMOE_OK;
   moe_data D;
   clmoe_moe_saved sv;

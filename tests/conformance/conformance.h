@@ -68,6 +68,17 @@ clmoe_status clmoe_check_run(const clmoe_check *check, clmoe_ctx *ctx, uint64_t 
 clmoe_status clmoe_check_run_capture(const clmoe_check *check, clmoe_ctx *ctx, uint64_t seed,
                                      clmoe_check_result *res, clmoe_check_capture *cap);
 
+/* The checks' sizes: full (the default) or smallest (clmoe-xcheck --small), for a simulator
+ * such as Oclgrind that runs kernels a thousand times slower. At the smallest sizes a check
+ * keeps its cases and code paths - ragged and packed shapes, several chunks and splits, a
+ * partial last work-group - and only shortens what is long: sequences, rows, key counts. */
+void clmoe_check_set_small(int small);
+int clmoe_check_small(void);
+/* n, or small at the smallest sizes */
+#define CK_SIZE(n, small) (clmoe_check_small() ? (small) : (n))
+/* Sequence length at the smallest sizes: three KDA chunks of 16, the last partial. */
+#define CK_SMALL_T 40
+
 /* ---- helpers for writing checks (harness.c) ----
  * A check declares `clmoe_status st = CLMOE_OK;`, zero-initialised tensors and NULL host
  * arrays, runs its calls through CK() (which jumps to `done` on failure), and at `done`

@@ -7,6 +7,12 @@
 
 #include "conformance/conformance.h"
 
+static int check_small;
+
+void clmoe_check_set_small(int small) { check_small = small != 0; }
+
+int clmoe_check_small(void) { return check_small; }
+
 int clmoe_check_matches(const clmoe_check *check, const char *prefix)
 {
   if (!prefix || !*prefix || !strcmp(prefix, "all")) return 1;

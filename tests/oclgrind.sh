@@ -1,0 +1,87 @@
+#!/bin/sh
+# make check-oclgrind: every conformance check at its smallest sizes (clmoe-xcheck --small)
+# on Oclgrind, the OpenCL simulator, with its checks on: data races between work-items
+# (global and local memory), API misuse, and uninitialised values. Any report from Oclgrind
+# fails, as does any failed check. The checks are split over CLMOE_OCLGRIND_JOBS processes
+# (default: the number of cores), each with its share (--shard I/N).
+#
+# usage: sh tests/oclgrind.sh XCHECK [OUTDIR]
+#   XCHECK  the built clmoe-xcheck (a libtool wrapper is run through $LIBTOOL)
+#   OUTDIR  logs, tables and the kernel cache (default ./oclgrind)
+# Environment: OCLGRIND (the simulator, default oclgrind), LIBTOOL, CLMOE_OCLGRIND_JOBS,
+# CLMOE_OCLGRIND_OPS (space-separated --op prefixes, default all), CLMOE_OCLGRIND_FLAGS
+# (replaces the simulator options below), CLMOE_OCLGRIND_JSON=FILE (one process writing
+# FILE, for the conformance matrix, instead of several).
+set -u
+xcheck=${1:?usage: sh tests/oclgrind.sh XCHECK [OUTDIR]}
+out=${2:-oclgrind}
+sim=${OCLGRIND:-oclgrind}
+if ! command -v "$sim" > /dev/null 2>&1; then
+  echo "check-oclgrind: no Oclgrind ('$sim'; Debian: apt-get install oclgrind)" >&2
+  exit 1
+fi
+# --uninitialized needs unoptimised kernels: at -O2 LLVM emits `freeze` instructions, which
+# Oclgrind 21.10's plugin does not handle (it stops at the first one). The tile kernels need
+# 48 KB of local memory, Oclgrind's device offers 32 KB unless told; GPUs have 48-228 KB.
+flags=${CLMOE_OCLGRIND_FLAGS:---data-races --check-api --uninitialized --build-options -cl-opt-disable --local-mem-size 65536 --num-threads 1}
+jobs=${CLMOE_OCLGRIND_JOBS:-$(nproc 2> /dev/null || echo 2)}
+case $jobs in '' | *[!0-9]* | 0) echo "check-oclgrind: CLMOE_OCLGRIND_JOBS='$jobs' is not a count" >&2; exit 1 ;; esac
+mkdir -p "$out" || exit 1
+# The simulator builds with options of its own (above), which clmoe's cache key does not
+# see: a cache of its own, never shared with a real device's.
+CLMOE_CACHE_DIR=$(cd "$out" && pwd)/kernel-cache
+export CLMOE_CACHE_DIR
+ops=
+for p in ${CLMOE_OCLGRIND_OPS:-}; do ops="$ops --op $p"; done
+run=
+case $(sed -n '1,3p' "$xcheck" 2> /dev/null) in
+  *libtool*) run="${LIBTOOL:-libtool} --mode=execute" ;; # the wrapper: oclgrind must see the program
+esac
+if [ -n "${CLMOE_OCLGRIND_JSON:-}" ]; then
+  jobs=1
+  json="--json $CLMOE_OCLGRIND_JSON"
+else
+  json=
+fi
+
+start=$(date +%s)
+echo "check-oclgrind: $jobs processes, $sim $flags"
+i=0
+pids=
+while [ "$i" -lt "$jobs" ]; do
+  rm -f "$out/shard-$i.log"
+  # shellcheck disable=SC2086
+  $run "$sim" $flags --log "$out/shard-$i.log" "$xcheck" --small --shard "$i/$jobs" --quiet $ops $json \
+    > "$out/shard-$i.txt" 2>&1 &
+  pids="$pids $!"
+  i=$((i + 1))
+done
+status=0
+i=0
+for pid in $pids; do
+  wait "$pid" || { echo "check-oclgrind: shard $i/$jobs: clmoe-xcheck exited $?"; status=1; }
+  i=$((i + 1))
+done
+
+i=0
+checks=0
+while [ "$i" -lt "$jobs" ]; do
+  txt=$out/shard-$i.txt log=$out/shard-$i.log
+  summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$txt")
+  echo "  shard $i/$jobs: ${summary:-no summary}"
+  n=${summary%% passed*}
+  case $n in '' | *[!0-9]*) n=0; status=1 ;; esac
+  checks=$((checks + n))
+  if grep -q 'FAIL' "$txt" || [ -z "$summary" ]; then
+    sed 's/^/    /' "$txt" | tail -40
+    status=1
+  fi
+  if [ -s "$log" ]; then
+    echo "  Oclgrind reported (shard $i, $log):"
+    sed 's/^/    /' "$log" | head -60
+    status=1
+  fi
+  i=$((i + 1))
+done
+echo "check-oclgrind: $checks checks passed in $(($(date +%s) - start)) s$([ "$status" -eq 0 ] && echo ', no report from Oclgrind' || echo '; FAILED')"
+exit "$status"
