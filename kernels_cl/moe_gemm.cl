@@ -82,8 +82,11 @@ inline void mg_mac(float acc[MG_WM][MG_WN], __local const float *As, __local con
     float av[MG_WM], bv[MG_WN];
     for (int a = 0; a < MG_WM; a++) av[a] = As[p * (MG_TM + 1) + ty + a * MG_LY];
     for (int b = 0; b < MG_WN; b++) bv[b] = Bs[p * (MG_TN + 1) + tx + b * MG_LX];
+    /* fixed bounds with the counts as conditions: the accumulators stay in registers */
     for (int a = 0; a < MG_WM; a++)
-      for (int b = 0; b < MG_WN; b++) acc[a][b] += av[a] * bv[b];
+      if (a < wm)
+        for (int b = 0; b < MG_WN; b++)
+          if (b < wn) acc[a][b] += av[a] * bv[b];
   }
 }
 
