@@ -1,14 +1,16 @@
 #!/bin/sh
 # make check-oclgrind: every conformance check at its smallest sizes (clmoe-xcheck --small)
 # on Oclgrind, the OpenCL simulator, with its checks on: data races between work-items
-# (global and local memory), API misuse, and uninitialised values. Any report from Oclgrind
-# fails, as does any failed check. The checks are split over CLMOE_OCLGRIND_JOBS processes
+# (global and local memory), out-of-bounds accesses, API misuse, and with
+# CLMOE_OCLGRIND_UNINIT=1 uninitialised values. Any report from Oclgrind fails, as does any
+# failed check. The checks are split over CLMOE_OCLGRIND_JOBS processes
 # (default: the number of cores), each with its share (--shard I/N).
 #
 # usage: sh tests/oclgrind.sh XCHECK [OUTDIR]
 #   XCHECK  the built clmoe-xcheck (a libtool wrapper is run through $LIBTOOL)
 #   OUTDIR  logs, tables and the kernel cache (default ./oclgrind)
 # Environment: OCLGRIND (the simulator, default oclgrind), LIBTOOL, CLMOE_OCLGRIND_JOBS,
+# CLMOE_OCLGRIND_UNINIT,
 # CLMOE_OCLGRIND_OPS (space-separated --op prefixes, default all), CLMOE_OCLGRIND_FLAGS
 # (replaces the simulator options below), CLMOE_OCLGRIND_JSON=FILE (one process writing
 # FILE, for the conformance matrix, instead of several).
@@ -20,16 +22,20 @@ if ! command -v "$sim" > /dev/null 2>&1; then
   echo "check-oclgrind: no Oclgrind ('$sim'; Debian: apt-get install oclgrind)" >&2
   exit 1
 fi
-# --uninitialized needs unoptimised kernels: at -O2 LLVM emits `freeze` instructions, which
-# Oclgrind 21.10's plugin does not handle (it stops at the first one). The tile kernels need
-# 48 KB of local memory, Oclgrind's device offers 32 KB unless told; GPUs have 48-228 KB.
-flags=${CLMOE_OCLGRIND_FLAGS:---data-races --check-api --uninitialized --build-options -cl-opt-disable --local-mem-size 65536 --num-threads 1}
+# The tile kernels need 48 KB of local memory, Oclgrind's device offers 32 KB unless told;
+# GPUs have 48-228 KB. CLMOE_OCLGRIND_UNINIT=1 adds the uninitialised-value plugin, which
+# needs unoptimised kernels: at -O1 and -O2 LLVM emits `freeze` instructions, which
+# Oclgrind 21.10's plugin does not handle (it stops at the first one); unoptimised, the
+# simulation takes about 2.5 times as long.
+flags="--data-races --check-api --local-mem-size 65536 --num-threads 1"
+[ "${CLMOE_OCLGRIND_UNINIT:-0}" = 1 ] && flags="$flags --uninitialized --build-options -cl-opt-disable"
+flags=${CLMOE_OCLGRIND_FLAGS:-$flags}
 jobs=${CLMOE_OCLGRIND_JOBS:-$(nproc 2> /dev/null || echo 2)}
 case $jobs in '' | *[!0-9]* | 0) echo "check-oclgrind: CLMOE_OCLGRIND_JOBS='$jobs' is not a count" >&2; exit 1 ;; esac
 mkdir -p "$out" || exit 1
 # The simulator builds with options of its own (above), which clmoe's cache key does not
 # see: a cache of its own, never shared with a real device's.
-CLMOE_CACHE_DIR=$(cd "$out" && pwd)/kernel-cache
+CLMOE_CACHE_DIR=$(cd "$out" && pwd)/kernel-cache$([ "${CLMOE_OCLGRIND_UNINIT:-0}" = 1 ] && echo -O0)
 export CLMOE_CACHE_DIR
 ops=
 for p in ${CLMOE_OCLGRIND_OPS:-}; do ops="$ops --op $p"; done

@@ -190,21 +190,24 @@ done:
 
 static clmoe_status check_fwd_f32(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  static const int32_t lens[4] = {300, 64, 17, 1};
-  const ck_mla_tc_case c = {1, 0, 2, 128, 64, 128, lens, 4, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE, 1};
+  static const int32_t lens[4] = {300, 64, 17, 1}, small[4] = {130, 64, 17, 1}; /* (3 query tiles) */
+  const ck_mla_tc_case c = {1, 0, 2, 128, 64, 128, clmoe_check_small() ? small : lens, 4, CLMOE_F32, CLMOE_F32,
+                            CLMOE_MLA_ATTN_TILE, 1};
   return ck_mla_tc_forward(ctx, seed, res, &c);
 }
 
 static clmoe_status check_fwd_bf16(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  const ck_mla_tc_case c = {2, 150, 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE128, 1};
+  const ck_mla_tc_case c = {2, CK_SIZE(150, 130), 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16,
+                            CLMOE_MLA_ATTN_TILE128, 1};
   return ck_mla_tc_forward(ctx, seed, res, &c);
 }
 
 static clmoe_status check_bwd(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  static const int32_t lens[3] = {150, 1, 90};
-  const ck_mla_tc_case c = {1, 0, 2, 128, 64, 128, lens, 3, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE, 1};
+  static const int32_t lens[3] = {150, 1, 90}, small[3] = {80, 1, 40}; /* (2 tiles and a partial) */
+  const ck_mla_tc_case c = {1, 0, 2, 128, 64, 128, clmoe_check_small() ? small : lens, 3, CLMOE_BF16, CLMOE_F32,
+                            CLMOE_MLA_ATTN_TILE, 1};
   return ck_mla_tc_backward(ctx, seed, res, &c, 3e-2);
 }
 

@@ -231,12 +231,16 @@ static const moe_case few = {210, 24, 136, 6, 2, 150, 1, 20, CLMOE_MOE_GEMM_GROU
 static const moe_case tiny8_pad = {48, 64, 32, 896, 8, 16, 1, 16, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB};
 static const moe_case few_pad = {210, 24, 136, 6, 2, 150, 0, 0, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB};
 
-/* The case at the checks' sizes: at the smallest (clmoe_check_small) 128 experts instead
- * of 896, the same routing, grouping and balancing paths. */
+/* The case at the checks' sizes: at the smallest (clmoe_check_small) 32 experts instead of
+ * 896, and the few-expert case's widths just above one tile (72 and 80 for 136 and 150):
+ * the same routing, grouping, ragged tiles and balancing paths. */
 static moe_case sized(const moe_case *c)
 {
   moe_case m = *c;
-  if (clmoe_check_small() && m.E > 128) m.E = 128;
+  if (!clmoe_check_small()) return m;
+  if (m.E > 32) m.E = 32;
+  if (m.l > 72) m.l = 72;
+  if (m.f > 80) m.f = 80;
   return m;
 }
 
@@ -346,7 +350,7 @@ static clmoe_status check_dispatch(clmoe_ctx *ctx, uint64_t seed, clmoe_check_re
   memset(&dp, 0, sizeof dp);
   res->tolerance = 1e-6; /* sum of p x over slots, sum of p = 1 in fp32 */
   for (int c = 0; c < 3; c++) {
-    const int64_t m = cases[c][0], E = clmoe_check_small() && cases[c][1] > 128 ? 128 : cases[c][1];
+    const int64_t m = cases[c][0], E = clmoe_check_small() && cases[c][1] > 32 ? 32 : cases[c][1];
     const int64_t k = cases[c][2], l = 24;
     CK_ALLOC(ht, m * k);
     skewed_topk(seed + (uint64_t)c, m, E, k, ht);
