@@ -2,7 +2,7 @@
 # Tests of clmoe-xcheck's reports: --json --outputs, --compare of two files (the same device
 # twice, a corrupted copy, files written by hand with known differences), --matrix, the
 # in-process device pairs, and clear errors for bad files. Runs on the default device
-# (CLMOE_DEVICE, else 0:0); works with one device or several.
+# (CLMOE_DEVICE, else 0:0); works with one device or several. Also --shard and --small.
 # Run by make check with CLMOE_APPS_DIR set to the built apps.
 set -u
 . "$(dirname "$0")/apps_common.sh"
@@ -88,6 +88,36 @@ if [ "$rows" -eq 9 ]; then pass "matrix: 7 check rows + 2 header rows"; else fai
 expect "conformance-matrix.sh" 0 "" -- env CLMOE_XCHECK="$xcheck" sh "$matrix_sh" -o "$tmp/m2.md" "$tmp/a.json" "$tmp/h1.json"
 if cmp -s "$tmp/matrix.md" "$tmp/m2.md"; then pass "conformance-matrix.sh writes the matrix"; else fail "conformance-matrix.sh output differs"; fi
 
+# ---- --shard: the shards of a selection partition it, in order ----------------------------
+"$xcheck" --list > "$tmp/all.txt" 2>&1
+: > "$tmp/shards.txt"
+for i in 0 1 2; do "$xcheck" --list --shard "$i/3" >> "$tmp/shards.txt" 2>&1; done
+if [ "$(sort "$tmp/all.txt")" = "$(sort "$tmp/shards.txt")" ] && [ "$(wc -l < "$tmp/all.txt")" -gt 100 ]; then
+  pass "--shard I/3 for I = 0, 1, 2 lists every check once"
+else
+  fail "--shard does not partition the checks"
+fi
+second=$(sed -n 2p "$tmp/all.txt")
+if [ "$("$xcheck" --list --shard 1/3 | head -1)" = "$second" ]; then pass "--shard 1/3 starts at the second check"
+else fail "--shard 1/3 does not start at the second check"; fi
+expect "bad --shard" 2 "--shard: '3' is not I/N" -- "$xcheck" --shard 3
+expect "--shard past N" 2 "outside \[0, 1\]" -- "$xcheck" --shard 2/2
+
+# ---- --small: recorded, and a small run is not compared output by output with a full one --
+ksel="--op kda.forward.t100 --op sort.u64"
+expect "xcheck --small" 0 "3 passed, 0 failed" -- "$xcheck" --device "$dev" --small $ksel --json "$tmp/s.json" --outputs
+expect "xcheck full size" 0 "3 passed, 0 failed" -- "$xcheck" --device "$dev" $ksel --json "$tmp/f.json" --outputs
+if grep -q '"small": true' "$tmp/s.json" && grep -q '"small": false' "$tmp/f.json"; then pass "the sizes are in the JSON"
+else fail "the sizes are not in the JSON"; fi
+n_small=$(grep -A3 '"check": "kda.forward.t100"' "$tmp/s.json" | grep -o '"name": "o", "n": [0-9]*' | head -1)
+n_full=$(grep -A3 '"check": "kda.forward.t100"' "$tmp/f.json" | grep -o '"name": "o", "n": [0-9]*' | head -1)
+if [ -n "$n_small" ] && [ -n "$n_full" ] && [ "$n_small" != "$n_full" ]; then pass "--small runs smaller ($n_small, $n_full)"
+else fail "--small did not change the shapes ($n_small, $n_full)"; fi
+expect "compare small with full" 0 "at their smallest sizes (--small) and .* at full size: comparing max errors" -- \
+  "$xcheck" --compare "$tmp/s.json" "$tmp/f.json"
+if grep -q '"check": "sort.u64", .*"passed": true' "$tmp/s.json"; then pass "sort.u64 at its smallest sizes passes"
+else fail "sort.u64 at its smallest sizes"; fi
+
 # ---- bad files and command lines ----------------------------------------------------------
 printf 'hello\n' > "$tmp/notjson.json"
 printf '{"results": [{"check": "x", "passed": true}]}\n' > "$tmp/fields.json"
@@ -112,10 +142,17 @@ expect "conformance-matrix.sh without files" 2 "Usage" -- env CLMOE_XCHECK="$xch
 pocl=$("$info" --no-probe 2>/dev/null | awk '/\[[0-9]+:[0-9]+\]/ { match($0, /\[[0-9]+:/); p = substr($0, RSTART + 1, RLENGTH - 2) }
   /platform +Portable Computing Language/ { print p; exit }')
 if [ -n "$pocl" ]; then
-  expect "pairs of two PoCL devices" 0 "1 device pairs: 1 identical" -- env POCL_DEVICES="pthread pthread" \
-    "$xcheck" --device "$pocl:0" --device "$pocl:1" --op pointwise.add --json "$tmp/p.json"
+  expect "pairs of two PoCL devices" 0 "4 device pairs: 4 identical" -- env POCL_DEVICES="pthread pthread" \
+    "$xcheck" --device "$pocl:0" --device "$pocl:1" --op pointwise.add --op sort.u64 --op tile.interface \
+    --json "$tmp/p.json"
   if grep -q "^pointwise.add *$pocl:0 *$pocl:1 *0.000e+00 .* same" "$tmp/out"; then pass "pair row"
   else fail "no pair row"; sed 's/^/    /' "$tmp/out"; fi
+  # integer outputs that are not captured: the same when both equal the reference exactly
+  if grep -q "^sort.u64 .* same *both equal the reference exactly" "$tmp/out"; then pass "sort.u64 pair by exactness"
+  else fail "sort.u64 pair"; sed 's/^/    /' "$tmp/out"; fi
+  # a check with its own measure is compared through its captured outputs
+  if grep -q "^tile.interface .* same *a.b\[0\]" "$tmp/out"; then pass "tile.interface pair by its outputs"
+  else fail "tile.interface pair"; sed 's/^/    /' "$tmp/out"; fi
   if grep -q '"pairs": \[' "$tmp/p.json" && grep -q '"max_difference": 0, "tolerance": 1e-05, "within": true' "$tmp/p.json"; then
     pass "pairs in JSON"
   else
