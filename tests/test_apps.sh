@@ -22,7 +22,7 @@ expect "info --json to an unwritable path" 1 "cannot write" -- "$info" --json /n
 expect "info CLMOE_CACHE=0" 0 "Kernel cache: off" -- env CLMOE_CACHE=0 "$info"
 
 expect "xcheck --list" 0 "gemm.clblast.nn" -- "$xcheck" --list
-expect "xcheck runs a check" 0 "1 passed, 0 failed" -- "$xcheck" --op reduce.sum.small
+expect "xcheck runs a check" 0 "1 passed, 0 failed" -- "$xcheck" --device "${CLMOE_DEVICE:-0:0}" --op reduce.sum.small
 expect "xcheck unknown op" 2 "no check matches" -- "$xcheck" --op nonesuch
 expect "xcheck bad seed" 2 "--seed: 'abc' is not an integer" -- "$xcheck" --seed abc
 expect "xcheck --json" 0 "" -- "$xcheck" --op pointwise.add --json "$tmp/x.json"
