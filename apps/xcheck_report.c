@@ -327,10 +327,32 @@ static void md_text(const char *s)
   }
 }
 
+/* One device of one file, in the matrix's column col: the same device (name, platform,
+ * platform version, driver) at the same sizes and seed in several files - the shards of one
+ * run (--shard) - shares a column. */
 typedef struct xr_column {
   const xr_file *file;
   const xr_device *dev;
+  int col;
 } xr_column;
+
+static int same_text(const char *a, const char *b) { return !strcmp(or_unknown(a), or_unknown(b)); }
+
+static int same_column(const xr_column *m, const xr_file *f, const xr_device *d)
+{
+  return same_text(m->dev->device, d->device) && same_text(m->dev->platform, d->platform) &&
+         same_text(m->dev->platform_version, d->platform_version) &&
+         same_text(m->dev->driver_version, d->driver_version) && m->file->small == f->small &&
+         m->file->has_seed == f->has_seed && (!f->has_seed || m->file->seed == f->seed);
+}
+
+/* The first member of column c. */
+static const xr_column *column_member(const xr_column *cols, int nmem, int c)
+{
+  for (int j = 0; j < nmem; j++)
+    if (cols[j].col == c) return &cols[j];
+  return &cols[0]; /* (every column has a member) */
+}
 
 int xc_matrix_files(int nfiles, const char *const *paths)
 {
@@ -343,14 +365,22 @@ int xc_matrix_files(int nfiles, const char *const *paths)
   }
   xr_column *cols = calloc((size_t)ncol + 1, sizeof *cols);
   if (!cols) app_fail(1, "out of host memory");
+  int nmem = 0;
   ncol = 0;
   for (int f = 0; f < nfiles; f++)
-    for (int k = 0; k < files[f].ndevices; k++) cols[ncol++] = (xr_column){&files[f], &files[f].devices[k]};
+    for (int k = 0; k < files[f].ndevices; k++) {
+      xr_column m = {&files[f], &files[f].devices[k], -1};
+      for (int j = 0; j < nmem && m.col < 0; j++)
+        if (cols[j].file != m.file && same_column(&cols[j], m.file, m.dev)) m.col = cols[j].col;
+      if (m.col < 0) m.col = ncol++;
+      cols[nmem++] = m;
+    }
 
   printf("## Conformance matrix\n\n"
          "Written by `clmoe-xcheck --matrix` from %d report%s of `clmoe-xcheck --json`. A cell is\n"
-         "pass or **FAIL** with the check's worst error (|got - ref| / (|ref| + rms(ref)) against\n"
-         "the double-precision reference); - where the check did not run on that device.\n\n",
+         "pass or **FAIL** with the check's worst error (by its measure, mostly |got - ref| /\n"
+         "(|ref| + rms(ref)), against the double-precision reference); - where the check did not\n"
+         "run on that device. One device's reports from several files (shards) share a column.\n\n",
          nfiles, nfiles == 1 ? "" : "s");
   for (int f = 0; f < nfiles; f++) {
     const xr_file *r = &files[f];
@@ -365,7 +395,8 @@ int xc_matrix_files(int nfiles, const char *const *paths)
   printf("\n| column | device | platform | platform version | driver | file, index |\n"
          "|---|---|---|---|---|---|\n");
   for (int c = 0; c < ncol; c++) {
-    const xr_device *d = cols[c].dev;
+    const xr_column *first = column_member(cols, nmem, c);
+    const xr_device *d = first->dev;
     printf("| %d | ", c + 1);
     md_text(or_unknown(d->device));
     printf(" | ");
@@ -374,16 +405,22 @@ int xc_matrix_files(int nfiles, const char *const *paths)
     md_text(or_unknown(d->platform_version));
     printf(" | ");
     md_text(or_unknown(d->driver_version));
-    printf(" | ");
-    md_text(cols[c].file->path);
-    printf(" %s |\n", d->index);
+    printf(" |");
+    for (int j = 0, n = 0; j < nmem; j++) {
+      if (cols[j].col != c) continue;
+      printf("%s ", n++ ? "," : "");
+      md_text(cols[j].file->path);
+      printf(" %s", cols[j].dev->index);
+    }
+    printf(" |\n");
   }
   printf("\n| check | tolerance |");
   for (int c = 0; c < ncol; c++) {
+    const xr_device *d = column_member(cols, nmem, c)->dev;
     printf(" %d: ", c + 1);
-    md_text(or_unknown(cols[c].dev->device));
+    md_text(or_unknown(d->device));
     printf(" (");
-    md_text(or_unknown(cols[c].dev->platform));
+    md_text(or_unknown(d->platform));
     printf(") |");
   }
   printf("\n|---|---|");
@@ -402,10 +439,13 @@ int xc_matrix_files(int nfiles, const char *const *paths)
       md_text(check);
       printf(" | %.1e |", files[f].entries[i].tolerance);
       for (int c = 0; c < ncol; c++) {
-        const xr_entry *e = NULL;
-        for (int k = 0; k < cols[c].file->nentries && !e; k++) {
-          const xr_entry *x = &cols[c].file->entries[k];
-          if (!strcmp(x->check, check) && !strcmp(x->index, cols[c].dev->index)) e = x;
+        const xr_entry *e = NULL; /* the first member file that ran the check */
+        for (int j = 0; j < nmem && !e; j++) {
+          if (cols[j].col != c) continue;
+          for (int k = 0; k < cols[j].file->nentries && !e; k++) {
+            const xr_entry *x = &cols[j].file->entries[k];
+            if (!strcmp(x->check, check) && !strcmp(x->index, cols[j].dev->index)) e = x;
+          }
         }
         if (!e) printf(" - |");
         else if (e->passed) printf(" pass %.1e |", e->max_err);

@@ -85,6 +85,13 @@ for row in "^|---|---|---|---|$" "^| pointwise.add | 1.0e-05 | pass [0-9.e+-]* |
 done
 rows=$(grep -c "^| [a-z]" "$tmp/matrix.md")
 if [ "$rows" -eq 9 ]; then pass "matrix: 7 check rows + 2 header rows"; else fail "matrix has $rows rows, expected 9"; fi
+# shards of one run (the same device, sizes and seed in two files) share a column
+sed 's/"t\.\([a-z]*\)"/"u.\1"/' "$tmp/h1.json" > "$tmp/h3.json"
+expect "matrix of two shards" 0 "^| 1 | Hand Device | .*h1.json 0:0, .*h3.json 0:0 |$" -- "$xcheck" --matrix "$tmp/h1.json" "$tmp/h3.json"
+if grep -q "^| 2 |" "$tmp/out"; then fail "matrix of two shards has a second column"; else pass "two shards, one column"; fi
+if grep -q "^| u.one | 5.0e-01 | pass 0.0e+00 |$" "$tmp/out" && grep -q "^| \*\*passed\*\* | | 4 of 8 |$" "$tmp/out"; then
+  pass "the shared column holds both files' checks"
+else fail "the shared column"; sed 's/^/    /' "$tmp/out"; fi
 expect "conformance-matrix.sh" 0 "" -- env CLMOE_XCHECK="$xcheck" sh "$matrix_sh" -o "$tmp/m2.md" "$tmp/a.json" "$tmp/h1.json"
 if cmp -s "$tmp/matrix.md" "$tmp/m2.md"; then pass "conformance-matrix.sh writes the matrix"; else fail "conformance-matrix.sh output differs"; fi
 
