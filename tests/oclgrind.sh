@@ -12,8 +12,8 @@
 # Environment: OCLGRIND (the simulator, default oclgrind), LIBTOOL, CLMOE_OCLGRIND_JOBS,
 # CLMOE_OCLGRIND_UNINIT,
 # CLMOE_OCLGRIND_OPS (space-separated --op prefixes, default all), CLMOE_OCLGRIND_FLAGS
-# (replaces the simulator options below), CLMOE_OCLGRIND_JSON=FILE (one process writing
-# FILE, for the conformance matrix, instead of several).
+# (replaces the simulator options below). Each shard's report goes to OUTDIR/shard-I.json
+# (`clmoe-xcheck --matrix OUTDIR/shard-*.json`: one column).
 set -u
 xcheck=${1:?usage: sh tests/oclgrind.sh XCHECK [OUTDIR]}
 out=${2:-oclgrind}
@@ -43,21 +43,16 @@ run=
 case $(sed -n '1,3p' "$xcheck" 2> /dev/null) in
   *libtool*) run="${LIBTOOL:-libtool} --mode=execute" ;; # the wrapper: oclgrind must see the program
 esac
-if [ -n "${CLMOE_OCLGRIND_JSON:-}" ]; then
-  jobs=1
-  json="--json $CLMOE_OCLGRIND_JSON"
-else
-  json=
-fi
 
 start=$(date +%s)
 echo "check-oclgrind: $jobs processes, $sim $flags"
 i=0
 pids=
 while [ "$i" -lt "$jobs" ]; do
-  rm -f "$out/shard-$i.log"
+  rm -f "$out/shard-$i.log" "$out/shard-$i.json"
   # shellcheck disable=SC2086
-  $run "$sim" $flags --log "$out/shard-$i.log" "$xcheck" --small --shard "$i/$jobs" --quiet $ops $json \
+  $run "$sim" $flags --log "$out/shard-$i.log" "$xcheck" --small --shard "$i/$jobs" --quiet $ops \
+    --json "$out/shard-$i.json" \
     > "$out/shard-$i.txt" 2>&1 &
   pids="$pids $!"
   i=$((i + 1))
