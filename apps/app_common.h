@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "clmoe.h"
+#include "clmoe/clmoe.h"
 
 /* The running program's name for messages ("clmoe-info"). */
 extern const char *app_name;

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "fastpath.h"
-#include "kda_tc.h"
+#include "clmoe/fastpath.h"
+#include "kda/kda_tc.h"
 
 #define MAX_LIST BENCH_MAX_LIST
 

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "mla_tc.h"
+#include "clmoe/mla_tc.h"
 
 #define MAX_LIST BENCH_MAX_LIST
 

@@ -235,7 +235,7 @@ static void bench_layers(clmoe_ctx *ctx, char **presets, int np, long long (*wid
 
 /* ---- balancing curves ---------------------------------------------------------------------- */
 
-/* The skewed router of tests/test_moe.c: every 8th expert +1 on its logit (constant input
+/* The skewed router of tests/unit/test_moe.c: every 8th expert +1 on its logit (constant input
  * feature 0), other router weights N(0, 0.5 / sqrt(64)). */
 static void skewed_layer(clmoe_ctx *ctx, clmoe_moe_layer *L, clmoe_moe_balance b, float gamma)
 {

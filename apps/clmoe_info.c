@@ -161,7 +161,7 @@ static void json_rank(FILE *f, const clmoe_rank_report *r)
   fprintf(f, "}");
 }
 
-/* --mpi: each rank chooses its device and binds as a distributed run would (lib/dist.h);
+/* --mpi: each rank chooses its device and binds as a distributed run would (include/clmoe/dist.h);
  * rank 0 gathers the reports and prints them in rank order. Returns the exit status. */
 static int info_mpi(const char *device, const char *json, int *argc, char ***argv)
 {
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
     clmoe_status st = clmoe_ctx_create_at(&ctx, &list[i], NULL);
     if (st == CLMOE_OK) {
       tiles[i].probed = 1;
-      tiles[i].impl = clmoe_ctx_tile_impl(ctx); /* the mma.sync probe (lib/fastpath.c) */
+      tiles[i].impl = clmoe_ctx_tile_impl(ctx); /* the mma.sync probe (lib/tile/fastpath.c) */
       tiles[i].fastpath = clmoe_ctx_fastpath(ctx);
       snprintf(tiles[i].reason, sizeof tiles[i].reason, "%s", clmoe_ctx_fastpath_reason(ctx));
       list[i] = *clmoe_ctx_caps(ctx);

@@ -72,7 +72,7 @@ static void kda_usage(void)
          "       clmoe-op kda --make-example FILE --shape B,T,H,K,V [--seed N] [--dtype f32|bf16]\n"
          "                    [--with-state] [--with-backward] [--cu-seqlens LIST]\n"
          "\n"
-         "Runs KDA (Kimi Delta Attention, lib/kda.h) on the tensors of a safetensors file and\n"
+         "Runs KDA (Kimi Delta Attention, include/clmoe/kda.h) on the tensors of a safetensors file and\n"
          "writes the results to another. Like flash-linear-attention's chunk_kda with\n"
          "use_gate_in_kernel and use_qk_l2norm_in_kernel, the op applies the gate, the L2 norm\n"
          "of q and k and the sigmoid of beta itself: pass raw logits.\n"

@@ -1,4 +1,4 @@
-/* clmoe-op mla: the MLA attention op (lib/mla.h) on tensors from a safetensors file, for
+/* clmoe-op mla: the MLA attention op (include/clmoe/mla.h) on tensors from a safetensors file, for
  * comparison with other implementations (PyTorch's scaled_dot_product_attention, flash
  * attention, another device) tensor by tensor; --naive runs the materialised kernel to
  * cross-check the tiled one through files. Registered in clmoe_op.c's command table. */
@@ -19,7 +19,7 @@ static void usage(void)
          "       clmoe-op mla --make-example FILE --shape B,T,H,Dn,Dr,Dv [--seed N]\n"
          "                    [--dtype f32|bf16] [--with-backward] [--cu-seqlens LIST]\n"
          "\n"
-         "Runs the gated MLA's attention (lib/mla.h: causal softmax attention with a key of\n"
+         "Runs the gated MLA's attention (include/clmoe/mla.h: causal softmax attention with a key of\n"
          "Dn per-head dims plus Dr dims shared by all heads, NoPE) on the tensors of a\n"
          "safetensors file and writes the results to another. The tiled kernel never forms a\n"
          "T x T matrix; --naive uses the materialised one instead (to cross-check).\n"

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "clmoe.h"
+#include "clmoe/clmoe.h"
 
 typedef struct plan_input {
   clmoe_config cfg;

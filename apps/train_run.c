@@ -170,7 +170,7 @@ static void fmt_time(char *buf, size_t len, double s)
   else snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
 }
 
-/* A continuation of a prompt through the inference API (lib/generate.h: prefill, then one
+/* A continuation of a prompt through the inference API (include/clmoe/generate.h: prefill, then one
  * recurrent step per token), sampled at temperature 0.8 with the config's seed. */
 static void sample(run *r)
 {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "conformance/conformance.h"
+#include "check/conformance.h"
 
 /* ---- comparing two devices' outputs of one check (xcheck_pairs.c) ----
  * The measure mirrors the check's own, with device b in the place of the reference:

@@ -12,7 +12,7 @@ make -j"$(nproc)"
 status=0
 make -j"$(nproc)" check "$@" || status=$?
 # Show each suite's CUnit summary and any failure in full.
-for log in tests/*.log; do
+for log in tests/*/*.log; do
   [ -f "$log" ] || continue
   echo "---- $log"
   grep -E "Run Summary|suites|tests |asserts|FAIL|SKIP|failure" "$log" || true

@@ -1,0 +1,27 @@
+# apps/local.mk: the command-line apps and their tests (tests/apps/). The benchmark and
+# clmoe-op parts of a subsystem are listed in its lib/<subsystem>/local.mk.
+bin_PROGRAMS += apps/clmoe-info apps/clmoe-xcheck apps/clmoe-bench apps/clmoe-op \
+	apps/clmoe-train apps/clmoe-plan apps/clmoe-generate
+APP_COMMON = apps/app_common.h apps/app_common.c apps/app_dist.c
+APP_LIBS = lib/libclmoe.la $(OPENCL_LIBS) -lm
+apps_clmoe_info_SOURCES = apps/clmoe_info.c $(APP_COMMON)
+apps_clmoe_info_LDADD = $(APP_LIBS)
+apps_clmoe_xcheck_SOURCES = apps/clmoe_xcheck.c apps/xcheck.h apps/xcheck_pairs.c \
+	apps/xcheck_json.c apps/xcheck_report.c $(APP_COMMON)
+apps_clmoe_xcheck_LDADD = check/libclmoecheck.la $(APP_LIBS)
+apps_clmoe_bench_SOURCES += apps/clmoe_bench.c apps/bench.h $(APP_COMMON)
+apps_clmoe_bench_LDADD = $(APP_LIBS)
+apps_clmoe_train_SOURCES = apps/clmoe_train.c apps/train_run.c apps/train_run.h $(APP_COMMON)
+apps_clmoe_train_LDADD = $(APP_LIBS)
+apps_clmoe_op_SOURCES += apps/clmoe_op.c apps/clmoe_op.h $(APP_COMMON)
+apps_clmoe_op_LDADD = $(APP_LIBS)
+apps_clmoe_plan_SOURCES = apps/clmoe_plan.c apps/plan_model.c apps/plan_model.h $(APP_COMMON)
+apps_clmoe_plan_LDADD = $(APP_LIBS)
+apps_clmoe_generate_SOURCES = apps/clmoe_generate.c apps/generate_report.c \
+	apps/generate_app.h $(APP_COMMON)
+apps_clmoe_generate_LDADD = $(APP_LIBS)
+
+TESTS += tests/apps/test_apps.sh tests/apps/test_op.sh tests/apps/test_train.sh \
+	tests/apps/test_xcheck.sh tests/apps/test_plan.sh
+EXTRA_DIST += tests/apps/apps_common.sh tests/apps/test_apps.sh tests/apps/test_op.sh \
+	tests/apps/test_train.sh tests/apps/test_xcheck.sh tests/apps/test_plan.sh

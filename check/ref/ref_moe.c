@@ -1,0 +1,344 @@
+/* Double-precision reference of the Stable LatentMoE layer: token loops, no tricks. */
+#include "ref_moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+double ref_situ(double u, double w)
+{
+  return REF_SITU_B1 * tanh(u / REF_SITU_B1) * sigm(u) * (REF_SITU_B2 * tanh(w / REF_SITU_B2));
+}
+
+void ref_situ_grad(double u, double w, double *du, double *dw)
+{
+  const double tu = tanh(u / REF_SITU_B1), su = sigm(u), tw = tanh(w / REF_SITU_B2);
+  const double g = REF_SITU_B1 * tu * su, h = REF_SITU_B2 * tw;
+  *du = ((1.0 - tu * tu) * su + REF_SITU_B1 * tu * su * (1.0 - su)) * h;
+  *dw = g * (1.0 - tw * tw);
+}
+
+/* out[r] (+)= sum_c W[r, c] v[c] for W [rows, cols]. */
+static void matvec(const double *W, int64_t rows, int64_t cols, const double *v, double *out, int add)
+{
+  for (int64_t r = 0; r < rows; r++) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < cols; c++) acc += W[r * cols + c] * v[c];
+    out[r] = add ? out[r] + acc : acc;
+  }
+}
+
+/* out[c] += sum_r W[r, c] v[r] (the transposed product). */
+static void matvec_t_add(const double *W, int64_t rows, int64_t cols, const double *v, double *out)
+{
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) out[c] += W[r * cols + c] * v[r];
+}
+
+/* G[r, c] += a[r] b[c]. */
+static void outer_add(double *G, int64_t rows, int64_t cols, const double *a, const double *b)
+{
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) G[r * cols + c] += a[r] * b[c];
+}
+
+/* One SiTU-GLU FFN applied to one vector h [in] -> out [in] (added), intermediate f, with the
+ * intermediate u, w, a kept in caller buffers of f. */
+static void ffn_vec(int64_t in, int64_t f, const double *h, const double *wg, const double *wu,
+                    const double *wd, double *u, double *w, double *a, double *out, int add)
+{
+  matvec(wg, f, in, h, u, 0);
+  matvec(wu, f, in, h, w, 0);
+  for (int64_t j = 0; j < f; j++) a[j] = ref_situ(u[j], w[j]);
+  matvec(wd, in, f, a, out, add);
+}
+
+/* Gradient of out . dout for ffn_vec: adds to dwg, dwu, dwd (may be NULL) and dh. */
+static void ffn_vec_backward(int64_t in, int64_t f, const double *h, const double *wg,
+                             const double *wu, const double *wd, const double *dout, double *dwg,
+                             double *dwu, double *dwd, double *dh, double *u, double *w, double *a,
+                             double *da)
+{
+  matvec(wg, f, in, h, u, 0);
+  matvec(wu, f, in, h, w, 0);
+  for (int64_t j = 0; j < f; j++) a[j] = ref_situ(u[j], w[j]);
+  if (dwd) outer_add(dwd, in, f, dout, a);
+  for (int64_t j = 0; j < f; j++) da[j] = 0.0;
+  matvec_t_add(wd, in, f, dout, da);
+  for (int64_t j = 0; j < f; j++) {
+    double gu, gw;
+    ref_situ_grad(u[j], w[j], &gu, &gw);
+    u[j] = da[j] * gu; /* u, w now hold du, dw */
+    w[j] = da[j] * gw;
+  }
+  if (dwg) outer_add(dwg, f, in, u, h);
+  if (dwu) outer_add(dwu, f, in, w, h);
+  if (dh) {
+    matvec_t_add(wg, f, in, u, dh);
+    matvec_t_add(wu, f, in, w, dh);
+  }
+}
+
+void ref_situ_ffn_forward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                          const double *w_upp, const double *w_dn, double *y)
+{
+  double *buf = malloc((size_t)(3 * f + 1) * sizeof *buf);
+  for (int64_t t = 0; t < m; t++)
+    ffn_vec(d, f, x + t * d, w_gate, w_upp, w_dn, buf, buf + f, buf + 2 * f, y + t * d, 1);
+  free(buf);
+}
+
+void ref_situ_ffn_backward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                           const double *w_upp, const double *w_dn, const double *dy,
+                           double *dw_gate, double *dw_upp, double *dw_dn, double *dx)
+{
+  double *buf = malloc((size_t)(4 * f + 1) * sizeof *buf);
+  for (int64_t t = 0; t < m; t++)
+    ffn_vec_backward(d, f, x + t * d, w_gate, w_upp, w_dn, dy + t * d, dw_gate, dw_upp, dw_dn,
+                     dx ? dx + t * d : NULL, buf, buf + f, buf + 2 * f, buf + 3 * f);
+  free(buf);
+}
+
+void ref_moe_route(const ref_moe_shape *s, const double *w_router, const double *bias,
+                   const double *x, int64_t k1, int32_t *topk, double *s_all)
+{
+  double *sc = malloc((size_t)s->E * sizeof *sc);
+  char *taken = malloc((size_t)s->E);
+  for (int64_t t = 0; t < s->m; t++) {
+    matvec(w_router, s->E, s->d, x + t * s->d, sc, 0);
+    for (int64_t e = 0; e < s->E; e++) {
+      sc[e] = sigm(sc[e]);
+      if (s_all) s_all[t * s->E + e] = sc[e];
+      taken[e] = 0;
+    }
+    for (int64_t r = 0; r < k1; r++) { /* the largest untaken s + b; '>' keeps the lower index */
+      int64_t best = -1;
+      double bv = 0.0;
+      for (int64_t e = 0; e < s->E; e++) {
+        double v = sc[e] + (bias ? bias[e] : 0.0);
+        if (!taken[e] && (best < 0 || v > bv)) best = e, bv = v;
+      }
+      taken[best] = 1;
+      topk[t * k1 + r] = (int32_t)best;
+    }
+  }
+  free(sc), free(taken);
+}
+
+/* Per-token work buffers of the layer. */
+typedef struct tok_buf {
+  double *sc, *xl, *z, *zn, *u, *w, *a, *ye, *da, *dz, *dzn, *dxl, *p, *dp;
+} tok_buf;
+
+static double *tok_buf_alloc(const ref_moe_shape *s, tok_buf *b)
+{
+  int64_t f = s->f > s->S ? s->f : s->S;
+  size_t n = (size_t)(s->k * 4 + 2 * s->k * s->l + 6 * s->l + 4 * f + 1);
+  double *all = calloc(n, sizeof *all), *p = all;
+  b->sc = p, p += s->k;
+  b->p = p, p += s->k;
+  b->dp = p, p += s->k;
+  p += s->k;
+  b->ye = p, p += s->k * s->l;
+  p += s->k * s->l;
+  b->xl = p, p += s->l;
+  b->z = p, p += s->l;
+  b->zn = p, p += s->l;
+  b->dz = p, p += s->l;
+  b->dzn = p, p += s->l;
+  b->dxl = p, p += s->l;
+  b->u = p, p += f;
+  b->w = p, p += f;
+  b->a = p, p += f;
+  b->da = p;
+  return all;
+}
+
+/* The forward of token t up to z: xl, the chosen scores, p, each expert's output ye [k, l],
+ * z; returns the sum of the chosen scores. */
+static double token_forward(const ref_moe_shape *s, const ref_moe_params *P, const double *xt,
+                            const int32_t *sel, tok_buf *b)
+{
+  const int64_t l = s->l, f = s->f;
+  matvec(P->w_down, l, s->d, xt, b->xl, 0);
+  double S = 0.0;
+  for (int64_t j = 0; j < s->k; j++) {
+    const double *wr = P->w_router + (int64_t)sel[j] * s->d;
+    double logit = 0.0;
+    for (int64_t c = 0; c < s->d; c++) logit += wr[c] * xt[c];
+    b->sc[j] = sigm(logit);
+    S += b->sc[j];
+  }
+  for (int64_t c = 0; c < l; c++) b->z[c] = 0.0;
+  for (int64_t j = 0; j < s->k; j++) {
+    const int64_t e = sel[j];
+    b->p[j] = b->sc[j] / S;
+    ffn_vec(l, f, b->xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f, b->u,
+            b->w, b->a, b->ye + j * l, 0);
+    for (int64_t c = 0; c < l; c++) b->z[c] += b->p[j] * b->ye[j * l + c];
+  }
+  return S;
+}
+
+static double rms_factor(const double *z, int64_t l, double eps)
+{
+  double ss = 0.0;
+  for (int64_t c = 0; c < l; c++) ss += z[c] * z[c];
+  return 1.0 / sqrt(ss / (double)l + eps);
+}
+
+void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                     const int32_t *topk, double *y, double *probs)
+{
+  tok_buf b;
+  double *all = tok_buf_alloc(s, &b);
+  for (int64_t t = 0; t < s->m; t++) {
+    const double *xt = x + t * s->d;
+    token_forward(s, P, xt, topk + t * s->k, &b);
+    if (probs)
+      for (int64_t j = 0; j < s->k; j++) probs[t * s->k + j] = b.p[j];
+    const double r = rms_factor(b.z, s->l, s->eps);
+    for (int64_t c = 0; c < s->l; c++) b.zn[c] = b.z[c] * r * P->gain[c];
+    matvec(P->w_up, s->d, s->l, b.zn, y + t * s->d, 0);
+    if (s->S) ffn_vec(s->d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, b.u, b.w, b.a, y + t * s->d, 1);
+  }
+  free(all);
+}
+
+void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                      const int32_t *topk, const double *dy, ref_moe_params *g, double *dx)
+{
+  const int64_t d = s->d, l = s->l, f = s->f, E = s->E;
+  memset(g->w_router, 0, (size_t)(E * d) * sizeof(double));
+  memset(g->w_down, 0, (size_t)(l * d) * sizeof(double));
+  memset(g->w_gate, 0, (size_t)(E * f * l) * sizeof(double));
+  memset(g->w_upp, 0, (size_t)(E * f * l) * sizeof(double));
+  memset(g->w_dn, 0, (size_t)(E * l * f) * sizeof(double));
+  memset(g->gain, 0, (size_t)l * sizeof(double));
+  memset(g->w_up, 0, (size_t)(d * l) * sizeof(double));
+  if (s->S) {
+    memset(g->sh_gate, 0, (size_t)(s->S * d) * sizeof(double));
+    memset(g->sh_upp, 0, (size_t)(s->S * d) * sizeof(double));
+    memset(g->sh_dn, 0, (size_t)(d * s->S) * sizeof(double));
+  }
+  memset(dx, 0, (size_t)(s->m * d) * sizeof(double));
+  tok_buf b;
+  double *all = tok_buf_alloc(s, &b);
+  for (int64_t t = 0; t < s->m; t++) {
+    const double *xt = x + t * d, *dyt = dy + t * d;
+    const int32_t *sel = topk + t * s->k;
+    double *dxt = dx + t * d;
+    const double S = token_forward(s, P, xt, sel, &b);
+    /* y = W_up zn: dW_up and dzn */
+    const double r = rms_factor(b.z, l, s->eps);
+    for (int64_t c = 0; c < l; c++) b.zn[c] = b.z[c] * r * P->gain[c];
+    outer_add(g->w_up, d, l, dyt, b.zn);
+    for (int64_t c = 0; c < l; c++) b.dzn[c] = 0.0;
+    matvec_t_add(P->w_up, d, l, dyt, b.dzn);
+    /* zn = z r gain, r = (mean z^2 + eps)^-1/2 */
+    double dot = 0.0;
+    for (int64_t c = 0; c < l; c++) {
+      g->gain[c] += b.dzn[c] * b.z[c] * r;
+      dot += P->gain[c] * b.dzn[c] * b.z[c];
+    }
+    for (int64_t c = 0; c < l; c++)
+      b.dz[c] = r * P->gain[c] * b.dzn[c] - r * r * r * b.z[c] * dot / (double)l;
+    /* z = sum_j p_j ye_j: dp_j, and each expert's backward with dye_j = p_j dz */
+    for (int64_t c = 0; c < l; c++) b.dxl[c] = 0.0;
+    double pdp = 0.0;
+    for (int64_t j = 0; j < s->k; j++) {
+      const int64_t e = sel[j];
+      b.dp[j] = 0.0;
+      for (int64_t c = 0; c < l; c++) b.dp[j] += b.dz[c] * b.ye[j * l + c];
+      pdp += b.p[j] * b.dp[j];
+      double *dye = b.dzn; /* dzn is no longer needed: reuse it for p_j dz */
+      for (int64_t c = 0; c < l; c++) dye[c] = b.p[j] * b.dz[c];
+      ffn_vec_backward(l, f, b.xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f,
+                       dye, g->w_gate + e * f * l, g->w_upp + e * f * l, g->w_dn + e * l * f, b.dxl,
+                       b.u, b.w, b.a, b.da);
+    }
+    /* p_j = s_j / S, s_j = sigmoid(logit_j); the chosen set is fixed */
+    for (int64_t j = 0; j < s->k; j++) {
+      const double ds = (b.dp[j] - pdp) / S, dl = ds * b.sc[j] * (1.0 - b.sc[j]);
+      const int64_t e = sel[j];
+      for (int64_t c = 0; c < d; c++) {
+        g->w_router[e * d + c] += dl * xt[c];
+        dxt[c] += dl * P->w_router[e * d + c];
+      }
+    }
+    /* xl = W_down x */
+    outer_add(g->w_down, l, d, b.dxl, xt);
+    matvec_t_add(P->w_down, l, d, b.dxl, dxt);
+    if (s->S)
+      ffn_vec_backward(d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, dyt, g->sh_gate, g->sh_upp,
+                       g->sh_dn, dxt, b.u, b.w, b.a, b.da);
+  }
+  free(all);
+}
+
+void ref_moe_loads(int64_t m, int64_t E, int64_t k, const int32_t *topk, int64_t *counts)
+{
+  for (int64_t e = 0; e < E; e++) counts[e] = 0;
+  for (int64_t i = 0; i < m * k; i++) counts[topk[i]]++;
+}
+
+int64_t ref_moe_qb_rank(int64_t m, int64_t E, int64_t k) { return m * k / E + 1; }
+
+static int cmp_desc(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x > y ? -1 : x < y;
+}
+
+void ref_moe_qb_exact(int64_t m, int64_t E, int64_t k, const double *s_all, const double *cutoff,
+                      double *thr)
+{
+  const int64_t r = ref_moe_qb_rank(m, E, k);
+  double *col = malloc((size_t)m * sizeof *col);
+  for (int64_t j = 0; j < E; j++) {
+    for (int64_t i = 0; i < m; i++) col[i] = s_all[i * E + j] - cutoff[i];
+    qsort(col, (size_t)m, sizeof *col, cmp_desc);
+    thr[j] = col[r - 1];
+  }
+  free(col);
+}
+
+void ref_moe_qb_from_hist(int64_t E, int64_t bins, const int32_t *counts, double lo, double hi,
+                          int64_t tokens, int64_t k, double *thr)
+{
+  const int64_t r = ref_moe_qb_rank(tokens, E, k);
+  const double w = (hi - lo) / (double)bins;
+  for (int64_t j = 0; j < E; j++) {
+    int64_t above = 0;
+    thr[j] = lo;
+    for (int64_t b = bins - 1; b >= 0; b--) {
+      const int64_t c = counts[j * bins + b];
+      if (above + c >= r) {
+        /* the (r - above)-th of c values spread evenly over the bin, from its top */
+        thr[j] = lo + (double)(b + 1) * w - ((double)(r - above) - 0.5) / (double)c * w;
+        break;
+      }
+      above += c;
+    }
+  }
+}
+
+void ref_moe_bias_from_thr(int64_t E, const double *thr, double *bias)
+{
+  double mean = 0.0;
+  for (int64_t j = 0; j < E; j++) mean += -thr[j];
+  mean /= (double)E;
+  for (int64_t j = 0; j < E; j++) bias[j] = -thr[j] - mean;
+}
+
+void ref_moe_sign_update(int64_t E, int64_t m, int64_t k, const int64_t *counts, double gamma,
+                         double *bias)
+{
+  const double mean = (double)(m * k) / (double)E;
+  for (int64_t j = 0; j < E; j++) {
+    const double diff = mean - (double)counts[j];
+    bias[j] += gamma * (double)((diff > 0) - (diff < 0));
+  }
+}

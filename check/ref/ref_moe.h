@@ -1,0 +1,81 @@
+/* Double-precision reference of the Stable LatentMoE layer (shared/spec/MODEL.md section 4):
+ * the router, the SiTU-GLU FFN, the whole layer as a loop over tokens and their chosen
+ * experts with its analytic backward, Quantile Balancing (exact and histogram) and the
+ * sign rule. Written for clarity, independent of the library's kernels. Row-major arrays;
+ * weight matrices are [out, in] as in include/clmoe/moe.h. */
+#ifndef CLMOE_REF_MOE_H
+#define CLMOE_REF_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REF_SITU_B1 4.0
+#define REF_SITU_B2 25.0
+
+/* SiTU(u, w) = (b1 tanh(u/b1) sigmoid(u)) (b2 tanh(w/b2)) and its two partial derivatives. */
+double ref_situ(double u, double w);
+void ref_situ_grad(double u, double w, double *du, double *dw);
+
+/* Dense SiTU-GLU FFN, y += W_dn situ(W_gate x, W_upp x) for m rows of width d and an
+ * intermediate width f: w_gate, w_upp [f, d], w_dn [d, f]. */
+void ref_situ_ffn_forward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                          const double *w_upp, const double *w_dn, double *y);
+/* Adds the gradients of sum(y * dy) to dw_gate, dw_upp, dw_dn and dx (any may be NULL). */
+void ref_situ_ffn_backward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                           const double *w_upp, const double *w_dn, const double *dy,
+                           double *dw_gate, double *dw_upp, double *dw_dn, double *dx);
+
+typedef struct ref_moe_shape {
+  int64_t m;   /* tokens */
+  int64_t d;   /* model width */
+  int64_t l;   /* latent width */
+  int64_t E;   /* routed experts */
+  int64_t k;   /* experts per token */
+  int64_t f;   /* expert intermediate width */
+  int64_t S;   /* shared FFN width (n_shared * shared_ff; 0: none) */
+  double eps;  /* latent RMSNorm epsilon */
+} ref_moe_shape;
+
+/* Parameters (or, for the backward, their gradients), layouts as include/clmoe/moe.h:
+ * w_router [E, d], w_down [l, d], w_gate and w_upp [E, f, l], w_dn [E, l, f], gain [l],
+ * w_up [d, l], sh_gate and sh_upp [S, d], sh_dn [d, S]. */
+typedef struct ref_moe_params {
+  double *w_router, *w_down, *w_gate, *w_upp, *w_dn, *gain, *w_up, *sh_gate, *sh_upp, *sh_dn;
+} ref_moe_params;
+
+/* s_all [m, E] = sigmoid(x W_r^T) (may be NULL); topk [m, k1]: the k1 largest s + bias per
+ * token in descending order, ties to the lower expert index; bias may be NULL (zero). */
+void ref_moe_route(const ref_moe_shape *s, const double *w_router, const double *bias,
+                   const double *x, int64_t k1, int32_t *topk, double *s_all);
+
+/* y [m, d] of the layer for the chosen experts topk [m, k]; probs [m, k] (may be NULL)
+ * receives the combine weights p = s / sum of the chosen s. */
+void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *p, const double *x,
+                     const int32_t *topk, double *y, double *probs);
+
+/* Gradients of sum(y * dy) for a fixed choice topk: every array of g (overwritten; S = 0
+ * leaves the shared ones alone) and dx [m, d] (overwritten). */
+void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *p, const double *x,
+                      const int32_t *topk, const double *dy, ref_moe_params *g, double *dx);
+
+/* Tokens per expert: counts [E] from topk [m, k]. */
+void ref_moe_loads(int64_t m, int64_t E, int64_t k, const int32_t *topk, int64_t *counts);
+
+/* Quantile Balancing threshold of expert j: the r-th largest margin s_all[i, j] - cutoff[i]
+ * over the m tokens, r = floor(m k / E) + 1. thr [E]. */
+int64_t ref_moe_qb_rank(int64_t m, int64_t E, int64_t k);
+void ref_moe_qb_exact(int64_t m, int64_t E, int64_t k, const double *s_all, const double *cutoff,
+                      double *thr);
+/* The histogram estimate of the same threshold from counts [E, bins] of margins over
+ * [lo, hi) (bin b covers lo + b w .. lo + (b + 1) w, w = (hi - lo) / bins): the bin that
+ * holds the r-th largest margin, interpolated linearly inside it; `tokens` is the total
+ * count per expert (summed over ranks). */
+void ref_moe_qb_from_hist(int64_t E, int64_t bins, const int32_t *counts, double lo, double hi,
+                          int64_t tokens, int64_t k, double *thr);
+/* bias [E] = c - mean(c) with c = -thr (the new bias replaces the old one). */
+void ref_moe_bias_from_thr(int64_t E, const double *thr, double *bias);
+/* DeepSeek-V3's rule: bias[j] += gamma sign(mean load - load[j]). */
+void ref_moe_sign_update(int64_t E, int64_t m, int64_t k, const int64_t *counts, double gamma,
+                         double *bias);
+
+#endif

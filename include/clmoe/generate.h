@@ -1,0 +1,140 @@
+/* Inference: a model from a clmoe-train checkpoint, a batch of sequences with their decoding
+ * state, chunked prefill, one-token steps and sampling. For embedding clmoe in a server.
+ *
+ * The state of a sequence is constant-size for the KDA layers (per layer: the recurrent
+ * state [H, D, D] and the short-convolution states [conv_width - 1, H D] of q, k and v) and
+ * grows by (kv_rank + qk_rope_dim) numbers per token for each MLA layer (the latent cache:
+ * 576 with the report's dims). Block AttnRes mixes over depth per token and needs no state.
+ * MoE layers route with their balancing biases frozen (as loaded).
+ *
+ *   clmoe_model *m;  clmoe_gen_state *g;  float *logits = malloc(n * V * sizeof *logits);
+ *   CLMOE_TRY(clmoe_gen_load(ctx, "run/checkpoint.safetensors", &m, NULL));
+ *   CLMOE_TRY(clmoe_gen_state_create(m, n, NULL, &g));
+ *   CLMOE_TRY(clmoe_gen_prefill(g, prompts, lengths, logits, NULL));  (last-token logits)
+ *   for (step...) {
+ *     for (s...) CLMOE_TRY(clmoe_gen_sample(&sp, logits + s * V, V, s, step, &next[s]));
+ *     CLMOE_TRY(clmoe_gen_step(g, next, logits));
+ *   }
+ *   clmoe_gen_state_destroy(g);  clmoe_model_destroy(m);
+ *
+ * The logits of prefill-then-step equal those of one clmoe_model_forward over the same tokens
+ * to fp32 rounding (tests/unit/test_generate.c checks 1e-4 relative), whatever the chunking. */
+#ifndef CLMOE_GENERATE_H
+#define CLMOE_GENERATE_H
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- loading ------------------------------------------------------------------------ */
+
+/* Loads a checkpoint written by clmoe-train (or clmoe_params_save with a "config" metadata
+ * entry): parses its config, creates the model and loads every parameter ("param/NAME")
+ * and buffer ("buffer/NAME", the MoE biases); optimizer moments in the file are ignored.
+ * The model is for inference: its gradients and moments are released (backward fails).
+ * Errors name the file and the tensor: a missing, truncated or corrupt file
+ * (CLMOE_ERR_IO / CLMOE_ERR_FORMAT), no "config" entry, a config that does not parse, a
+ * tensor missing or of another shape (a checkpoint whose tensors belong to another config).
+ * meta (may be NULL; zero-initialised; free with clmoe_ckpt_meta_free) receives the
+ * metadata ("config", "step", "data", ...). */
+clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta);
+/* The same with the routed experts spread over the ranks of dist (expert parallelism): each
+ * rank holds the experts `map` gives it (NULL: the even map; replicas allowed) and the rest
+ * whole. Every rank must then make the same calls (prefill, step) with the same tokens, in
+ * the same order: the MoE layers exchange rows between the ranks. The logits agree with one
+ * process's within fp32 rounding; callers that sample should take one rank's tokens
+ * (e.g. rank 0's, summed into zeros elsewhere) so that every rank feeds the same ones. */
+struct clmoe_dist;
+struct clmoe_expert_map;
+clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struct clmoe_dist *dist,
+                               const struct clmoe_expert_map *map, clmoe_model **model, clmoe_ckpt_meta *meta);
+
+/* ---- state -------------------------------------------------------------------------- */
+
+/* How prefill passes over sequences that hold context attend to the MLA cache. */
+typedef enum clmoe_gen_extend_form {
+  CLMOE_GEN_EXTEND_AUTO = 0,     /* per pass, the form with fewer multiply-adds (default) */
+  CLMOE_GEN_EXTEND_TRAINING = 1, /* clmoe_mla_extend_flash: decompressed K/V, flash forward */
+  CLMOE_GEN_EXTEND_ABSORBED = 2  /* clmoe_mla_extend: absorbed form over the latent cache */
+} clmoe_gen_extend_form;
+
+typedef struct clmoe_gen_options {
+  int64_t prefill_chunk;  /* tokens per sequence per prefill pass; 0: 2048 */
+  clmoe_dtype cache_dtype; /* MLA latent cache storage: CLMOE_F32 (default, 0) or CLMOE_BF16 */
+  int64_t reserve_tokens; /* MLA cache capacity to allocate up front (0: grow on demand) */
+  clmoe_gen_extend_form extend_form; /* later prefill passes (docs/generate.md) */
+} clmoe_gen_options;
+
+typedef struct clmoe_gen_state clmoe_gen_state;
+
+/* State for nseq sequences of `model` (which must outlive it), all empty. opts may be NULL. */
+clmoe_status clmoe_gen_state_create(clmoe_model *model, int64_t nseq, const clmoe_gen_options *opts,
+                                    clmoe_gen_state **state);
+void clmoe_gen_state_destroy(clmoe_gen_state *state); /* NULL is fine */
+int64_t clmoe_gen_state_nseq(const clmoe_gen_state *state);
+/* Tokens seen by sequence seq (prefill plus steps); -1 when seq is out of range. */
+int64_t clmoe_gen_length(const clmoe_gen_state *state, int64_t seq);
+/* Empties sequence seq (zero KDA states, cache blocks returned), to start a new one in it. */
+clmoe_status clmoe_gen_reset(clmoe_gen_state *state, int64_t seq);
+
+/* Device memory by kind, bytes. */
+typedef struct clmoe_gen_memory {
+  size_t weights;          /* parameters and buffers of the model */
+  size_t kda_state;        /* recurrent and convolution states (constant in the context) */
+  size_t mla_cache;        /* latent cache pools and tables as allocated (grows by doubling) */
+  size_t mla_cache_used;   /* tokens cached x bytes per token x MLA layers */
+  size_t mla_token_bytes;  /* bytes per token over all MLA layers */
+  int64_t tokens;          /* tokens held over all sequences */
+} clmoe_gen_memory;
+void clmoe_gen_memory_usage(const clmoe_gen_state *state, clmoe_gen_memory *mem);
+
+/* ---- running ------------------------------------------------------------------------ */
+
+/* Appends lengths[s] tokens (tokens[s], host, in [0, vocab)) to each sequence s (lengths may
+ * be 0: that sequence is left as it is; tokens[s] may then be NULL), in passes of at most
+ * prefill_chunk tokens per sequence that carry the KDA states and the MLA cache from pass to
+ * pass. The first pass over empty sequences runs the tiled (training-form) MLA; later
+ * passes attend to the cache in absorbed form. last_logits (host [nseq, vocab], may be
+ * NULL) receives, for every sequence with lengths[s] > 0, the logits after its last new
+ * token (other rows are left alone). all_logits (host [sum lengths, vocab], may be NULL)
+ * receives every new token's logits, sequences in order (for tests and scoring).
+ * On failure the state is undefined: reset the sequences. */
+clmoe_status clmoe_gen_prefill(clmoe_gen_state *state, const int32_t *const *tokens, const int64_t *lengths,
+                               float *last_logits, float *all_logits);
+
+/* One token for every sequence (tokens host [nseq]; a finished sequence may be fed any
+ * valid token and its output ignored): the recurrent KDA step, the absorbed MLA step over
+ * the cache and the MoE layers; logits host [nseq, vocab] (may be NULL). */
+clmoe_status clmoe_gen_step(clmoe_gen_state *state, const int32_t *tokens, float *logits);
+
+/* Timing of the passes so far (wall seconds on the host, each pass ending with a finish of
+ * the queue), for reports. */
+typedef struct clmoe_gen_stats {
+  double prefill_seconds, step_seconds;
+  int64_t prefill_tokens, step_tokens, prefill_passes, steps;
+} clmoe_gen_stats;
+void clmoe_gen_stats_get(const clmoe_gen_state *state, clmoe_gen_stats *stats);
+
+/* ---- sampling ----------------------------------------------------------------------- */
+
+typedef struct clmoe_gen_sampling {
+  int greedy;         /* 1: argmax (lowest index on ties); the rest is ignored */
+  double temperature; /* > 0 (0 means greedy) */
+  int64_t top_k;      /* keep the k most likely tokens (0: all) */
+  double top_p;       /* then the smallest set whose probability reaches p (0 or 1: all) */
+  uint64_t seed;
+} clmoe_gen_sampling;
+
+/* Draws a token from logits [vocab] (host). The uniform number comes from the library's
+ * counter-based generator at (seed, seq << 32 | step), so a seed gives the same tokens on
+ * every run and device for the same logits. Invalid settings (temperature < 0, top_p
+ * outside [0, 1], NaN logits) are CLMOE_ERR_INVALID_ARGUMENT. */
+clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sampling, const float *logits, int64_t vocab,
+                              int64_t seq, int64_t step, int32_t *token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

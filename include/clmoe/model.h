@@ -1,0 +1,81 @@
+/* The hybrid model (MODEL.md sections 1 and 5): embedding, layers of a token mixer (KDA, or
+ * gated MLA on the configured layers) and a feed-forward (a dense SiTU-GLU FFN on the first
+ * dense_layers, a Stable LatentMoE elsewhere), each sub-layer fed by Block Attention
+ * Residuals and a pre-norm RMSNorm; the final AttnRes, RMSNorm and an untied output head;
+ * cross-entropy. Forward and backward of all of it, the parameters in one registry
+ * (include/clmoe/params.h) with names like "layer3/mixer/w_q", checkpoints through that registry.
+ *
+ * The residual stream keeps fp32 block sums: slot 0 the token embedding, slot b the sum of
+ * the sub-layer outputs of block b (attn_res.block layers each); a sub-layer's input is the
+ * AttnRes mix of the finished blocks and the current partial sum (left out while empty). */
+#ifndef CLMOE_MODEL_H
+#define CLMOE_MODEL_H
+
+#include "model_config.h"
+#include "moe.h"
+#include "params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clmoe_model clmoe_model;
+
+/* Creates every tensor of a config (contents undefined until init or a checkpoint load). */
+clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
+/* The same without gradients and AdamW moments (a quarter of the memory): forward only,
+ * training calls and clmoe_params_save fail with an error saying so. */
+clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
+/* Expert parallelism (issue 8): the MoE layers' routed experts spread over the ranks of dist
+ * as the map says (every expert on exactly one rank for training; the map is borrowed and
+ * must outlive the model), everything else whole on every rank. Forward, backward and the
+ * balance update are then collective: every rank calls them for its own share of the batch,
+ * in the same order. The registry holds this rank's experts as rows of the whole [E, ...]
+ * tensors: clmoe_params_save_dist / load_dist write and read the single-rank file, and
+ * clmoe_model_init gives the same values as on one rank. "quantile" balancing runs as
+ * quantile-hist (histograms summed over the ranks); "sign" is refused. */
+struct clmoe_dist;
+struct clmoe_expert_map;
+clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg, struct clmoe_dist *dist,
+                                   const struct clmoe_expert_map *map, clmoe_model **model);
+/* The backward's loss becomes the mean over `count` tokens (the scored tokens of every
+ * rank's share of the batch) instead of this rank's: summed over the ranks, the gradients
+ * are those of the whole batch's mean loss. 0: this rank's scored tokens (the default). */
+void clmoe_model_set_loss_count(clmoe_model *model, int64_t count);
+void clmoe_model_destroy(clmoe_model *model);
+/* Documented, seeded initialisation (the same model on any device for the same seed):
+ * matrices N(0, 0.02) from the counter-based generator, one stream per tensor; RMSNorm gains
+ * 1; AttnRes pseudo-queries 0 (uniform mixing at the start) and gains 1; KDA A_log 0,
+ * dt_bias for initial memories of ~2 to ~1000 tokens (kda_layer.h), convolutions near the
+ * identity; MoE biases 0. */
+clmoe_status clmoe_model_init(clmoe_model *model, uint64_t seed);
+
+clmoe_params *clmoe_model_params(clmoe_model *model);
+const clmoe_config *clmoe_model_config(const clmoe_model *model);
+
+/* Forward over B sequences of T tokens (host arrays [B, T]). With targets (-1: not
+ * scored) *loss receives the mean cross-entropy over the scored tokens and *scored their
+ * number. train = 1 keeps what the backward needs (and MoE layers record balancing
+ * statistics); train = 0 is inference (MoE biases frozen). */
+clmoe_status clmoe_model_forward(clmoe_model *model, int64_t B, int64_t T, const int32_t *tokens,
+                                 const int32_t *targets, int train, double *loss, int64_t *scored);
+/* Logits of the last forward [B T, vocab] (valid until the next forward). */
+const clmoe_tensor *clmoe_model_logits(const clmoe_model *model);
+/* Backward of the last train forward into the registry's gradients, then releases the kept
+ * activations. Zero the gradients first (clmoe_params_zero_grad) and run one backward per
+ * optimizer step: some layers add to their gradients, others overwrite them. */
+clmoe_status clmoe_model_backward(clmoe_model *model);
+/* MoE balancing (QB, sign rule, none - per the config) from the last train forward. */
+clmoe_status clmoe_model_balance_update(clmoe_model *model);
+
+/* MoE load statistics of the last forward, one entry per MoE layer (model order). */
+int clmoe_model_moe_layers(const clmoe_model *model);
+clmoe_status clmoe_model_moe_load(clmoe_model *model, int index, clmoe_moe_load *load);
+/* The same, with the tokens routed to each expert (counts [experts], may be NULL); for an
+ * expert-parallel model summed over the ranks (collective). */
+clmoe_status clmoe_model_moe_load_counts(clmoe_model *model, int index, clmoe_moe_load *load, int64_t *counts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,22 @@
+/* Internal to inference (generate_*.c). */
+#ifndef CLMOE_GENERATE_INTERNAL_H
+#define CLMOE_GENERATE_INTERNAL_H
+
+#include "model/model_internal.h"
+#include "clmoe/generate.h"
+
+struct clmoe_gen_state {
+  clmoe_model *model;
+  clmoe_ctx *ctx;
+  int64_t nseq;
+  clmoe_gen_options opts;
+  clmoe_kda_layer_state *kda; /* [layers]; created for the KDA layers only */
+  clmoe_mla_cache **mla;      /* [layers]; created for the MLA layers only */
+  int64_t *len;               /* [nseq] tokens seen */
+  clmoe_gen_stats stats;
+};
+
+/* One pass of the layer stack over the tokens of a pass (generate_run.c). */
+typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
+
+#endif

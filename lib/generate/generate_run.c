@@ -1,0 +1,251 @@
+/* Inference: the layer stack over the tokens of a prefill pass or a decode step
+ * (include/clmoe/generate.h). The order of operations is that of clmoe_model_forward (model_run.c)
+ * with train = 0; only the token mixers differ: they read and advance the sequences' states.
+ * tests/unit/test_generate.c checks that the logits agree. */
+#include "generate_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What one pass runs on: ntok tokens packed by sequence, counts[s] of sequence s. */
+typedef struct gen_pass {
+  gen_kind kind;
+  int64_t ntok;
+  const int64_t *counts; /* [nseq] (prefill) */
+  clmoe_tensor cu;       /* i32 [nseq + 1]: every sequence, empty ones included (KDA) */
+  clmoe_tensor cu_act;   /* i32 [nact + 1]: the sequences with tokens (tiled MLA prefill) */
+  int32_t *slots;        /* [nact] their cache sequences */
+  int fresh;             /* every sequence with tokens has an empty cache */
+} gen_pass;
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. */
+static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y)
+{
+  clmoe_ctx *ctx = g->ctx;
+  model_layer *L = &g->model->layers[l];
+  if (p->kind == GEN_STEP) {
+    if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, y);
+    return clmoe_kda_layer_step(ctx, &L->kda, x, &g->kda[l], y);
+  }
+  clmoe_tensor x3, y3;
+  const int64_t s3[3] = {1, p->ntok, g->model->cfg.d_model};
+  CLMOE_TRY(clmoe_tensor_view(x, &x3, 3, s3, 0));
+  CLMOE_TRY(clmoe_tensor_view(y, &y3, 3, s3, 0));
+  if (!L->is_mla) return clmoe_kda_layer_forward(ctx, &L->kda, &x3, &p->cu, &y3, NULL, &g->kda[l]);
+  if (p->fresh) return clmoe_mla_prefill(ctx, &L->mla_cfg, &L->mla, g->mla[l], &x3, &p->cu_act, p->slots, &y3);
+  /* later passes: the training form when it costs fewer multiply-adds (or as chosen) */
+  const clmoe_gen_extend_form f = g->opts.extend_form;
+  if (f == CLMOE_GEN_EXTEND_TRAINING ||
+      (f == CLMOE_GEN_EXTEND_AUTO && clmoe_mla_extend_flash_cheaper(&L->mla_cfg, g->mla[l], p->counts)))
+    return clmoe_mla_extend_flash(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
+  return clmoe_mla_extend(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
+}
+
+static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
+                             clmoe_tensor *y)
+{
+  model_layer *L = &g->model->layers[l];
+  if (s == SUB_MIXER) return mixer(g, l, p, x, y);
+  if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
+  if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
+    return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
+  return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
+}
+
+/* Runs the stack over the pass's tokens ids (host [ntok]) and writes the logits of the
+ * token rows `rows` (host [nrows]; NULL: every row) to out (host [nrows, vocab]). */
+static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *ids_host, const int32_t *rows,
+                          int64_t nrows, float *out)
+{
+  clmoe_model *m = g->model;
+  clmoe_ctx *ctx = g->ctx;
+  const clmoe_config *c = &m->cfg;
+  const int64_t d = c->d_model, V = c->vocab, N = p->ntok;
+  const float eps = (float)c->norm_eps;
+  clmoe_tensor ids = {0}, stream = {0}, y = {0}, h = {0}, hn = {0}, alpha = {0}, rstd = {0}, sel = {0}, rid = {0};
+  clmoe_tensor logits = {0}, slot, src;
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &N), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_write(&ids, ids_host, (size_t)N * sizeof *ids_host), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &stream, CLMOE_F32, 3, (int64_t[]){m->nslots, N, d}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, (int64_t[]){N, d}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &h, CLMOE_F32, 2, (int64_t[]){N, d}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &hn, CLMOE_F32, 2, (int64_t[]){N, d}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rstd, CLMOE_F32, 1, &N), done);
+  /* [N, nsrc] for the largest nsrc (every slot); views take the smaller ones */
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&stream, &slot, 2, (int64_t[]){N, d}, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &ids, &slot), done);
+  int bi = 1, empty = 1;
+  for (int l = 0; l <= c->layers; l++) {
+    for (int s = 0; s < 2; s++) {
+      const int nsrc = empty ? bi : bi + 1;
+      const int final = l == c->layers;
+      clmoe_tensor a2;
+      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&alpha, &a2, 2, (int64_t[]){N, nsrc}, 0), done);
+      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&stream, &src, 3, (int64_t[]){nsrc, N, d}, 0), done);
+      const clmoe_tensor *w = final ? &m->far_w : &m->layers[l].ar_w[s];
+      const clmoe_tensor *gn = final ? &m->far_g : &m->layers[l].ar_g[s];
+      const clmoe_tensor *nm = final ? &m->fnorm : &m->layers[l].norm[s];
+      CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
+      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
+      if (final) break;
+      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&stream, &slot, 2, (int64_t[]){N, d}, (int64_t)bi * N * d), done);
+      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
+      CLMOE_TRY_GOTO(st, empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
+      empty = 0;
+    }
+    if (l < c->layers && (l + 1) % c->attn_res_block == 0) bi++, empty = 1;
+  }
+  /* hn holds the final norm's output [N, d]; the head runs on the wanted rows only. */
+  const clmoe_tensor *x = &hn;
+  if (rows) {
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rid, CLMOE_I32, 1, &nrows), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&rid, rows, (size_t)nrows * sizeof *rows), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sel, CLMOE_F32, 2, (int64_t[]){nrows, d}), done);
+    CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &hn, &rid, &sel), done); /* a row gather */
+    x = &sel;
+  }
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
+  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x, &m->head, 0.0f, &logits), done);
+  st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
+done:;
+  clmoe_tensor *t[] = {&ids, &stream, &y, &h, &hn, &alpha, &rstd, &sel, &rid, &logits};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
+  return st;
+}
+
+static clmoe_status check_tokens(const clmoe_gen_state *g, const char *op, int64_t seq, const int32_t *t, int64_t n)
+{
+  const int64_t V = g->model->cfg.vocab;
+  for (int64_t i = 0; i < n; i++)
+    if (t[i] < 0 || t[i] >= V)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: token %lld of sequence %lld is %d, outside the "
+                          "vocabulary [0, %lld)", op, (long long)i, (long long)seq, t[i], (long long)V);
+  return CLMOE_OK;
+}
+
+/* The device sequence tables of a prefill pass. */
+static clmoe_status pass_tables(clmoe_gen_state *g, gen_pass *p, const int64_t *counts)
+{
+  const int64_t n = g->nseq;
+  int32_t *cu = malloc((size_t)(2 * n + 2) * sizeof *cu), *cua = cu + n + 1;
+  if (!cu) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (prefill tables)");
+  int64_t nact = 0;
+  cu[0] = cua[0] = 0;
+  p->fresh = 1;
+  for (int64_t s = 0; s < n; s++) {
+    cu[s + 1] = cu[s] + (int32_t)counts[s];
+    if (counts[s] == 0) continue;
+    p->fresh &= g->len[s] == 0;
+    p->slots[nact] = (int32_t)s;
+    cua[nact + 1] = cu[s + 1];
+    nact++;
+  }
+  const int64_t n1 = n + 1, na1 = nact + 1;
+  clmoe_status st = clmoe_tensor_create(g->ctx, &p->cu, CLMOE_I32, 1, &n1);
+  if (st == CLMOE_OK) st = clmoe_tensor_write(&p->cu, cu, (size_t)n1 * sizeof *cu);
+  if (st == CLMOE_OK) st = clmoe_tensor_create(g->ctx, &p->cu_act, CLMOE_I32, 1, &na1);
+  if (st == CLMOE_OK) st = clmoe_tensor_write(&p->cu_act, cua, (size_t)na1 * sizeof *cua);
+  free(cu);
+  return st;
+}
+
+clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens, const int64_t *lengths,
+                               float *last_logits, float *all_logits)
+{
+  const char *op = "clmoe_gen_prefill";
+  if (!g || !tokens || !lengths) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: state, tokens and lengths "
+                                                      "are required", op);
+  const int64_t n = g->nseq, C = g->opts.prefill_chunk, V = g->model->cfg.vocab;
+  int64_t maxlen = 0, total = 0;
+  for (int64_t s = 0; s < n; s++) {
+    if (lengths[s] < 0 || lengths[s] > ((int64_t)1 << 31) || (lengths[s] > 0 && !tokens[s]))
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sequence %lld: length %lld with %s tokens", op,
+                          (long long)s, (long long)lengths[s], tokens[s] ? "its" : "no");
+    CLMOE_TRY(check_tokens(g, op, s, tokens[s], lengths[s]));
+    maxlen = lengths[s] > maxlen ? lengths[s] : maxlen;
+    total += lengths[s];
+  }
+  if (total == 0) return CLMOE_OK;
+  const int64_t most = C * n < total ? C * n : total; /* tokens of the largest pass */
+  int64_t *counts = calloc((size_t)n, sizeof *counts), *base = calloc((size_t)n, sizeof *base);
+  int32_t *ids = malloc((size_t)most * sizeof *ids), *rows = malloc((size_t)most * sizeof *rows);
+  int32_t *slots = malloc((size_t)n * sizeof *slots), *rseq = malloc((size_t)most * sizeof *rseq);
+  float *out = malloc((size_t)(all_logits ? most : n) * (size_t)V * sizeof *out);
+  clmoe_status st = CLMOE_OK;
+  if (!counts || !base || !ids || !rows || !slots || !rseq || !out) {
+    st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (prefill of %lld tokens)", (long long)total);
+    goto done;
+  }
+  for (int64_t s = 1; s < n; s++) base[s] = base[s - 1] + lengths[s - 1]; /* rows of all_logits */
+  for (int64_t k = 0; k * C < maxlen; k++) {
+    const double t0 = now();
+    gen_pass p = {.kind = GEN_PREFILL, .counts = counts, .slots = slots};
+    int64_t nt = 0, nrows = 0;
+    for (int64_t s = 0; s < n; s++) {
+      const int64_t left = lengths[s] - k * C;
+      counts[s] = left <= 0 ? 0 : left < C ? left : C;
+      if (counts[s] > 0) memcpy(ids + nt, tokens[s] + k * C, (size_t)counts[s] * sizeof *ids);
+      if (!all_logits && counts[s] > 0 && left <= C) rseq[nrows] = (int32_t)s, rows[nrows++] = (int32_t)(nt + counts[s] - 1);
+      nt += counts[s];
+    }
+    p.ntok = nt;
+    st = pass_tables(g, &p, counts);
+    if (st == CLMOE_OK) st = stack(g, &p, ids, all_logits ? NULL : rows, all_logits ? nt : nrows, out);
+    clmoe_tensor_destroy(&p.cu);
+    clmoe_tensor_destroy(&p.cu_act);
+    if (st != CLMOE_OK) {
+      clmoe__append_error(" (prefill pass %lld of %lld tokens)", (long long)k, (long long)nt);
+      goto done;
+    }
+    /* Hand the logits out. */
+    for (int64_t s = 0, r = 0; s < n; s++) {
+      if (all_logits)
+        memcpy(all_logits + (size_t)(base[s] + k * C) * (size_t)V, out + (size_t)r * (size_t)V,
+               (size_t)(counts[s] * V) * sizeof *out);
+      if (all_logits && last_logits && counts[s] > 0 && lengths[s] - k * C <= C)
+        memcpy(last_logits + (size_t)s * (size_t)V, out + (size_t)(r + counts[s] - 1) * (size_t)V, (size_t)V * sizeof *out);
+      r += all_logits ? counts[s] : 0;
+    }
+    for (int64_t i = 0; !all_logits && last_logits && i < nrows; i++)
+      memcpy(last_logits + (size_t)rseq[i] * (size_t)V, out + (size_t)i * (size_t)V, (size_t)V * sizeof *out);
+    for (int64_t s = 0; s < n; s++) g->len[s] += counts[s];
+    g->stats.prefill_seconds += now() - t0;
+    g->stats.prefill_tokens += nt;
+    g->stats.prefill_passes++;
+  }
+done:
+  free(counts), free(base), free(ids), free(rows), free(slots), free(rseq), free(out);
+  return st;
+}
+
+clmoe_status clmoe_gen_step(clmoe_gen_state *g, const int32_t *tokens, float *logits)
+{
+  const char *op = "clmoe_gen_step";
+  if (!g || !tokens) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: state and tokens are required", op);
+  for (int64_t s = 0; s < g->nseq; s++) CLMOE_TRY(check_tokens(g, op, s, tokens + s, 1));
+  const int64_t V = g->model->cfg.vocab;
+  float *out = logits;
+  if (!out && !(out = malloc((size_t)(g->nseq * V) * sizeof *out)))
+    return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (logits)");
+  const double t0 = now();
+  gen_pass p = {.kind = GEN_STEP, .ntok = g->nseq};
+  clmoe_status st = stack(g, &p, tokens, NULL, g->nseq, out);
+  if (out != logits) free(out);
+  if (st != CLMOE_OK) return st;
+  for (int64_t s = 0; s < g->nseq; s++) g->len[s]++;
+  g->stats.step_seconds += now() - t0;
+  g->stats.step_tokens += g->nseq;
+  g->stats.steps++;
+  return CLMOE_OK;
+}

@@ -1,0 +1,241 @@
+/* Training data: byte files, token shards (mapped), MQAR; deterministic batches. */
+#include "runtime/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels_cl/runtime/random.cl" /* the counter-based generator: same batches everywhere */
+
+#define SHARD_HEADER 32
+#define VAL_FRACTION 0.05
+
+struct clmoe_data {
+  char name[512];
+  const char *kind;
+  int64_t vocab;
+  /* streams: mapped file */
+  const unsigned char *map;
+  size_t map_bytes;
+  const unsigned char *tokens; /* first token */
+  int token_size;              /* 1 (bytes), 2, 4 */
+  int64_t ntokens, ntrain;     /* [0, ntrain) train, [ntrain, ntokens) validation */
+  /* synthetic */
+  clmoe_mqar mqar;
+};
+
+static uint32_t token_at(const clmoe_data *d, int64_t i)
+{
+  const unsigned char *p = d->tokens + (size_t)i * (size_t)d->token_size;
+  if (d->token_size == 1) return p[0];
+  if (d->token_size == 2) return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le_u(const unsigned char *p, int n)
+{
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static clmoe_status check_shard(clmoe_data *d)
+{
+  const unsigned char *h = d->map;
+  if (d->map_bytes < SHARD_HEADER)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: a token shard needs a 32-byte header, the file has %zu bytes",
+                        d->name, d->map_bytes);
+  uint64_t version = le_u(h + 8, 4), size = le_u(h + 12, 4), count = le_u(h + 16, 8), vocab = le_u(h + 24, 4);
+  if (version != 1)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: shard version %llu (this clmoe reads version 1)", d->name,
+                        (unsigned long long)version);
+  if (size != 2 && size != 4)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: token size %llu bytes (2 or 4 expected)", d->name,
+                        (unsigned long long)size);
+  if (vocab < 2 || (size == 2 && vocab > 65536))
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: vocabulary size %llu does not fit %llu-byte tokens", d->name,
+                        (unsigned long long)vocab, (unsigned long long)size);
+  if (le_u(h + 28, 4) != 0) return clmoe__error(CLMOE_ERR_FORMAT, "%s: header bytes 28-31 must be zero", d->name);
+  if (count > (d->map_bytes - SHARD_HEADER) / size || SHARD_HEADER + count * size != d->map_bytes)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: the header promises %llu tokens (%llu bytes) but the file has "
+                        "%zu bytes after the header (truncated or padded)", d->name, (unsigned long long)count,
+                        (unsigned long long)(count * size), d->map_bytes - SHARD_HEADER);
+  d->kind = "shard";
+  d->tokens = d->map + SHARD_HEADER;
+  d->token_size = (int)size;
+  d->ntokens = (int64_t)count;
+  d->vocab = (int64_t)vocab;
+  for (int64_t i = 0; i < d->ntokens; i++)
+    if (token_at(d, i) >= vocab)
+      return clmoe__error(CLMOE_ERR_FORMAT, "%s: token %lld is %u, not below the vocabulary size %llu", d->name,
+                          (long long)i, token_at(d, i), (unsigned long long)vocab);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_data_open(const char *path, clmoe_data **out)
+{
+  *out = NULL;
+  clmoe_data *d = calloc(1, sizeof *d);
+  if (!d) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
+  snprintf(d->name, sizeof d->name, "%s", path);
+  clmoe_status st = CLMOE_OK;
+  int fd = open(path, O_RDONLY);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    st = clmoe__error(CLMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    goto fail;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    st = clmoe__error(CLMOE_ERR_IO, "%s: not a regular file", path);
+    goto fail;
+  }
+  d->map_bytes = (size_t)sb.st_size;
+  if (d->map_bytes == 0) {
+    st = clmoe__error(CLMOE_ERR_FORMAT, "%s: the file is empty", path);
+    goto fail;
+  }
+  void *m = mmap(NULL, d->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED) {
+    st = clmoe__error(CLMOE_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    goto fail;
+  }
+  d->map = m;
+  if (d->map_bytes >= 8 && !memcmp(d->map, "CLMOETOK", 8)) {
+    CLMOE_TRY_GOTO(st, check_shard(d), fail);
+  } else {
+    d->kind = "bytes";
+    d->tokens = d->map;
+    d->token_size = 1;
+    d->ntokens = (int64_t)d->map_bytes;
+    d->vocab = 256;
+  }
+  if (d->ntokens < 2) {
+    st = clmoe__error(CLMOE_ERR_FORMAT, "%s: %lld tokens: too few to train on", path, (long long)d->ntokens);
+    goto fail;
+  }
+  d->ntrain = d->ntokens - (int64_t)ceil(VAL_FRACTION * (double)d->ntokens);
+  close(fd);
+  *out = d;
+  return CLMOE_OK;
+fail:
+  if (fd >= 0) close(fd);
+  clmoe_data_close(d);
+  return st;
+}
+
+clmoe_status clmoe_data_mqar(const clmoe_mqar *task, clmoe_data **out)
+{
+  *out = NULL;
+  if (!task || task->keys < 1 || task->values < 2 || task->pairs < 1 || task->pairs > task->keys ||
+      task->queries < 1 || task->queries > task->pairs)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
+                        "MQAR task: need keys >= pairs >= queries >= 1 and values >= 2");
+  clmoe_data *d = calloc(1, sizeof *d);
+  if (!d) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
+  snprintf(d->name, sizeof d->name, "mqar(%d keys, %d values, %d pairs, %d queries)", task->keys,
+           task->values, task->pairs, task->queries);
+  d->kind = "mqar";
+  d->mqar = *task;
+  d->vocab = 2 + task->keys + task->values;
+  *out = d;
+  return CLMOE_OK;
+}
+
+void clmoe_data_close(clmoe_data *d)
+{
+  if (!d) return;
+  if (d->map) munmap((void *)d->map, d->map_bytes);
+  free(d);
+}
+
+int64_t clmoe_data_vocab(const clmoe_data *d) { return d->vocab; }
+const char *clmoe_data_kind(const clmoe_data *d) { return d->kind; }
+
+int64_t clmoe_data_tokens(const clmoe_data *d, clmoe_split split)
+{
+  if (!d->tokens) return 0;
+  return split == CLMOE_SPLIT_TRAIN ? d->ntrain : d->ntokens - d->ntrain;
+}
+
+/* One MQAR sequence of T tokens from the random stream (seed, base): pairs, the separator,
+ * then questions with their answers scored; the rest padding, unscored. */
+static void mqar_sequence(const clmoe_mqar *m, uint64_t seed, uint64_t base, int64_t T, int32_t *in, int32_t *tg)
+{
+  int32_t seq[4096 + 2];
+  int key[1024], val[1024];
+  int64_t n = 0;
+  /* Distinct keys by a partial Fisher-Yates shuffle driven by the counter generator. */
+  int perm[1024];
+  int nk = m->keys < 1024 ? m->keys : 1024, np = m->pairs < nk ? m->pairs : nk;
+  for (int i = 0; i < nk; i++) perm[i] = i;
+  for (int i = 0; i < np; i++) {
+    int j = i + (int)(rng_bits(seed, base + (uint64_t)i) % (uint64_t)(nk - i));
+    int t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+    key[i] = perm[i];
+    val[i] = (int)(rng_bits(seed, base + 1024 + (uint64_t)i) % (uint64_t)m->values);
+  }
+  for (int i = 0; i < np && n + 2 <= 4096; i++) {
+    seq[n++] = 2 + key[i];
+    seq[n++] = 2 + m->keys + val[i];
+  }
+  seq[n++] = 1;
+  int64_t qstart = n;
+  for (int i = 0; i < m->queries && n + 2 <= 4096; i++) {
+    int which = (int)(rng_bits(seed, base + 2048 + (uint64_t)i) % (uint64_t)np);
+    seq[n++] = 2 + key[which];
+    seq[n++] = 2 + m->keys + val[which];
+  }
+  for (int64_t t = 0; t < T; t++) {
+    in[t] = t < n ? seq[t] : 0;
+    /* Score the answer tokens only: the target of a question token is its value. */
+    int scored = t + 1 < n && t >= qstart && (t - qstart) % 2 == 0;
+    tg[t] = scored ? seq[t + 1] : -1;
+  }
+}
+
+clmoe_status clmoe_data_batch(const clmoe_data *d, clmoe_split split, uint64_t seed, int64_t index,
+                              int64_t B, int64_t T, int32_t *inputs, int32_t *targets)
+{
+  if (B < 1 || T < 1 || index < 0)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_data_batch: B, T >= 1 and index >= 0 needed");
+  /* Separate random streams for the two splits. */
+  const uint64_t s = rng_mix64(seed ^ (split == CLMOE_SPLIT_VAL ? 0x5eed0f0a11ULL : 0x5eed0f7ea1ULL));
+  if (!d->tokens) {
+    for (int64_t b = 0; b < B; b++)
+      mqar_sequence(&d->mqar, s, ((uint64_t)index * (uint64_t)B + (uint64_t)b) * 4096, T, inputs + b * T,
+                    targets + b * T);
+    return CLMOE_OK;
+  }
+  const int64_t first = split == CLMOE_SPLIT_TRAIN ? 0 : d->ntrain;
+  const int64_t len = clmoe_data_tokens(d, split);
+  if (len < 2)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: the %s split has %lld tokens: too few", d->name,
+                        split == CLMOE_SPLIT_TRAIN ? "training" : "validation", (long long)len);
+  for (int64_t b = 0; b < B; b++) {
+    /* A window of T + 1 tokens at a random start; shorter splits wrap around. */
+    const uint64_t r = rng_bits(s, (uint64_t)index * (uint64_t)B + (uint64_t)b);
+    const int64_t span = len > T + 1 ? len - (T + 1) + 1 : len;
+    const int64_t start = (int64_t)(r % (uint64_t)span);
+    for (int64_t t = 0; t < T; t++) {
+      inputs[b * T + t] = (int32_t)token_at(d, first + (start + t) % len);
+      targets[b * T + t] = (int32_t)token_at(d, first + (start + t + 1) % len);
+    }
+  }
+  return CLMOE_OK;
+}
+
+double clmoe_lr_at(double lr, double min_lr, int64_t warmup, int64_t steps, int64_t s)
+{
+  if (warmup > 0 && s < warmup) return lr * (double)(s + 1) / (double)warmup;
+  if (steps <= warmup) return lr;
+  double p = (double)(s - warmup) / (double)(steps - warmup);
+  if (p > 1.0) p = 1.0;
+  return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(3.14159265358979323846 * p));
+}

@@ -1,0 +1,399 @@
+/* The KDA token mixer: forward, backward, decode step (include/clmoe/kda_layer.h). Composition of
+ * GEMMs (CLBlast), the short convolution, KDA, RMSNorm and pointwise ops. */
+#include "runtime/internal.h"
+#include "kda_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NPARAM CLMOE_KDA_LAYER_PARAMS
+
+int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **t, const char **names, int *decay)
+{
+  clmoe_tensor *all[NPARAM] = {&l->w_q, &l->w_k, &l->w_v, &l->w_beta, &l->w_a_down, &l->w_a_up,
+                               &l->dt_bias, &l->A_log, &l->conv_q, &l->conv_k, &l->conv_v,
+                               &l->o_gain, &l->w_g, &l->w_o};
+  static const char *const n[NPARAM] = {"w_q", "w_k", "w_v", "w_beta", "w_a_down", "w_a_up", "dt_bias",
+                                        "A_log", "conv_q", "conv_k", "conv_v", "o_gain", "w_g", "w_o"};
+  static const int dec[NPARAM] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1};
+  for (int i = 0; i < NPARAM; i++) {
+    if (t) t[i] = all[i];
+    if (names) names[i] = n[i];
+    if (decay) decay[i] = dec[i];
+  }
+  return NPARAM;
+}
+
+void clmoe_kda_layer_destroy(clmoe_kda_layer *l)
+{
+  clmoe_tensor *t[NPARAM];
+  clmoe_kda_layer_params(l, t, NULL, NULL);
+  for (int i = 0; i < NPARAM; i++) clmoe_tensor_destroy(t[i]);
+}
+
+clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d, int64_t H,
+                                    int64_t D, int64_t rank, int64_t conv_width, float norm_eps,
+                                    const clmoe_kda_options *opts)
+{
+  memset(l, 0, sizeof *l);
+  if (d < 1 || H < 1 || D < 1 || rank < 1 || conv_width < 1)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_kda_layer_create: sizes must be positive");
+  l->d = d, l->H = H, l->D = D, l->rank = rank, l->conv_width = conv_width, l->norm_eps = norm_eps;
+  if (opts) l->opts = *opts;
+  const int64_t HD = H * D;
+  const int64_t shapes[NPARAM][2] = {{HD, d}, {HD, d}, {HD, d}, {H, d}, {rank, d}, {HD, rank}, {H, D},
+                                     {H, 1}, {HD, conv_width}, {HD, conv_width}, {HD, conv_width},
+                                     {D, 1}, {HD, d}, {d, HD}};
+  static const int rank1[NPARAM] = {0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
+  clmoe_tensor *t[NPARAM];
+  clmoe_kda_layer_params(l, t, NULL, NULL);
+  for (int i = 0; i < NPARAM; i++) {
+    clmoe_status st = clmoe_tensor_create(ctx, t[i], CLMOE_F32, rank1[i] ? 1 : 2, shapes[i]);
+    if (st != CLMOE_OK) {
+      clmoe_kda_layer_destroy(l);
+      return st;
+    }
+  }
+  return CLMOE_OK;
+}
+
+/* dt_bias sets each channel's decay rate at initialisation (z = 0, A_log = 0): rates
+ * -g log-uniform in [1e-3, 0.5] per token, memories from about 2 to 1000 tokens, as
+ * Mamba initialises its time steps. With dt_bias = 0 every channel would start at
+ * g = lb / 2 (alpha = e^-2.5 for lb = -5): nothing survives a few tokens and recall has to
+ * be learnt against that. Drawn on the host from the counter-based generator, so every
+ * device gets the same bits. */
+static clmoe_status init_dt_bias(clmoe_kda_layer *l, uint64_t seed)
+{
+  const int64_t n = l->H * l->D;
+  const double lb = l->opts.lower_bound != 0.0f ? fabs((double)l->opts.lower_bound) : 5.0;
+  float *h = malloc((size_t)n * sizeof *h);
+  if (!h) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_kda_layer_init: out of host memory");
+  for (int64_t i = 0; i < n; i++) {
+    const double u = clmoe_random_uniform(seed, (uint64_t)i, 0.0f, 1.0f);
+    const double rate = exp(log(1e-3) + u * (log(0.5) - log(1e-3)));
+    if (l->opts.gate == CLMOE_KDA_GATE_UNBOUNDED) {
+      h[i] = (float)log(expm1(rate)); /* softplus(dt_bias) = rate */
+    } else {
+      const double p = rate / lb; /* sigmoid(dt_bias) = rate / |lb| */
+      h[i] = (float)log(p / (1.0 - p));
+    }
+  }
+  clmoe_status st = clmoe_tensor_write(&l->dt_bias, h, (size_t)n * sizeof *h);
+  free(h);
+  return st;
+}
+
+clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed)
+{
+  clmoe_tensor *t[NPARAM];
+  const char *names[NPARAM];
+  clmoe_kda_layer_params(l, t, names, NULL);
+  for (int i = 0; i < NPARAM; i++) {
+    if (t[i] == &l->A_log) CLMOE_TRY(clmoe_tensor_fill(t[i], 0.0));
+    else if (t[i] == &l->dt_bias) CLMOE_TRY(init_dt_bias(l, seed * 64 + (uint64_t)i));
+    else if (t[i] == &l->o_gain) CLMOE_TRY(clmoe_tensor_fill(t[i], 1.0));
+    else CLMOE_TRY(clmoe_tensor_fill_normal(t[i], seed * 64 + (uint64_t)i, 0.0f, 0.02f));
+  }
+  /* Convolutions start near the identity: 1 on the newest tap. A [C, W] row-major tensor's
+   * newest tap of channel c is element c W + W - 1. */
+  clmoe_tensor *conv[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
+  const int64_t C = l->H * l->D, W = l->conv_width;
+  for (int j = 0; j < 3; j++) {
+    float *h = malloc((size_t)(C * W) * sizeof *h);
+    if (!h) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_kda_layer_init: out of host memory");
+    clmoe_status st = clmoe_tensor_read(conv[j], h, (size_t)(C * W) * sizeof *h);
+    for (int64_t c = 0; st == CLMOE_OK && c < C; c++) h[c * W + W - 1] += 1.0f;
+    if (st == CLMOE_OK) st = clmoe_tensor_write(conv[j], h, (size_t)(C * W) * sizeof *h);
+    free(h);
+    CLMOE_TRY(st);
+  }
+  return CLMOE_OK;
+}
+
+void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c)
+{
+  clmoe_tensor *t[] = {&c->xq, &c->xk, &c->xv, &c->q, &c->k, &c->v, &c->za, &c->z, &c->beta, &c->o,
+                       &c->rstd, &c->on, &c->gs};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
+  kda_kept_free(c->kda_kept);
+  c->kda_kept = NULL;
+}
+
+clmoe_status clmoe_kda_layer_state_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64_t nseq,
+                                          clmoe_kda_layer_state *s)
+{
+  memset(s, 0, sizeof *s);
+  const int64_t sk[4] = {nseq, l->H, l->D, l->D}, sc[3] = {nseq, l->conv_width - 1, l->H * l->D};
+  clmoe_status st = clmoe_tensor_zeros(ctx, &s->kda, CLMOE_F32, 4, sk);
+  if (st == CLMOE_OK) st = clmoe_tensor_zeros(ctx, &s->conv_q, CLMOE_F32, 3, sc);
+  if (st == CLMOE_OK) st = clmoe_tensor_zeros(ctx, &s->conv_k, CLMOE_F32, 3, sc);
+  if (st == CLMOE_OK) st = clmoe_tensor_zeros(ctx, &s->conv_v, CLMOE_F32, 3, sc);
+  if (st != CLMOE_OK) clmoe_kda_layer_state_destroy(s);
+  return st;
+}
+
+void clmoe_kda_layer_state_destroy(clmoe_kda_layer_state *s)
+{
+  clmoe_tensor_destroy(&s->kda);
+  clmoe_tensor_destroy(&s->conv_q);
+  clmoe_tensor_destroy(&s->conv_k);
+  clmoe_tensor_destroy(&s->conv_v);
+}
+
+/* ---- helpers: a 2-D view and the three GEMM shapes of a projection ---- */
+static clmoe_status view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v)
+{
+  return clmoe_tensor_view(t, v, 2, (int64_t[]){rows, cols}, 0);
+}
+
+/* Y (+)= X W^T: weights are [out, in] (PyTorch's Linear layout). */
+static clmoe_status proj(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W, clmoe_tensor *Y, float beta)
+{
+  return clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, X, W, beta, Y);
+}
+
+/* The backward of Y = X W^T: dW += dY^T X and, when dX is not NULL, dX += dY W. */
+static clmoe_status proj_back(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
+                              const clmoe_tensor *dY, clmoe_tensor *dW, clmoe_tensor *dX)
+{
+  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, 1.0f, dW));
+  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, 1.0f, dX));
+  return CLMOE_OK;
+}
+
+static clmoe_status check_x(const char *op, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                            const clmoe_tensor *y)
+{
+  char desc[96];
+  if (!x || x->ndim != 3 || x->shape[2] != l->d)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, %lld]", op,
+                        x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL", (long long)l->d);
+  CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
+  return clmoe__want_shape(y, op, "y", 0, 3, x->shape[0], x->shape[1], l->d, 0);
+}
+
+/* The cache tensors for N tokens. */
+static clmoe_status cache_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64_t N, clmoe_kda_layer_cache *c)
+{
+  memset(c, 0, sizeof *c);
+  const int64_t HD = l->H * l->D;
+  struct { clmoe_tensor *t; int64_t cols; } list[] = {
+      {&c->xq, HD}, {&c->xk, HD}, {&c->xv, HD}, {&c->q, HD}, {&c->k, HD}, {&c->v, HD}, {&c->za, l->rank},
+      {&c->z, HD}, {&c->beta, l->H}, {&c->o, HD}, {&c->on, HD}, {&c->gs, HD}};
+  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+    clmoe_status st = clmoe_tensor_create(ctx, list[i].t, CLMOE_F32, 2, (int64_t[]){N, list[i].cols});
+    if (st != CLMOE_OK) {
+      clmoe_kda_layer_cache_destroy(c);
+      return st;
+    }
+  }
+  clmoe_status st = clmoe_tensor_create(ctx, &c->rstd, CLMOE_F32, 1, (int64_t[]){N * l->H});
+  if (st != CLMOE_OK) clmoe_kda_layer_cache_destroy(c);
+  return st;
+}
+
+/* After KDA: on = RMSNorm_head(o), gs = sigmoid(x W_g), y = (gs * on) W_o. */
+static clmoe_status output_gate(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x2,
+                                clmoe_kda_layer_cache *c, clmoe_tensor *y2, int64_t N)
+{
+  clmoe_tensor o_rows, on_rows, m = {0};
+  const int64_t HD = l->H * l->D;
+  CLMOE_TRY(view2(&c->o, N * l->H, l->D, &o_rows));
+  CLMOE_TRY(view2(&c->on, N * l->H, l->D, &on_rows));
+  CLMOE_TRY(clmoe_rmsnorm(ctx, &o_rows, &l->o_gain, l->norm_eps, &on_rows, &c->rstd));
+  CLMOE_TRY(proj(ctx, x2, &l->w_g, &c->gs, 0.0f));
+  CLMOE_TRY(clmoe_sigmoid(ctx, &c->gs, &c->gs));
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m, CLMOE_F32, 2, (int64_t[]){N, HD}), done);
+  CLMOE_TRY_GOTO(st, clmoe_mul(ctx, &c->gs, &c->on, &m), done);
+  st = proj(ctx, &m, &l->w_o, y2, 0.0f);
+done:
+  clmoe_tensor_destroy(&m);
+  return st;
+}
+
+clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                     const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
+                                     clmoe_kda_layer_cache *cache, clmoe_kda_layer_state *state)
+{
+  const char *op = "clmoe_kda_layer_forward";
+  CLMOE_TRY(check_x(op, l, x, y));
+  const int64_t B = x->shape[0], T = x->shape[1], N = B * T, H = l->H, D = l->D, HD = H * D;
+  clmoe_kda_layer_cache local;
+  clmoe_kda_layer_cache *c = cache ? cache : &local;
+  CLMOE_TRY(cache_create(ctx, l, N, c));
+  clmoe_status st;
+  clmoe_tensor x2, y2, a3, b3, q4, k4, v4, z4, beta3, o4;
+  const int64_t s3[3] = {B, T, HD}, s4[4] = {B, T, H, D}, sb[3] = {B, T, H};
+  CLMOE_TRY_GOTO(st, view2(x, N, l->d, &x2), done);
+  CLMOE_TRY_GOTO(st, view2(y, N, l->d, &y2), done);
+  /* q, k, v: projection, then the causal convolution with SiLU (state: prefill). */
+  const clmoe_tensor *W[3] = {&l->w_q, &l->w_k, &l->w_v}, *cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
+  clmoe_tensor *pre[3] = {&c->xq, &c->xk, &c->xv}, *post[3] = {&c->q, &c->k, &c->v};
+  clmoe_tensor *cst[3] = {state ? &state->conv_q : NULL, state ? &state->conv_k : NULL, state ? &state->conv_v : NULL};
+  for (int j = 0; j < 3; j++) {
+    CLMOE_TRY_GOTO(st, proj(ctx, &x2, W[j], pre[j], 0.0f), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(pre[j], &a3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(post[j], &b3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_short_conv(ctx, &a3, cw[j], cu_seqlens, cst[j], &b3, cst[j]), done);
+  }
+  /* The decay gate's logits through the low-rank pair, and beta. */
+  CLMOE_TRY_GOTO(st, proj(ctx, &x2, &l->w_a_down, &c->za, 0.0f), done);
+  CLMOE_TRY_GOTO(st, proj(ctx, &c->za, &l->w_a_up, &c->z, 0.0f), done);
+  CLMOE_TRY_GOTO(st, proj(ctx, &x2, &l->w_beta, &c->beta, 0.0f), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->q, &q4, 4, s4, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->k, &k4, 4, s4, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->v, &v4, 4, s4, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->z, &z4, 4, s4, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->beta, &beta3, 3, sb, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->o, &o4, 4, s4, 0), done);
+  {
+    clmoe_kda_inputs in = {&q4, &k4, &v4, &z4, &beta3, &l->A_log, &l->dt_bias,
+                           state ? &state->kda : NULL, cu_seqlens};
+    /* With a state the op reads it first and overwrites it with the final one. For a
+     * backward (cache) the tile path keeps its per-chunk factors (about 1.9 KB per token and
+     * head at D = 128; CLMOE_KDA_KEEP=0: none), so that the backward skips recomputing them. */
+    if (cache && !c->kda_kept) c->kda_kept = kda_kept_new(ctx);
+    CLMOE_TRY_GOTO(st, kda_forward_kept(ctx, &l->opts, &in, &o4, state ? &state->kda : NULL,
+                                        kda_kept_saved(c->kda_kept)), done);
+  }
+  st = output_gate(ctx, l, &x2, c, &y2, N);
+done:
+  if (!cache || st != CLMOE_OK) clmoe_kda_layer_cache_destroy(c);
+  return st;
+}
+
+/* t += the contents of a temporary of the same size. */
+static clmoe_status add_into(clmoe_ctx *ctx, clmoe_tensor *t, const clmoe_tensor *tmp)
+{
+  return clmoe_axpy(ctx, 1.0f, tmp, t);
+}
+
+clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                      const clmoe_tensor *cu_seqlens, const clmoe_kda_layer_cache *c,
+                                      const clmoe_tensor *dy, clmoe_kda_layer *g, clmoe_tensor *dx)
+{
+  const char *op = "clmoe_kda_layer_backward";
+  CLMOE_TRY(check_x(op, l, x, dy));
+  CLMOE_TRY(clmoe__want_shape(dx, op, "dx", 0, 3, x->shape[0], x->shape[1], l->d, 0));
+  const int64_t B = x->shape[0], T = x->shape[1], N = B * T, H = l->H, D = l->D, HD = H * D;
+  clmoe_tensor x2, dx2, dy2, rows, drows, on_rows;
+  clmoe_tensor dm = {0}, m = {0}, don = {0}, dO = {0}, dq = {0}, dk = {0}, dv = {0}, dz = {0}, dbeta = {0};
+  clmoe_tensor dza = {0}, dpre = {0}, small = {0}, dA = {0}, ddt = {0}, dconv = {0};
+  const int64_t s3[3] = {B, T, HD}, s4[4] = {B, T, H, D}, sb[3] = {B, T, H};
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, view2(x, N, l->d, &x2), done);
+  CLMOE_TRY_GOTO(st, view2(dx, N, l->d, &dx2), done);
+  CLMOE_TRY_GOTO(st, view2(dy, N, l->d, &dy2), done);
+  clmoe_tensor *nd[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dpre};
+  for (size_t i = 0; i < sizeof nd / sizeof nd[0]; i++)
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, nd[i], CLMOE_F32, 2, (int64_t[]){N, HD}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dbeta, CLMOE_F32, 2, (int64_t[]){N, H}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dza, CLMOE_F32, 2, (int64_t[]){N, l->rank}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &small, CLMOE_F32, 1, (int64_t[]){D}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dA, CLMOE_F32, 1, (int64_t[]){H}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ddt, CLMOE_F32, 2, (int64_t[]){H, D}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dconv, CLMOE_F32, 2, (int64_t[]){HD, l->conv_width}), done);
+  /* y = m W_o with m = gs * on */
+  CLMOE_TRY_GOTO(st, clmoe_mul(ctx, &c->gs, &c->on, &m), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&dm, 0.0), done);
+  CLMOE_TRY_GOTO(st, proj_back(ctx, &m, &l->w_o, &dy2, &g->w_o, &dm), done);
+  /* m = gs * on; gs = sigmoid(x W_g) */
+  CLMOE_TRY_GOTO(st, clmoe_mul_backward(ctx, &dm, &c->gs, &c->on, &m /* dgs */, &don), done);
+  CLMOE_TRY_GOTO(st, clmoe_sigmoid_backward(ctx, &c->gs, &m, &m), done);
+  CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_g, &m, &g->w_g, &dx2), done);
+  /* on = RMSNorm_head(o) */
+  CLMOE_TRY_GOTO(st, view2(&c->o, N * H, D, &rows), done);
+  CLMOE_TRY_GOTO(st, view2(&dO, N * H, D, &drows), done);
+  CLMOE_TRY_GOTO(st, view2(&don, N * H, D, &on_rows), done);
+  CLMOE_TRY_GOTO(st, clmoe_rmsnorm_backward(ctx, &rows, &l->o_gain, &c->rstd, &on_rows, &drows, &small), done);
+  CLMOE_TRY_GOTO(st, add_into(ctx, &g->o_gain, &small), done);
+  /* KDA */
+  {
+    clmoe_tensor q4, k4, v4, z4, b3, dO4, dq4, dk4, dv4, dz4, db3;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->q, &q4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->k, &k4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->v, &v4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->z, &z4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->beta, &b3, 3, sb, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dO, &dO4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dq, &dq4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dk, &dk4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dv, &dv4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dz, &dz4, 4, s4, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dbeta, &db3, 3, sb, 0), done);
+    clmoe_kda_inputs in = {&q4, &k4, &v4, &z4, &b3, &l->A_log, &l->dt_bias, NULL, cu_seqlens};
+    clmoe_kda_grads kg = {&dq4, &dk4, &dv4, &dz4, &db3, &dA, &ddt, NULL};
+    CLMOE_TRY_GOTO(st, kda_backward_kept(ctx, &l->opts, &in, &dO4, NULL, &kg, kda_kept_saved(c->kda_kept)), done);
+  }
+  CLMOE_TRY_GOTO(st, add_into(ctx, &g->A_log, &dA), done);
+  CLMOE_TRY_GOTO(st, add_into(ctx, &g->dt_bias, &ddt), done);
+  /* beta = x W_beta; z = (x W_a_down) W_a_up */
+  CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_beta, &dbeta, &g->w_beta, &dx2), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&dza, 0.0), done);
+  CLMOE_TRY_GOTO(st, proj_back(ctx, &c->za, &l->w_a_up, &dz, &g->w_a_up, &dza), done);
+  CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_a_down, &dza, &g->w_a_down, &dx2), done);
+  /* q, k, v: the convolutions, then the projections. */
+  {
+    const clmoe_tensor *W[3] = {&l->w_q, &l->w_k, &l->w_v}, *cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
+    const clmoe_tensor *pre[3] = {&c->xq, &c->xk, &c->xv};
+    clmoe_tensor *dpost[3] = {&dq, &dk, &dv}, *gW[3] = {&g->w_q, &g->w_k, &g->w_v};
+    clmoe_tensor *gc[3] = {&g->conv_q, &g->conv_k, &g->conv_v};
+    for (int j = 0; j < 3; j++) {
+      clmoe_tensor a3, d3, p3;
+      CLMOE_TRY_GOTO(st, clmoe_tensor_view(pre[j], &a3, 3, s3, 0), done);
+      CLMOE_TRY_GOTO(st, clmoe_tensor_view(dpost[j], &d3, 3, s3, 0), done);
+      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dpre, &p3, 3, s3, 0), done);
+      CLMOE_TRY_GOTO(st, clmoe_short_conv_backward(ctx, &a3, cw[j], cu_seqlens, NULL, &d3, &p3, &dconv, NULL), done);
+      CLMOE_TRY_GOTO(st, add_into(ctx, gc[j], &dconv), done);
+      CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, W[j], &dpre, gW[j], &dx2), done);
+    }
+  }
+done:;
+  clmoe_tensor *all[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dbeta, &dza, &dpre, &small, &dA, &ddt, &dconv};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
+  return st;
+}
+
+clmoe_status clmoe_kda_layer_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                  clmoe_kda_layer_state *state, clmoe_tensor *y)
+{
+  const char *op = "clmoe_kda_layer_step";
+  char desc[96];
+  if (!x || x->ndim != 2 || x->shape[1] != l->d)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [Nseq, %lld]", op,
+                        x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL", (long long)l->d);
+  const int64_t N = x->shape[0], H = l->H, D = l->D, HD = H * D;
+  CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, N, l->d, 0, 0));
+  clmoe_kda_layer_cache c;
+  CLMOE_TRY(cache_create(ctx, l, N, &c));
+  clmoe_status st;
+  const clmoe_tensor *W[3] = {&l->w_q, &l->w_k, &l->w_v}, *cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
+  clmoe_tensor *pre[3] = {&c.xq, &c.xk, &c.xv}, *post[3] = {&c.q, &c.k, &c.v};
+  clmoe_tensor *cst[3] = {&state->conv_q, &state->conv_k, &state->conv_v};
+  for (int j = 0; j < 3; j++) {
+    CLMOE_TRY_GOTO(st, proj(ctx, x, W[j], pre[j], 0.0f), done);
+    CLMOE_TRY_GOTO(st, clmoe_short_conv_step(ctx, pre[j], cw[j], cst[j], post[j]), done);
+  }
+  CLMOE_TRY_GOTO(st, proj(ctx, x, &l->w_a_down, &c.za, 0.0f), done);
+  CLMOE_TRY_GOTO(st, proj(ctx, &c.za, &l->w_a_up, &c.z, 0.0f), done);
+  CLMOE_TRY_GOTO(st, proj(ctx, x, &l->w_beta, &c.beta, 0.0f), done);
+  {
+    clmoe_tensor q3, k3, v3, z3, o3;
+    const int64_t s3[3] = {N, H, D};
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c.q, &q3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c.k, &k3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c.v, &v3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c.z, &z3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c.o, &o3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_kda_decode_step(ctx, &l->opts, &q3, &k3, &v3, &z3, &c.beta, &l->A_log,
+                                             &l->dt_bias, &state->kda, &o3), done);
+  }
+  st = output_gate(ctx, l, x, &c, y, N);
+done:
+  clmoe_kda_layer_cache_destroy(&c);
+  (void)HD;
+  return st;
+}

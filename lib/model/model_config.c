@@ -1,0 +1,533 @@
+/* Configuration files: a strict key = value parser with sections, the shipped presets,
+ * validation and parameter counting. */
+#include "runtime/internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void clmoe_config_defaults(clmoe_config *c)
+{
+  memset(c, 0, sizeof *c);
+  snprintf(c->name, sizeof c->name, "(defaults)");
+  c->dense_layers = 1;
+  c->norm_eps = 1e-5;
+  c->kda_conv_width = 4;
+  c->kda_lower_bound = -5.0;
+  c->routed_scale = 1.0;
+  c->sign_rate = 1e-3;
+  snprintf(c->balancing, sizeof c->balancing, "quantile");
+  c->quantile_bins = 1000;
+  c->attn_res_block = 1;
+  clmoe_train_config *t = &c->train;
+  t->lr = 3e-4; /* MODEL.md: 3e-3 collapsed the tiny model's routing, 3e-4 stayed healthy */
+  t->min_lr = 3e-5;
+  t->warmup_steps = -1; /* -1: 1% of the steps */
+  t->steps = 1000;
+  t->batch = 8;
+  t->seq_len = 256;
+  t->weight_decay = 0.1;
+  t->beta1 = 0.9;
+  t->beta2 = 0.95;
+  t->adam_eps = 1e-8;
+  t->clip = 1.0;
+  t->seed = 1;
+  t->eval_every = 100;
+  t->eval_batches = 4;
+  t->log_every = 10;
+}
+
+/* ---- the key table ------------------------------------------------------------------- */
+typedef enum { K_I64, K_INT, K_F64, K_U64, K_EVERY, K_LAYERS, K_BALANCE, K_GATE, K_CURRICULUM } key_kind;
+
+typedef struct key_def {
+  const char *section, *key;
+  key_kind kind;
+  size_t offset;
+  double lo, hi; /* accepted range of numbers */
+} key_def;
+
+#define OFF(field) offsetof(clmoe_config, field)
+#define TOFF(field) (offsetof(clmoe_config, train) + offsetof(clmoe_train_config, field))
+static const key_def keys[] = {
+    {"model", "vocab", K_I64, OFF(vocab), 2, 1 << 30},
+    {"model", "d_model", K_I64, OFF(d_model), 1, 1 << 20},
+    {"model", "layers", K_INT, OFF(layers), 1, CLMOE_MAX_LAYERS},
+    {"model", "mla_every", K_EVERY, 0, 1, CLMOE_MAX_LAYERS},
+    {"model", "mla_layers", K_LAYERS, 0, 1, CLMOE_MAX_LAYERS},
+    {"model", "dense_layers", K_INT, OFF(dense_layers), 0, CLMOE_MAX_LAYERS},
+    {"model", "norm_eps", K_F64, OFF(norm_eps), 1e-12, 1.0},
+    {"kda", "heads", K_I64, OFF(kda_heads), 1, 4096},
+    {"kda", "head_dim", K_I64, OFF(kda_head_dim), 1, 4096},
+    {"kda", "gate_rank", K_I64, OFF(kda_gate_rank), 1, 1 << 20},
+    {"kda", "conv_width", K_INT, OFF(kda_conv_width), 1, 64},
+    {"kda", "lower_bound", K_F64, OFF(kda_lower_bound), -5.0, -1e-6},
+    {"kda", "gate", K_GATE, OFF(kda_unbounded_gate), 0, 0},
+    {"mla", "heads", K_I64, OFF(mla_heads), 1, 4096},
+    {"mla", "q_rank", K_I64, OFF(mla_q_rank), 1, 1 << 20},
+    {"mla", "kv_rank", K_I64, OFF(mla_kv_rank), 1, 1 << 20},
+    {"mla", "qk_nope_dim", K_I64, OFF(mla_qk_nope_dim), 1, 4096},
+    {"mla", "qk_rope_dim", K_I64, OFF(mla_qk_rope_dim), 0, 4096},
+    {"mla", "v_dim", K_I64, OFF(mla_v_dim), 1, 4096},
+    {"ffn", "dense_ff", K_I64, OFF(dense_ff), 1, 1 << 24},
+    {"moe", "experts", K_I64, OFF(experts), 1, 1 << 20},
+    {"moe", "top_k", K_I64, OFF(top_k), 1, 1024},
+    {"moe", "shared_experts", K_I64, OFF(shared_experts), 0, 64},
+    {"moe", "shared_ff", K_I64, OFF(shared_ff), 1, 1 << 24},
+    {"moe", "latent", K_I64, OFF(latent), 0, 1 << 20},
+    {"moe", "expert_ff", K_I64, OFF(expert_ff), 1, 1 << 24},
+    {"moe", "routed_scale", K_F64, OFF(routed_scale), 1e-6, 1e6},
+    {"moe", "balancing", K_BALANCE, OFF(balancing), 0, 0},
+    {"moe", "quantile_bins", K_INT, OFF(quantile_bins), 2, 1 << 24},
+    {"moe", "sign_rate", K_F64, OFF(sign_rate), 0.0, 1.0},
+    {"attn_res", "block", K_INT, OFF(attn_res_block), 1, CLMOE_MAX_LAYERS},
+    {"train", "lr", K_F64, TOFF(lr), 0.0, 10.0},
+    {"train", "min_lr", K_F64, TOFF(min_lr), 0.0, 10.0},
+    {"train", "warmup_steps", K_I64, TOFF(warmup_steps), 0, 1e15},
+    {"train", "steps", K_I64, TOFF(steps), 0, 1e15},
+    {"train", "batch", K_I64, TOFF(batch), 1, 1 << 20},
+    {"train", "seq_len", K_I64, TOFF(seq_len), 1, 1 << 24},
+    {"train", "curriculum", K_CURRICULUM, 0, 1, 1 << 24},
+    {"train", "weight_decay", K_F64, TOFF(weight_decay), 0.0, 10.0},
+    {"train", "beta1", K_F64, TOFF(beta1), 0.0, 0.999999},
+    {"train", "beta2", K_F64, TOFF(beta2), 0.0, 0.999999},
+    {"train", "adam_eps", K_F64, TOFF(adam_eps), 1e-30, 1.0},
+    {"train", "clip", K_F64, TOFF(clip), 0.0, 1e9},
+    {"train", "seed", K_U64, TOFF(seed), 0, 0},
+    {"train", "eval_every", K_I64, TOFF(eval_every), 0, 1e15},
+    {"train", "eval_batches", K_I64, TOFF(eval_batches), 0, 1e9},
+    {"train", "log_every", K_I64, TOFF(log_every), 1, 1e15},
+    {"train", "checkpoint_every", K_I64, TOFF(checkpoint_every), 0, 1e15},
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+static const char *const balancing_names[] = {"quantile", "quantile-hist", "sign", "none", NULL};
+
+/* ---- values ---------------------------------------------------------------------------- */
+static int parse_i64(const char *s, int64_t *v)
+{
+  char *end;
+  errno = 0;
+  double d = strtod(s, &end); /* accepts 1e5 too, checked to be a whole number */
+  if (errno || end == s || *end || d != floor(d) || fabs(d) > 9e15) return 0;
+  *v = (int64_t)d;
+  return 1;
+}
+
+static int parse_f64(const char *s, double *v)
+{
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  return !errno && end != s && !*end && isfinite(*v);
+}
+
+typedef struct parser {
+  const char *name;
+  int line;
+  const char *key;
+} parser;
+
+static clmoe_status bad(const parser *p, const char *fmt, const char *detail)
+{
+  char what[256];
+  snprintf(what, sizeof what, fmt, detail);
+  return clmoe__error(CLMOE_ERR_FORMAT, "%s:%d: %s%s%s", p->name, p->line, p->key ? p->key : "",
+                      p->key ? ": " : "", what);
+}
+
+/* Splits a comma-separated list in place; returns the count (at most max). */
+static int split_list(char *s, char **items, int max)
+{
+  int n = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (isspace((unsigned char)*tok)) tok++;
+    char *e = tok + strlen(tok);
+    while (e > tok && isspace((unsigned char)e[-1])) *--e = '\0';
+    if (n == max) return -1;
+    items[n++] = tok;
+  }
+  return n;
+}
+
+static clmoe_status set_value(const parser *p, const key_def *k, char *value, clmoe_config *c,
+                              int *mla_every)
+{
+  char *base = (char *)c;
+  int64_t i;
+  double d;
+  switch (k->kind) {
+  case K_I64:
+  case K_INT:
+  case K_EVERY:
+    if (!parse_i64(value, &i)) return bad(p, "'%s' is not a whole number", value);
+    if (i < k->lo || i > k->hi) {
+      char range[96];
+      snprintf(range, sizeof range, "%lld is outside [%.0f, %.0f]", (long long)i, k->lo, k->hi);
+      return bad(p, "%s", range);
+    }
+    if (k->kind == K_EVERY) *mla_every = (int)i;
+    else if (k->kind == K_INT) *(int *)(base + k->offset) = (int)i;
+    else *(int64_t *)(base + k->offset) = i;
+    return CLMOE_OK;
+  case K_U64: {
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(value, &end, 0);
+    if (errno || end == value || *end || value[0] == '-') return bad(p, "'%s' is not an unsigned number", value);
+    *(uint64_t *)(base + k->offset) = u;
+    return CLMOE_OK;
+  }
+  case K_F64:
+    if (!parse_f64(value, &d)) return bad(p, "'%s' is not a number", value);
+    if (d < k->lo || d > k->hi) {
+      char range[96];
+      snprintf(range, sizeof range, "%g is outside [%g, %g]", d, k->lo, k->hi);
+      return bad(p, "%s", range);
+    }
+    *(double *)(base + k->offset) = d;
+    return CLMOE_OK;
+  case K_BALANCE:
+    for (int b = 0; balancing_names[b]; b++)
+      if (!strcmp(value, balancing_names[b])) {
+        snprintf(c->balancing, sizeof c->balancing, "%s", value);
+        return CLMOE_OK;
+      }
+    return bad(p, "'%s' is not one of quantile, quantile-hist, sign, none", value);
+  case K_GATE:
+    if (!strcmp(value, "bounded") || !strcmp(value, "unbounded")) {
+      c->kda_unbounded_gate = !strcmp(value, "unbounded");
+      return CLMOE_OK;
+    }
+    return bad(p, "'%s' is not bounded or unbounded", value);
+  case K_LAYERS: {
+    char *items[CLMOE_MAX_LAYERS + 1];
+    int n = split_list(value, items, CLMOE_MAX_LAYERS);
+    if (n <= 0) return bad(p, "%s", "expected a comma-separated list of layer numbers");
+    for (int j = 0; j < n; j++) {
+      if (!parse_i64(items[j], &i) || i < 1 || i > CLMOE_MAX_LAYERS)
+        return bad(p, "'%s' is not a layer number (1-based)", items[j]);
+      c->is_mla[i - 1] = 2; /* 2: named explicitly (checked against `layers` later) */
+    }
+    return CLMOE_OK;
+  }
+  case K_CURRICULUM: {
+    char *items[CLMOE_MAX_CURRICULUM + 1];
+    int n = split_list(value, items, CLMOE_MAX_CURRICULUM);
+    if (n <= 0) return bad(p, "%s", "expected 'length@step, ...' (at most 16 entries)");
+    for (int j = 0; j < n; j++) {
+      char *at = strchr(items[j], '@');
+      int64_t len, step;
+      if (!at) return bad(p, "'%s' is not length@step", items[j]);
+      *at = '\0';
+      if (!parse_i64(items[j], &len) || !parse_i64(at + 1, &step) || len < 1 || step < 0)
+        return bad(p, "'%s' is not length@step with length >= 1 and step >= 0", items[j]);
+      if (j == 0 && step != 0) return bad(p, "%s", "the first entry must start at step 0");
+      if (j > 0 && step <= c->train.curriculum_step[j - 1])
+        return bad(p, "%s", "steps must increase from entry to entry");
+      c->train.curriculum_len[j] = len;
+      c->train.curriculum_step[j] = step;
+    }
+    c->train.ncurriculum = n;
+    return CLMOE_OK;
+  }
+  }
+  return CLMOE_ERR_INTERNAL;
+}
+
+/* ---- parsing --------------------------------------------------------------------------- */
+static char *trim(char *s)
+{
+  while (isspace((unsigned char)*s)) s++;
+  char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+  return s;
+}
+
+static clmoe_status parse_text(const char *text, const char *name, clmoe_config *c)
+{
+  parser p = {name, 0, NULL};
+  char section[32] = "";
+  int mla_every = 0;
+  unsigned char seen[NKEYS];
+  memset(seen, 0, sizeof seen);
+  memset(c->is_mla, 0, sizeof c->is_mla);
+  snprintf(c->name, sizeof c->name, "%s", name);
+  for (const char *s = text; *s;) {
+    const char *nl = strchr(s, '\n');
+    size_t len = nl ? (size_t)(nl - s) : strlen(s);
+    p.line++;
+    p.key = NULL;
+    if (len > 1023) return bad(&p, "%s", "line longer than 1023 characters");
+    char buf[1024];
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    s += len + (nl ? 1 : 0);
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = '\0';
+    char *line = trim(buf);
+    if (!*line) continue;
+    if (*line == '[') {
+      char *close = strchr(line, ']');
+      if (!close || close[1] != '\0') return bad(&p, "'%s' is not a [section] header", line);
+      *close = '\0';
+      char *sec = trim(line + 1);
+      int known = 0;
+      for (size_t k = 0; k < NKEYS; k++) known |= !strcmp(keys[k].section, sec);
+      if (!known)
+        return bad(&p, "unknown section [%s] (model, kda, mla, ffn, moe, attn_res, train)", sec);
+      snprintf(section, sizeof section, "%s", sec);
+      continue;
+    }
+    char *eq = strchr(line, '=');
+    if (!eq) return bad(&p, "'%s' is neither 'key = value' nor a [section]", line);
+    *eq = '\0';
+    char *key = trim(line), *value = trim(eq + 1);
+    if (!section[0]) return bad(&p, "'%s' comes before any [section]", key);
+    size_t k = 0;
+    while (k < NKEYS && (strcmp(keys[k].section, section) || strcmp(keys[k].key, key))) k++;
+    char qualified[80];
+    snprintf(qualified, sizeof qualified, "[%s] %s", section, key);
+    p.key = qualified;
+    if (k == NKEYS) return bad(&p, "%s", "unknown key");
+    if (seen[k]) return bad(&p, "%s", "given twice");
+    if (!*value) return bad(&p, "%s", "no value");
+    seen[k] = 1;
+    CLMOE_TRY(set_value(&p, &keys[k], value, c, &mla_every));
+  }
+  /* The layer pattern: explicit layers must exist; every N-th layer from mla_every. */
+  for (int i = 0; i < CLMOE_MAX_LAYERS; i++)
+    if (c->is_mla[i] == 2 && i >= c->layers)
+      return clmoe__error(CLMOE_ERR_FORMAT, "%s: [model] mla_layers names layer %d but the model has %d layers",
+                          name, i + 1, c->layers);
+  for (int i = 0; i < c->layers; i++) c->is_mla[i] = c->is_mla[i] || (mla_every && (i + 1) % mla_every == 0);
+  return clmoe_config_validate(c, name);
+}
+
+clmoe_status clmoe_config_parse(const char *text, const char *name, clmoe_config *cfg)
+{
+  clmoe_config c;
+  clmoe_config_defaults(&c);
+  CLMOE_TRY(parse_text(text, name, &c));
+  *cfg = c;
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_config_load(const char *path, clmoe_config *cfg)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) return clmoe__error(CLMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  char *text = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap = cap ? 2 * cap : 8192;
+      char *grown = cap <= (1u << 24) ? realloc(text, cap) : NULL;
+      if (!grown) {
+        free(text);
+        fclose(f);
+        return clmoe__error(CLMOE_ERR_FORMAT, "%s: larger than 16 MB: not a config file", path);
+      }
+      text = grown;
+    }
+    size_t got = fread(text + n, 1, 4096, f);
+    n += got;
+    if (got < 4096) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    free(text);
+    return clmoe__error(CLMOE_ERR_IO, "%s: read error", path);
+  }
+  text[n] = '\0';
+  clmoe_status st = CLMOE_OK;
+  if (memchr(text, '\0', n)) st = clmoe__error(CLMOE_ERR_FORMAT, "%s: contains a NUL byte: not a text file", path);
+  else st = clmoe_config_parse(text, path, cfg);
+  free(text);
+  return st;
+}
+
+const char *const *clmoe_config_preset_names(void)
+{
+  static const char *names[16];
+  if (!names[0]) {
+    int n = 0;
+    for (const clmoe_kernel_source *s = clmoe__preset_sources; s->family && n < 15; s++) names[n++] = s->family;
+    names[n] = NULL;
+  }
+  return names;
+}
+
+clmoe_status clmoe_config_preset(const char *preset, clmoe_config *cfg)
+{
+  for (const clmoe_kernel_source *s = clmoe__preset_sources; s->family; s++)
+    if (!strcmp(s->family, preset)) return clmoe_config_parse(s->text, preset, cfg);
+  char list[256] = "";
+  for (const char *const *n = clmoe_config_preset_names(); *n; n++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", *n);
+  return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "unknown preset '%s' (presets: %s)", preset, list);
+}
+
+int clmoe_config_mla_count(const clmoe_config *c)
+{
+  int n = 0;
+  for (int i = 0; i < c->layers; i++) n += c->is_mla[i] != 0;
+  return n;
+}
+
+clmoe_status clmoe_config_validate(const clmoe_config *c, const char *name)
+{
+#define NEED(cond, ...)                                                                    \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      char why_[256];                                                                      \
+      snprintf(why_, sizeof why_, __VA_ARGS__);                                            \
+      return clmoe__error(CLMOE_ERR_FORMAT, "%s: %s", name, why_);                          \
+    }                                                                                      \
+  } while (0)
+  NEED(c->vocab >= 2 && c->d_model >= 1 && c->layers >= 1,
+       "[model] vocab, d_model and layers are required");
+  NEED(c->dense_layers <= c->layers, "[model] dense_layers = %d exceeds layers = %d", c->dense_layers, c->layers);
+  int nmla = clmoe_config_mla_count(c);
+  if (nmla < c->layers)
+    NEED(c->kda_heads >= 1 && c->kda_head_dim >= 1 && c->kda_gate_rank >= 1,
+         "[kda] heads, head_dim and gate_rank are required (the model has KDA layers)");
+  if (nmla > 0)
+    NEED(c->mla_heads >= 1 && c->mla_q_rank >= 1 && c->mla_kv_rank >= 1 && c->mla_qk_nope_dim >= 1 &&
+             c->mla_v_dim >= 1,
+         "[mla] heads, q_rank, kv_rank, qk_nope_dim and v_dim are required (the model has MLA layers)");
+  if (c->dense_layers > 0) NEED(c->dense_ff >= 1, "[ffn] dense_ff is required (dense_layers = %d)", c->dense_layers);
+  if (c->dense_layers < c->layers) {
+    NEED(c->experts >= 1 && c->top_k >= 1 && c->expert_ff >= 1,
+         "[moe] experts, top_k and expert_ff are required (the model has MoE layers)");
+    NEED(c->top_k <= c->experts, "[moe] top_k = %lld exceeds experts = %lld", (long long)c->top_k,
+         (long long)c->experts);
+    NEED(c->shared_experts == 0 || c->shared_ff >= 1, "[moe] shared_ff is required with shared_experts");
+  }
+  NEED(c->kda_lower_bound >= -5.0 && c->kda_lower_bound < 0.0, "[kda] lower_bound %g is outside [-5, 0)",
+       c->kda_lower_bound);
+  const clmoe_train_config *t = &c->train;
+  NEED(t->min_lr <= t->lr, "[train] min_lr %g exceeds lr %g", t->min_lr, t->lr);
+  NEED(t->warmup_steps <= t->steps, "[train] warmup_steps %lld exceeds steps %lld", (long long)t->warmup_steps,
+       (long long)t->steps);
+  return CLMOE_OK;
+#undef NEED
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+/* The shortest %g form that reads back as the same double (0.0003, not 0.00029999...). */
+static const char *shortest(double v, char *buf)
+{
+  for (int prec = 6; prec < 17; prec++) {
+    snprintf(buf, 32, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return buf;
+  }
+  snprintf(buf, 32, "%.17g", v);
+  return buf;
+}
+#define G(v) shortest((v), (char[32]){0})
+
+int clmoe_config_write(const clmoe_config *c, FILE *f)
+{
+  int ok = fprintf(f, "# %s\n[model]\nvocab = %lld\nd_model = %lld\nlayers = %d\n", c->name,
+                   (long long)c->vocab, (long long)c->d_model, c->layers) > 0;
+  if (clmoe_config_mla_count(c) > 0) {
+    ok &= fprintf(f, "mla_layers = ") > 0;
+    for (int i = 0, first = 1; i < c->layers; i++)
+      if (c->is_mla[i]) {
+        ok &= fprintf(f, "%s%d", first ? "" : ", ", i + 1) > 0;
+        first = 0;
+      }
+    ok &= fprintf(f, "\n") > 0;
+  }
+  ok &= fprintf(f, "dense_layers = %d\nnorm_eps = %s\n", c->dense_layers, G(c->norm_eps)) > 0;
+  if (c->kda_heads)
+    ok &= fprintf(f, "\n[kda]\nheads = %lld\nhead_dim = %lld\ngate_rank = %lld\nconv_width = %d\n"
+                     "lower_bound = %s\ngate = %s\n", (long long)c->kda_heads, (long long)c->kda_head_dim,
+                  (long long)c->kda_gate_rank, c->kda_conv_width, G(c->kda_lower_bound),
+                  c->kda_unbounded_gate ? "unbounded" : "bounded") > 0;
+  if (c->mla_heads)
+    ok &= fprintf(f, "\n[mla]\nheads = %lld\nq_rank = %lld\nkv_rank = %lld\nqk_nope_dim = %lld\n"
+                     "qk_rope_dim = %lld\nv_dim = %lld\n", (long long)c->mla_heads, (long long)c->mla_q_rank,
+                  (long long)c->mla_kv_rank, (long long)c->mla_qk_nope_dim, (long long)c->mla_qk_rope_dim,
+                  (long long)c->mla_v_dim) > 0;
+  if (c->dense_ff) ok &= fprintf(f, "\n[ffn]\ndense_ff = %lld\n", (long long)c->dense_ff) > 0;
+  if (c->experts)
+    ok &= fprintf(f, "\n[moe]\nexperts = %lld\ntop_k = %lld\nshared_experts = %lld\n%s%lld\nlatent = %lld\n"
+                     "expert_ff = %lld\nrouted_scale = %s\nbalancing = %s\nquantile_bins = %d\nsign_rate = %s\n",
+                  (long long)c->experts, (long long)c->top_k, (long long)c->shared_experts,
+                  c->shared_ff ? "shared_ff = " : "# shared_ff = ", (long long)c->shared_ff,
+                  (long long)c->latent, (long long)c->expert_ff, G(c->routed_scale), c->balancing,
+                  c->quantile_bins, G(c->sign_rate)) > 0;
+  ok &= fprintf(f, "\n[attn_res]\nblock = %d\n", c->attn_res_block) > 0;
+  const clmoe_train_config *t = &c->train;
+  ok &= fprintf(f, "\n[train]\nlr = %s\nmin_lr = %s\n", G(t->lr), G(t->min_lr)) > 0;
+  if (t->warmup_steps >= 0) ok &= fprintf(f, "warmup_steps = %lld\n", (long long)t->warmup_steps) > 0;
+  ok &= fprintf(f, "steps = %lld\nbatch = %lld\nseq_len = %lld\n", (long long)t->steps, (long long)t->batch,
+                (long long)t->seq_len) > 0;
+  if (t->ncurriculum) {
+    ok &= fprintf(f, "curriculum = ") > 0;
+    for (int i = 0; i < t->ncurriculum; i++)
+      ok &= fprintf(f, "%s%lld@%lld", i ? ", " : "", (long long)t->curriculum_len[i],
+                    (long long)t->curriculum_step[i]) > 0;
+    ok &= fprintf(f, "\n") > 0;
+  }
+  ok &= fprintf(f, "weight_decay = %s\nbeta1 = %s\nbeta2 = %s\nadam_eps = %s\nclip = %s\n"
+                   "seed = %llu\neval_every = %lld\neval_batches = %lld\nlog_every = %lld\ncheckpoint_every = %lld\n",
+                G(t->weight_decay), G(t->beta1), G(t->beta2), G(t->adam_eps), G(t->clip), (unsigned long long)t->seed,
+                (long long)t->eval_every, (long long)t->eval_batches, (long long)t->log_every,
+                (long long)t->checkpoint_every) > 0;
+  return ok ? 0 : -1;
+}
+
+/* ---- parameter counting ------------------------------------------------------------------ */
+void clmoe_config_count_params(const clmoe_config *c, clmoe_param_count *n)
+{
+  memset(n, 0, sizeof *n);
+  const double d = (double)c->d_model, V = (double)c->vocab;
+  n->embedding = V * d;
+  n->head = d * V;
+  /* KDA: q, k, v, the output gate W_g and W_o at full rank; beta; the low-rank decay gate;
+   * dt_bias, A_log; the three short convolutions; one RMSNorm gain of D shared by heads. */
+  const double H = (double)c->kda_heads, D = (double)c->kda_head_dim, r = (double)c->kda_gate_rank;
+  const double kda_layer = 5.0 * d * H * D + d * H + d * r + r * H * D + H * D + H +
+                           (double)c->kda_conv_width * 3.0 * H * D + D;
+  /* MLA: W_dq, q norm, W_uq; W_dkv (latent + shared key), latent norm, W_ukv (nope keys and
+   * values); W_g and W_o. */
+  const double Hm = (double)c->mla_heads, qk = (double)(c->mla_qk_nope_dim + c->mla_qk_rope_dim);
+  const double qr = (double)c->mla_q_rank, kr = (double)c->mla_kv_rank, vd = (double)c->mla_v_dim;
+  const double mla_layer = d * qr + qr + qr * Hm * qk + d * (kr + (double)c->mla_qk_rope_dim) + kr +
+                           kr * Hm * ((double)c->mla_qk_nope_dim + vd) + 2.0 * d * Hm * vd;
+  /* MoE: the router; the latent down/up projections and norm; experts of SiTU-GLU (gate, up,
+   * down) at the latent width (or full width without a latent); the shared experts as one
+   * SiTU-GLU FFN of width shared_experts x shared_ff. */
+  const double E = (double)c->experts, width = c->latent > 0 ? (double)c->latent : d;
+  const double expert = 3.0 * width * (double)c->expert_ff;
+  const double latent = c->latent > 0 ? 2.0 * d * (double)c->latent + (double)c->latent : 0.0;
+  const double shared = 3.0 * d * (double)(c->shared_experts * c->shared_ff);
+  for (int i = 0; i < c->layers; i++) {
+    if (c->is_mla[i]) n->mla += mla_layer;
+    else n->kda += kda_layer;
+    if (i < c->dense_layers) {
+      n->dense_ffn += 3.0 * d * (double)c->dense_ff;
+    } else {
+      n->moe_router += d * E;
+      n->moe_latent += latent;
+      n->moe_experts += E * expert;
+      n->moe_shared += shared;
+      n->active_moe_experts += (double)c->top_k * expert;
+    }
+    n->norms += 2.0 * d;    /* the pre-norms of the mixer and the FFN */
+    n->attn_res += 4.0 * d; /* a pseudo-query and a norm gain before each of the two sub-layers */
+  }
+  n->norms += d;    /* final norm */
+  n->attn_res += 2.0 * d; /* the final AttnRes */
+  n->total = n->embedding + n->head + n->kda + n->mla + n->dense_ffn + n->moe_experts + n->moe_shared +
+             n->moe_router + n->moe_latent + n->norms + n->attn_res;
+  n->active = n->total - n->embedding - n->moe_experts + n->active_moe_experts;
+}

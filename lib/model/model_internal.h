@@ -1,0 +1,72 @@
+/* Internal to the model (model.c, model_run.c). */
+#ifndef CLMOE_MODEL_INTERNAL_H
+#define CLMOE_MODEL_INTERNAL_H
+
+#include "runtime/internal.h"
+#include "clmoe/moe_ep.h"
+
+enum { SUB_MIXER = 0, SUB_FFN = 1 };
+
+typedef struct model_layer {
+  int is_mla, is_dense;
+  /* parameters (and gradient structs whose tensors are views of the registry's) */
+  clmoe_kda_layer kda, kda_g;
+  clmoe_mla_config mla_cfg;
+  clmoe_mla_weights mla, mla_g;
+  clmoe_situ_ffn ffn, ffn_g;
+  clmoe_moe_layer moe;
+  clmoe_moe_ep_layer ep;       /* the MoE layer on expert-parallel ranks (model->dist set) */
+  clmoe_moe_grads moe_g;       /* (with ep: dense whole, experts the local ones) */
+  clmoe_tensor ar_w[2], ar_g[2], norm[2]; /* AttnRes pseudo-query, its gain; pre-norm gain */
+  /* what a train forward keeps, per sub-layer */
+  int slot[2], nsrc[2], has_snap[2];
+  clmoe_tensor snap[2];  /* the current block's partial sum this sub-layer saw [N, d] */
+  clmoe_tensor alpha[2]; /* [N, nsrc] */
+  clmoe_tensor h[2];     /* AttnRes output [N, d] */
+  clmoe_tensor hn[2];    /* RMSNorm(h): the sub-layer's input [N, d] */
+  clmoe_tensor rstd[2];  /* [N] */
+  clmoe_kda_layer_cache kcache;
+  clmoe_mla_saved msaved;
+  clmoe_situ_saved fsaved;
+  clmoe_moe_saved moesaved;
+  clmoe_moe_ep_saved epsaved;
+} model_layer;
+
+struct clmoe_model {
+  clmoe_ctx *ctx;
+  clmoe_config cfg;
+  clmoe_tensor embed;  /* [V, d] */
+  clmoe_tensor head;   /* [V, d] ([out, in]) */
+  clmoe_tensor far_w, far_g, fnorm; /* final AttnRes and RMSNorm */
+  model_layer *layers;
+  clmoe_params params;
+  int nslots;
+  /* the last forward */
+  int64_t B, T, N;
+  int trained;          /* activations of a train forward are held */
+  int final_nsrc;
+  clmoe_tensor ids, targets;           /* i32 [N] */
+  clmoe_tensor stream;                 /* [nslots, N, d] */
+  clmoe_tensor falpha, fh, fhn, frstd; /* final AttnRes and norm */
+  clmoe_tensor logits, loss, lse;      /* [N, V], [N], [N] */
+  int64_t scored;
+  int inference_only;   /* gradients and moments released (clmoe_gen_load): no training */
+  /* expert parallelism (clmoe_model_create_ep): the MoE layers are clmoe_moe_ep_layers */
+  clmoe_dist *dist;                /* borrowed; NULL: one process, whole MoE layers */
+  const clmoe_expert_map *map;     /* borrowed, or owned_map */
+  clmoe_expert_map *owned_map;     /* the even map clmoe_gen_load_ep made (freed with the model) */
+  int64_t loss_count;              /* > 0: the backward's loss is a mean over this many
+                                      tokens (all ranks'), not over this rank's */
+};
+
+void clmoe__model_release_activations(clmoe_model *m);
+/* The expert-parallel model without gradients or moments (clmoe_gen_load_ep); replicas in
+ * the map are allowed here (inference). */
+clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
+                                              const clmoe_expert_map *map, clmoe_model **model);
+/* A row-sharded parameter's rows of the file's whole tensor `name` into t (params_ckpt.c). */
+struct clmoe_st_file;
+clmoe_status clmoe__params_load_rows(struct clmoe_st_file *f, const char *name, const clmoe_param *p,
+                                     clmoe_tensor *t);
+
+#endif

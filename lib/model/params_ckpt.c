@@ -1,0 +1,298 @@
+/* Checkpoints of the parameter registry (include/clmoe/params.h): safetensors files written through a
+ * temporary file, loaded only when everything fits; on several ranks, the row-sharded
+ * parameters (one rank's experts) gathered into whole tensors on rank 0, and each rank's
+ * rows picked out of them when loading. */
+#include "dist/dist_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clmoe/dist.h"
+#include "model_internal.h"
+
+clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value)
+{
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->key[i], key)) {
+      char *v = strdup(value);
+      if (!v) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
+      free(m->value[i]);
+      m->value[i] = v;
+      return CLMOE_OK;
+    }
+  if (m->n == 32) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "more than 32 checkpoint metadata entries");
+  char *k = strdup(key), *v = strdup(value);
+  if (!k || !v) {
+    free(k), free(v);
+    return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  m->key[m->n] = k, m->value[m->n] = v;
+  m->n++;
+  return CLMOE_OK;
+}
+
+const char *clmoe_ckpt_meta_get(const clmoe_ckpt_meta *m, const char *key)
+{
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->key[i], key)) return m->value[i];
+  return NULL;
+}
+
+void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m)
+{
+  for (int i = 0; i < m->n; i++) free(m->key[i]), free(m->value[i]);
+  memset(m, 0, sizeof *m);
+}
+
+static const char *const kinds[3] = {"param", "adam_m", "adam_v"};
+
+
+/* Elements per row of a row-sharded parameter. */
+static int64_t row_elems(const clmoe_param *p)
+{
+  int64_t n = 1;
+  for (int d = 1; d < p->value->ndim; d++) n *= p->value->shape[d];
+  return n;
+}
+
+/* One row-sharded tensor t (a parameter's value or moment, [n, ...]) made whole on rank 0:
+ * *whole ([global_rows, ...], malloc'ed) on rank 0, NULL elsewhere. */
+static clmoe_status gather_rows(clmoe_dist *dist, const clmoe_param *p, const clmoe_tensor *t, float **whole)
+{
+  const int64_t n = t->shape[0], re = row_elems(p), G = p->global_rows;
+  const int root = clmoe_dist_rank(dist) == 0, R = clmoe_dist_size(dist);
+  *whole = NULL;
+  float *mine = malloc((size_t)(n * re > 0 ? n * re : 1) * sizeof *mine);
+  int64_t *counts = calloc((size_t)R, sizeof *counts);
+  int32_t *ids = NULL;
+  float *data = NULL, *out = NULL;
+  clmoe_status st = mine && counts ? CLMOE_OK : clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: host rows");
+  if (st == CLMOE_OK && n) st = clmoe_tensor_read(t, mine, (size_t)(n * re) * sizeof *mine);
+  if (st != CLMOE_OK) goto done;
+  int64_t total = n;
+  counts[clmoe_dist_rank(dist)] = n;
+  if (R > 1) CLMOE_TRY_GOTO(st, clmoe_dist_allreduce_sum_i64(dist, counts, (size_t)R), done);
+  total = 0;
+  for (int r = 0; r < R; r++) total += counts[r];
+  if (root) {
+    ids = malloc((size_t)(total > 0 ? total : 1) * sizeof *ids);
+    data = malloc((size_t)(total * re > 0 ? total * re : 1) * sizeof *data);
+    out = malloc((size_t)(G * re > 0 ? G * re : 1) * sizeof *out);
+    if (!ids || !data || !out) st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: %s whole", p->name);
+  }
+  if (st != CLMOE_OK) goto done; /* (rank 0 only; the app aborts the job) */
+#ifdef HAVE_MPI
+  if (R > 1) {
+    int *ci = malloc((size_t)R * sizeof *ci), *di = malloc((size_t)R * sizeof *di);
+    if (!ci || !di) {
+      free(ci), free(di);
+      st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: counts");
+      goto done;
+    }
+    int64_t off = 0;
+    for (int r = 0; r < R; r++) ci[r] = (int)counts[r], di[r] = (int)off, off += counts[r];
+    MPI_Comm comm = clmoe_dist_comm(dist);
+    int e = MPI_Gatherv(p->rows, (int)n, MPI_INT32_T, ids, ci, di, MPI_INT32_T, 0, comm);
+    /* the rows' data in one datatype of a whole row, so that counts stay rows */
+    MPI_Datatype row;
+    if (e == MPI_SUCCESS) e = MPI_Type_contiguous((int)re, MPI_FLOAT, &row);
+    if (e == MPI_SUCCESS) {
+      if ((e = MPI_Type_commit(&row)) == MPI_SUCCESS) e = MPI_Gatherv(mine, (int)n, row, data, ci, di, row, 0, comm);
+      MPI_Type_free(&row);
+    }
+    free(ci), free(di);
+    if (e != MPI_SUCCESS) {
+      st = clmoe__mpi_error(e, "MPI_Gatherv (checkpoint rows)");
+      goto done;
+    }
+  } else
+#endif
+  if (root) {
+    memcpy(ids, p->rows, (size_t)n * sizeof *ids);
+    memcpy(data, mine, (size_t)(n * re) * sizeof *data);
+  }
+  if (root) {
+    char *have = calloc((size_t)(G > 0 ? G : 1), 1);
+    if (!have) st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: row flags");
+    for (int64_t i = 0; st == CLMOE_OK && i < total; i++) /* rank order: the lowest rank's copy wins */
+      if (!have[ids[i]]) have[ids[i]] = 1, memcpy(out + (int64_t)ids[i] * re, data + i * re, (size_t)re * sizeof *out);
+    for (int64_t g = 0; st == CLMOE_OK && g < G; g++)
+      if (!have[g])
+        st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "checkpoint: row %lld of '%s' is held by no rank",
+                          (long long)g, p->name);
+    free(have);
+    if (st == CLMOE_OK) *whole = out, out = NULL;
+  }
+done:
+  free(mine), free(counts), free(ids), free(data), free(out);
+  return st;
+}
+
+/* The same status on every rank: the worst code wins; a rank that failed keeps its message,
+ * the others get one naming the rank. */
+static clmoe_status agree(clmoe_dist *dist, clmoe_status st, const char *what)
+{
+  if (clmoe_dist_size(dist) <= 1) return st;
+  int64_t v[2] = {st != CLMOE_OK, st != CLMOE_OK ? clmoe_dist_rank(dist) : 0};
+  if (clmoe_dist_allreduce_sum_i64(dist, v, 2) != CLMOE_OK) return CLMOE_ERR_MPI;
+  if (st != CLMOE_OK) return st;
+  if (v[0]) return clmoe__error(CLMOE_ERR_IO, "%s failed on another rank (rank %lld)", what, (long long)v[1]);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_params_save_dist(clmoe_params *ps, clmoe_dist *dist, const char *path,
+                                    const clmoe_ckpt_meta *meta)
+{
+  if (ps->inference) return clmoe__params_inference_error("clmoe_params_save");
+  const int root = clmoe_dist_rank(dist) == 0;
+  clmoe_st_writer *w = NULL;
+  clmoe_status st = root ? clmoe_st_writer_create(path, &w) : CLMOE_OK;
+  char name[160], step[32];
+  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable) {
+      snprintf(name, sizeof name, "buffer/%s", p->name);
+      if (root) st = clmoe_st_writer_add(w, name, p->value);
+      continue;
+    }
+    const clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
+    for (int k = 0; st == CLMOE_OK && k < 3; k++) {
+      snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
+      if (!p->rows) {
+        if (root) st = clmoe_st_writer_add(w, name, t[k]);
+        continue;
+      }
+      float *whole = NULL;
+      st = gather_rows(dist, p, t[k], &whole);
+      if (st == CLMOE_OK && root) {
+        int64_t shape[8];
+        memcpy(shape, p->value->shape, (size_t)p->value->ndim * sizeof *shape);
+        shape[0] = p->global_rows;
+        st = clmoe_st_writer_add_host(w, name, CLMOE_ST_F32, p->value->ndim, shape, whole);
+      }
+      free(whole);
+    }
+  }
+  snprintf(step, sizeof step, "%lld", (long long)ps->step);
+  if (root) {
+    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "clmoe_version", clmoe_version());
+    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "optimizer_step", step);
+    for (int i = 0; meta && st == CLMOE_OK && i < meta->n; i++)
+      st = clmoe_st_writer_metadata(w, meta->key[i], meta->value[i]);
+    if (st != CLMOE_OK) clmoe_st_writer_discard(w);
+    else st = clmoe_st_writer_finish(w);
+  }
+  return agree(dist, st, "writing the checkpoint");
+}
+
+clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta)
+{
+  return clmoe_params_save_dist(ps, NULL, path, meta);
+}
+
+/* The file's tensor `name` must exist with exactly t's shape (rows: global_rows rows). */
+static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_tensor *t, int64_t rows)
+{
+  clmoe_st_info info;
+  char desc[96];
+  if (!clmoe_st_has(f, name))
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: the checkpoint has no tensor '%s' (a different model or "
+                        "config?)", clmoe_st_path(f), name);
+  CLMOE_TRY(clmoe_st_info_of(f, name, &info));
+  int same = info.ndim == t->ndim;
+  for (int d = 0; same && d < t->ndim; d++) same = info.shape[d] == (d == 0 && rows >= 0 ? rows : t->shape[d]);
+  if (!same)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' has a different shape than the model's %s%s",
+                        clmoe_st_path(f), name, clmoe_tensor_describe(t, desc, sizeof desc),
+                        rows >= 0 ? " (a rank's rows of the whole)" : "");
+  return CLMOE_OK;
+}
+
+/* This rank's rows of a whole [global_rows, ...] tensor of the file into t. */
+clmoe_status clmoe__params_load_rows(clmoe_st_file *f, const char *name, const clmoe_param *p, clmoe_tensor *t)
+{
+  const int64_t re = row_elems(p), G = p->global_rows, n = t->shape[0];
+  float *whole = malloc((size_t)(G * re > 0 ? G * re : 1) * sizeof *whole);
+  float *mine = malloc((size_t)(n * re > 0 ? n * re : 1) * sizeof *mine);
+  clmoe_status st = whole && mine ? CLMOE_OK : clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: %s", name);
+  if (st == CLMOE_OK) st = clmoe_st_read_f32(f, name, whole, (size_t)(G * re));
+  for (int64_t i = 0; st == CLMOE_OK && i < n; i++)
+    memcpy(mine + i * re, whole + (int64_t)p->rows[i] * re, (size_t)re * sizeof *mine);
+  if (st == CLMOE_OK && n) st = clmoe_tensor_write(t, mine, (size_t)(n * re) * sizeof *mine);
+  free(whole), free(mine);
+  return st;
+}
+
+static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta)
+{
+  clmoe_st_file *f = NULL;
+  CLMOE_TRY(clmoe_st_open(path, &f));
+  clmoe_status st = CLMOE_OK;
+  char name[160];
+  int expected = 0;
+  /* Everything is checked before anything is changed. */
+  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable) {
+      snprintf(name, sizeof name, "buffer/%s", p->name);
+      st = want_tensor(f, name, p->value, -1);
+      expected++;
+      continue;
+    }
+    for (int k = 0; st == CLMOE_OK && k < 3; k++) {
+      snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
+      st = want_tensor(f, name, p->value, p->rows ? p->global_rows : -1);
+      expected++;
+    }
+  }
+  if (st == CLMOE_OK && clmoe_st_count(f) != expected) {
+    for (int i = 0; i < clmoe_st_count(f); i++) {
+      clmoe_st_info info;
+      clmoe_st_info_at(f, i, &info);
+      const char *slash = strchr(info.name, '/');
+      if (!slash || !clmoe_params_find(ps, slash + 1)) {
+        st = clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' belongs to no parameter of this model",
+                          path, info.name);
+        break;
+      }
+    }
+  }
+  const char *step = clmoe_st_metadata(f, "optimizer_step");
+  char *end = NULL;
+  long long s = step ? strtoll(step, &end, 10) : -1;
+  if (st == CLMOE_OK && (!step || *end || s < 0))
+    st = clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata 'optimizer_step' is missing or malformed", path);
+  for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable) {
+      snprintf(name, sizeof name, "buffer/%s", p->name);
+      st = clmoe_st_load_into(f, name, p->value);
+      continue;
+    }
+    clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
+    for (int k = 0; st == CLMOE_OK && k < 3; k++) {
+      snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
+      st = p->rows ? clmoe__params_load_rows(f, name, p, t[k]) : clmoe_st_load_into(f, name, t[k]);
+    }
+  }
+  if (st == CLMOE_OK) ps->step = s;
+  for (int i = 0; meta && st == CLMOE_OK && i < clmoe_st_metadata_count(f); i++) {
+    const char *k, *v;
+    clmoe_st_metadata_at(f, i, &k, &v);
+    st = clmoe_ckpt_meta_set(meta, k, v);
+  }
+  clmoe_st_close(f);
+  return st;
+}
+
+clmoe_status clmoe_params_load_dist(clmoe_params *ps, clmoe_dist *dist, const char *path, clmoe_ckpt_meta *meta)
+{
+  if (ps->inference) return clmoe__params_inference_error("clmoe_params_load");
+  return agree(dist, load(ps, path, meta), "loading the checkpoint");
+}
+
+clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta)
+{
+  return clmoe_params_load_dist(ps, NULL, path, meta);
+}

@@ -1,0 +1,400 @@
+/* The LatentMoE layer with its routed experts spread over MPI ranks: building a rank's part
+ * from a whole layer, and the forward (include/clmoe/moe_ep.h). The exchange itself is
+ * lib/dist/dist_exchange.c; the expert products are the single-rank grouped / padded code of
+ * lib/moe/moe_experts.c run on a sub-layer of the local experts. */
+#include "clmoe/moe_ep.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clmoe/dist_exchange.h"
+#include "moe_internal.h"
+
+/* ---- building a rank's part -------------------------------------------------------------- */
+
+/* Expert `e` of a [E, a, b] tensor into slot i of a [n, a, b] tensor. */
+static clmoe_status copy_expert(const clmoe_tensor *src, int64_t e, clmoe_tensor *dst, int64_t i)
+{
+  const int64_t shape[2] = {src->shape[1], src->shape[2]}, n = shape[0] * shape[1];
+  clmoe_tensor s, d;
+  CLMOE_TRY(clmoe_tensor_view(src, &s, 2, shape, e * n));
+  CLMOE_TRY(clmoe_tensor_view(dst, &d, 2, shape, i * n));
+  return clmoe_tensor_copy(&d, &s);
+}
+
+/* The local expert tables from the map's row of `rank`. */
+static clmoe_status local_tables(const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
+{
+  const int E = map->experts;
+  ep->local_index = malloc((size_t)E * sizeof *ep->local_index);
+  ep->local_expert = malloc((size_t)(map->slots > 0 ? map->slots : 1) * sizeof *ep->local_expert);
+  if (!ep->local_index || !ep->local_expert)
+    return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_moe_ep_layer_from_full: expert tables");
+  for (int e = 0; e < E; e++) ep->local_index[e] = -1;
+  ep->n_local = 0;
+  for (int s = 0; s < map->slots; s++) {
+    const int32_t e = map->slot_expert[(size_t)rank * (size_t)map->slots + (size_t)s];
+    if (e < 0) continue;
+    if (e >= E || ep->local_index[e] >= 0)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the expert map puts "
+                          "expert %d twice (or out of range) on rank %d", (int)e, rank);
+    ep->local_index[e] = (int32_t)ep->n_local;
+    ep->local_expert[ep->n_local++] = e;
+  }
+  return CLMOE_OK;
+}
+
+/* The rank's tensors for config c: the dense ones whole, the local experts [n_local, ...];
+ * copied from `full` when given, else left for clmoe_moe_ep_layer_init. */
+static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full,
+                          clmoe_moe_ep_layer *ep)
+{
+  clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
+  const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
+  const int64_t S = c->n_shared * c->shared_ff;
+  D->cfg = *c;
+  CLMOE_TRY(moe__new2(ctx, &D->w_router, CLMOE_F32, E, d));
+  CLMOE_TRY(moe__new2(ctx, &D->w_down, CLMOE_F32, l, d));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
+  CLMOE_TRY(moe__new2(ctx, &D->w_up, CLMOE_F32, d, l));
+  CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
+  if (S) {
+    CLMOE_TRY(moe__new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
+    CLMOE_TRY(moe__new2(ctx, &D->shared.w_upp, CLMOE_F32, S, d));
+    CLMOE_TRY(moe__new2(ctx, &D->shared.w_dn, CLMOE_F32, d, S));
+  }
+  if (full) {
+    const clmoe_tensor *src[8] = {&full->w_router, &full->w_down, &full->norm_gain, &full->w_up,
+                                  &full->bias, &full->shared.w_gate, &full->shared.w_upp, &full->shared.w_dn};
+    clmoe_tensor *dst[8] = {&D->w_router, &D->w_down, &D->norm_gain, &D->w_up,
+                            &D->bias, &D->shared.w_gate, &D->shared.w_upp, &D->shared.w_dn};
+    for (int i = 0; i < 8; i++)
+      if (src[i]->buf && dst[i]->buf) CLMOE_TRY(clmoe_tensor_copy(dst[i], src[i]));
+  }
+  X->cfg = *c;
+  X->cfg.n_experts = ep->n_local;
+  if (ep->n_local == 0) return CLMOE_OK;
+  CLMOE_TRY(moe__new3(ctx, &X->w_gate, ep->n_local, f, l));
+  CLMOE_TRY(moe__new3(ctx, &X->w_upp, ep->n_local, f, l));
+  CLMOE_TRY(moe__new3(ctx, &X->w_dn, ep->n_local, l, f));
+  for (int64_t i = 0; full && i < ep->n_local; i++) {
+    const int64_t e = ep->local_expert[i];
+    CLMOE_TRY(copy_expert(&full->w_gate, e, &X->w_gate, i));
+    CLMOE_TRY(copy_expert(&full->w_upp, e, &X->w_upp, i));
+    CLMOE_TRY(copy_expert(&full->w_dn, e, &X->w_dn, i));
+  }
+  return CLMOE_OK;
+}
+
+static clmoe_status check_map(const char *op, const clmoe_moe_config *c, const clmoe_expert_map *map, int rank)
+{
+  if (!map || map->experts != c->n_experts)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the map has %d experts, the layer %lld", op,
+                        map ? map->experts : 0, (long long)c->n_experts);
+  if (rank < 0 || rank >= map->ranks)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d is not one of the map's %d", op, rank,
+                        map->ranks);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                       const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
+{
+  static const char op[] = "clmoe_moe_ep_layer_create";
+  if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
+  memset(ep, 0, sizeof *ep);
+  if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cfg is NULL", op);
+  CLMOE_TRY(check_map(op, cfg, map, rank));
+  ep->cfg = *cfg;
+  ep->map = map;
+  ep->rank = rank;
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, cfg, NULL, ep), fail);
+  return CLMOE_OK;
+fail:
+  clmoe_moe_ep_layer_destroy(ep);
+  return st;
+}
+
+/* The values clmoe_moe_layer_init gives the whole layer (the same streams: seed 16 s + i for
+ * tensor i of its list), each local expert taking its rows' elements of the stream. */
+clmoe_status clmoe_moe_ep_layer_init(clmoe_moe_ep_layer *ep, uint64_t seed, float stddev)
+{
+  clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
+  clmoe_tensor *dense[10] = {&D->w_router, &D->w_down, NULL, NULL, NULL, &D->norm_gain, &D->w_up,
+                             &D->shared.w_gate, &D->shared.w_upp, &D->shared.w_dn};
+  clmoe_tensor *expert[10] = {NULL, NULL, &X->w_gate, &X->w_upp, &X->w_dn};
+  for (int i = 0; i < 10; i++) {
+    if (dense[i] && dense[i]->buf) {
+      if (i == 5) CLMOE_TRY(clmoe_tensor_fill(dense[i], 1.0));
+      else CLMOE_TRY(clmoe_tensor_fill_normal(dense[i], seed * 16 + (uint64_t)i, 0.0f, stddev));
+    }
+    if (!expert[i] || !expert[i]->buf) continue;
+    const int64_t shape[2] = {expert[i]->shape[1], expert[i]->shape[2]}, n = shape[0] * shape[1];
+    for (int64_t j = 0; j < ep->n_local; j++) {
+      clmoe_tensor row;
+      CLMOE_TRY(clmoe_tensor_view(expert[i], &row, 2, shape, j * n));
+      CLMOE_TRY(clmoe_tensor_fill_normal_at(&row, seed * 16 + (uint64_t)i, (uint64_t)ep->local_expert[j] * (uint64_t)n,
+                                            0.0f, stddev));
+    }
+  }
+  return clmoe_tensor_fill(&D->bias, 0.0);
+}
+
+clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer *full,
+                                          const clmoe_expert_map *map, int rank,
+                                          clmoe_moe_ep_layer *ep)
+{
+  static const char op[] = "clmoe_moe_ep_layer_from_full";
+  if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
+  memset(ep, 0, sizeof *ep);
+  if (!full || !full->w_router.buf || !full->w_gate.buf)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the whole layer is not created", op);
+  CLMOE_TRY(check_map(op, &full->cfg, map, rank));
+  ep->cfg = full->cfg;
+  ep->map = map;
+  ep->rank = rank;
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, ep), fail);
+  return CLMOE_OK;
+fail:
+  clmoe_moe_ep_layer_destroy(ep);
+  return st;
+}
+
+void clmoe_moe_ep_layer_destroy(clmoe_moe_ep_layer *ep)
+{
+  if (!ep) return;
+  clmoe_moe_layer_destroy(&ep->dense);
+  clmoe_moe_layer_destroy(&ep->experts);
+  free(ep->local_expert);
+  free(ep->local_index);
+  memset(ep, 0, sizeof *ep);
+}
+
+/* ---- the forward ------------------------------------------------------------------------- */
+
+/* Host buffers of one forward. */
+typedef struct ep_host {
+  int32_t *topk;  /* [m k] chosen experts */
+  float *probs;   /* [m k] routing weights */
+  float *xl;      /* [m, l] W_down x */
+  float *recv;    /* [R, l] received rows, then the local experts' outputs in place */
+  float *out;     /* [m k, l] outputs back in routed copy order */
+  float *z;       /* [m, l] the weighted combine */
+  int32_t *local; /* [R] local expert of each received row */
+} ep_host;
+
+static void ep_host_free(ep_host *h)
+{
+  free(h->topk), free(h->probs), free(h->xl), free(h->recv), free(h->out), free(h->z), free(h->local);
+  memset(h, 0, sizeof *h);
+}
+
+/* malloc of n elements of `size` bytes (at least one, so that 0 rows is not NULL). */
+static clmoe_status host_alloc(void **p, int64_t n, size_t size)
+{
+  *p = malloc((size_t)(n > 0 ? n : 1) * size);
+  if (!*p) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_moe_ep_forward: %lld host rows",
+                               (long long)n);
+  return CLMOE_OK;
+}
+
+/* Router and W_down on this rank's tokens, read back to the host. train: topk, scores and
+ * probs stay in sv (the router's backward needs them). */
+static clmoe_status route_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x2,
+                                int64_t m, int train, ep_host *h, clmoe_moe_saved *sv)
+{
+  const clmoe_moe_config *c = &ep->cfg;
+  const int64_t k = c->top_k, E = c->n_experts, l = c->latent;
+  /* Quantile Balancing across ranks works from histograms (summed by the caller with
+   * clmoe_dist_sum_qb_histogram): exact QB would need every rank's scores. */
+  const int hist = train && (c->balance == CLMOE_MOE_BALANCE_QB || c->balance == CLMOE_MOE_BALANCE_QB_HIST);
+  clmoe_tensor s_all = {0}, xl = {0}, cutoff = {0};
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s_all, CLMOE_F32, m, E), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->topk, CLMOE_I32, m, k), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->scores, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->probs, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &xl, CLMOE_F32, m, l), done);
+  if (hist) CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &cutoff, CLMOE_F32, 1, &m), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_route(ctx, &ep->dense, x2, &s_all, &sv->topk, &sv->scores, &sv->probs,
+                                     hist ? &cutoff : NULL), done);
+  if (hist) {
+    const int64_t three = 3, bins = c->hist_bins > 0 ? c->hist_bins : 1000;
+    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->hist, CLMOE_I32, E, bins), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sv->range, CLMOE_F32, 1, &three), done);
+    CLMOE_TRY_GOTO(st, clmoe_moe_qb_histogram(ctx, &s_all, &cutoff, &ep->dense.bias, &sv->hist, &sv->range), done);
+    sv->hist_tokens = m;
+  }
+  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x2, &ep->dense.w_down, 0.0f, &xl),
+                 done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->topk, h->topk, clmoe_tensor_bytes(&sv->topk)), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->probs, h->probs, clmoe_tensor_bytes(&sv->probs)), done);
+  st = clmoe_tensor_read(&xl, h->xl, clmoe_tensor_bytes(&xl));
+done:
+  clmoe_tensor_destroy(&s_all), clmoe_tensor_destroy(&xl), clmoe_tensor_destroy(&cutoff);
+  return st;
+}
+
+/* The local experts on the R received rows h->recv [R, l], in place: grouped by local
+ * expert with the single-rank dispatch, the expert products, and back to received order
+ * with a combine of weight 1 (exact). The dispatch, xs, act (and in train mode u, w) stay
+ * in sv for the backward. */
+static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_ep_plan *plan,
+                                  ep_host *h, int train, clmoe_moe_saved *sv)
+{
+  const clmoe_moe_layer *X = &ep->experts;
+  const int64_t R = plan->recv_rows, l = ep->cfg.latent, f = ep->cfg.expert_ff;
+  sv->tokens = R;
+  if (R == 0) return CLMOE_OK;
+  for (int64_t i = 0; i < R; i++) {
+    const int32_t e = plan->recv_expert[i];
+    h->local[i] = e >= 0 && e < ep->cfg.n_experts ? ep->local_index[e] : -1;
+    if (h->local[i] < 0)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_moe_ep_forward: rank %d received a row "
+                          "for expert %d, which it does not hold (map differs between ranks?)",
+                          ep->rank, (int)e);
+  }
+  clmoe_tensor ones = {0}, xr = {0}, yr = {0};
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->topk, CLMOE_I32, R, 1), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_write(&sv->topk, h->local, clmoe_tensor_bytes(&sv->topk)), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &ones, CLMOE_F32, R, 1), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&ones, 1.0), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &xr, CLMOE_F32, R, l), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_write(&xr, h->recv, clmoe_tensor_bytes(&xr)), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_dispatch_create(ctx, &sv->topk, ep->n_local,
+                                               X->cfg.gemm == CLMOE_MOE_GEMM_PADDED, &sv->disp), done);
+  const int64_t Rd = sv->disp.rows;
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->xs, CLMOE_F32, Rd, l), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->act, CLMOE_F32, Rd, f), done);
+  if (train) {
+    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->u, CLMOE_F32, Rd, f), done);
+    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->w, CLMOE_F32, Rd, f), done);
+  }
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->ys, CLMOE_F32, Rd, l), done);
+  CLMOE_TRY_GOTO(st, moe__new2(ctx, &yr, CLMOE_F32, R, l), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_gather(ctx, &sv->disp, &xr, &sv->xs), done);
+  CLMOE_TRY_GOTO(st, moe__experts_forward(ctx, X, &sv->disp, &sv->xs, train ? &sv->u : NULL,
+                                          train ? &sv->w : NULL, &sv->act, &sv->ys), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_combine(ctx, &sv->disp, &ones, &sv->ys, &yr), done);
+  st = clmoe_tensor_read(&yr, h->recv, clmoe_tensor_bytes(&yr));
+done:
+  clmoe_tensor_destroy(&ones), clmoe_tensor_destroy(&xr), clmoe_tensor_destroy(&yr);
+  return st;
+}
+
+/* z[t] = sum over slots in order of p[t, s] out[t k + s]: the order of clmoe_moe_combine. */
+static void combine_host(const ep_host *h, int64_t m, int64_t k, int64_t l)
+{
+  for (int64_t t = 0; t < m; t++) {
+    float *z = h->z + t * l;
+    for (int64_t j = 0; j < l; j++) z[j] = 0.0f;
+    for (int64_t s = 0; s < k; s++) {
+      const float p = h->probs[t * k + s];
+      const float *o = h->out + (t * k + s) * l;
+      for (int64_t j = 0; j < l; j++) z[j] += p * o[j];
+    }
+  }
+}
+
+/* The dense tail on the device: y = W_up RMSNorm_gain(z) + Shared(x); z, its norm and the
+ * shared experts' intermediates stay in sv. */
+static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x2,
+                               int64_t m, const float *zh, clmoe_tensor *y2, int train,
+                               clmoe_moe_saved *sv)
+{
+  const clmoe_moe_config *c = &ep->cfg;
+  CLMOE_TRY(moe__new2(ctx, &sv->z, CLMOE_F32, m, c->latent));
+  CLMOE_TRY(moe__new2(ctx, &sv->zn, CLMOE_F32, m, c->latent));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &sv->rstd, CLMOE_F32, 1, &m));
+  CLMOE_TRY(clmoe_tensor_write(&sv->z, zh, clmoe_tensor_bytes(&sv->z)));
+  CLMOE_TRY(clmoe_rmsnorm(ctx, &sv->z, &ep->dense.norm_gain, c->norm_eps, &sv->zn, &sv->rstd));
+  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &sv->zn, &ep->dense.w_up, 0.0f, y2));
+  if (c->n_shared * c->shared_ff > 0)
+    CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &ep->dense.shared, x2, 1.0f, y2, train ? &sv->shared : NULL));
+  return CLMOE_OK;
+}
+
+clmoe_status moe__ep_check_layer(const char *op, clmoe_dist *dist, const clmoe_moe_ep_layer *ep)
+{
+  if (!ep || !ep->map || !ep->dense.w_router.buf)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not built", op);
+  if (ep->map->ranks != clmoe_dist_size(dist) || ep->rank != clmoe_dist_rank(dist))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is rank %d of a %d-rank map, the job "
+                        "rank %d of %d", op, ep->rank, ep->map->ranks, clmoe_dist_rank(dist),
+                        clmoe_dist_size(dist));
+  return CLMOE_OK;
+}
+
+static clmoe_status want_forward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x,
+                                 const clmoe_tensor *y, int64_t *m)
+{
+  static const char op[] = "clmoe_moe_ep_forward";
+  CLMOE_TRY(moe__ep_check_layer(op, dist, ep));
+  int64_t my;
+  CLMOE_TRY(moe__want_rows(x, op, "x", ep->cfg.d, m));
+  CLMOE_TRY(moe__want_rows(y, op, "y", ep->cfg.d, &my));
+  if (my != *m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y differ in rows", op);
+  if (*m * ep->cfg.top_k >= INT32_MAX)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens is too many for one call", op, (long long)*m);
+  return CLMOE_OK;
+}
+
+void clmoe_moe_ep_saved_destroy(clmoe_moe_ep_saved *s)
+{
+  if (!s) return;
+  clmoe_moe_saved_destroy(&s->local);
+  clmoe_moe_saved_destroy(&s->experts);
+  clmoe_ep_plan_destroy(s->plan);
+  free(s->probs);
+  free(s->out);
+  memset(s, 0, sizeof *s);
+}
+
+clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_moe_ep_layer *ep,
+                                  const clmoe_tensor *x, clmoe_tensor *y, clmoe_moe_ep_saved *saved)
+{
+  int64_t m;
+  CLMOE_TRY(want_forward(dist, ep, x, y, &m));
+  const int64_t k = ep->cfg.top_k, l = ep->cfg.latent, d = ep->cfg.d;
+  const int train = saved != NULL;
+  clmoe_moe_ep_saved local, *s = train ? saved : &local;
+  memset(s, 0, sizeof *s);
+  s->local.tokens = m;
+  ep_host h = {0};
+  clmoe_tensor x2, y2;
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.topk, m * k, sizeof *h.topk), done);
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.probs, m * k, sizeof *h.probs), done);
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.xl, m * l, sizeof *h.xl), done);
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.out, m * k * l, sizeof *h.out), done);
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.z, m * l, sizeof *h.z), done);
+  if (m > 0) {
+    CLMOE_TRY_GOTO(st, moe__view2(x, m, d, &x2), done);
+    CLMOE_TRY_GOTO(st, moe__view2(y, m, d, &y2), done);
+    CLMOE_TRY_GOTO(st, route_local(ctx, ep, &x2, m, train, &h, &s->local), done);
+  }
+  /* From here every rank takes part in the exchanges, with or without tokens. */
+  CLMOE_TRY_GOTO(st, clmoe_ep_plan_create(dist, ep->map, h.topk, m, (int)k, &s->plan), done);
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.recv, s->plan->recv_rows * l, sizeof *h.recv), done);
+  CLMOE_TRY_GOTO(st, host_alloc((void **)&h.local, s->plan->recv_rows, sizeof *h.local), done);
+  CLMOE_TRY_GOTO(st, clmoe_ep_dispatch(dist, s->plan, h.xl, l, h.recv), done);
+  CLMOE_TRY_GOTO(st, experts_local(ctx, ep, s->plan, &h, train, &s->experts), done);
+  CLMOE_TRY_GOTO(st, clmoe_ep_combine(dist, s->plan, h.recv, l, h.out), done);
+  if (m > 0) {
+    combine_host(&h, m, k, l);
+    CLMOE_TRY_GOTO(st, dense_tail(ctx, ep, &x2, m, h.z, &y2, train, &s->local), done);
+  }
+  if (train) { /* the backward's host copies */
+    s->probs = h.probs, s->out = h.out;
+    h.probs = NULL, h.out = NULL;
+  }
+done:
+  if (st != CLMOE_OK || !train) clmoe_moe_ep_saved_destroy(s);
+  ep_host_free(&h);
+  return st;
+}

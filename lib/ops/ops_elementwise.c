@@ -1,0 +1,90 @@
+/* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. */
+#include "runtime/internal.h"
+
+enum { EW_ADD = 0, EW_MUL = 1, EW_SILU_BWD = 2, EW_SIGMOID_BWD = 3 };
+enum { EW_SCALE = 0, EW_SILU = 1, EW_SIGMOID = 2 };
+
+static clmoe_status binary(clmoe_ctx *ctx, const char *opname, int op, float alpha,
+                           const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
+{
+  CLMOE_TRY(clmoe__want(a, CLMOE_F32, opname, "first input"));
+  CLMOE_TRY(clmoe__want(b, CLMOE_F32, opname, "second input"));
+  CLMOE_TRY(clmoe__want(out, CLMOE_F32, opname, "output"));
+  CLMOE_TRY(clmoe__want_numel(a, b, opname, "first input", "second input"));
+  CLMOE_TRY(clmoe__want_numel(a, out, opname, "input", "output"));
+  cl_ulong n = (cl_ulong)clmoe_tensor_numel(out);
+  if (n == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "elementwise", NULL, "ew_binary", &k));
+  cl_int iop = op;
+  cl_ulong ao = (cl_ulong)a->offset, bo = (cl_ulong)b->offset, oo = (cl_ulong)out->offset;
+  CLMOE_TRY(clmoe__args(k, 9, KA(iop), KA(alpha), KA(a->buf), KA(ao), KA(b->buf), KA(bo),
+                        KA(out->buf), KA(oo), KA(n)));
+  return clmoe__launch1d(ctx, k, (size_t)n);
+}
+
+static clmoe_status unary(clmoe_ctx *ctx, const char *opname, int op, float alpha,
+                          const clmoe_tensor *x, clmoe_tensor *out)
+{
+  CLMOE_TRY(clmoe__want(x, CLMOE_F32, opname, "input"));
+  CLMOE_TRY(clmoe__want(out, CLMOE_F32, opname, "output"));
+  CLMOE_TRY(clmoe__want_numel(x, out, opname, "input", "output"));
+  cl_ulong n = (cl_ulong)clmoe_tensor_numel(out);
+  if (n == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "elementwise", NULL, "ew_unary", &k));
+  cl_int iop = op;
+  cl_ulong xo = (cl_ulong)x->offset, oo = (cl_ulong)out->offset;
+  CLMOE_TRY(clmoe__args(k, 7, KA(iop), KA(alpha), KA(x->buf), KA(xo), KA(out->buf), KA(oo), KA(n)));
+  return clmoe__launch1d(ctx, k, (size_t)n);
+}
+
+clmoe_status clmoe_add(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
+{
+  return binary(ctx, "clmoe_add", EW_ADD, 1.0f, a, b, out);
+}
+
+clmoe_status clmoe_mul(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
+{
+  return binary(ctx, "clmoe_mul", EW_MUL, 1.0f, a, b, out);
+}
+
+clmoe_status clmoe_axpy(clmoe_ctx *ctx, float alpha, const clmoe_tensor *x, clmoe_tensor *y)
+{
+  return binary(ctx, "clmoe_axpy", EW_ADD, alpha, y, x, y);
+}
+
+clmoe_status clmoe_scale(clmoe_ctx *ctx, float alpha, const clmoe_tensor *x, clmoe_tensor *out)
+{
+  return unary(ctx, "clmoe_scale", EW_SCALE, alpha, x, out);
+}
+
+clmoe_status clmoe_mul_backward(clmoe_ctx *ctx, const clmoe_tensor *dout, const clmoe_tensor *a,
+                                const clmoe_tensor *b, clmoe_tensor *da, clmoe_tensor *db)
+{
+  if (da) CLMOE_TRY(binary(ctx, "clmoe_mul_backward", EW_MUL, 1.0f, dout, b, da));
+  if (db) CLMOE_TRY(binary(ctx, "clmoe_mul_backward", EW_MUL, 1.0f, dout, a, db));
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_silu(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y)
+{
+  return unary(ctx, "clmoe_silu", EW_SILU, 0.0f, x, y);
+}
+
+clmoe_status clmoe_silu_backward(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *dy,
+                                 clmoe_tensor *dx)
+{
+  return binary(ctx, "clmoe_silu_backward", EW_SILU_BWD, 0.0f, x, dy, dx);
+}
+
+clmoe_status clmoe_sigmoid(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y)
+{
+  return unary(ctx, "clmoe_sigmoid", EW_SIGMOID, 0.0f, x, y);
+}
+
+clmoe_status clmoe_sigmoid_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const clmoe_tensor *dy,
+                                    clmoe_tensor *dx)
+{
+  return binary(ctx, "clmoe_sigmoid_backward", EW_SIGMOID_BWD, 0.0f, y, dy, dx);
+}

@@ -1,0 +1,63 @@
+/* Optimizer steps (kernels_cl/ops/optim.cl). */
+#include <math.h>
+
+#include "runtime/internal.h"
+
+/* Hyperparameters must be finite and in range; NaN fails every comparison below. */
+static clmoe_status check_adamw(const clmoe_adamw *hp)
+{
+  const char *op = "clmoe_adamw_step";
+  if (!hp) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: hyperparameters are NULL", op);
+  if (!(hp->lr >= 0.0f && isfinite(hp->lr)))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: lr %g must be finite and >= 0", op,
+                        (double)hp->lr);
+  if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: beta1 %g must be in [0, 1)", op,
+                        (double)hp->beta1);
+  if (!(hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: beta2 %g must be in [0, 1)", op,
+                        (double)hp->beta2);
+  if (!(hp->eps > 0.0f && isfinite(hp->eps)))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: eps %g must be finite and > 0", op,
+                        (double)hp->eps);
+  if (!isfinite(hp->weight_decay))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: weight_decay %g must be finite", op,
+                        (double)hp->weight_decay);
+  if (!isfinite(hp->grad_scale))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grad_scale %g must be finite", op,
+                        (double)hp->grad_scale);
+  if (hp->step < 1)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: step %lld must be >= 1 (t counts from 1)",
+                        op, (long long)hp->step);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
+                              clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp)
+{
+  const char *op = "clmoe_adamw_step";
+  CLMOE_TRY(clmoe__want(param, CLMOE_F32, op, "param"));
+  CLMOE_TRY(clmoe__want(grad, CLMOE_F32, op, "grad"));
+  CLMOE_TRY(clmoe__want(m, CLMOE_F32, op, "m"));
+  CLMOE_TRY(clmoe__want(v, CLMOE_F32, op, "v"));
+  CLMOE_TRY(clmoe__want_numel(param, grad, op, "param", "grad"));
+  CLMOE_TRY(clmoe__want_numel(param, m, op, "param", "m"));
+  CLMOE_TRY(clmoe__want_numel(param, v, op, "param", "v"));
+  CLMOE_TRY(check_adamw(hp));
+  cl_ulong n = (cl_ulong)clmoe_tensor_numel(param);
+  if (n == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "optim", NULL, "adamw_step", &k));
+  /* Bias corrections in double: b^t for large t underflows to 0, giving 1, as it should. */
+  double t = (double)hp->step;
+  float bc1 = (float)(1.0 - pow((double)hp->beta1, t));
+  float bc2 = (float)(1.0 - pow((double)hp->beta2, t));
+  float omb1 = (float)(1.0 - (double)hp->beta1), omb2 = (float)(1.0 - (double)hp->beta2);
+  cl_ulong po = (cl_ulong)param->offset, go = (cl_ulong)grad->offset, mo = (cl_ulong)m->offset,
+           vo = (cl_ulong)v->offset;
+  CLMOE_TRY(clmoe__args(k, 19, KA(param->buf), KA(po), KA(grad->buf), KA(go), KA(m->buf), KA(mo),
+                        KA(v->buf), KA(vo), KA(n), KA(hp->lr), KA(hp->beta1), KA(hp->beta2),
+                        KA(omb1), KA(omb2), KA(bc1), KA(bc2), KA(hp->eps), KA(hp->weight_decay),
+                        KA(hp->grad_scale)));
+  return clmoe__launch1d(ctx, k, (size_t)n);
+}

@@ -1,0 +1,223 @@
+/* Internal declarations shared by the library's source files; not installed. */
+#ifndef CLMOE_INTERNAL_H
+#define CLMOE_INTERNAL_H
+
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clmoe/clmoe.h"
+
+/* ---- errors --------------------------------------------------------------------------- */
+#if defined(__GNUC__)
+#define CLMOE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLMOE_PRINTF(a, b)
+#endif
+
+/* Sets the thread's message and returns status. */
+clmoe_status clmoe__error(clmoe_status status, const char *fmt, ...) CLMOE_PRINTF(2, 3);
+/* Appends to the thread's message (for context added by callers up the stack). */
+clmoe_status clmoe__append_error(const char *fmt, ...) CLMOE_PRINTF(1, 2);
+/* Records a failed OpenCL call and returns its code. */
+clmoe_status clmoe__cl_error(int err, const char *call, const char *file, int line);
+
+#define CLMOE_CL(call)                                                                     \
+  do {                                                                                     \
+    cl_int clmoe_e_ = (call);                                                              \
+    if (clmoe_e_ != CL_SUCCESS) return clmoe__cl_error(clmoe_e_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/* For functions with cleanup: sets `st` and jumps to `label` on failure. */
+#define CLMOE_CL_GOTO(st, call, label)                                                     \
+  do {                                                                                     \
+    cl_int clmoe_e_ = (call);                                                              \
+    if (clmoe_e_ != CL_SUCCESS) {                                                          \
+      st = clmoe__cl_error(clmoe_e_, #call, __FILE__, __LINE__);                           \
+      goto label;                                                                          \
+    }                                                                                      \
+  } while (0)
+
+#define CLMOE_TRY(expr)                                                                    \
+  do {                                                                                     \
+    clmoe_status clmoe_s_ = (expr);                                                        \
+    if (clmoe_s_ != CLMOE_OK) return clmoe_s_;                                             \
+  } while (0)
+
+#define CLMOE_TRY_GOTO(st, expr, label)                                                    \
+  do {                                                                                     \
+    st = (expr);                                                                           \
+    if (st != CLMOE_OK) goto label;                                                        \
+  } while (0)
+
+/* ---- hashing (program cache keys) ------------------------------------------------------ */
+typedef struct clmoe_hash {
+  uint64_t a, b; /* two independent FNV-1a 64 lanes: a 128-bit key */
+} clmoe_hash;
+void clmoe__hash_init(clmoe_hash *h);
+void clmoe__hash_bytes(clmoe_hash *h, const void *data, size_t len);
+void clmoe__hash_str(clmoe_hash *h, const char *s); /* includes the terminating NUL */
+void clmoe__hash_hex(const clmoe_hash *h, char out[33]);
+uint64_t clmoe__fnv64(const void *data, size_t len);
+
+/* ---- embedded kernel sources ------------------------------------------------------------ */
+typedef struct clmoe_kernel_source {
+  const char *family; /* file name without .cl */
+  const char *path;   /* below the tree's root: "kda/kda_fwd.cl" (kernels_cl/kda/kda_fwd.cl) */
+  const char *text;
+} clmoe_kernel_source;
+extern const clmoe_kernel_source clmoe__kernel_sources[]; /* ends with {NULL, NULL, NULL} */
+extern const clmoe_kernel_source clmoe__preset_sources[]; /* the presets (presets/NAME.conf), likewise */
+
+/* ---- the context -------------------------------------------------------------------- */
+typedef struct clmoe_kernel_entry {
+  char name[64];
+  cl_kernel kernel;
+} clmoe_kernel_entry;
+
+typedef struct clmoe_program_entry {
+  char *family;
+  char *options; /* family-specific options only */
+  cl_program program;
+  clmoe_kernel_entry *kernels;
+  int nkernels, cap_kernels;
+} clmoe_program_entry;
+
+typedef struct clmoe_pool_block {
+  cl_mem mem;
+  size_t bytes; /* size class */
+} clmoe_pool_block;
+
+typedef struct clmoe_pool {
+  clmoe_pool_block *free_blocks;
+  int nfree, cap_free;
+  clmoe_pool_stats stats;
+} clmoe_pool;
+
+struct clmoe_ctx {
+  clmoe_device_caps caps;
+  char choice_reason[256];
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context context;
+  cl_command_queue queue;
+  int profiling;
+  char base_options[512]; /* -D tunables from the capability record */
+  clmoe_program_entry *programs;
+  int nprograms, cap_programs;
+  clmoe_program_stats prog_stats;
+  clmoe_pool pool;
+  clmoe_gemm_backend gemm_backend;
+  int prof_active;                /* clmoe_ctx_profile_begin was called */
+  struct clmoe__prof_event *prof_events; /* the kernels launched since */
+  int prof_count, prof_cap;
+  clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
+  int prof_rows, prof_table_cap;
+  void *clblast_state; /* reserved for the GEMM layer */
+  int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
+  int tile_impl;       /* clmoe_tile_impl, -1 until probed (lib/tile/fastpath.c) */
+  int fastpath_mode;   /* -2: from CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
+  int gemm_tile_bm, gemm_tile_bn; /* tile GEMM block (lib/gemm/gemm_tile.c); 0: chosen by device */
+  int wgmma_ok;                   /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
+  size_t local_optin;             /* clmoe__local_mem_optin, 0 until probed */
+  int poison;                     /* 1: every buffer the pool hands out is filled with
+                                   * CLMOE_POISON_WORD first (clmoe_ctx_options.poison) */
+};
+
+/* The poison pattern, a 32-bit word repeated: a quiet NaN as fp32 (0x7FC17FC1) and as
+ * each of its bf16 halves (0x7FC1), 2143387585 as an int32 index (out of every range). */
+#define CLMOE_POISON_WORD 0x7FC17FC1u
+
+/* Finds (building on first use) kernel `name` of family `family` (kernels_cl/family.cl)
+ * compiled with the context's tunables plus `options` (may be NULL). The kernel belongs
+ * to the context; do not release it. */
+clmoe_status clmoe__kernel(clmoe_ctx *ctx, const char *family, const char *options,
+                           const char *name, cl_kernel *kernel);
+
+/* Sets kernel arguments from (size, pointer) pairs: clmoe__args(k, 2, KA(buf), KA(n)). */
+clmoe_status clmoe__args(cl_kernel kernel, int count, ...);
+#define KA(x) sizeof(x), (const void *)&(x)
+/* Local-memory argument of `bytes` bytes. */
+#define KA_LOCAL(bytes) (size_t)(bytes), (const void *)NULL
+
+/* Enqueues a kernel; global sizes are rounded up to multiples of the local sizes; local may
+ * be NULL (the driver picks). Returns an OpenCL error with the kernel's name. */
+clmoe_status clmoe__launch(clmoe_ctx *ctx, cl_kernel kernel, int dims, const size_t *global,
+                           const size_t *local);
+/* 1-D launch of n work-items in groups of the context's default size. */
+clmoe_status clmoe__launch1d(clmoe_ctx *ctx, cl_kernel kernel, size_t n);
+
+/* Work-group size for a kernel with one work-group per row of n elements and up to 256
+ * virtual lanes: at most 256, within the device's and the kernel's limits, and no larger
+ * than the power of two >= n (short rows would leave work-items idle). */
+clmoe_status clmoe__row_local(clmoe_ctx *ctx, cl_kernel kernel, int64_t n, size_t *local);
+/* Launches `groups` work-groups of `local` work-items (1-D). */
+clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t groups, size_t local);
+
+/* Round n up to a multiple of m. */
+static inline size_t clmoe__round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* Build probes run when a context is created (inline PTX on NVIDIA). */
+void clmoe__probe_caps(clmoe_ctx *ctx);
+
+/* Fills the capability record of one device. */
+clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id device, int pindex,
+                                int dindex, clmoe_device_caps *caps);
+
+/* 1 when needle occurs in hay, any case (an empty needle always does). */
+int clmoe__contains_nocase(const char *hay, const char *needle);
+
+/* Pool buffers: get one of at least `bytes` bytes (*capacity: its real size), put it back. */
+/* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */
+clmoe_status clmoe__params_inference_error(const char *call);
+clmoe_status clmoe__pool_get(clmoe_ctx *ctx, size_t bytes, cl_mem *mem, size_t *capacity);
+void clmoe__pool_put(clmoe_ctx *ctx, cl_mem mem, size_t capacity);
+/* Temporary device buffer from the pool (for ops that need scratch space). */
+clmoe_status clmoe__scratch(clmoe_ctx *ctx, size_t bytes, cl_mem *mem);
+void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes);
+/* n scratch buffers of bytes[i] at once (all or none: on failure none is held), and their
+ * release (each mem[i] set to NULL; NULL entries are skipped). */
+clmoe_status clmoe__scratch_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes);
+void clmoe__scratch_release_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes);
+
+void clmoe__pool_destroy(clmoe_ctx *ctx);
+void clmoe__profile_destroy(clmoe_ctx *ctx);
+/* Applies the CLBlast tuner files named by CLMOE_CLBLAST_TUNING that match ctx's device
+ * (clblast_tuning.c). */
+clmoe_status clmoe__clblast_tuning(clmoe_ctx *ctx);
+/* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;
+ * with `start` (a marker enqueued before a library call such as CLBlast's, also owned),
+ * the time counts from start's end to ev's end. No-op (releasing both) otherwise. */
+clmoe_status clmoe__profile_record(clmoe_ctx *ctx, cl_event ev, cl_event start, const char *name);
+void clmoe__gemm_destroy(clmoe_ctx *ctx);
+
+
+
+/* ---- operator argument checks (ops_check.c) ----------------------------------------- */
+/* t must be a contiguous tensor of dtype; `op` and `name` appear in the message. */
+clmoe_status clmoe__want(const clmoe_tensor *t, clmoe_dtype dtype, const char *op, const char *name);
+/* a and b must have the same number of elements. */
+clmoe_status clmoe__want_numel(const clmoe_tensor *a, const clmoe_tensor *b, const char *op,
+                               const char *na, const char *nb);
+/* t must be a contiguous f32 (or, with allow_bf16, bf16) tensor of `rank` dimensions
+ * d0, d1, ... (the unused ones ignored); the message names op and name and the expected shape. */
+clmoe_status clmoe__want_shape(const clmoe_tensor *t, const char *op, const char *name, int allow_bf16,
+                               int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+/* Sequence boundaries of a [B, T, ...] batch: with cu (i32 [N + 1], B must be 1; checked to
+ * start at 0, never decrease and end at T, reading it back to the host) N packed sequences,
+ * else B rows of T tokens. *bounds ([N + 1], malloc'ed; free it) may be NULL when only the
+ * check and N are wanted. */
+clmoe_status clmoe__seq_bounds(const char *op, const clmoe_tensor *cu, int64_t B, int64_t T,
+                               int64_t *N, cl_int **bounds);
+/* Rows and last-dimension size of t (rows = numel / n). */
+void clmoe__rows(const clmoe_tensor *t, int64_t *rows, int64_t *n);
+
+/* ---- device sort (sort.c) ------------------------------------------------------------ */
+/* Sorts n unsigned 64-bit keys (cl_ulong) of buffer `keys`, starting `offset` elements in,
+ * ascending, in place. Deterministic (the result depends only on the keys). Packing
+ * (key << 32 | position) gives a stable sort of 32-bit keys with their positions, which
+ * is how embedding backward (and MoE dispatch) group tokens. */
+clmoe_status clmoe__sort_u64(clmoe_ctx *ctx, cl_mem keys, size_t offset, size_t n);
+
+#endif

@@ -1,0 +1,100 @@
+#!/bin/sh
+# Tests of clmoe-generate: command-line and checkpoint errors (clear message, exit status,
+# no crash), and an end-to-end run on a tiny checkpoint trained for 3 steps here.
+# Run by make check with CLMOE_APPS_DIR set to the built apps.
+set -u
+. "$(dirname "$0")/apps_common.sh"
+gen="$apps/clmoe-generate"
+train="$apps/clmoe-train"
+skip_without_device
+
+expect "generate --help" 0 "Usage: clmoe-generate" -- "$gen" --help
+expect "generate --version" 0 "clmoe-generate [0-9]" -- "$gen" --version
+expect "generate without --ckpt" 2 "--ckpt FILE is required" -- "$gen" --prompt hi
+expect "generate without a prompt" 2 "at least one --prompt" -- "$gen" --ckpt x
+expect "generate unknown flag" 2 "unknown argument '--frobnicate'" -- "$gen" --frobnicate
+expect "generate bad --top-p" 2 "--top-p: '2' is not a number" -- "$gen" --ckpt x --prompt a --top-p 2
+expect "generate bad -n" 2 "-n: 'ten' is not an integer" -- "$gen" --ckpt x --prompt a -n ten
+expect "generate empty prompt" 2 "prompt 2 (--prompt #2) is empty" -- "$gen" --ckpt x --prompt a --prompt ""
+: > "$tmp/empty.txt"
+expect "generate empty prompt file" 2 "empty.txt) is empty" -- "$gen" --ckpt x --prompt-file "$tmp/empty.txt"
+expect "generate missing prompt file" 1 "nonexistent.txt: cannot open" -- "$gen" --ckpt x --prompt-file "$tmp/nonexistent.txt"
+expect "generate missing checkpoint" 1 "$tmp/none.safetensors" -- "$gen" --ckpt "$tmp/none.safetensors" --prompt a
+printf 'not a checkpoint at all\n' > "$tmp/text.safetensors"
+expect "generate on a text file" 1 "text.safetensors" -- "$gen" --ckpt "$tmp/text.safetensors" --prompt a
+
+# A tiny checkpoint: 3 steps on a repeating text (seconds).
+i=0; : > "$tmp/cycle.txt"
+while [ $i -lt 200 ]; do echo "0123456789" >> "$tmp/cycle.txt"; i=$((i + 1)); done
+if ! "$train" --preset tiny --steps 3 --batch 2 --seq-len 32 --data "$tmp/cycle.txt" --out "$tmp/run" --quiet --sample 0 > "$tmp/train.log" 2>&1; then
+  fail "clmoe-train made no tiny checkpoint"; cat "$tmp/train.log"; exit 1
+fi
+ckpt="$tmp/run/checkpoint.safetensors"
+
+head -c 100000 "$ckpt" > "$tmp/truncated.safetensors"
+expect "generate on a truncated checkpoint" 1 "truncated.safetensors" -- "$gen" --ckpt "$tmp/truncated.safetensors" --prompt a
+# The same tensors under another model's config (d_model 96 instead of 64; same length, so
+# the header stays valid): the first tensor that does not fit is named.
+LC_ALL=C sed 's/d_model = 64/d_model = 96/' "$ckpt" > "$tmp/other.safetensors"
+expect "generate on tensors of another config" 1 "tensor 'param/embed' is \[256, 64\]" -- "$gen" --ckpt "$tmp/other.safetensors" --prompt a
+
+expect "generate streams one prompt" 0 "decode: 11 steps x 1 sequences" -- "$gen" --ckpt "$ckpt" --prompt "0123" -n 12 --seed 5
+"$gen" --ckpt "$ckpt" --prompt "0123" -n 24 --seed 5 --quiet > "$tmp/a.txt" 2>&1
+"$gen" --ckpt "$ckpt" --prompt "0123" -n 24 --seed 5 --quiet > "$tmp/b.txt" 2>&1
+"$gen" --ckpt "$ckpt" --prompt "0123" -n 24 --seed 6 --quiet > "$tmp/c.txt" 2>&1
+if cmp -s "$tmp/a.txt" "$tmp/b.txt" && [ "$(wc -c < "$tmp/a.txt")" -ge 25 ]; then pass "same seed, same text"
+else fail "same seed, same text"; od -c "$tmp/a.txt" | head -3; od -c "$tmp/b.txt" | head -3; fi
+if ! cmp -s "$tmp/a.txt" "$tmp/c.txt"; then pass "another seed, another text"; else fail "another seed, another text"; fi
+
+printf 'hello\nworld' > "$tmp/p.txt"
+expect "generate a batch of prompts" 0 "--- \[3\] $tmp/p.txt" -- "$gen" --ckpt "$ckpt" --prompt "0123" --prompt "9" \
+  --prompt-file "$tmp/p.txt" -n 8 --prefill-chunk 3 --top-k 20 --json "$tmp/batch.json"
+for key in '"prefill_tokens_per_s"' '"decode_tokens_per_s"' '"time_to_first_token_s"' '"kda_state"' '"mla_cache_used"'; do
+  if grep -q "$key" "$tmp/batch.json"; then pass "batch JSON has $key"; else fail "batch JSON lacks $key"; fi
+done
+if [ "$(grep -c '"end": "length"' "$tmp/batch.json")" -eq 3 ]; then pass "batch JSON has 3 outputs"
+else fail "batch JSON outputs"; cat "$tmp/batch.json"; fi
+# Later prefill passes in the training form add up exactly as one pass: the same greedy text.
+# (The absorbed form rounds differently: near-ties of a barely trained model may flip, so
+# it is only run here; tests/unit/test_generate.c compares its logits within 1e-4.)
+for form in training absorbed; do
+  "$gen" --ckpt "$ckpt" --prompt "the quick brown fox jumps over the lazy dog, again and again" -n 24 --greedy \
+    --prefill-chunk 7 --extend-form $form --quiet > "$tmp/form-$form.txt" 2>&1
+done
+"$gen" --ckpt "$ckpt" --prompt "the quick brown fox jumps over the lazy dog, again and again" -n 24 --greedy \
+  --quiet > "$tmp/form-one.txt" 2>&1
+if cmp -s "$tmp/form-training.txt" "$tmp/form-one.txt" && [ -s "$tmp/form-absorbed.txt" ]; then
+  pass "--extend-form training continues exactly like one pass; absorbed runs"
+else fail "--extend-form outputs differ"; head -3 "$tmp"/form-*.txt; fi
+expect "bad --extend-form" 2 "not auto, training or absorbed" -- "$gen" --ckpt "$ckpt" --prompt x --extend-form fast
+# A barely trained byte model emits every byte value: the JSON must still be valid UTF-8.
+"$gen" --ckpt "$ckpt" --prompt "x" -n 400 --temperature 3 --top-p 1 --seed 7 --quiet --json "$tmp/raw.json" > /dev/null 2>&1
+if iconv -f UTF-8 -t UTF-8 "$tmp/raw.json" > /dev/null 2>&1; then pass "JSON of arbitrary bytes is valid UTF-8"
+else fail "JSON of arbitrary bytes is not valid UTF-8"; fi
+# A nearly untrained model samples bytes almost uniformly: with this seed 'a' comes early.
+expect "generate --stop" 0 "" -- "$gen" --ckpt "$ckpt" --prompt "0123" --prompt "xyz" -n 3000 --stop a --seed 7 \
+  --json "$tmp/stop.json"
+if [ "$(grep -c '"end": "stop"' "$tmp/stop.json")" -eq 2 ]; then pass "both sequences end at the stop string"
+else fail "stop string"; cat "$tmp/stop.json"; fi
+
+expect "generate --prefill-bench" 0 "all-MLA cache" -- "$gen" --ckpt "$ckpt" --prefill-bench 70,200 --prefill-chunk 64 \
+  --bench-steps 2 --json "$tmp/bench.json"
+if grep -q '"tokens": 200, "chunk": 64' "$tmp/bench.json" && grep -q '"mla_cache_used": 32000' "$tmp/bench.json"; then
+  pass "prefill-bench JSON (200 tokens x 40 numbers x 4 bytes of MLA cache)"
+else fail "prefill-bench JSON"; cat "$tmp/bench.json"; fi
+# A model with a vocabulary of 130 (the recall task's): bytes from 130 on are not tokens.
+"$train" --preset tiny --print-config | sed 's/^vocab = 256/vocab = 130/' > "$tmp/v130.conf"
+if "$train" --config "$tmp/v130.conf" --steps 1 --batch 2 --seq-len 32 --task mqar --out "$tmp/v130" --quiet \
+    --sample 0 > "$tmp/train130.log" 2>&1; then
+  printf 'ab\351c' > "$tmp/latin1.txt"
+  expect "generate with bytes outside the vocabulary" 1 "byte 0xe9 at offset 2 is outside the model's vocabulary of 130" \
+    -- "$gen" --ckpt "$tmp/v130/checkpoint.safetensors" --prompt-file "$tmp/latin1.txt"
+  expect "generate with bytes inside the vocabulary" 0 "decode:" -- "$gen" --ckpt "$tmp/v130/checkpoint.safetensors" \
+    --prompt "abc" -n 4
+else
+  fail "clmoe-train made no vocab-130 checkpoint"; cat "$tmp/train130.log"
+fi
+expect "generate --prefill-bench with a prompt" 2 "leave out --prompt" -- "$gen" --ckpt "$ckpt" --prefill-bench 10 --prompt a
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,131 @@
+#!/bin/sh
+# clmoe-train end to end on the tiny preset: the loss falls on text, stop-and-resume equals
+# an uninterrupted run bit for bit (also after SIGTERM), and every bad input of the corpus
+# (tests/data/bad/data, damaged checkpoints made here) gives a clear error and a non-zero exit.
+# Run by make check with CLMOE_APPS_DIR set; CLMOE_TEST_WRAPPER (e.g. "valgrind -q
+# --error-exitcode=99") runs the error cases under a checker.
+set -u
+. "$(dirname "$0")/apps_common.sh"
+srcdir=${CLMOE_SRCDIR:-$(dirname "$0")/../..}
+train="$apps/clmoe-train"
+wrap=${CLMOE_TEST_WRAPPER:-}
+skip_without_device
+
+# A small text with structure to learn: a few sentences repeated with variations.
+i=0
+while [ $i -lt 300 ]; do
+  echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."
+  i=$((i + 1))
+done > "$tmp/text.txt"
+tiny="--preset tiny --data $tmp/text.txt --batch 4 --seq-len 64 --sample 0 --quiet"
+
+if [ -z "$wrap" ]; then # under a checker only the error cases (4, 5) run
+# 1. The loss falls well below its start (ln 256 = 5.55) within 150 steps.
+expect "train tiny on text" 0 "checkpoint" -- "$train" $tiny --steps 150 --lr 3e-3 --eval-every 50 --out "$tmp/run"
+first=$(sed -n 2p "$tmp/run/metrics.csv" | cut -d, -f2)
+last_val=$(tail -n 1 "$tmp/run/metrics.csv" | cut -d, -f3)
+if awk -v a="$first" -v b="$last_val" 'BEGIN { exit !(a > 5.0 && b < 3.0) }'; then
+  pass "loss falls: first step $first, validation after 150 steps $last_val"
+else
+  fail "loss does not fall enough: first step $first, validation after 150 steps $last_val"
+fi
+rows=$(grep -c '^[0-9]' "$tmp/run/metrics.csv")
+if [ "$rows" -eq 150 ]; then pass "metrics has a row per step"; else fail "metrics has $rows rows, expected 150"; fi
+
+# 2. Stop at step 7 and resume to 12 = 12 steps without a stop: the same losses and the
+#    same checkpoint bytes (weights, moments, QB biases, metadata).
+common="$tiny --steps 12 --lr 3e-3 --eval-every 6"
+expect "uninterrupted 12 steps" 0 "" -- "$train" $common --out "$tmp/a"
+expect "--stop-at 7" 0 "at step 7 (--stop-at)" -- "$train" $common --stop-at 7 --out "$tmp/b"
+expect "--resume to 12" 0 "at step 12 (end)" -- "$train" --resume "$tmp/b/checkpoint.safetensors" --out "$tmp/b" --sample 0 --quiet
+if [ "$(cut -d, -f1-5 "$tmp/a/metrics.csv")" = "$(cut -d, -f1-5 "$tmp/b/metrics.csv")" ]; then
+  pass "resumed losses equal the uninterrupted run's"
+else
+  fail "resumed losses differ"; paste -d'|' "$tmp/a/metrics.csv" "$tmp/b/metrics.csv" | head -14
+fi
+if cmp -s "$tmp/a/checkpoint.safetensors" "$tmp/b/checkpoint.safetensors"; then
+  pass "resumed checkpoint is bit-identical"
+else
+  fail "resumed checkpoint differs from the uninterrupted run's"
+fi
+
+# 3. SIGTERM mid-run: exit 130 with a checkpoint; resuming finishes with the same losses.
+"$train" $tiny --steps 400 --lr 3e-3 --eval-every 100 --out "$tmp/c" > "$tmp/c.out" 2>&1 &
+pid=$!
+n=0
+while [ "$(cat "$tmp/c/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -lt 3 ] && [ $n -lt 600 ]; do
+  sleep 0.1; n=$((n + 1))
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ $rc -eq 130 ] && grep -q "(interrupted)" "$tmp/c.out"; then pass "SIGTERM: checkpoint and exit 130"
+else fail "SIGTERM: exit $rc"; cat "$tmp/c.out"; fi
+cstep=$(grep -o 'at step [0-9]*' "$tmp/c.out" | tail -n 1 | cut -d' ' -f3)
+expect "resume after SIGTERM" 0 "" -- "$train" --resume "$tmp/c/checkpoint.safetensors" --out "$tmp/c" --steps 400 --stop-at $((cstep + 3)) --quiet --sample 0
+"$train" $tiny --steps 400 --lr 3e-3 --eval-every 100 --stop-at $((cstep + 3)) --out "$tmp/d" > /dev/null 2>&1
+if [ "$(cut -d, -f1-2 "$tmp/c/metrics.csv")" = "$(cut -d, -f1-2 "$tmp/d/metrics.csv")" ] &&
+   cmp -s "$tmp/c/checkpoint.safetensors" "$tmp/d/checkpoint.safetensors"; then
+  pass "resume after SIGTERM at step $cstep equals an uninterrupted run"
+else
+  fail "resume after SIGTERM at step $cstep differs"
+fi
+
+# 3a. The hybrid recalls: on MQAR (16 keys and values, 4 pairs, 4 queries; chance 1/16) the
+#     validation recall rate is well above chance after 75 steps (of a 300-step schedule).
+expect "train tiny on the recall task" 0 "" -- "$train" --preset tiny --task mqar:keys=16,values=16,pairs=4,queries=4 \
+  --steps 300 --stop-at 75 --batch 16 --seq-len 64 --lr 1e-3 --eval-every 75 --sample 0 --quiet --out "$tmp/mqar"
+recall=$(tail -n 1 "$tmp/mqar/metrics.csv" | cut -d, -f4)
+if awk -v r="$recall" 'BEGIN { exit !(r > 0.15) }'; then pass "recall $recall after 75 steps (chance 0.0625)"
+else fail "recall $recall after 75 steps is not clearly above chance 0.0625"; fi
+
+# 3b. A context curriculum: the loader changes the sequence length on schedule.
+"$train" --preset tiny --print-config > "$tmp/curr.conf"
+sed -i 's/^seq_len = .*/curriculum = 16@0, 32@2, 48@4/' "$tmp/curr.conf"
+expect "curriculum run" 0 "" -- "$train" --config "$tmp/curr.conf" --data "$tmp/text.txt" --steps 5 --batch 2 --eval-every 0 --sample 0 --quiet --out "$tmp/curr"
+lens=$(cut -d, -f10 "$tmp/curr/metrics.csv" | tail -n +2 | tr '\n' ' ')
+if [ "$lens" = "16 16 32 32 48 " ]; then pass "curriculum lengths by step: $lens"; else fail "curriculum lengths by step: '$lens'"; fi
+
+fi
+
+# 4. Bad data files (the corpus in tests/data/bad/data) and bad flags.
+for f in "$srcdir"/tests/data/bad/data/*; do
+  want=$(sed -n 's/^# expect: //p' "$f.expect" 2>/dev/null)
+  [ -n "$want" ] || continue
+  expect "bad data $(basename "$f")" 1 "$want" -- $wrap "$train" --preset tiny --data "$f" --steps 1 --sample 0 --quiet --out "$tmp/bad"
+done
+: > "$tmp/empty.txt"
+expect "empty data file" 1 "empty.txt" -- $wrap "$train" --preset tiny --data "$tmp/empty.txt" --steps 1 --out "$tmp/bad"
+expect "missing data file" 1 "nonexistent.txt" -- $wrap "$train" --preset tiny --data "$tmp/nonexistent.txt" --steps 1 --out "$tmp/bad"
+head -c 100 "$tmp/text.txt" > "$tmp/short.txt"
+expect "data shorter than a sequence" 1 "short.txt: the validation (last 5%) split has 5 tokens" -- $wrap "$train" --preset tiny --data "$tmp/short.txt" --seq-len 64 --steps 1 --out "$tmp/bad"
+expect "unknown task" 2 "unknown task 'copy'" -- "$train" --preset tiny --task copy
+expect "bad task field" 2 "unknown field 'vals'" -- "$train" --preset tiny --task mqar:vals=3
+expect "task vocabulary too big" 1 "exceeds the model" -- "$train" --preset tiny --task mqar:keys=200,values=200 --steps 1 --out "$tmp/bad"
+expect "bad --steps" 2 "--steps" -- "$train" --preset tiny --data "$tmp/text.txt" --steps 0
+expect "unwritable --out" 1 "cannot create" -- "$train" --preset tiny --data "$tmp/text.txt" --steps 1 --out /proc/nonexistent/run
+
+# 4b. Every malformed config of tests/data/bad/config through the app: its line and key, exit 1.
+for f in "$srcdir"/tests/data/bad/config/*.conf; do
+  expect "bad config $(basename "$f")" 1 "$(basename "$f")" -- $wrap "$train" --config "$f" --data "$tmp/text.txt" --steps 1 --out "$tmp/bad"
+done
+
+# 5. Damaged checkpoints: every one is refused with the file named, nothing is overwritten.
+ck="$tmp/a/checkpoint.safetensors"
+[ -f "$ck" ] || "$train" $tiny --steps 2 --out "$tmp/a" > /dev/null 2>&1
+size=$(wc -c < "$ck")
+head -c $((size / 2)) "$ck" > "$tmp/truncated.safetensors"
+head -c 7 "$ck" > "$tmp/stub.safetensors"
+printf 'not a checkpoint at all, just text\n' > "$tmp/text.safetensors"
+# a byte flipped inside the JSON header's first tensor name
+cp "$ck" "$tmp/flipped.safetensors"
+printf 'Z' | dd of="$tmp/flipped.safetensors" bs=1 seek=12 conv=notrunc 2> /dev/null
+for f in truncated stub text flipped; do
+  cp "$tmp/$f.safetensors" "$tmp/$f.before"
+  expect "resume from a $f checkpoint" 1 "$f.safetensors" -- $wrap "$train" --resume "$tmp/$f.safetensors" --steps 1 --out "$tmp/bad"
+  if cmp -s "$tmp/$f.safetensors" "$tmp/$f.before"; then pass "$f checkpoint left untouched"; else fail "$f checkpoint was modified"; fi
+done
+expect "resume from a missing file" 1 "nonexistent.safetensors" -- $wrap "$train" --resume "$tmp/nonexistent.safetensors" --out "$tmp/bad"
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all passed"

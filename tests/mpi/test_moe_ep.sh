@@ -1,0 +1,24 @@
+#!/bin/sh
+# The expert-parallel MoE layer (include/clmoe/moe_ep.h) under a real launcher: on 1 (without
+# mpirun), 1, 2, 3 and 4 ranks every rank's rows of the output and the input gradient, and
+# the weight gradients summed over the ranks, equal the single-rank layer's on the whole
+# batch (tests/mpi/mpi_moe_ep.c, fp32 relative error <= 1e-5); a wrong expert offset and a
+# corrupted saved expert output (seen only by the backward) fail.
+# Skipped (77) when clmoe was built without MPI or no mpirun exists. Run by make check.
+set -u
+. "$(dirname "$0")/../apps/apps_common.sh"
+. "$(dirname "$0")/mpi_common.sh"
+
+expect "expert-parallel MoE, one rank without MPI" 0 "mpi_moe_ep: OK 1 rank" -- "$tests/mpi_moe_ep"
+for n in 1 2 3 4; do
+  expect "expert-parallel MoE on $n ranks" 0 "mpi_moe_ep: OK $n rank" -- \
+    run -np $n --bind-to none "$tests/mpi_moe_ep"
+done
+# The check can fail: experts taken from the wrong offset.
+expect "a wrong expert offset is caught (1 rank)" 1 "relative error" -- "$tests/mpi_moe_ep" --mutate
+expect "a wrong expert offset is caught (3 ranks)" 1 "relative error" -- \
+  run -np 3 --bind-to none "$tests/mpi_moe_ep" --mutate
+expect "a wrong saved expert output is caught by the backward (2 ranks)" 1 "dx relative error" -- \
+  run -np 2 --bind-to none "$tests/mpi_moe_ep" --mutate-saved
+
+[ "$fails" -eq 0 ]
