@@ -1,7 +1,7 @@
 /* clmoe-bench kda: the chunked KDA forward and forward + backward over B, T, H, D, timed by
  * OpenCL profiling events (sum of kernel times, host overhead excluded; the wall-clock
  * median is printed beside it), against the recurrent token loop in the same run, and the
- * forward and forward + backward on the tile interface (kda_tc.h, issue 9) beside the
+ * forward and forward + backward on the tile interface (paths.h) beside the
  * portable ones.
  * FLOPs of the forward per the Kimi Linear report: B H (6 T D^2 + 3 T C D + T C^2), C = 16;
  * bytes: the inputs and o once each. */
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "clmoe/fastpath.h"
-#include "kda/kda_tc.h"
+#include "clmoe/tile.h"
+#include "clmoe/paths.h"
 
 #define MAX_LIST BENCH_MAX_LIST
 

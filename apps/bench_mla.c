@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "clmoe/mla_tc.h"
+#include "clmoe/paths.h"
 
 #define MAX_LIST BENCH_MAX_LIST
 

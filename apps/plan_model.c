@@ -1,7 +1,7 @@
 /* clmoe-plan's arithmetic (see plan_model.h and docs/distributed.md). */
 #include "plan_model.h"
 
-#include "kda/kda_tc.h" /* clmoe_kda_tc_kept_bytes */
+#include "clmoe/paths.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,11 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/paths.h" /* clmoe_sort_u64: the device sort, checked like an operator */
 #include "conformance.h"
 #include "ref/reference.h"
-/* The device sort is internal to the library (clmoe__sort_u64) but checked here like an
- * operator: the checks link against the library, which exports it. */
-#include "runtime/internal.h"
 
 #define TOL_F32 1e-5
 #define F CLMOE_F32
@@ -160,7 +158,7 @@ static clmoe_status check_sort(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result
     host_keys(seed + (uint64_t)s, total, keys);
     CK(clmoe_tensor_create(ctx, &B, CLMOE_I32, 1, (int64_t[]){(int64_t)(2 * total)}));
     CK(clmoe_tensor_write(&B, keys, total * sizeof *keys));
-    CK(clmoe__sort_u64(ctx, B.buf, before, n));
+    CK(clmoe_sort_u64(ctx, B.buf, before, n));
     CK(clmoe_tensor_read(&B, got, total * sizeof *got));
     qsort(keys + before, n, sizeof *keys, cmp_u64);
     for (size_t i = 0; i < total; i++)

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kda_inputs.h"
-#include "kda/kda_tc.h"
+#include "clmoe/paths.h"
 #include "ref/ref_kda.h"
 
 /* The case's inputs from the generator the portable KDA checks use (kda_inputs.h). */

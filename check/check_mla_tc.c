@@ -19,7 +19,7 @@
 
 #include "check_mla.h"
 #include "conformance.h"
-#include "clmoe/mla_tc.h"
+#include "clmoe/paths.h"
 
 /* x rounded to the nearest bf16 (ties to even), as the kernel rounds fp32 inputs. */
 static double round_bf16(double x)

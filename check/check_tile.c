@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "conformance.h"
-#include "runtime/internal.h" /* clmoe__kernel, clmoe__args, clmoe__launch_groups */
+#include "clmoe/paths.h"
 #include "ref/reference.h"
 #include "tile_check.h"
 
@@ -26,7 +26,7 @@ static void fold_dot(clmoe_check_result *res, const char *what, int idx, double 
 }
 
 /* ---- the interface: every load variant and tile_a_from_c(_local) -----------------------
- * Kernel probe_tile_test (kernels_cl/runtime/probe.cl); one 16 x 16 x 8 product per variant against
+ * clmoe_tile_selftest (paths.h); one 16 x 16 x 8 product per variant against
  * a double sum of the bf16-rounded operands. Tolerance 4e-6 of sum |a_k b_k|: 16 fp32
  * additions in any order (or a matrix unit's fp32 accumulation) stay within 16 x 2^-24. */
 #define TILE_TOL 4e-6
@@ -43,10 +43,6 @@ static clmoe_status check_interface(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
     b[i] = (float)ck_host_uniform(seed + 1, (uint64_t)i, -2.0, 2.0);
     b2[i] = (float)ck_host_uniform(seed + 2, (uint64_t)i, -2.0, 2.0);
   }
-  char opts[96];
-  snprintf(opts, sizeof opts, "-DCLMOE_PROBE_TILE_TEST=1 %s", clmoe__tile_options(ctx));
-  cl_kernel k;
-  CK(clmoe__kernel(ctx, "tile+probe", opts, "probe_tile_test", &k));
   CK(clmoe_tensor_create(ctx, &ta, CLMOE_F32, 1, (int64_t[]){2 * 256}));
   CK(clmoe_tensor_create(ctx, &tb, CLMOE_F32, 1, (int64_t[]){2 * 128}));
   CK(clmoe_tensor_create(ctx, &tb2, CLMOE_F32, 1, (int64_t[]){2 * 128}));
@@ -55,8 +51,7 @@ static clmoe_status check_interface(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
   CK(clmoe_tensor_write(&tb, b, sizeof b));
   CK(clmoe_tensor_write(&tb2, b2, sizeof b2));
   CK(clmoe_tensor_fill(&tout, NAN)); /* a value the kernel does not write must fail */
-  CK(clmoe__args(k, 4, KA(ta.buf), KA(tb.buf), KA(tb2.buf), KA(tout.buf)));
-  CK(clmoe__launch_groups(ctx, k, 1, 64));
+  CK(clmoe_tile_selftest(ctx, &ta, &tb, &tb2, &tout));
   CK(clmoe_tensor_read(&tout, out, sizeof out));
   res->tolerance = TILE_TOL;
   static const char *names[7] = {"a.b",      "at.bt",    "a_f32.b_f32",       "at_f32.bt_f32",

@@ -1,6 +1,7 @@
 # tests/local.mk: what the tests share. The CUnit suites (tests/unit/NAME.c, listed in
 # TEST_SUITES by each subsystem's local.mk) are one word each: their source is NAME.c and
-# they link the scaffolding (tests/unit/test_common.c), the checks and the library.
+# they link the scaffolding (tests/unit/test_common.c), the checks and the library's
+# objects with the internals (lib/libclmoe_impl.la).
 AM_DEFAULT_SOURCE_EXT = .c
 check_LTLIBRARIES = tests/unit/libtestcommon.la
 tests_unit_libtestcommon_la_SOURCES = tests/unit/test_common.h tests/unit/test_common.c
@@ -8,8 +9,12 @@ check_PROGRAMS += $(TEST_SUITES)
 TESTS += $(TEST_SUITES)
 # every suite (and no app: apps have an LDADD of their own)
 AM_CPPFLAGS += $(CUNIT_CFLAGS)
-LDADD = tests/unit/libtestcommon.la check/libclmoecheck.la lib/libclmoe.la $(CUNIT_LIBS) \
+LDADD = tests/unit/libtestcommon.la check/libclmoecheck.la lib/libclmoe_impl.la $(CUNIT_LIBS) \
 	$(OPENCL_LIBS) -lm
+
+# the installed API: headers alone in C and C++, the exported symbols
+TESTS += tests/apps/test_api.sh
+EXTRA_DIST += tests/apps/test_api.sh
 
 # inputs of the tests: malformed configs and data files (tests/data/bad), valgrind's
 # suppressions of the drivers' own noise, the Oclgrind runner
@@ -19,7 +24,11 @@ AM_TESTS_ENVIRONMENT = \
 	CLMOE_APPS_DIR=$(abs_top_builddir)/apps; export CLMOE_APPS_DIR; \
 	CLMOE_SRCDIR=$(abs_top_srcdir); export CLMOE_SRCDIR; \
 	MPIRUN='$(MPIRUN)'; export MPIRUN; \
-	CLMOE_HAVE_MPI='$(HAVE_MPI_FLAG)'; export CLMOE_HAVE_MPI;
+	CLMOE_HAVE_MPI='$(HAVE_MPI_FLAG)'; export CLMOE_HAVE_MPI; \
+	CLMOE_LIB_DIR=$(abs_top_builddir)/lib/.libs; export CLMOE_LIB_DIR; \
+	CC='$(CC)'; CXX='$(CXX)'; export CC CXX; \
+	OPENCL_CFLAGS='$(OPENCL_CFLAGS) -DCL_TARGET_OPENCL_VERSION=120'; export OPENCL_CFLAGS; \
+	MPI_CFLAGS='$(MPI_CFLAGS)'; export MPI_CFLAGS;
 
 if !HAVE_CUNIT
 check-local:

@@ -16,15 +16,17 @@ extern "C" {
 
 /* sources [S, T, d] (S >= 1 sources stacked: a view of the model's block buffer),
  * w, gain [d]; h [T, d]; alpha [T, S] (saved for the backward; may be NULL). */
-clmoe_status clmoe_attn_res(clmoe_ctx *ctx, const clmoe_tensor *sources, const clmoe_tensor *w,
-                            const clmoe_tensor *gain, float eps, clmoe_tensor *h, clmoe_tensor *alpha);
+CLMOE_API clmoe_status clmoe_attn_res(clmoe_ctx *ctx, const clmoe_tensor *sources,
+                                      const clmoe_tensor *w, const clmoe_tensor *gain, float eps,
+                                      clmoe_tensor *h, clmoe_tensor *alpha);
 
 /* Backward: dsources [S, T, d] is ADDED to (a source feeds many sub-layers); dw and dgain
  * [d] are overwritten. alpha is the forward's. */
-clmoe_status clmoe_attn_res_backward(clmoe_ctx *ctx, const clmoe_tensor *sources,
-                                     const clmoe_tensor *w, const clmoe_tensor *gain, float eps,
-                                     const clmoe_tensor *alpha, const clmoe_tensor *dh,
-                                     clmoe_tensor *dsources, clmoe_tensor *dw, clmoe_tensor *dgain);
+CLMOE_API clmoe_status clmoe_attn_res_backward(clmoe_ctx *ctx, const clmoe_tensor *sources,
+                                               const clmoe_tensor *w, const clmoe_tensor *gain,
+                                               float eps, const clmoe_tensor *alpha,
+                                               const clmoe_tensor *dh, clmoe_tensor *dsources,
+                                               clmoe_tensor *dw, clmoe_tensor *dgain);
 
 #ifdef __cplusplus
 }

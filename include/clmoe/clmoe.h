@@ -27,7 +27,7 @@
 #include "dist_exchange.h"
 #include "moe_ep.h"
 #include "dist_grads.h"
-#include "fastpath.h"
+#include "tile.h"
 
 #define CLMOE_VERSION_MAJOR 0
 #define CLMOE_VERSION_MINOR 1
@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 /* The library's version string ("0.1.0"), for checking against the headers. */
-const char *clmoe_version(void);
+CLMOE_API const char *clmoe_version(void);
 #ifdef __cplusplus
 }
 #endif

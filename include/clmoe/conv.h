@@ -17,21 +17,25 @@ extern "C" {
 /* state_in may be NULL (zeros); state_out [N, W - 1, C] (may be NULL) receives each
  * sequence's last W - 1 inputs: the state decoding continues from. x may be fp32 or bf16;
  * y fp32 or bf16. */
-clmoe_status clmoe_short_conv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *w,
-                              const clmoe_tensor *cu_seqlens, const clmoe_tensor *state_in,
-                              clmoe_tensor *y, clmoe_tensor *state_out);
+CLMOE_API clmoe_status clmoe_short_conv(clmoe_ctx *ctx, const clmoe_tensor *x,
+                                        const clmoe_tensor *w, const clmoe_tensor *cu_seqlens,
+                                        const clmoe_tensor *state_in, clmoe_tensor *y,
+                                        clmoe_tensor *state_out);
 
 /* Gradients of the above given dy: dx [B, T, C], dw [C, W] (overwritten), dstate_in
  * [N, W - 1, C] (may be NULL). fp32. */
-clmoe_status clmoe_short_conv_backward(clmoe_ctx *ctx, const clmoe_tensor *x,
-                                       const clmoe_tensor *w, const clmoe_tensor *cu_seqlens,
-                                       const clmoe_tensor *state_in, const clmoe_tensor *dy,
-                                       clmoe_tensor *dx, clmoe_tensor *dw, clmoe_tensor *dstate_in);
+CLMOE_API clmoe_status clmoe_short_conv_backward(clmoe_ctx *ctx, const clmoe_tensor *x,
+                                                 const clmoe_tensor *w,
+                                                 const clmoe_tensor *cu_seqlens,
+                                                 const clmoe_tensor *state_in,
+                                                 const clmoe_tensor *dy, clmoe_tensor *dx,
+                                                 clmoe_tensor *dw, clmoe_tensor *dstate_in);
 
 /* Decoding: one new input per sequence, x [N, C]; state [N, W - 1, C] is read and shifted
  * in place; y [N, C]. */
-clmoe_status clmoe_short_conv_step(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *w,
-                                   clmoe_tensor *state, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_short_conv_step(clmoe_ctx *ctx, const clmoe_tensor *x,
+                                             const clmoe_tensor *w, clmoe_tensor *state,
+                                             clmoe_tensor *y);
 
 #ifdef __cplusplus
 }

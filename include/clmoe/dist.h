@@ -50,33 +50,33 @@ typedef struct clmoe_dist clmoe_dist;
  * finalisation to the caller. CLMOE_MPI=0 forces a single rank. A build without MPI
  * started by a launcher fails (CLMOE_ERR_UNSUPPORTED) unless CLMOE_MPI=0, rather than run N
  * copies that each think they are alone. argc/argv may be NULL. */
-clmoe_status clmoe_dist_init(clmoe_dist **dist, int *argc, char ***argv);
+CLMOE_API clmoe_status clmoe_dist_init(clmoe_dist **dist, int *argc, char ***argv);
 /* Frees dist; finalises MPI only when clmoe_dist_init initialised it. */
-clmoe_status clmoe_dist_finalize(clmoe_dist *dist);
+CLMOE_API clmoe_status clmoe_dist_finalize(clmoe_dist *dist);
 
-int clmoe_dist_rank(const clmoe_dist *dist);       /* in MPI_COMM_WORLD */
-int clmoe_dist_size(const clmoe_dist *dist);
-int clmoe_dist_local_rank(const clmoe_dist *dist); /* among the ranks of this host */
-int clmoe_dist_local_size(const clmoe_dist *dist);
+CLMOE_API int clmoe_dist_rank(const clmoe_dist *dist); /* in MPI_COMM_WORLD */
+CLMOE_API int clmoe_dist_size(const clmoe_dist *dist);
+CLMOE_API int clmoe_dist_local_rank(const clmoe_dist *dist); /* among the ranks of this host */
+CLMOE_API int clmoe_dist_local_size(const clmoe_dist *dist);
 /* 1 when MPI is in use, 0 for a single rank without MPI. */
-int clmoe_dist_uses_mpi(const clmoe_dist *dist);
+CLMOE_API int clmoe_dist_uses_mpi(const clmoe_dist *dist);
 /* 1 when the library was built with MPI. */
-int clmoe_dist_built_with_mpi(void);
+CLMOE_API int clmoe_dist_built_with_mpi(void);
 /* One sentence saying how the ranks came about ("MPI: 4 ranks on 2 hosts, initialised by
  * clmoe", "single rank: not started by an MPI launcher", ...). */
-const char *clmoe_dist_describe(const clmoe_dist *dist);
+CLMOE_API const char *clmoe_dist_describe(const clmoe_dist *dist);
 
-clmoe_status clmoe_dist_barrier(clmoe_dist *dist);
+CLMOE_API clmoe_status clmoe_dist_barrier(clmoe_dist *dist);
 /* Ends the whole job with `code` (MPI_Abort), for an app whose rank hit an error, so the
  * other ranks do not hang. Without MPI it returns (the caller exits). */
-void clmoe_dist_abort(clmoe_dist *dist, int code);
+CLMOE_API void clmoe_dist_abort(clmoe_dist *dist, int code);
 
 /* Sums buf over all ranks in place: every rank gets the sum. Collective; any count (sent
  * in pieces of at most INT_MAX). int64 sums are exact (QB histogram counts, token counts);
  * float sums follow MPI's reduction order, which may differ with the number of ranks. */
-clmoe_status clmoe_dist_allreduce_sum_i64(clmoe_dist *dist, int64_t *buf, size_t count);
-clmoe_status clmoe_dist_allreduce_sum_f64(clmoe_dist *dist, double *buf, size_t count);
-clmoe_status clmoe_dist_allreduce_sum_f32(clmoe_dist *dist, float *buf, size_t count);
+CLMOE_API clmoe_status clmoe_dist_allreduce_sum_i64(clmoe_dist *dist, int64_t *buf, size_t count);
+CLMOE_API clmoe_status clmoe_dist_allreduce_sum_f64(clmoe_dist *dist, double *buf, size_t count);
+CLMOE_API clmoe_status clmoe_dist_allreduce_sum_f32(clmoe_dist *dist, float *buf, size_t count);
 
 /* Time and bytes of this rank's collectives since the last reset, for the step-time split
  * of distributed runs: the expert exchange (include/clmoe/dist_exchange.h) counts itself; callers add
@@ -88,18 +88,18 @@ typedef struct clmoe_dist_stats {
   int64_t dispatch_bytes, combine_bytes, allreduce_bytes;
   int64_t dispatches, combines, allreduces; /* calls */
 } clmoe_dist_stats;
-void clmoe_dist_stats_get(const clmoe_dist *dist, clmoe_dist_stats *stats);
-void clmoe_dist_stats_reset(clmoe_dist *dist);
+CLMOE_API void clmoe_dist_stats_get(const clmoe_dist *dist, clmoe_dist_stats *stats);
+CLMOE_API void clmoe_dist_stats_reset(clmoe_dist *dist);
 /* Adds to the all-reduce counters (one call). */
-void clmoe_dist_stats_add_allreduce(clmoe_dist *dist, double seconds, int64_t bytes);
+CLMOE_API void clmoe_dist_stats_add_allreduce(clmoe_dist *dist, double seconds, int64_t bytes);
 
 /* Picks the device of a local rank as described above. Writes the index into list and a
  * sentence saying why. Pure (no MPI): testable with any list. */
-clmoe_status clmoe_dist_choose_device(const clmoe_device_caps *list, int count, const char *spec,
-                                      int local_rank, int local_size, int *chosen, char *why,
-                                      size_t why_len);
+CLMOE_API clmoe_status clmoe_dist_choose_device(const clmoe_device_caps *list, int count,
+                                                const char *spec, int local_rank, int local_size,
+                                                int *chosen, char *why, size_t why_len);
 /* The vendor visibility variables that are set, as "NAME=value; NAME=value", or "none". */
-void clmoe_dist_visibility(char *buf, size_t len);
+CLMOE_API void clmoe_dist_visibility(char *buf, size_t len);
 
 typedef enum clmoe_bind_source {
   CLMOE_BIND_LAUNCHER = 0,    /* already bound by mpirun/srun: kept */
@@ -118,19 +118,20 @@ typedef struct clmoe_binding {
 } clmoe_binding;
 
 /* Short name of a binding source: "launcher", "device-numa", "cpu-share", "none". */
-const char *clmoe_bind_source_name(clmoe_bind_source source);
+CLMOE_API const char *clmoe_bind_source_name(clmoe_bind_source source);
 
 /* Decides the binding without applying it. topology: NULL for this machine (with the
  * process's current binding), or an hwloc synthetic description ("pack:2 numa:2 core:4
  * pu:2") with `current` the cpuset the process is assumed to have (a list such as "0-3";
  * NULL: all of it). policy: "auto", "none" or NULL (CLMOE_BIND, else auto). */
-clmoe_status clmoe_dist_bind_plan(const char *topology, const char *current,
-                                  const clmoe_locality *loc, int device_is_cpu, int local_rank,
-                                  int local_size, const char *policy, clmoe_binding *out);
+CLMOE_API clmoe_status clmoe_dist_bind_plan(const char *topology, const char *current,
+                                            const clmoe_locality *loc, int device_is_cpu,
+                                            int local_rank, int local_size, const char *policy,
+                                            clmoe_binding *out);
 /* Decides on this machine and applies it (hwloc_set_cpubind on the whole process). Call
  * before creating the OpenCL context so that driver threads inherit the binding. */
-clmoe_status clmoe_dist_bind(const clmoe_locality *loc, int device_is_cpu, int local_rank,
-                             int local_size, const char *policy, clmoe_binding *out);
+CLMOE_API clmoe_status clmoe_dist_bind(const clmoe_locality *loc, int device_is_cpu, int local_rank,
+                                       int local_size, const char *policy, clmoe_binding *out);
 
 /* One rank's placement, fixed-size so that it can be gathered as bytes. */
 typedef struct clmoe_rank_report {
@@ -151,17 +152,18 @@ typedef struct clmoe_rank_report {
 
 /* Chooses the device of this rank, finds its locality, binds (policy as above) and fills
  * the report. list/count from clmoe_devices_list; spec: --device or NULL. */
-clmoe_status clmoe_dist_place(clmoe_dist *dist, const clmoe_device_caps *list, int count,
-                              const char *spec, const char *bind_policy, int *chosen,
-                              clmoe_rank_report *report);
+CLMOE_API clmoe_status clmoe_dist_place(clmoe_dist *dist, const clmoe_device_caps *list, int count,
+                                        const char *spec, const char *bind_policy, int *chosen,
+                                        clmoe_rank_report *report);
 /* Gathers every rank's report to rank 0 (MPI_Gather of the bytes). all: clmoe_dist_size
  * entries on rank 0, ignored (may be NULL) on the others. Collective. */
-clmoe_status clmoe_dist_gather_reports(clmoe_dist *dist, const clmoe_rank_report *mine,
-                                       clmoe_rank_report *all);
+CLMOE_API clmoe_status clmoe_dist_gather_reports(clmoe_dist *dist, const clmoe_rank_report *mine,
+                                                 clmoe_rank_report *all);
 /* The binding warnings of gathered reports in one sentence for rank 0 to print once: the
  * first rank warned, its warning and how many more ranks have one. Returns how many ranks
  * have a warning; buf gets "" when none has. */
-int clmoe_dist_binding_warnings(const clmoe_rank_report *all, int size, char *buf, size_t len);
+CLMOE_API int clmoe_dist_binding_warnings(const clmoe_rank_report *all, int size, char *buf,
+                                          size_t len);
 
 #ifdef __cplusplus
 }

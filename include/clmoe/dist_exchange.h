@@ -36,20 +36,20 @@ typedef struct clmoe_ep_plan {
 
 /* Builds the plan from this rank's routing. experts: [tokens, top_k] expert ids; the map
  * must have as many ranks as dist. Collective. */
-clmoe_status clmoe_ep_plan_create(clmoe_dist *dist, const clmoe_expert_map *map,
-                                  const int32_t *experts, int64_t tokens, int top_k,
-                                  clmoe_ep_plan **plan);
-void clmoe_ep_plan_destroy(clmoe_ep_plan *plan);
+CLMOE_API clmoe_status clmoe_ep_plan_create(clmoe_dist *dist, const clmoe_expert_map *map,
+                                            const int32_t *experts, int64_t tokens, int top_k,
+                                            clmoe_ep_plan **plan);
+CLMOE_API void clmoe_ep_plan_destroy(clmoe_ep_plan *plan);
 
 /* Sends row (copy / top_k) of x to the rank serving each routed copy.
  * x: [tokens, width]; recv: [recv_rows, width], grouped by source rank. Collective. */
-clmoe_status clmoe_ep_dispatch(clmoe_dist *dist, const clmoe_ep_plan *plan, const float *x,
-                               int64_t width, float *recv);
+CLMOE_API clmoe_status clmoe_ep_dispatch(clmoe_dist *dist, const clmoe_ep_plan *plan,
+                                         const float *x, int64_t width, float *recv);
 /* Returns the rows computed for the received copies to their senders.
  * y: [recv_rows, width] in the order dispatch delivered; out: [copies, width] in routed
  * copy order (row token x top_k + j). Collective. */
-clmoe_status clmoe_ep_combine(clmoe_dist *dist, const clmoe_ep_plan *plan, const float *y,
-                              int64_t width, float *out);
+CLMOE_API clmoe_status clmoe_ep_combine(clmoe_dist *dist, const clmoe_ep_plan *plan, const float *y,
+                                        int64_t width, float *out);
 
 #ifdef __cplusplus
 }

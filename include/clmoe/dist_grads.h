@@ -61,12 +61,13 @@ typedef struct clmoe_grad_allreduce_stats {
  * opts NULL: the defaults. With one rank (or without MPI) the gradients are left as they are
  * (sum = mean = the rank's own). A rank that fails while others are inside the collective
  * leaves them waiting: apps end the job with clmoe_dist_abort on any error. */
-clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *dist, clmoe_params *ps,
-                                        const clmoe_grad_allreduce_opts *opts,
-                                        clmoe_grad_allreduce_stats *stats);
+CLMOE_API clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *dist, clmoe_params *ps,
+                                                  const clmoe_grad_allreduce_opts *opts,
+                                                  clmoe_grad_allreduce_stats *stats);
 
 /* 1 when p is expert-local: row-sharded (clmoe_params_add_rows), or so by the options. */
-int clmoe_grad_param_is_local(const clmoe_param *p, const clmoe_grad_allreduce_opts *opts);
+CLMOE_API int clmoe_grad_param_is_local(const clmoe_param *p,
+                                        const clmoe_grad_allreduce_opts *opts);
 
 /* Quantile Balancing by histogram across ranks: saved->hist (i32 [E, bins], from a
  * train-mode clmoe_moe_forward with balance = QB_HIST) becomes the exact sum over the ranks
@@ -77,12 +78,12 @@ int clmoe_grad_param_is_local(const clmoe_param *p, const clmoe_grad_allreduce_o
  * ranks' biases differ: an error). A bin total above INT32_MAX is an error
  * (CLMOE_ERR_UNSUPPORTED). The updated bias still differs by rounding between
  * implementations: share it with clmoe_dist_broadcast_tensor. */
-clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *dist, clmoe_moe_saved *saved);
+CLMOE_API clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *dist, clmoe_moe_saved *saved);
 
 /* Copies root's contents of t to every rank (collective; t has the same dtype and shape on
  * every rank). For state that every rank must hold bit for bit, such as a selection bias
  * each rank's device updated with its own rounding. One rank: nothing to do. */
-clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int root);
+CLMOE_API clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int root);
 
 /* Replicated state across ranks: every parameter that is not local (clmoe_grad_param_is_local
  * with opts), its AdamW moments, and the non-trainable buffers. Ranks on different OpenCL
@@ -91,8 +92,9 @@ clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int 
  * the hashes are compared with rank 0's, and every tensor that differs on any rank is
  * replaced by rank 0's copy on all ranks. *differed (may be NULL): how many tensors
  * differed. One rank: nothing to do. */
-clmoe_status clmoe_dist_sync_replicas(clmoe_dist *dist, clmoe_params *ps,
-                                      const clmoe_grad_allreduce_opts *opts, int *differed);
+CLMOE_API clmoe_status clmoe_dist_sync_replicas(clmoe_dist *dist, clmoe_params *ps,
+                                                const clmoe_grad_allreduce_opts *opts,
+                                                int *differed);
 
 #ifdef __cplusplus
 }

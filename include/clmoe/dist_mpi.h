@@ -13,9 +13,9 @@ extern "C" {
 
 /* clmoe's duplicate of MPI_COMM_WORLD (errors returned, not fatal); MPI_COMM_SELF for a
  * single rank without MPI. Owned by dist: do not free. */
-MPI_Comm clmoe_dist_comm(const clmoe_dist *dist);
+CLMOE_API MPI_Comm clmoe_dist_comm(const clmoe_dist *dist);
 /* The ranks of this host (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED). */
-MPI_Comm clmoe_dist_local_comm(const clmoe_dist *dist);
+CLMOE_API MPI_Comm clmoe_dist_local_comm(const clmoe_dist *dist);
 
 #ifdef __cplusplus
 }

@@ -36,36 +36,38 @@ typedef struct clmoe_expert_map {
 } clmoe_expert_map;
 
 /* The even initial map: slots = ceil(E / N). */
-clmoe_status clmoe_expert_map_even(int experts, int ranks, clmoe_expert_map **map);
+CLMOE_API clmoe_status clmoe_expert_map_even(int experts, int ranks, clmoe_expert_map **map);
 /* The load-balanced map for `slots` slots per rank (N * slots >= E, slots <= E).
  * load: [experts], finite and >= 0 (e.g. tokens routed to each expert). */
-clmoe_status clmoe_expert_map_balance(const double *load, int experts, int ranks, int slots,
-                                      clmoe_expert_map **map);
+CLMOE_API clmoe_status clmoe_expert_map_balance(const double *load, int experts, int ranks,
+                                                int slots, clmoe_expert_map **map);
 /* The same without replicas (every expert on exactly one rank, spare slots left empty):
  * the placement training can use (clmoe-train --ep-rebalance). */
-clmoe_status clmoe_expert_map_pack(const double *load, int experts, int ranks, int slots,
-                                   clmoe_expert_map **map);
+CLMOE_API clmoe_status clmoe_expert_map_pack(const double *load, int experts, int ranks, int slots,
+                                             clmoe_expert_map **map);
 /* A map from its table (checks it: ids in range, every expert placed, replicas on
  * different ranks). slot_expert: [ranks, slots], copied. */
-clmoe_status clmoe_expert_map_from_slots(int experts, int ranks, int slots,
-                                         const int32_t *slot_expert, clmoe_expert_map **map);
-void clmoe_expert_map_destroy(clmoe_expert_map *map);
+CLMOE_API clmoe_status clmoe_expert_map_from_slots(int experts, int ranks, int slots,
+                                                   const int32_t *slot_expert,
+                                                   clmoe_expert_map **map);
+CLMOE_API void clmoe_expert_map_destroy(clmoe_expert_map *map);
 
 /* The rank that serves tokens of `expert` sent from `source_rank`: replica number
  * (source_rank mod replicas) of the expert, so each replica gets an equal share of the
  * senders. */
-int clmoe_expert_map_route(const clmoe_expert_map *map, int expert, int source_rank);
+CLMOE_API int clmoe_expert_map_route(const clmoe_expert_map *map, int expert, int source_rank);
 /* Load of each rank when each expert's load is split evenly over its replicas. rank_load:
  * [ranks]. Returns max / mean over ranks (1 = perfect balance; 1 when the total is 0). */
-double clmoe_expert_map_imbalance(const clmoe_expert_map *map, const double *load,
-                                  double *rank_load);
+CLMOE_API double clmoe_expert_map_imbalance(const clmoe_expert_map *map, const double *load,
+                                            double *rank_load);
 
 /* Text form: a header line "clmoe-expert-map 1 experts=E ranks=N slots=S", then one line
  * per rank with its slots' expert ids separated by spaces (-1 empty). Allocated; free().
  * Returns NULL (with the error set) when out of memory. */
-char *clmoe_expert_map_to_string(const clmoe_expert_map *map);
+CLMOE_API char *clmoe_expert_map_to_string(const clmoe_expert_map *map);
 /* Parses the text form; `name` is used in messages (a file name). Strict. */
-clmoe_status clmoe_expert_map_parse(const char *text, const char *name, clmoe_expert_map **map);
+CLMOE_API clmoe_status clmoe_expert_map_parse(const char *text, const char *name,
+                                              clmoe_expert_map **map);
 
 #ifdef __cplusplus
 }

@@ -30,29 +30,30 @@ typedef enum clmoe_gemm_backend {
 } clmoe_gemm_backend;
 
 /* A: [m, k] ([k, m] when ta), B: [k, n] ([n, k] when tb), C: [m, n]. */
-clmoe_status clmoe_gemm(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
-                        const clmoe_tensor *A, const clmoe_tensor *B, float beta, clmoe_tensor *C);
+CLMOE_API clmoe_status clmoe_gemm(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
+                                  const clmoe_tensor *A, const clmoe_tensor *B, float beta,
+                                  clmoe_tensor *C);
 /* A: [batch or 1, m, k], B: [batch or 1, k, n], C: [batch, m, n] (with transposes as above). */
-clmoe_status clmoe_gemm_batched(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
-                                const clmoe_tensor *A, const clmoe_tensor *B, float beta,
-                                clmoe_tensor *C);
+CLMOE_API clmoe_status clmoe_gemm_batched(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb,
+                                          float alpha, const clmoe_tensor *A, const clmoe_tensor *B,
+                                          float beta, clmoe_tensor *C);
 /* Either of the above (by C's rank) on an explicit backend. */
-clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend, clmoe_trans ta,
-                           clmoe_trans tb, float alpha, const clmoe_tensor *A,
-                           const clmoe_tensor *B, float beta, clmoe_tensor *C);
+CLMOE_API clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend, clmoe_trans ta,
+                                     clmoe_trans tb, float alpha, const clmoe_tensor *A,
+                                     const clmoe_tensor *B, float beta, clmoe_tensor *C);
 
 /* The backend clmoe_gemm uses on this context (default AUTO). */
-void clmoe_ctx_set_gemm_backend(clmoe_ctx *ctx, clmoe_gemm_backend backend);
+CLMOE_API void clmoe_ctx_set_gemm_backend(clmoe_ctx *ctx, clmoe_gemm_backend backend);
 
 /* The tile GEMM (issue 9): TILE takes bf16 A and B only (C fp32 or bf16; any transposes,
  * batches and sizes) and computes every product on the tile interface (kernels_cl/tile/tile.cl):
  * NVIDIA tensor cores where the fast-path probe found them, portable arithmetic elsewhere.
- * AUTO uses it for bf16 A and B when clmoe_ctx_fastpath(ctx) is on (include/clmoe/fastpath.h), and
+ * AUTO uses it for bf16 A and B when clmoe_ctx_fastpath(ctx) is on (include/clmoe/tile.h), and
  * CLBlast otherwise. Products of bf16 values are exact in fp32 and accumulate in fp32, so it
  * differs from the CLBlast path only in the order of the sums.
  * Its work-group block of C (bm x bn: 128x256, 128x128 or 64x64) is chosen from the device;
  * this overrides the choice for ctx (0, 0: back to the device's choice). */
-clmoe_status clmoe_ctx_set_gemm_tile_block(clmoe_ctx *ctx, int bm, int bn);
+CLMOE_API clmoe_status clmoe_ctx_set_gemm_tile_block(clmoe_ctx *ctx, int bm, int bn);
 
 /* CLBlast tuner results applied to ctx's device: CLMOE_CLBLAST_TUNING=FILE[:FILE...] names
  * JSON files written by CLBlast's tuners (clblast_tuner_xgemm and others, Debian package
@@ -61,8 +62,8 @@ clmoe_status clmoe_ctx_set_gemm_tile_block(clmoe_ctx *ctx, int bm, int bn);
  * files for other devices are skipped; an unreadable or malformed file makes that first
  * GEMM fail with an error naming it. Returns how many files were applied (0 before the
  * first CLBlast call). */
-int clmoe_gemm_tuned_kernels(const clmoe_ctx *ctx);
-const char *clmoe_gemm_backend_name(clmoe_gemm_backend backend);
+CLMOE_API int clmoe_gemm_tuned_kernels(const clmoe_ctx *ctx);
+CLMOE_API const char *clmoe_gemm_backend_name(clmoe_gemm_backend backend);
 
 #ifdef __cplusplus
 }

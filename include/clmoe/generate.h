@@ -39,7 +39,8 @@ extern "C" {
  * tensor missing or of another shape (a checkpoint whose tensors belong to another config).
  * meta (may be NULL; zero-initialised; free with clmoe_ckpt_meta_free) receives the
  * metadata ("config", "step", "data", ...). */
-clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta);
+CLMOE_API clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model,
+                                      clmoe_ckpt_meta *meta);
 /* The same with the routed experts spread over the ranks of dist (expert parallelism): each
  * rank holds the experts `map` gives it (NULL: the even map; replicas allowed) and the rest
  * whole. Every rank must then make the same calls (prefill, step) with the same tokens, in
@@ -48,8 +49,9 @@ clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **mode
  * (e.g. rank 0's, summed into zeros elsewhere) so that every rank feeds the same ones. */
 struct clmoe_dist;
 struct clmoe_expert_map;
-clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struct clmoe_dist *dist,
-                               const struct clmoe_expert_map *map, clmoe_model **model, clmoe_ckpt_meta *meta);
+CLMOE_API clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struct clmoe_dist *dist,
+                                         const struct clmoe_expert_map *map, clmoe_model **model,
+                                         clmoe_ckpt_meta *meta);
 
 /* ---- state -------------------------------------------------------------------------- */
 
@@ -70,14 +72,15 @@ typedef struct clmoe_gen_options {
 typedef struct clmoe_gen_state clmoe_gen_state;
 
 /* State for nseq sequences of `model` (which must outlive it), all empty. opts may be NULL. */
-clmoe_status clmoe_gen_state_create(clmoe_model *model, int64_t nseq, const clmoe_gen_options *opts,
-                                    clmoe_gen_state **state);
-void clmoe_gen_state_destroy(clmoe_gen_state *state); /* NULL is fine */
-int64_t clmoe_gen_state_nseq(const clmoe_gen_state *state);
+CLMOE_API clmoe_status clmoe_gen_state_create(clmoe_model *model, int64_t nseq,
+                                              const clmoe_gen_options *opts,
+                                              clmoe_gen_state **state);
+CLMOE_API void clmoe_gen_state_destroy(clmoe_gen_state *state); /* NULL is fine */
+CLMOE_API int64_t clmoe_gen_state_nseq(const clmoe_gen_state *state);
 /* Tokens seen by sequence seq (prefill plus steps); -1 when seq is out of range. */
-int64_t clmoe_gen_length(const clmoe_gen_state *state, int64_t seq);
+CLMOE_API int64_t clmoe_gen_length(const clmoe_gen_state *state, int64_t seq);
 /* Empties sequence seq (zero KDA states, cache blocks returned), to start a new one in it. */
-clmoe_status clmoe_gen_reset(clmoe_gen_state *state, int64_t seq);
+CLMOE_API clmoe_status clmoe_gen_reset(clmoe_gen_state *state, int64_t seq);
 
 /* Device memory by kind, bytes. */
 typedef struct clmoe_gen_memory {
@@ -88,7 +91,7 @@ typedef struct clmoe_gen_memory {
   size_t mla_token_bytes;  /* bytes per token over all MLA layers */
   int64_t tokens;          /* tokens held over all sequences */
 } clmoe_gen_memory;
-void clmoe_gen_memory_usage(const clmoe_gen_state *state, clmoe_gen_memory *mem);
+CLMOE_API void clmoe_gen_memory_usage(const clmoe_gen_state *state, clmoe_gen_memory *mem);
 
 /* ---- running ------------------------------------------------------------------------ */
 
@@ -101,13 +104,14 @@ void clmoe_gen_memory_usage(const clmoe_gen_state *state, clmoe_gen_memory *mem)
  * token (other rows are left alone). all_logits (host [sum lengths, vocab], may be NULL)
  * receives every new token's logits, sequences in order (for tests and scoring).
  * On failure the state is undefined: reset the sequences. */
-clmoe_status clmoe_gen_prefill(clmoe_gen_state *state, const int32_t *const *tokens, const int64_t *lengths,
-                               float *last_logits, float *all_logits);
+CLMOE_API clmoe_status clmoe_gen_prefill(clmoe_gen_state *state, const int32_t *const *tokens,
+                                         const int64_t *lengths, float *last_logits,
+                                         float *all_logits);
 
 /* One token for every sequence (tokens host [nseq]; a finished sequence may be fed any
  * valid token and its output ignored): the recurrent KDA step, the absorbed MLA step over
  * the cache and the MoE layers; logits host [nseq, vocab] (may be NULL). */
-clmoe_status clmoe_gen_step(clmoe_gen_state *state, const int32_t *tokens, float *logits);
+CLMOE_API clmoe_status clmoe_gen_step(clmoe_gen_state *state, const int32_t *tokens, float *logits);
 
 /* Timing of the passes so far (wall seconds on the host, each pass ending with a finish of
  * the queue), for reports. */
@@ -115,7 +119,7 @@ typedef struct clmoe_gen_stats {
   double prefill_seconds, step_seconds;
   int64_t prefill_tokens, step_tokens, prefill_passes, steps;
 } clmoe_gen_stats;
-void clmoe_gen_stats_get(const clmoe_gen_state *state, clmoe_gen_stats *stats);
+CLMOE_API void clmoe_gen_stats_get(const clmoe_gen_state *state, clmoe_gen_stats *stats);
 
 /* ---- sampling ----------------------------------------------------------------------- */
 
@@ -131,8 +135,8 @@ typedef struct clmoe_gen_sampling {
  * counter-based generator at (seed, seq << 32 | step), so a seed gives the same tokens on
  * every run and device for the same logits. Invalid settings (temperature < 0, top_p
  * outside [0, 1], NaN logits) are CLMOE_ERR_INVALID_ARGUMENT. */
-clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sampling, const float *logits, int64_t vocab,
-                              int64_t seq, int64_t step, int32_t *token);
+CLMOE_API clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sampling, const float *logits,
+                                        int64_t vocab, int64_t seq, int64_t step, int32_t *token);
 
 #ifdef __cplusplus
 }

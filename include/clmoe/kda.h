@@ -47,23 +47,23 @@ typedef struct clmoe_kda_inputs {
 } clmoe_kda_inputs;
 
 /* Chunked forward (16-token tiles): o [B, T, H, V]; final_state [N, H, K, V] may be NULL. */
-clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
-                               const clmoe_kda_inputs *in, clmoe_tensor *o,
-                               clmoe_tensor *final_state);
+CLMOE_API clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                         const clmoe_kda_inputs *in, clmoe_tensor *o,
+                                         clmoe_tensor *final_state);
 
 /* The same result by the token loop (reference and comparison path). */
-clmoe_status clmoe_kda_recurrent(clmoe_ctx *ctx, const clmoe_kda_options *opts,
-                                 const clmoe_kda_inputs *in, clmoe_tensor *o,
-                                 clmoe_tensor *final_state);
+CLMOE_API clmoe_status clmoe_kda_recurrent(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                           const clmoe_kda_inputs *in, clmoe_tensor *o,
+                                           clmoe_tensor *final_state);
 
 /* Decoding: one new token for each of N sequences. q, k, g: [N, H, K]; v: [N, H, V];
  * beta: [N, H]; state [N, H, K, V] f32 is read and updated in place; o: [N, H, V]. */
-clmoe_status clmoe_kda_decode_step(clmoe_ctx *ctx, const clmoe_kda_options *opts,
-                                   const clmoe_tensor *q, const clmoe_tensor *k,
-                                   const clmoe_tensor *v, const clmoe_tensor *g,
-                                   const clmoe_tensor *beta, const clmoe_tensor *A_log,
-                                   const clmoe_tensor *dt_bias, clmoe_tensor *state,
-                                   clmoe_tensor *o);
+CLMOE_API clmoe_status clmoe_kda_decode_step(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                             const clmoe_tensor *q, const clmoe_tensor *k,
+                                             const clmoe_tensor *v, const clmoe_tensor *g,
+                                             const clmoe_tensor *beta, const clmoe_tensor *A_log,
+                                             const clmoe_tensor *dt_bias, clmoe_tensor *state,
+                                             clmoe_tensor *o);
 
 /* Gradients (f32, overwritten). dq, dk, dg: [B, T, H, K]; dv: [B, T, H, V];
  * dbeta: [B, T, H]; dA_log: [H]; ddt_bias: [H, K]; dinitial_state: [N, H, K, V] or NULL. */
@@ -75,13 +75,14 @@ typedef struct clmoe_kda_grads {
 
 /* Backward of clmoe_kda_forward given dO [B, T, H, V] and optionally dfinal_state
  * [N, H, K, V] (NULL: zero). Recomputes what the forward did not keep. */
-clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
-                                const clmoe_kda_inputs *in, const clmoe_tensor *dout,
-                                const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads);
+CLMOE_API clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                          const clmoe_kda_inputs *in, const clmoe_tensor *dout,
+                                          const clmoe_tensor *dfinal_state,
+                                          const clmoe_kda_grads *grads);
 
 /* FLOPs of the chunked forward per the Kimi Linear report: B H (6 T D^2 + 3 T C D + T C^2)
  * with D = K (= V), C = 16. */
-double clmoe_kda_forward_flops(int64_t B, int64_t T, int64_t H, int64_t D);
+CLMOE_API double clmoe_kda_forward_flops(int64_t B, int64_t T, int64_t H, int64_t D);
 
 #ifdef __cplusplus
 }

@@ -35,18 +35,20 @@ typedef struct clmoe_kda_layer {
 #define CLMOE_KDA_LAYER_PARAMS 14
 
 /* Allocates the parameters (contents undefined); destroy releases them. */
-clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d, int64_t H,
-                                    int64_t D, int64_t rank, int64_t conv_width, float norm_eps,
-                                    const clmoe_kda_options *opts);
-void clmoe_kda_layer_destroy(clmoe_kda_layer *l);
+CLMOE_API clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d,
+                                              int64_t H, int64_t D, int64_t rank,
+                                              int64_t conv_width, float norm_eps,
+                                              const clmoe_kda_options *opts);
+CLMOE_API void clmoe_kda_layer_destroy(clmoe_kda_layer *l);
 /* The parameter tensors in a fixed order with their names and whether weight decay
  * applies (not to gains, biases, A_log); returns CLMOE_KDA_LAYER_PARAMS. */
-int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **tensors, const char **names, int *decay);
+CLMOE_API int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **tensors, const char **names,
+                                     int *decay);
 /* Initialisation (documented, seeded, the same on every device): matrices N(0, 0.02),
  * convolution taps N(0, 0.02) plus 1 on the newest tap (starts near the identity),
  * A_log 0, dt_bias such that the initial per-token decay rates -g are log-uniform in
  * [1e-3, 0.5] over the channels (memories of ~2 to ~1000 tokens), the norm gain 1. */
-clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed);
+CLMOE_API clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed);
 
 /* Activations the forward keeps for the backward ([tokens, .] f32). */
 typedef struct clmoe_kda_layer_cache {
@@ -61,34 +63,40 @@ typedef struct clmoe_kda_layer_cache {
   clmoe_tensor gs;           /* sigmoid(x W_g) [N, H D] */
   void *kda_kept;            /* (library-owned) what KDA's tile forward keeps for its backward */
 } clmoe_kda_layer_cache;
-void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c);
+CLMOE_API void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c);
 
 /* Recurrent state for inference: KDA [Nseq, H, D, D] and the three conv states
  * [Nseq, conv_width - 1, H D]. */
 typedef struct clmoe_kda_layer_state {
   clmoe_tensor kda, conv_q, conv_k, conv_v;
 } clmoe_kda_layer_state;
-clmoe_status clmoe_kda_layer_state_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64_t nseq,
-                                          clmoe_kda_layer_state *s);
-void clmoe_kda_layer_state_destroy(clmoe_kda_layer_state *s);
+CLMOE_API clmoe_status clmoe_kda_layer_state_create(clmoe_ctx *ctx, const clmoe_kda_layer *l,
+                                                    int64_t nseq, clmoe_kda_layer_state *s);
+CLMOE_API void clmoe_kda_layer_state_destroy(clmoe_kda_layer_state *s);
 
 /* x [B, T, d] -> y [B, T, d] (overwritten). cu_seqlens as in KDA (B = 1) or NULL. cache may
  * be NULL (no backward follows). state may be NULL (training: zero states); when given, its
  * states are read as the sequences' starting states and replaced by their final ones
  * (prefill, chunked prefill). */
-clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                     const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
-                                     clmoe_kda_layer_cache *cache, clmoe_kda_layer_state *state);
+CLMOE_API clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l,
+                                               const clmoe_tensor *x,
+                                               const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
+                                               clmoe_kda_layer_cache *cache,
+                                               clmoe_kda_layer_state *state);
 
 /* dy [B, T, d]: adds the parameter gradients to grads (a clmoe_kda_layer of the same sizes)
  * and dx [B, T, d] += the input gradient. */
-clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                      const clmoe_tensor *cu_seqlens, const clmoe_kda_layer_cache *cache,
-                                      const clmoe_tensor *dy, clmoe_kda_layer *grads, clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l,
+                                                const clmoe_tensor *x,
+                                                const clmoe_tensor *cu_seqlens,
+                                                const clmoe_kda_layer_cache *cache,
+                                                const clmoe_tensor *dy, clmoe_kda_layer *grads,
+                                                clmoe_tensor *dx);
 
 /* Decoding: x [Nseq, d], one token per sequence; state updated in place; y [Nseq, d]. */
-clmoe_status clmoe_kda_layer_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                  clmoe_kda_layer_state *state, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_kda_layer_step(clmoe_ctx *ctx, const clmoe_kda_layer *l,
+                                            const clmoe_tensor *x, clmoe_kda_layer_state *state,
+                                            clmoe_tensor *y);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ typedef struct clmoe_locality {
 
 /* Fills loc for a device. A device without a PCI location (a CPU driver such as PoCL) is
  * not an error: loc->known is 0, cpuset covers the whole machine and loc->note says why. */
-clmoe_status clmoe_device_locality(const clmoe_device_caps *dev, clmoe_locality *loc);
+CLMOE_API clmoe_status clmoe_device_locality(const clmoe_device_caps *dev, clmoe_locality *loc);
 
 #ifdef __cplusplus
 }

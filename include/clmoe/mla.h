@@ -46,13 +46,15 @@ typedef struct clmoe_mla_attn_inputs {
 } clmoe_mla_attn_inputs;
 
 /* Tiled forward. scale 0 means 1/sqrt(Dn + Dr). lse may be NULL. */
-clmoe_status clmoe_mla_attention(clmoe_ctx *ctx, float scale, const clmoe_mla_attn_inputs *in,
-                                 clmoe_tensor *o, clmoe_tensor *lse);
+CLMOE_API clmoe_status clmoe_mla_attention(clmoe_ctx *ctx, float scale,
+                                           const clmoe_mla_attn_inputs *in, clmoe_tensor *o,
+                                           clmoe_tensor *lse);
 
 /* The same result through a materialised score matrix [B*T, H, Lmax] (Lmax the longest
  * sequence): the on-device reference and the benchmark's baseline. Memory O(T^2). */
-clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale, const clmoe_mla_attn_inputs *in,
-                                       clmoe_tensor *o, clmoe_tensor *lse);
+CLMOE_API clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale,
+                                                 const clmoe_mla_attn_inputs *in, clmoe_tensor *o,
+                                                 clmoe_tensor *lse);
 
 /* Gradients (f32, overwritten) of the forward given its o and lse and dO [B, T, H, Dv] f32:
  * dq [B, T, H, Dn + Dr], dk_nope [B, T, H, Dn], dk_rope [B, T, Dr] (summed over heads in a
@@ -60,13 +62,16 @@ clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale, const clmoe_
 typedef struct clmoe_mla_attn_grads {
   clmoe_tensor *dq, *dk_nope, *dk_rope, *dv;
 } clmoe_mla_attn_grads;
-clmoe_status clmoe_mla_attention_backward(clmoe_ctx *ctx, float scale, const clmoe_mla_attn_inputs *in,
-                                          const clmoe_tensor *o, const clmoe_tensor *lse,
-                                          const clmoe_tensor *dout, const clmoe_mla_attn_grads *grads);
+CLMOE_API clmoe_status clmoe_mla_attention_backward(clmoe_ctx *ctx, float scale,
+                                                    const clmoe_mla_attn_inputs *in,
+                                                    const clmoe_tensor *o, const clmoe_tensor *lse,
+                                                    const clmoe_tensor *dout,
+                                                    const clmoe_mla_attn_grads *grads);
 
 /* Forward FLOPs of causal attention over sequences of the given lengths (2 per multiply-add,
  * counting only the unmasked pairs): 2 H (Dqk + Dv) sum_n L_n (L_n + 1) / 2. */
-double clmoe_mla_attention_flops(const int64_t *lengths, int64_t nseq, int64_t H, int64_t Dqk, int64_t Dv);
+CLMOE_API double clmoe_mla_attention_flops(const int64_t *lengths, int64_t nseq, int64_t H,
+                                           int64_t Dqk, int64_t Dv);
 
 /* ---- 2. the layer ---------------------------------------------------------------------- */
 
@@ -83,7 +88,7 @@ typedef struct clmoe_mla_config {
 } clmoe_mla_config;
 
 /* Checks the sizes (every one >= 1; the attention limits above). */
-clmoe_status clmoe_mla_config_check(const clmoe_mla_config *cfg);
+CLMOE_API clmoe_status clmoe_mla_config_check(const clmoe_mla_config *cfg);
 
 /* The layer's parameters, f32, contiguous, [out, in]. Either clmoe_mla_weights_create
  * (then clmoe_mla_weights_destroy) or tensors the caller owns with these shapes. */
@@ -100,17 +105,19 @@ typedef struct clmoe_mla_weights {
 #define CLMOE_MLA_NWEIGHTS 8
 
 /* Names ("w_dq", ...) and shapes of the 8 tensors in struct order (i in [0, 8)). */
-const char *clmoe_mla_weight_name(int i);
-void clmoe_mla_weight_shape(const clmoe_mla_config *cfg, int i, int *ndim, int64_t shape[2]);
+CLMOE_API const char *clmoe_mla_weight_name(int i);
+CLMOE_API void clmoe_mla_weight_shape(const clmoe_mla_config *cfg, int i, int *ndim,
+                                      int64_t shape[2]);
 /* Pointer to the i-th tensor of a weights (or grads) struct. */
-clmoe_tensor *clmoe_mla_weight_at(clmoe_mla_weights *w, int i);
+CLMOE_API clmoe_tensor *clmoe_mla_weight_at(clmoe_mla_weights *w, int i);
 
 /* Creates every tensor (contents undefined); destroy releases them (safe on a zeroed struct). */
-clmoe_status clmoe_mla_weights_create(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_weights *w);
-void clmoe_mla_weights_destroy(clmoe_mla_weights *w);
+CLMOE_API clmoe_status clmoe_mla_weights_create(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                                clmoe_mla_weights *w);
+CLMOE_API void clmoe_mla_weights_destroy(clmoe_mla_weights *w);
 /* Suggested initialisation (MODEL.md section 7): matrices N(0, stddev), gains 1. Tensor i
  * uses seed + i. */
-clmoe_status clmoe_mla_weights_init(clmoe_mla_weights *w, uint64_t seed, float stddev);
+CLMOE_API clmoe_status clmoe_mla_weights_init(clmoe_mla_weights *w, uint64_t seed, float stddev);
 
 /* What the forward keeps for the backward (M = B T tokens), f32. Release with
  * clmoe_mla_saved_release (safe on a zeroed struct). About 2 rq + 2 dc + Dr + 2 +
@@ -125,21 +132,23 @@ typedef struct clmoe_mla_saved {
   clmoe_tensor o, lse;             /* [M, H, Dv], [M, H] */
   clmoe_tensor gate, u;            /* sigmoid(W_g x) and gate * o: [M, H Dv] */
 } clmoe_mla_saved;
-void clmoe_mla_saved_release(clmoe_mla_saved *s);
+CLMOE_API void clmoe_mla_saved_release(clmoe_mla_saved *s);
 
 /* y [B, T, d] = MLA(x [B, T, d]) (f32); cu_seqlens as for the attention op. saved may be
  * NULL (inference); otherwise it is filled (release it after the backward). */
-clmoe_status clmoe_mla_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                               const clmoe_tensor *x, const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
-                               clmoe_mla_saved *saved);
+CLMOE_API clmoe_status clmoe_mla_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                         const clmoe_mla_weights *w, const clmoe_tensor *x,
+                                         const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
+                                         clmoe_mla_saved *saved);
 
 /* Backward from dy [B, T, d]: dx [B, T, d] (may be NULL) and the weight gradients in a
  * clmoe_mla_weights struct of the same shapes (every tensor overwritten). x, cu_seqlens and
  * saved must be those of the forward. */
-clmoe_status clmoe_mla_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                const clmoe_tensor *x, const clmoe_tensor *cu_seqlens,
-                                const clmoe_mla_saved *saved, const clmoe_tensor *dy, clmoe_tensor *dx,
-                                clmoe_mla_weights *grads);
+CLMOE_API clmoe_status clmoe_mla_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                          const clmoe_mla_weights *w, const clmoe_tensor *x,
+                                          const clmoe_tensor *cu_seqlens,
+                                          const clmoe_mla_saved *saved, const clmoe_tensor *dy,
+                                          clmoe_tensor *dx, clmoe_mla_weights *grads);
 
 /* ---- 3. decoding ------------------------------------------------------------------------ */
 
@@ -151,31 +160,34 @@ clmoe_status clmoe_mla_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
 typedef struct clmoe_mla_cache clmoe_mla_cache;
 
 /* reserve_tokens: pool capacity to start with (0: one block per sequence). */
-clmoe_status clmoe_mla_cache_create(clmoe_ctx *ctx, const clmoe_mla_config *cfg, int64_t nseq,
-                                    clmoe_dtype storage, int64_t reserve_tokens, clmoe_mla_cache **cache);
-void clmoe_mla_cache_destroy(clmoe_mla_cache *cache);
-int64_t clmoe_mla_cache_nseq(const clmoe_mla_cache *cache);
+CLMOE_API clmoe_status clmoe_mla_cache_create(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                              int64_t nseq, clmoe_dtype storage,
+                                              int64_t reserve_tokens, clmoe_mla_cache **cache);
+CLMOE_API void clmoe_mla_cache_destroy(clmoe_mla_cache *cache);
+CLMOE_API int64_t clmoe_mla_cache_nseq(const clmoe_mla_cache *cache);
 /* Tokens cached for sequence seq (-1 when seq is out of range). */
-int64_t clmoe_mla_cache_length(const clmoe_mla_cache *cache, int64_t seq);
+CLMOE_API int64_t clmoe_mla_cache_length(const clmoe_mla_cache *cache, int64_t seq);
 /* Empties sequence seq, returning its blocks to the pool. */
-clmoe_status clmoe_mla_cache_reset(clmoe_mla_cache *cache, int64_t seq);
+CLMOE_API clmoe_status clmoe_mla_cache_reset(clmoe_mla_cache *cache, int64_t seq);
 /* Bytes per cached token: (dc + Dr) x element size (576 x 2 for the report's model in bf16). */
-size_t clmoe_mla_cache_token_bytes(const clmoe_mla_cache *cache);
+CLMOE_API size_t clmoe_mla_cache_token_bytes(const clmoe_mla_cache *cache);
 /* Device bytes the cache holds (pool, tables). */
-size_t clmoe_mla_cache_device_bytes(const clmoe_mla_cache *cache);
+CLMOE_API size_t clmoe_mla_cache_device_bytes(const clmoe_mla_cache *cache);
 
 /* Runs the training-form forward over a batch of prompts (x [B, T, d], or B = 1 packed with
  * cu_seqlens) into y, and writes every token's c and k_r to the cache in the same pass.
  * Prompt n goes to cache sequence slots[n] (slots NULL: n), which must be empty. */
-clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                               clmoe_mla_cache *cache, const clmoe_tensor *x,
-                               const clmoe_tensor *cu_seqlens, const int32_t *slots, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                         const clmoe_mla_weights *w, clmoe_mla_cache *cache,
+                                         const clmoe_tensor *x, const clmoe_tensor *cu_seqlens,
+                                         const int32_t *slots, clmoe_tensor *y);
 
 /* One new token for each of the cache's N sequences (lengths may differ): x [N, d] -> y
  * [N, d]. Appends the token's c and k_r, then attends over the whole cache of its sequence
  * in absorbed form (q_c = W_uk^T q_n per head; o = W_uv (sum_t p_t c_t)). */
-clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                   clmoe_mla_cache *cache, const clmoe_tensor *x, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                             const clmoe_mla_weights *w, clmoe_mla_cache *cache,
+                                             const clmoe_tensor *x, clmoe_tensor *y);
 
 /* Appends new tokens to sequences that may already hold context (chunked prefill): x
  * [M, d] holds counts[n] tokens of cache sequence n for n = 0 .. nseq - 1 in that order
@@ -183,9 +195,10 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
  * causally to its sequence's earlier tokens and itself in absorbed form: a tiled kernel
  * (kernels_cl/mla/mla_extend.cl) whose work-groups share each cache tile among several tokens
  * and all heads; O(M x context) work, O(M) extra memory; y [M, d]. */
-clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                              clmoe_mla_cache *cache, const clmoe_tensor *x, const int64_t *counts,
-                              clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                        const clmoe_mla_weights *w, clmoe_mla_cache *cache,
+                                        const clmoe_tensor *x, const int64_t *counts,
+                                        clmoe_tensor *y);
 
 /* The same pass in the training form (lib/mla/mla_extend_flash.c): appends the new tokens'
  * c and k_r, then decompresses the whole context of every extended sequence from the cache
@@ -195,14 +208,16 @@ clmoe_status clmoe_mla_extend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const
  * Work O(M x context) at (Dn + Dr + Dv) multiply-adds per (query, key, head), against
  * (2 dc + Dr) in absorbed form, plus O(context) for the decompression; extra memory
  * (dc + Dr + H (Dn + Dv)) floats per context token of the extended sequences, for the pass. */
-clmoe_status clmoe_mla_extend_flash(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                    clmoe_mla_cache *cache, const clmoe_tensor *x, const int64_t *counts,
-                                    clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_mla_extend_flash(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                              const clmoe_mla_weights *w, clmoe_mla_cache *cache,
+                                              const clmoe_tensor *x, const int64_t *counts,
+                                              clmoe_tensor *y);
 /* 1 when the training form needs no more multiply-adds than the absorbed form for a pass of
  * counts[n] new tokens over the cache's current lengths (a FLOP count, the same on every
  * device): true from about dc (Dn + Dv) / (2 dc - Dn - Dv) new tokens per sequence (170 at
  * the report's dims, 1-token passes stay absorbed). */
-int clmoe_mla_extend_flash_cheaper(const clmoe_mla_config *cfg, const clmoe_mla_cache *cache, const int64_t *counts);
+CLMOE_API int clmoe_mla_extend_flash_cheaper(const clmoe_mla_config *cfg,
+                                             const clmoe_mla_cache *cache, const int64_t *counts);
 
 #ifdef __cplusplus
 }

@@ -22,10 +22,12 @@ extern "C" {
 typedef struct clmoe_model clmoe_model;
 
 /* Creates every tensor of a config (contents undefined until init or a checkpoint load). */
-clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
+CLMOE_API clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg,
+                                          clmoe_model **model);
 /* The same without gradients and AdamW moments (a quarter of the memory): forward only,
  * training calls and clmoe_params_save fail with an error saying so. */
-clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **model);
+CLMOE_API clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg,
+                                                    clmoe_model **model);
 /* Expert parallelism (issue 8): the MoE layers' routed experts spread over the ranks of dist
  * as the map says (every expert on exactly one rank for training; the map is borrowed and
  * must outlive the model), everything else whole on every rank. Forward, backward and the
@@ -36,44 +38,48 @@ clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cf
  * quantile-hist (histograms summed over the ranks); "sign" is refused. */
 struct clmoe_dist;
 struct clmoe_expert_map;
-clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg, struct clmoe_dist *dist,
-                                   const struct clmoe_expert_map *map, clmoe_model **model);
+CLMOE_API clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg,
+                                             struct clmoe_dist *dist,
+                                             const struct clmoe_expert_map *map,
+                                             clmoe_model **model);
 /* The backward's loss becomes the mean over `count` tokens (the scored tokens of every
  * rank's share of the batch) instead of this rank's: summed over the ranks, the gradients
  * are those of the whole batch's mean loss. 0: this rank's scored tokens (the default). */
-void clmoe_model_set_loss_count(clmoe_model *model, int64_t count);
-void clmoe_model_destroy(clmoe_model *model);
+CLMOE_API void clmoe_model_set_loss_count(clmoe_model *model, int64_t count);
+CLMOE_API void clmoe_model_destroy(clmoe_model *model);
 /* Documented, seeded initialisation (the same model on any device for the same seed):
  * matrices N(0, 0.02) from the counter-based generator, one stream per tensor; RMSNorm gains
  * 1; AttnRes pseudo-queries 0 (uniform mixing at the start) and gains 1; KDA A_log 0,
  * dt_bias for initial memories of ~2 to ~1000 tokens (kda_layer.h), convolutions near the
  * identity; MoE biases 0. */
-clmoe_status clmoe_model_init(clmoe_model *model, uint64_t seed);
+CLMOE_API clmoe_status clmoe_model_init(clmoe_model *model, uint64_t seed);
 
-clmoe_params *clmoe_model_params(clmoe_model *model);
-const clmoe_config *clmoe_model_config(const clmoe_model *model);
+CLMOE_API clmoe_params *clmoe_model_params(clmoe_model *model);
+CLMOE_API const clmoe_config *clmoe_model_config(const clmoe_model *model);
 
 /* Forward over B sequences of T tokens (host arrays [B, T]). With targets (-1: not
  * scored) *loss receives the mean cross-entropy over the scored tokens and *scored their
  * number. train = 1 keeps what the backward needs (and MoE layers record balancing
  * statistics); train = 0 is inference (MoE biases frozen). */
-clmoe_status clmoe_model_forward(clmoe_model *model, int64_t B, int64_t T, const int32_t *tokens,
-                                 const int32_t *targets, int train, double *loss, int64_t *scored);
+CLMOE_API clmoe_status clmoe_model_forward(clmoe_model *model, int64_t B, int64_t T,
+                                           const int32_t *tokens, const int32_t *targets, int train,
+                                           double *loss, int64_t *scored);
 /* Logits of the last forward [B T, vocab] (valid until the next forward). */
-const clmoe_tensor *clmoe_model_logits(const clmoe_model *model);
+CLMOE_API const clmoe_tensor *clmoe_model_logits(const clmoe_model *model);
 /* Backward of the last train forward into the registry's gradients, then releases the kept
  * activations. Zero the gradients first (clmoe_params_zero_grad) and run one backward per
  * optimizer step: some layers add to their gradients, others overwrite them. */
-clmoe_status clmoe_model_backward(clmoe_model *model);
+CLMOE_API clmoe_status clmoe_model_backward(clmoe_model *model);
 /* MoE balancing (QB, sign rule, none - per the config) from the last train forward. */
-clmoe_status clmoe_model_balance_update(clmoe_model *model);
+CLMOE_API clmoe_status clmoe_model_balance_update(clmoe_model *model);
 
 /* MoE load statistics of the last forward, one entry per MoE layer (model order). */
-int clmoe_model_moe_layers(const clmoe_model *model);
-clmoe_status clmoe_model_moe_load(clmoe_model *model, int index, clmoe_moe_load *load);
+CLMOE_API int clmoe_model_moe_layers(const clmoe_model *model);
+CLMOE_API clmoe_status clmoe_model_moe_load(clmoe_model *model, int index, clmoe_moe_load *load);
 /* The same, with the tokens routed to each expert (counts [experts], may be NULL); for an
  * expert-parallel model summed over the ranks (collective). */
-clmoe_status clmoe_model_moe_load_counts(clmoe_model *model, int index, clmoe_moe_load *load, int64_t *counts);
+CLMOE_API clmoe_status clmoe_model_moe_load_counts(clmoe_model *model, int index,
+                                                   clmoe_moe_load *load, int64_t *counts);
 
 #ifdef __cplusplus
 }

@@ -72,20 +72,20 @@ typedef struct clmoe_config {
 } clmoe_config;
 
 /* Defaults for everything (a config must still set the model sizes). */
-void clmoe_config_defaults(clmoe_config *cfg);
+CLMOE_API void clmoe_config_defaults(clmoe_config *cfg);
 /* Parses a file / a string (`name` is used in messages) over the defaults, then validates. */
-clmoe_status clmoe_config_load(const char *path, clmoe_config *cfg);
-clmoe_status clmoe_config_parse(const char *text, const char *name, clmoe_config *cfg);
+CLMOE_API clmoe_status clmoe_config_load(const char *path, clmoe_config *cfg);
+CLMOE_API clmoe_status clmoe_config_parse(const char *text, const char *name, clmoe_config *cfg);
 /* A shipped preset by name (tiny, demo, gpu, k3, kimi-linear-48b). */
-clmoe_status clmoe_config_preset(const char *preset, clmoe_config *cfg);
+CLMOE_API clmoe_status clmoe_config_preset(const char *preset, clmoe_config *cfg);
 /* The preset names, NULL-terminated. */
-const char *const *clmoe_config_preset_names(void);
+CLMOE_API const char *const *clmoe_config_preset_names(void);
 /* Checks that the sizes fit together (run by the loaders). */
-clmoe_status clmoe_config_validate(const clmoe_config *cfg, const char *name);
+CLMOE_API clmoe_status clmoe_config_validate(const clmoe_config *cfg, const char *name);
 /* Writes the config in the format above (it parses back to the same config). */
-int clmoe_config_write(const clmoe_config *cfg, FILE *f);
+CLMOE_API int clmoe_config_write(const clmoe_config *cfg, FILE *f);
 /* Number of MLA layers. */
-int clmoe_config_mla_count(const clmoe_config *cfg);
+CLMOE_API int clmoe_config_mla_count(const clmoe_config *cfg);
 
 /* Parameter counts by component; active = used per token (routed experts count top_k of
  * them; the embedding table is not counted as active, the output head is). */
@@ -95,7 +95,7 @@ typedef struct clmoe_param_count {
   double total;
   double active_moe_experts, active;
 } clmoe_param_count;
-void clmoe_config_count_params(const clmoe_config *cfg, clmoe_param_count *count);
+CLMOE_API void clmoe_config_count_params(const clmoe_config *cfg, clmoe_param_count *count);
 
 #ifdef __cplusplus
 }

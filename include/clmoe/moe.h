@@ -46,20 +46,23 @@ typedef struct clmoe_situ_ffn {
 typedef struct clmoe_situ_saved {
   clmoe_tensor u, w, act;
 } clmoe_situ_saved;
-void clmoe_situ_saved_destroy(clmoe_situ_saved *s);
+CLMOE_API void clmoe_situ_saved_destroy(clmoe_situ_saved *s);
 
 /* Creates the three matrices (contents undefined) / gives them back. */
-clmoe_status clmoe_situ_ffn_create(clmoe_ctx *ctx, clmoe_situ_ffn *ffn, int64_t d, int64_t f);
-void clmoe_situ_ffn_destroy(clmoe_situ_ffn *ffn);
+CLMOE_API clmoe_status clmoe_situ_ffn_create(clmoe_ctx *ctx, clmoe_situ_ffn *ffn, int64_t d,
+                                             int64_t f);
+CLMOE_API void clmoe_situ_ffn_destroy(clmoe_situ_ffn *ffn);
 
 /* y = beta y + SiTU-GLU(x); x, y [m, d]; beta 0 never reads y. */
-clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, const clmoe_tensor *x,
-                                    float beta, clmoe_tensor *y, clmoe_situ_saved *saved);
+CLMOE_API clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn,
+                                              const clmoe_tensor *x, float beta, clmoe_tensor *y,
+                                              clmoe_situ_saved *saved);
 /* Gradients of sum(y * dy): grad's matrices overwritten; dx = dx_beta dx + dL/dx (dx may be
  * NULL). saved: from the forward on the same x. */
-clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, const clmoe_tensor *x,
-                                     const clmoe_situ_saved *saved, const clmoe_tensor *dy,
-                                     clmoe_situ_ffn *grad, float dx_beta, clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn,
+                                               const clmoe_tensor *x, const clmoe_situ_saved *saved,
+                                               const clmoe_tensor *dy, clmoe_situ_ffn *grad,
+                                               float dx_beta, clmoe_tensor *dx);
 
 /* ---- the MoE layer ---------------------------------------------------------------------- */
 typedef enum clmoe_moe_balance {
@@ -126,12 +129,14 @@ typedef struct clmoe_moe_grads {
 
 /* Checks cfg (a clear error naming the field) and creates the tensors: parameters undefined,
  * bias 0. */
-clmoe_status clmoe_moe_layer_create(clmoe_ctx *ctx, clmoe_moe_layer *layer, const clmoe_moe_config *cfg);
+CLMOE_API clmoe_status clmoe_moe_layer_create(clmoe_ctx *ctx, clmoe_moe_layer *layer,
+                                              const clmoe_moe_config *cfg);
 /* Matrices N(0, stddev) from the counter-based generator (seed), gain 1, bias 0. */
-clmoe_status clmoe_moe_layer_init(clmoe_moe_layer *layer, uint64_t seed, float stddev);
-void clmoe_moe_layer_destroy(clmoe_moe_layer *layer);
-clmoe_status clmoe_moe_grads_create(clmoe_ctx *ctx, const clmoe_moe_layer *layer, clmoe_moe_grads *g);
-void clmoe_moe_grads_destroy(clmoe_moe_grads *g);
+CLMOE_API clmoe_status clmoe_moe_layer_init(clmoe_moe_layer *layer, uint64_t seed, float stddev);
+CLMOE_API void clmoe_moe_layer_destroy(clmoe_moe_layer *layer);
+CLMOE_API clmoe_status clmoe_moe_grads_create(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
+                                              clmoe_moe_grads *g);
+CLMOE_API void clmoe_moe_grads_destroy(clmoe_moe_grads *g);
 
 /* Grouping of the m k (token, slot) pairs by expert. R rows of expert buffers: m k when
  * grouped, E cap when padded (row pos[i] of (token, slot) i = token k + slot). */
@@ -150,42 +155,48 @@ typedef struct clmoe_moe_dispatch {
 
 /* topk i32 [m, k]: expert of each (token, slot). A value outside [0, E) is not checked by the
  * host; such a pair gets no row (pos -1) and adds nothing (offsets[E] < m k shows it). */
-clmoe_status clmoe_moe_dispatch_create(clmoe_ctx *ctx, const clmoe_tensor *topk, int64_t n_experts,
-                                       int padded, clmoe_moe_dispatch *disp);
-void clmoe_moe_dispatch_destroy(clmoe_moe_dispatch *disp);
+CLMOE_API clmoe_status clmoe_moe_dispatch_create(clmoe_ctx *ctx, const clmoe_tensor *topk,
+                                                 int64_t n_experts, int padded,
+                                                 clmoe_moe_dispatch *disp);
+CLMOE_API void clmoe_moe_dispatch_destroy(clmoe_moe_dispatch *disp);
 /* xs [R, l]: row pos[i] = x[i / k] (padded: other rows 0). x [m, l]. */
-clmoe_status clmoe_moe_gather(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp, const clmoe_tensor *x,
-                              clmoe_tensor *xs);
+CLMOE_API clmoe_status clmoe_moe_gather(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
+                                        const clmoe_tensor *x, clmoe_tensor *xs);
 /* z [m, l]: z[t] = sum over slots s in order of probs[t, s] ys[pos[t k + s]]. */
-clmoe_status clmoe_moe_combine(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
-                               const clmoe_tensor *probs, const clmoe_tensor *ys, clmoe_tensor *z);
+CLMOE_API clmoe_status clmoe_moe_combine(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
+                                         const clmoe_tensor *probs, const clmoe_tensor *ys,
+                                         clmoe_tensor *z);
 
 /* The router: s_all [m, E] = sigmoid(x W_r^T) (f32); topk i32 [m, k]: the k largest s + b in
  * descending order (ties: lower index); scores [m, k] their s; probs [m, k] = p. cutoff [m]
  * (NULL: not computed) gets the (k+1)-th largest s + b, the QB cut-off. */
-clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *layer, const clmoe_tensor *x,
-                             clmoe_tensor *s_all, clmoe_tensor *topk, clmoe_tensor *scores,
-                             clmoe_tensor *probs, clmoe_tensor *cutoff);
+CLMOE_API clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
+                                       const clmoe_tensor *x, clmoe_tensor *s_all,
+                                       clmoe_tensor *topk, clmoe_tensor *scores,
+                                       clmoe_tensor *probs, clmoe_tensor *cutoff);
 
 /* Quantile Balancing pieces. The margin of token i for expert j is s_all[i, j] - cutoff[i];
  * the threshold of expert j is the r-th largest margin, r = floor(tokens k / E) + 1, and the
  * new bias is b = c - mean(c) with c = -threshold.
  * Exact: thr [E] by radix selection over the m margins. */
-clmoe_status clmoe_moe_qb_threshold_exact(clmoe_ctx *ctx, const clmoe_tensor *s_all,
-                                          const clmoe_tensor *cutoff, int64_t top_k, clmoe_tensor *thr);
+CLMOE_API clmoe_status clmoe_moe_qb_threshold_exact(clmoe_ctx *ctx, const clmoe_tensor *s_all,
+                                                    const clmoe_tensor *cutoff, int64_t top_k,
+                                                    clmoe_tensor *thr);
 /* Histogram: range f32 [3] = {lo, hi, scale} with lo = -1 - max(bias), hi = 1 - min(bias)
  * (every margin lies in [lo, hi]; ranks sharing the bias agree on it) and scale = bins /
  * (hi - lo); counts i32 [E, bins]: margin -> bin floor((margin - lo) * scale), clamped to
  * [0, bins - 1]. Counts of several ranks may be summed before the threshold. */
-clmoe_status clmoe_moe_qb_histogram(clmoe_ctx *ctx, const clmoe_tensor *s_all, const clmoe_tensor *cutoff,
-                                    const clmoe_tensor *bias, clmoe_tensor *counts, clmoe_tensor *range);
+CLMOE_API clmoe_status clmoe_moe_qb_histogram(clmoe_ctx *ctx, const clmoe_tensor *s_all,
+                                              const clmoe_tensor *cutoff, const clmoe_tensor *bias,
+                                              clmoe_tensor *counts, clmoe_tensor *range);
 /* thr [E] from counts: the bin holding the r-th largest margin (r from `tokens`, the total
  * count per expert over all ranks), interpolated linearly inside it. */
-clmoe_status clmoe_moe_qb_threshold_hist(clmoe_ctx *ctx, const clmoe_tensor *counts,
-                                         const clmoe_tensor *range, int64_t tokens, int64_t top_k,
-                                         clmoe_tensor *thr);
+CLMOE_API clmoe_status clmoe_moe_qb_threshold_hist(clmoe_ctx *ctx, const clmoe_tensor *counts,
+                                                   const clmoe_tensor *range, int64_t tokens,
+                                                   int64_t top_k, clmoe_tensor *thr);
 /* bias = c - mean(c), c = -thr (replaces the old bias). */
-clmoe_status clmoe_moe_bias_from_threshold(clmoe_ctx *ctx, const clmoe_tensor *thr, clmoe_tensor *bias);
+CLMOE_API clmoe_status clmoe_moe_bias_from_threshold(clmoe_ctx *ctx, const clmoe_tensor *thr,
+                                                     clmoe_tensor *bias);
 
 /* Everything one forward keeps for the backward and the balancing update. */
 typedef struct clmoe_moe_saved {
@@ -203,19 +214,22 @@ typedef struct clmoe_moe_saved {
   clmoe_tensor thr, hist, range;
   int64_t hist_tokens;
 } clmoe_moe_saved;
-void clmoe_moe_saved_destroy(clmoe_moe_saved *s);
+CLMOE_API void clmoe_moe_saved_destroy(clmoe_moe_saved *s);
 
 /* y [m, d] from x [m, d]. saved NULL: inference (nothing kept, bias frozen). saved given:
  * train mode: fills it for clmoe_moe_backward and clmoe_moe_balance_update (destroy it). */
-clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *layer, const clmoe_tensor *x,
-                               clmoe_tensor *y, clmoe_moe_saved *saved);
+CLMOE_API clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
+                                         const clmoe_tensor *x, clmoe_tensor *y,
+                                         clmoe_moe_saved *saved);
 /* Gradients of sum(y * dy) (grads and dx overwritten) for the same x as the forward. */
-clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *layer, const clmoe_tensor *x,
-                                const clmoe_moe_saved *saved, const clmoe_tensor *dy,
-                                clmoe_moe_grads *grads, clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
+                                          const clmoe_tensor *x, const clmoe_moe_saved *saved,
+                                          const clmoe_tensor *dy, clmoe_moe_grads *grads,
+                                          clmoe_tensor *dx);
 /* Applies the configured balancing rule to layer->bias from a train-mode forward's batch:
  * the new bias takes effect at the next forward. NONE: nothing. */
-clmoe_status clmoe_moe_balance_update(clmoe_ctx *ctx, clmoe_moe_layer *layer, const clmoe_moe_saved *saved);
+CLMOE_API clmoe_status clmoe_moe_balance_update(clmoe_ctx *ctx, clmoe_moe_layer *layer,
+                                                const clmoe_moe_saved *saved);
 
 /* Load statistics of a dispatch (one blocking read of E + 1 integers). Quantiles of the
  * per-expert token counts interpolate linearly between order statistics (q (E - 1)). */
@@ -229,15 +243,15 @@ typedef struct clmoe_moe_load {
 } clmoe_moe_load;
 /* The statistics of per-expert token counts [n_experts] (of tokens x top_k routed copies);
  * sorted: [n_experts] scratch. For counts gathered elsewhere (summed over ranks). */
-void clmoe_moe_load_from_counts(const int64_t *counts, int64_t n_experts, int64_t tokens, int64_t top_k,
-                                int64_t *sorted, clmoe_moe_load *stats);
+CLMOE_API void clmoe_moe_load_from_counts(const int64_t *counts, int64_t n_experts, int64_t tokens,
+                                          int64_t top_k, int64_t *sorted, clmoe_moe_load *stats);
 /* counts [E] may be NULL. */
-clmoe_status clmoe_moe_load_stats(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp, clmoe_moe_load *stats,
-                                  int64_t *counts);
+CLMOE_API clmoe_status clmoe_moe_load_stats(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
+                                            clmoe_moe_load *stats, int64_t *counts);
 
 /* FLOPs of one forward of the layer for m tokens (matrix products only). */
-double clmoe_moe_forward_flops(const clmoe_moe_config *cfg, int64_t m);
-const char *clmoe_moe_balance_name(clmoe_moe_balance b);
+CLMOE_API double clmoe_moe_forward_flops(const clmoe_moe_config *cfg, int64_t m);
+CLMOE_API const char *clmoe_moe_balance_name(clmoe_moe_balance b);
 
 #ifdef __cplusplus
 }

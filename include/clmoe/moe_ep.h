@@ -55,17 +55,18 @@ typedef struct clmoe_moe_ep_layer {
  * every rank, e.g. loaded from a checkpoint): the dense tensors and the bias copied whole,
  * the experts the map puts on `rank` copied from their [E, ...] slices. The map must have
  * full->cfg.n_experts experts and rank must be one of its ranks. */
-clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer *full,
-                                          const clmoe_expert_map *map, int rank,
-                                          clmoe_moe_ep_layer *ep);
+CLMOE_API clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer *full,
+                                                    const clmoe_expert_map *map, int rank,
+                                                    clmoe_moe_ep_layer *ep);
 /* The same part created directly, without a whole layer (a rank never holds every expert):
  * contents undefined until clmoe_moe_ep_layer_init or a checkpoint load. */
-clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
-                                       const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep);
+CLMOE_API clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                                 const clmoe_expert_map *map, int rank,
+                                                 clmoe_moe_ep_layer *ep);
 /* The values clmoe_moe_layer_init(whole, seed, stddev) gives the same tensors and experts:
  * a model initialised on N ranks equals the one initialised on one. */
-clmoe_status clmoe_moe_ep_layer_init(clmoe_moe_ep_layer *ep, uint64_t seed, float stddev);
-void clmoe_moe_ep_layer_destroy(clmoe_moe_ep_layer *ep);
+CLMOE_API clmoe_status clmoe_moe_ep_layer_init(clmoe_moe_ep_layer *ep, uint64_t seed, float stddev);
+CLMOE_API void clmoe_moe_ep_layer_destroy(clmoe_moe_ep_layer *ep);
 
 /* What a train-mode forward keeps for the backward. */
 typedef struct clmoe_moe_ep_saved {
@@ -77,27 +78,31 @@ typedef struct clmoe_moe_ep_saved {
   float *probs;            /* [m k] routing weights (host) */
   float *out;              /* [m k, l] the expert output of every routed copy (host) */
 } clmoe_moe_ep_saved;
-void clmoe_moe_ep_saved_destroy(clmoe_moe_ep_saved *s);
+CLMOE_API void clmoe_moe_ep_saved_destroy(clmoe_moe_ep_saved *s);
 
 /* y [m, d] from x [m, d] for this rank's m tokens (m may differ between ranks and be 0).
  * saved NULL: inference (nothing kept); saved given: train mode, filled for
  * clmoe_moe_ep_backward (destroy it). The bias only selects and is not updated here. dist
  * must have as many ranks as the map, and its rank must be ep->rank. Collective. */
-clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_moe_ep_layer *ep,
-                                  const clmoe_tensor *x, clmoe_tensor *y, clmoe_moe_ep_saved *saved);
+CLMOE_API clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist,
+                                            const clmoe_moe_ep_layer *ep, const clmoe_tensor *x,
+                                            clmoe_tensor *y, clmoe_moe_ep_saved *saved);
 
 /* Gradients of a rank's part: the dense ones in the whole layer's shapes, w_gate / w_upp /
  * w_dn in the local experts' ([n_local, ...], empty when n_local is 0). Free them with
  * clmoe_moe_grads_destroy. */
-clmoe_status clmoe_moe_ep_grads_create(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g);
+CLMOE_API clmoe_status clmoe_moe_ep_grads_create(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep,
+                                                 clmoe_moe_grads *g);
 /* Gradients of sum(y * dy) over this rank's tokens, for the same x as the train-mode forward
  * (grads and dx overwritten). The dense gradients are this rank's tokens' share: summed over
  * the ranks (the data-parallel all-reduce, the caller's) they are the whole batch's. The
  * local experts' gradients cover every token routed to them from any rank: an expert with
  * replicas gets its share on each replica's rank. Collective. */
-clmoe_status clmoe_moe_ep_backward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_moe_ep_layer *ep,
-                                   const clmoe_tensor *x, const clmoe_moe_ep_saved *saved,
-                                   const clmoe_tensor *dy, clmoe_moe_grads *grads, clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_moe_ep_backward(clmoe_ctx *ctx, clmoe_dist *dist,
+                                             const clmoe_moe_ep_layer *ep, const clmoe_tensor *x,
+                                             const clmoe_moe_ep_saved *saved,
+                                             const clmoe_tensor *dy, clmoe_moe_grads *grads,
+                                             clmoe_tensor *dx);
 
 #ifdef __cplusplus
 }

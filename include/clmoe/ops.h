@@ -13,57 +13,64 @@ extern "C" {
 #endif
 
 /* ---- elementwise (a, b, out: same number of elements; out may alias an input) ---- */
-clmoe_status clmoe_add(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out);
-clmoe_status clmoe_mul(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_add(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
+                                 clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_mul(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
+                                 clmoe_tensor *out);
 /* out = alpha x */
-clmoe_status clmoe_scale(clmoe_ctx *ctx, float alpha, const clmoe_tensor *x, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_scale(clmoe_ctx *ctx, float alpha, const clmoe_tensor *x,
+                                   clmoe_tensor *out);
 /* y += alpha x */
-clmoe_status clmoe_axpy(clmoe_ctx *ctx, float alpha, const clmoe_tensor *x, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_axpy(clmoe_ctx *ctx, float alpha, const clmoe_tensor *x,
+                                  clmoe_tensor *y);
 /* da = dout b, db = dout a (either output may be NULL). */
-clmoe_status clmoe_mul_backward(clmoe_ctx *ctx, const clmoe_tensor *dout, const clmoe_tensor *a,
-                                const clmoe_tensor *b, clmoe_tensor *da, clmoe_tensor *db);
+CLMOE_API clmoe_status clmoe_mul_backward(clmoe_ctx *ctx, const clmoe_tensor *dout,
+                                          const clmoe_tensor *a, const clmoe_tensor *b,
+                                          clmoe_tensor *da, clmoe_tensor *db);
 /* y = x sigmoid(x); dx = dy (s + x s (1 - s)) */
-clmoe_status clmoe_silu(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
-clmoe_status clmoe_silu_backward(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *dy,
-                                 clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_silu(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_silu_backward(clmoe_ctx *ctx, const clmoe_tensor *x,
+                                           const clmoe_tensor *dy, clmoe_tensor *dx);
 /* y = 1 / (1 + exp(-x)); the backward takes the forward's output y: dx = dy y (1 - y) */
-clmoe_status clmoe_sigmoid(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
-clmoe_status clmoe_sigmoid_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const clmoe_tensor *dy,
-                                    clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_sigmoid(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_sigmoid_backward(clmoe_ctx *ctx, const clmoe_tensor *y,
+                                              const clmoe_tensor *dy, clmoe_tensor *dx);
 
 /* ---- reductions (out: a 1-element f32 tensor) ---- */
-clmoe_status clmoe_sum(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
-clmoe_status clmoe_sum_squares(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
-clmoe_status clmoe_max_abs(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_sum(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_sum_squares(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_max_abs(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
 /* out[j] = sum_i x[i, j] over the rows of x [rows, n]; out: [n]. */
-clmoe_status clmoe_sum_rows(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_sum_rows(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
 
 /* ---- RMSNorm over the last dimension ----
  * y = x * rstd * gain, rstd = 1 / sqrt(mean(x^2) + eps); gain [n] may be NULL (no gain).
  * rstd [rows] is saved for the backward (may be NULL when no backward follows).
  * Backward: rstd is required; dx (required) may alias x or dy; dgain [n] (overwritten;
  * may be NULL) is the gradient of a gain of ones when gain is NULL. y may alias x. */
-clmoe_status clmoe_rmsnorm(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *gain,
-                           float eps, clmoe_tensor *y, clmoe_tensor *rstd);
-clmoe_status clmoe_rmsnorm_backward(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *gain,
-                                    const clmoe_tensor *rstd, const clmoe_tensor *dy,
-                                    clmoe_tensor *dx, clmoe_tensor *dgain);
+CLMOE_API clmoe_status clmoe_rmsnorm(clmoe_ctx *ctx, const clmoe_tensor *x,
+                                     const clmoe_tensor *gain, float eps, clmoe_tensor *y,
+                                     clmoe_tensor *rstd);
+CLMOE_API clmoe_status clmoe_rmsnorm_backward(clmoe_ctx *ctx, const clmoe_tensor *x,
+                                              const clmoe_tensor *gain, const clmoe_tensor *rstd,
+                                              const clmoe_tensor *dy, clmoe_tensor *dx,
+                                              clmoe_tensor *dgain);
 
 /* ---- softmax over the last dimension; the backward takes the forward's output ----
  * y may alias x, dx may alias y or dy. A NaN in a row makes that row's output NaN. */
-clmoe_status clmoe_softmax(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
-clmoe_status clmoe_softmax_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const clmoe_tensor *dy,
-                                    clmoe_tensor *dx);
+CLMOE_API clmoe_status clmoe_softmax(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *y);
+CLMOE_API clmoe_status clmoe_softmax_backward(clmoe_ctx *ctx, const clmoe_tensor *y,
+                                              const clmoe_tensor *dy, clmoe_tensor *dx);
 
 /* ---- embedding lookup ----
  * table [V, d], ids i32 [N] (any shape of N elements), out [N, d].
  * Backward: dtable[v] += sum of dout rows whose id is v, summed in token order (so the
  * result is deterministic). An id outside [0, V) is an error reported by the forward; the
  * backward skips such tokens. */
-clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
-                             clmoe_tensor *out);
-clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,
-                                      const clmoe_tensor *dout, clmoe_tensor *dtable);
+CLMOE_API clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table,
+                                       const clmoe_tensor *ids, clmoe_tensor *out);
+CLMOE_API clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,
+                                                const clmoe_tensor *dout, clmoe_tensor *dtable);
 
 /* ---- cross-entropy over a vocabulary ----
  * logits [N, V], targets i32 [N]; a negative target marks an ignored row (loss 0).
@@ -73,11 +80,13 @@ clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,
  * may alias logits. A target >= V is an error in both directions
  * (CLMOE_ERR_INVALID_ARGUMENT naming the row); its row is set to NaN, never read out of
  * bounds. Checking it costs one wait for the queue per call. */
-clmoe_status clmoe_cross_entropy(clmoe_ctx *ctx, const clmoe_tensor *logits,
-                                 const clmoe_tensor *targets, clmoe_tensor *loss, clmoe_tensor *lse);
-clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *logits,
-                                          const clmoe_tensor *targets, const clmoe_tensor *lse,
-                                          float scale, clmoe_tensor *dlogits);
+CLMOE_API clmoe_status clmoe_cross_entropy(clmoe_ctx *ctx, const clmoe_tensor *logits,
+                                           const clmoe_tensor *targets, clmoe_tensor *loss,
+                                           clmoe_tensor *lse);
+CLMOE_API clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *logits,
+                                                    const clmoe_tensor *targets,
+                                                    const clmoe_tensor *lse, float scale,
+                                                    clmoe_tensor *dlogits);
 
 /* ---- AdamW (decoupled weight decay) ----
  * For step t >= 1:  g = grad_scale * grad;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
@@ -87,8 +96,9 @@ typedef struct clmoe_adamw {
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   int64_t step; /* t, starting at 1 */
 } clmoe_adamw;
-clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
-                              clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp);
+CLMOE_API clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param,
+                                        const clmoe_tensor *grad, clmoe_tensor *m, clmoe_tensor *v,
+                                        const clmoe_adamw *hp);
 
 #ifdef __cplusplus
 }

@@ -41,35 +41,39 @@ typedef struct clmoe_params {
   int inference; /* 1: parameters get no gradient or moments (set before the first add) */
 } clmoe_params;
 
-void clmoe_params_init(clmoe_params *ps, clmoe_ctx *ctx);
-void clmoe_params_destroy(clmoe_params *ps);
+CLMOE_API void clmoe_params_init(clmoe_params *ps, clmoe_ctx *ctx);
+CLMOE_API void clmoe_params_destroy(clmoe_params *ps);
 /* Registers a parameter (zeroed gradient and moments are created) or a buffer. Names are
  * unique; "prefix/name" by convention ("layer3/kda/w_q"). */
-clmoe_status clmoe_params_add(clmoe_params *ps, const char *name, clmoe_tensor *value, int decay);
-clmoe_status clmoe_params_add_buffer(clmoe_params *ps, const char *name, clmoe_tensor *value);
+CLMOE_API clmoe_status clmoe_params_add(clmoe_params *ps, const char *name, clmoe_tensor *value,
+                                        int decay);
+CLMOE_API clmoe_status clmoe_params_add_buffer(clmoe_params *ps, const char *name,
+                                               clmoe_tensor *value);
 /* Registers a parameter that holds rows `rows` (value->shape[0] of them, copied) of a
  * [global_rows, ...] tensor: one rank's experts. Checkpoints store the whole tensor (see
  * clmoe_params_save_dist). */
-clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name, clmoe_tensor *value, int decay,
-                                   int64_t global_rows, const int32_t *rows);
+CLMOE_API clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name,
+                                             clmoe_tensor *value, int decay, int64_t global_rows,
+                                             const int32_t *rows);
 /* Looks a parameter up by name (NULL when absent). */
-clmoe_param *clmoe_params_find(clmoe_params *ps, const char *name);
+CLMOE_API clmoe_param *clmoe_params_find(clmoe_params *ps, const char *name);
 /* Number of trainable scalars. */
-int64_t clmoe_params_count(const clmoe_params *ps);
+CLMOE_API int64_t clmoe_params_count(const clmoe_params *ps);
 
-clmoe_status clmoe_params_zero_grad(clmoe_params *ps);
+CLMOE_API clmoe_status clmoe_params_zero_grad(clmoe_params *ps);
 /* sqrt(sum of every gradient's squares), summed in registration order (deterministic). */
-clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm);
+CLMOE_API clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm);
 /* One AdamW step over every parameter (hp->step is ignored: the registry counts steps);
  * with clip > 0, gradients are scaled by min(1, clip / norm) first. *norm (may be NULL)
  * receives the norm before clipping. */
-clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm);
+CLMOE_API clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip,
+                                          double *norm);
 /* The same on the ranks of dist (NULL: one rank): whole gradients must already agree (the
  * data-parallel all-reduce); the norm adds every rank's row-sharded gradients (each row on
  * exactly one rank: no replicas in training). Collective. */
 struct clmoe_dist;
-clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, struct clmoe_dist *dist, const clmoe_adamw *hp,
-                                     double clip, double *norm);
+CLMOE_API clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, struct clmoe_dist *dist,
+                                               const clmoe_adamw *hp, double clip, double *norm);
 
 /* Checkpoint metadata: up to 32 key-value strings stored beside the tensors (owned copies;
  * zero-initialise, release with clmoe_ckpt_meta_free). */
@@ -77,13 +81,14 @@ typedef struct clmoe_ckpt_meta {
   int n;
   char *key[32], *value[32];
 } clmoe_ckpt_meta;
-clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value);
-const char *clmoe_ckpt_meta_get(const clmoe_ckpt_meta *m, const char *key);
-void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m);
+CLMOE_API clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value);
+CLMOE_API const char *clmoe_ckpt_meta_get(const clmoe_ckpt_meta *m, const char *key);
+CLMOE_API void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m);
 
-clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_ckpt_meta *meta);
+CLMOE_API clmoe_status clmoe_params_save(clmoe_params *ps, const char *path,
+                                         const clmoe_ckpt_meta *meta);
 /* Loads into the registered tensors; meta (may be NULL) receives every metadata entry. */
-clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta);
+CLMOE_API clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta);
 
 /* The same over the ranks of dist (NULL: one rank), for a model whose ranks hold the same
  * whole parameters and each its own rows of the row-sharded ones. The file is the one a
@@ -92,10 +97,10 @@ clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_me
  * a row held by several ranks is taken from the lowest) and writes the file; every row must
  * be held somewhere. Loading: every rank reads the file (a shared file system) and keeps its
  * rows. Collective; the status is the same on every rank. */
-clmoe_status clmoe_params_save_dist(clmoe_params *ps, struct clmoe_dist *dist, const char *path,
-                                    const clmoe_ckpt_meta *meta);
-clmoe_status clmoe_params_load_dist(clmoe_params *ps, struct clmoe_dist *dist, const char *path,
-                                    clmoe_ckpt_meta *meta);
+CLMOE_API clmoe_status clmoe_params_save_dist(clmoe_params *ps, struct clmoe_dist *dist,
+                                              const char *path, const clmoe_ckpt_meta *meta);
+CLMOE_API clmoe_status clmoe_params_load_dist(clmoe_params *ps, struct clmoe_dist *dist,
+                                              const char *path, clmoe_ckpt_meta *meta);
 
 #ifdef __cplusplus
 }

@@ -25,7 +25,7 @@ extern "C" {
 
 /* Writes the cache directory into out; returns 0 when the cache is off (CLMOE_CACHE=0)
  * or no directory could be named, 1 otherwise. */
-int clmoe_cache_dir(char *out, size_t len);
+CLMOE_API int clmoe_cache_dir(char *out, size_t len);
 
 typedef struct clmoe_program_stats {
   unsigned long cache_hits;   /* programs loaded from the disk cache */
@@ -35,11 +35,11 @@ typedef struct clmoe_program_stats {
 } clmoe_program_stats;
 
 /* Counts for one context since it was created. */
-void clmoe_ctx_program_stats(const clmoe_ctx *ctx, clmoe_program_stats *stats);
+CLMOE_API void clmoe_ctx_program_stats(const clmoe_ctx *ctx, clmoe_program_stats *stats);
 
 /* Builds (or loads from the cache) every kernel family with default options, so that a
  * later first use costs nothing; used by clmoe-info --warm and the benchmarks. */
-clmoe_status clmoe_ctx_build_all(clmoe_ctx *ctx);
+CLMOE_API clmoe_status clmoe_ctx_build_all(clmoe_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -92,7 +92,7 @@ typedef struct clmoe_device_caps {
 /* Lists every device of every platform. *list is allocated; free it with free().
  * Returns CLMOE_ERR_NO_DEVICE (with a message naming the package that provides a CPU
  * driver) when there is no platform or no device at all. */
-clmoe_status clmoe_devices_list(clmoe_device_caps **list, int *count);
+CLMOE_API clmoe_status clmoe_devices_list(clmoe_device_caps **list, int *count);
 
 /* Picks a device from a list by spec: NULL or "" means the CLMOE_DEVICE environment
  * variable, and if that is unset the default (the first GPU, else the first CPU, else the
@@ -107,8 +107,9 @@ clmoe_status clmoe_devices_list(clmoe_device_caps **list, int *count);
  * Writes the index into list to *chosen and a sentence naming the rule into why (may be
  * NULL). Records whose impl is CLMOE_IMPL_OTHER (lists made by hand) are identified from
  * their strings (clmoe_device_impl). */
-clmoe_status clmoe_device_choose(const clmoe_device_caps *list, int count, const char *spec,
-                                 int *chosen, char *why, size_t why_len);
+CLMOE_API clmoe_status clmoe_device_choose(const clmoe_device_caps *list, int count,
+                                           const char *spec, int *chosen, char *why,
+                                           size_t why_len);
 
 typedef struct clmoe_ctx clmoe_ctx;
 
@@ -124,27 +125,27 @@ typedef struct clmoe_ctx_options {
 } clmoe_ctx_options;
 
 /* Creates a context on the chosen device. opts may be NULL. */
-clmoe_status clmoe_ctx_create(clmoe_ctx **ctx, const clmoe_ctx_options *opts);
+CLMOE_API clmoe_status clmoe_ctx_create(clmoe_ctx **ctx, const clmoe_ctx_options *opts);
 /* Creates a context on device `index` of a list from clmoe_devices_list. */
-clmoe_status clmoe_ctx_create_at(clmoe_ctx **ctx, const clmoe_device_caps *dev,
-                                 const clmoe_ctx_options *opts);
-void clmoe_ctx_destroy(clmoe_ctx *ctx);
+CLMOE_API clmoe_status clmoe_ctx_create_at(clmoe_ctx **ctx, const clmoe_device_caps *dev,
+                                           const clmoe_ctx_options *opts);
+CLMOE_API void clmoe_ctx_destroy(clmoe_ctx *ctx);
 
-const clmoe_device_caps *clmoe_ctx_caps(const clmoe_ctx *ctx);
+CLMOE_API const clmoe_device_caps *clmoe_ctx_caps(const clmoe_ctx *ctx);
 /* The sentence saying why this device was chosen. */
-const char *clmoe_ctx_choice_reason(const clmoe_ctx *ctx);
-cl_context clmoe_ctx_cl_context(const clmoe_ctx *ctx);
-cl_device_id clmoe_ctx_cl_device(const clmoe_ctx *ctx);
-cl_command_queue clmoe_ctx_queue(const clmoe_ctx *ctx);
+CLMOE_API const char *clmoe_ctx_choice_reason(const clmoe_ctx *ctx);
+CLMOE_API cl_context clmoe_ctx_cl_context(const clmoe_ctx *ctx);
+CLMOE_API cl_device_id clmoe_ctx_cl_device(const clmoe_ctx *ctx);
+CLMOE_API cl_command_queue clmoe_ctx_queue(const clmoe_ctx *ctx);
 /* Waits for all queued work (clFinish). */
-clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx);
+CLMOE_API clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx);
 
 /* Kernel timing for benchmarks, on contexts created with profiling = 1: between _begin
  * and _end every kernel clmoe launches on ctx keeps its OpenCL event; _end waits for the
  * queue and returns the sum of those kernels' execution times (host overhead and gaps
  * between kernels excluded) and how many there were. */
-clmoe_status clmoe_ctx_profile_begin(clmoe_ctx *ctx);
-clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *kernels);
+CLMOE_API clmoe_status clmoe_ctx_profile_begin(clmoe_ctx *ctx);
+CLMOE_API clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *kernels);
 
 /* Time by kernel name, summed over every profiled interval since the context was created
  * or last cleared. CLBlast's GEMMs count as "clblast_sgemm" (from a marker before the call
@@ -155,31 +156,31 @@ typedef struct clmoe_kernel_time {
   double seconds;
   int64_t launches;
 } clmoe_kernel_time;
-int clmoe_ctx_profile_kernels(const clmoe_ctx *ctx, const clmoe_kernel_time **rows);
-void clmoe_ctx_profile_clear(clmoe_ctx *ctx);
+CLMOE_API int clmoe_ctx_profile_kernels(const clmoe_ctx *ctx, const clmoe_kernel_time **rows);
+CLMOE_API void clmoe_ctx_profile_clear(clmoe_ctx *ctx);
 
 /* Short name of a vendor ("nvidia", "amd", "intel", "pocl", ...). */
-const char *clmoe_vendor_name(clmoe_vendor vendor);
+CLMOE_API const char *clmoe_vendor_name(clmoe_vendor vendor);
 
 /* Which implementation a platform is, from its CL_PLATFORM_NAME, _VENDOR, _VERSION and
  * ICD suffix (any may be NULL or ""). */
-clmoe_impl clmoe_impl_identify(const char *platform_name, const char *platform_vendor,
-                               const char *platform_version, const char *icd_suffix);
+CLMOE_API clmoe_impl clmoe_impl_identify(const char *platform_name, const char *platform_vendor,
+                                         const char *platform_version, const char *icd_suffix);
 /* The implementation of a record: c->impl, or when that is CLMOE_IMPL_OTHER, identified
  * from the record's platform strings. */
-clmoe_impl clmoe_device_impl(const clmoe_device_caps *c);
+CLMOE_API clmoe_impl clmoe_device_impl(const clmoe_device_caps *c);
 /* Short name, the one clmoe-info and its JSON show: "pocl", "intel", "nvidia", "amd",
  * "oclgrind", "rusticl", "clover", "clvk", "apple", "arm", "qualcomm", "other". */
-const char *clmoe_impl_name(clmoe_impl impl);
+CLMOE_API const char *clmoe_impl_name(clmoe_impl impl);
 /* Name for sentences: "PoCL", "Intel OpenCL", "NVIDIA CUDA", "AMD ROCm", ... */
-const char *clmoe_impl_title(clmoe_impl impl);
+CLMOE_API const char *clmoe_impl_title(clmoe_impl impl);
 /* 1 and *impl set when `name` (any case, whole) names an implementation: its short name
  * or an alias - portable (PoCL), oneapi (Intel), cuda (NVIDIA), rocm (AMD), mali (Arm),
  * adreno (Qualcomm). "other" names none. 0 otherwise. */
-int clmoe_impl_parse(const char *name, clmoe_impl *impl);
+CLMOE_API int clmoe_impl_parse(const char *name, clmoe_impl *impl);
 /* The names clmoe_impl_parse accepts, for help texts and messages:
  * "pocl|portable, intel|oneapi, nvidia|cuda, ...". */
-const char *clmoe_impl_names(void);
+CLMOE_API const char *clmoe_impl_names(void);
 
 #ifdef __cplusplus
 }

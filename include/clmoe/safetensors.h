@@ -47,8 +47,8 @@ typedef enum clmoe_st_dtype {
 } clmoe_st_dtype;
 
 /* The format's spelling ("F32", "BF16", ...) and the element size in bytes. */
-const char *clmoe_st_dtype_name(clmoe_st_dtype dtype);
-size_t clmoe_st_dtype_size(clmoe_st_dtype dtype);
+CLMOE_API const char *clmoe_st_dtype_name(clmoe_st_dtype dtype);
+CLMOE_API size_t clmoe_st_dtype_size(clmoe_st_dtype dtype);
 
 /* Largest header accepted (as the reference implementation). */
 #define CLMOE_ST_MAX_HEADER 100000000u
@@ -70,17 +70,18 @@ typedef struct clmoe_st_info {
 
 /* Opens and validates a file; the file stays open for clmoe_st_load/read until
  * clmoe_st_close. CLMOE_ERR_IO when it cannot be read, CLMOE_ERR_FORMAT when malformed. */
-clmoe_status clmoe_st_open(const char *path, clmoe_st_file **file);
-void clmoe_st_close(clmoe_st_file *file); /* NULL is fine */
-const char *clmoe_st_path(const clmoe_st_file *file);
+CLMOE_API clmoe_status clmoe_st_open(const char *path, clmoe_st_file **file);
+CLMOE_API void clmoe_st_close(clmoe_st_file *file); /* NULL is fine */
+CLMOE_API const char *clmoe_st_path(const clmoe_st_file *file);
 
 /* Tensors in the order of the header; index in [0, count) (outside it, info.name is ""). */
-int clmoe_st_count(const clmoe_st_file *file);
-void clmoe_st_info_at(const clmoe_st_file *file, int index, clmoe_st_info *info);
+CLMOE_API int clmoe_st_count(const clmoe_st_file *file);
+CLMOE_API void clmoe_st_info_at(const clmoe_st_file *file, int index, clmoe_st_info *info);
 /* 1 when the file has a tensor of that name. */
-int clmoe_st_has(const clmoe_st_file *file, const char *name);
+CLMOE_API int clmoe_st_has(const clmoe_st_file *file, const char *name);
 /* Describes tensor `name`; CLMOE_ERR_FORMAT ("x.safetensors has no tensor 'q'") if absent. */
-clmoe_status clmoe_st_info_of(const clmoe_st_file *file, const char *name, clmoe_st_info *info);
+CLMOE_API clmoe_status clmoe_st_info_of(const clmoe_st_file *file, const char *name,
+                                        clmoe_st_info *info);
 
 /* clmoe_st_load stores F32 as f32, BF16 as bf16, F16, F8_E4M3, F8_E5M2 and F64 as f32 (the
  * small floats exactly, F64 rounded), and BOOL, U8, I8, I16, U16, I32, U32, I64, U64 as i32
@@ -90,25 +91,27 @@ enum { CLMOE_ST_LOAD_NATIVE = 0, CLMOE_ST_LOAD_F32 = 1 };
 
 /* Loads tensor `name` into a new contiguous tensor *t on ctx (destroy it with
  * clmoe_tensor_destroy). The file's shape must have at most CLMOE_MAX_DIMS dimensions. */
-clmoe_status clmoe_st_load(clmoe_st_file *file, const char *name, clmoe_ctx *ctx, int flags,
-                           clmoe_tensor *t);
+CLMOE_API clmoe_status clmoe_st_load(clmoe_st_file *file, const char *name, clmoe_ctx *ctx,
+                                     int flags, clmoe_tensor *t);
 /* Loads tensor `name` into an existing contiguous tensor of exactly the file's shape
  * (checkpoints: parameters that already exist), converting as above to dst's dtype; bf16
  * destinations accept the float types (BF16 exactly, the others rounded to nearest even).
  * A shape or a conversion that does not fit: CLMOE_ERR_SHAPE. */
-clmoe_status clmoe_st_load_into(clmoe_st_file *file, const char *name, clmoe_tensor *dst);
+CLMOE_API clmoe_status clmoe_st_load_into(clmoe_st_file *file, const char *name, clmoe_tensor *dst);
 
 /* Host copies: the stored bytes (little-endian; `bytes` must equal info.bytes), or the
  * elements converted to f32 (`count` must equal info.numel). */
-clmoe_status clmoe_st_read(clmoe_st_file *file, const char *name, void *host, size_t bytes);
-clmoe_status clmoe_st_read_f32(clmoe_st_file *file, const char *name, float *host, size_t count);
+CLMOE_API clmoe_status clmoe_st_read(clmoe_st_file *file, const char *name, void *host,
+                                     size_t bytes);
+CLMOE_API clmoe_status clmoe_st_read_f32(clmoe_st_file *file, const char *name, float *host,
+                                         size_t count);
 
 /* "__metadata__": the value of key, or NULL when absent; entries in header order (index in
  * [0, count); outside it key and value are NULL). */
-const char *clmoe_st_metadata(const clmoe_st_file *file, const char *key);
-int clmoe_st_metadata_count(const clmoe_st_file *file);
-void clmoe_st_metadata_at(const clmoe_st_file *file, int index, const char **key,
-                          const char **value);
+CLMOE_API const char *clmoe_st_metadata(const clmoe_st_file *file, const char *key);
+CLMOE_API int clmoe_st_metadata_count(const clmoe_st_file *file);
+CLMOE_API void clmoe_st_metadata_at(const clmoe_st_file *file, int index, const char **key,
+                                    const char **value);
 
 /* ---- writing ------------------------------------------------------------------------ */
 /* A writer collects tensors (copied to host memory when added) and metadata, and
@@ -119,22 +122,22 @@ void clmoe_st_metadata_at(const clmoe_st_file *file, int index, const char **key
  * aligned to its element size (the header is padded to a multiple of 8 bytes). */
 typedef struct clmoe_st_writer clmoe_st_writer;
 
-clmoe_status clmoe_st_writer_create(const char *path, clmoe_st_writer **writer);
+CLMOE_API clmoe_status clmoe_st_writer_create(const char *path, clmoe_st_writer **writer);
 /* Downloads a contiguous tensor now: f32 -> F32, bf16 -> BF16, i32 -> I32. An add that
  * fails (bad or duplicate name, ...) leaves the writer as it was. */
-clmoe_status clmoe_st_writer_add(clmoe_st_writer *writer, const char *name,
-                                 const clmoe_tensor *t);
+CLMOE_API clmoe_status clmoe_st_writer_add(clmoe_st_writer *writer, const char *name,
+                                           const clmoe_tensor *t);
 /* Copies numel(shape) elements of dtype from host memory (host byte order). */
-clmoe_status clmoe_st_writer_add_host(clmoe_st_writer *writer, const char *name,
-                                      clmoe_st_dtype dtype, int ndim, const int64_t *shape,
-                                      const void *data);
+CLMOE_API clmoe_status clmoe_st_writer_add_host(clmoe_st_writer *writer, const char *name,
+                                                clmoe_st_dtype dtype, int ndim,
+                                                const int64_t *shape, const void *data);
 /* Sets a metadata entry (a later call with the same key replaces the value). */
-clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *writer, const char *key,
-                                      const char *value);
+CLMOE_API clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *writer, const char *key,
+                                                const char *value);
 /* Writes the file and frees the writer, whether or not writing succeeded. */
-clmoe_status clmoe_st_writer_finish(clmoe_st_writer *writer);
+CLMOE_API clmoe_status clmoe_st_writer_finish(clmoe_st_writer *writer);
 /* Frees a writer without writing anything (NULL is fine). */
-void clmoe_st_writer_discard(clmoe_st_writer *writer);
+CLMOE_API void clmoe_st_writer_discard(clmoe_st_writer *writer);
 
 #ifdef __cplusplus
 }

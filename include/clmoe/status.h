@@ -9,6 +9,8 @@
 #ifndef CLMOE_STATUS_H
 #define CLMOE_STATUS_H
 
+#include "api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,14 +35,14 @@ enum {
 };
 
 /* Short constant name of a status: "CL_OUT_OF_RESOURCES", "CLMOE_ERR_SHAPE", ... */
-const char *clmoe_strerror(clmoe_status status);
+CLMOE_API const char *clmoe_strerror(clmoe_status status);
 
 /* Message describing the last failure on the calling thread ("" when none). Valid until
  * the next failing clmoe call on this thread. */
-const char *clmoe_last_error(void);
+CLMOE_API const char *clmoe_last_error(void);
 
 /* Forgets the calling thread's last message. */
-void clmoe_clear_error(void);
+CLMOE_API void clmoe_clear_error(void);
 
 #ifdef __cplusplus
 }

@@ -37,62 +37,64 @@ typedef struct clmoe_tensor {
   int is_view;                    /* 1: shares another tensor's buffer */
 } clmoe_tensor;
 
-size_t clmoe_dtype_size(clmoe_dtype dtype);
-const char *clmoe_dtype_name(clmoe_dtype dtype);
+CLMOE_API size_t clmoe_dtype_size(clmoe_dtype dtype);
+CLMOE_API const char *clmoe_dtype_name(clmoe_dtype dtype);
 
 /* A new contiguous tensor; its contents are undefined until written or filled.
  * Example: clmoe_tensor_create(ctx, &x, CLMOE_F32, 2, (int64_t[]){rows, cols}). */
-clmoe_status clmoe_tensor_create(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dtype, int ndim,
-                                 const int64_t *shape);
+CLMOE_API clmoe_status clmoe_tensor_create(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dtype,
+                                           int ndim, const int64_t *shape);
 /* As clmoe_tensor_create, then every element set to zero. */
-clmoe_status clmoe_tensor_zeros(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dtype, int ndim,
-                                const int64_t *shape);
+CLMOE_API clmoe_status clmoe_tensor_zeros(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dtype,
+                                          int ndim, const int64_t *shape);
 /* Returns the buffer to the pool (no-op for views and for zeroed structs). */
-void clmoe_tensor_destroy(clmoe_tensor *t);
+CLMOE_API void clmoe_tensor_destroy(clmoe_tensor *t);
 
-int64_t clmoe_tensor_numel(const clmoe_tensor *t);
-size_t clmoe_tensor_bytes(const clmoe_tensor *t); /* numel * element size */
-int clmoe_tensor_is_contiguous(const clmoe_tensor *t);
+CLMOE_API int64_t clmoe_tensor_numel(const clmoe_tensor *t);
+CLMOE_API size_t clmoe_tensor_bytes(const clmoe_tensor *t); /* numel * element size */
+CLMOE_API int clmoe_tensor_is_contiguous(const clmoe_tensor *t);
 /* Writes "[2, 3, 4] f32" into buf. */
-const char *clmoe_tensor_describe(const clmoe_tensor *t, char *buf, size_t len);
+CLMOE_API const char *clmoe_tensor_describe(const clmoe_tensor *t, char *buf, size_t len);
 
 /* A contiguous view of numel(shape) elements of a contiguous src, starting `offset`
  * elements after src's first. */
-clmoe_status clmoe_tensor_view(const clmoe_tensor *src, clmoe_tensor *dst, int ndim,
-                               const int64_t *shape, int64_t offset);
+CLMOE_API clmoe_status clmoe_tensor_view(const clmoe_tensor *src, clmoe_tensor *dst, int ndim,
+                                         const int64_t *shape, int64_t offset);
 /* Elements [start, start + len) of dimension dim (the result may not be contiguous). */
-clmoe_status clmoe_tensor_slice(const clmoe_tensor *src, clmoe_tensor *dst, int dim,
-                                int64_t start, int64_t len);
+CLMOE_API clmoe_status clmoe_tensor_slice(const clmoe_tensor *src, clmoe_tensor *dst, int dim,
+                                          int64_t start, int64_t len);
 
 /* Blocking copies between host memory and a contiguous tensor; `bytes` must equal
  * clmoe_tensor_bytes(t). */
-clmoe_status clmoe_tensor_write(clmoe_tensor *t, const void *host, size_t bytes);
-clmoe_status clmoe_tensor_read(const clmoe_tensor *t, void *host, size_t bytes);
+CLMOE_API clmoe_status clmoe_tensor_write(clmoe_tensor *t, const void *host, size_t bytes);
+CLMOE_API clmoe_status clmoe_tensor_read(const clmoe_tensor *t, void *host, size_t bytes);
 /* As above from/to fp32 host arrays of numel elements, converting for bf16 tensors. */
-clmoe_status clmoe_tensor_write_f32(clmoe_tensor *t, const float *host);
-clmoe_status clmoe_tensor_read_f32(const clmoe_tensor *t, float *host);
+CLMOE_API clmoe_status clmoe_tensor_write_f32(clmoe_tensor *t, const float *host);
+CLMOE_API clmoe_status clmoe_tensor_read_f32(const clmoe_tensor *t, float *host);
 
 /* dst = src for contiguous tensors with the same number of elements (shapes may differ,
  * as in a reshape); converts between fp32 and bf16. */
-clmoe_status clmoe_tensor_copy(clmoe_tensor *dst, const clmoe_tensor *src);
+CLMOE_API clmoe_status clmoe_tensor_copy(clmoe_tensor *dst, const clmoe_tensor *src);
 /* Every element = value (rounded for bf16, truncated toward zero for int32). */
-clmoe_status clmoe_tensor_fill(clmoe_tensor *t, double value);
+CLMOE_API clmoe_status clmoe_tensor_fill(clmoe_tensor *t, double value);
 
 /* Counter-based random fills: element i (in row-major order of t) depends only on seed
  * and i, and is the same bits on every device and on the host (clmoe_random_*).
  * Uniform on (lo, hi]; normal with the given mean and standard deviation. */
-clmoe_status clmoe_tensor_fill_uniform(clmoe_tensor *t, uint64_t seed, float lo, float hi);
-clmoe_status clmoe_tensor_fill_normal(clmoe_tensor *t, uint64_t seed, float mean, float stddev);
+CLMOE_API clmoe_status clmoe_tensor_fill_uniform(clmoe_tensor *t, uint64_t seed, float lo,
+                                                 float hi);
+CLMOE_API clmoe_status clmoe_tensor_fill_normal(clmoe_tensor *t, uint64_t seed, float mean,
+                                                float stddev);
 /* The same with element i of t taking element first + i of the stream: a slice of a larger
  * tensor gets the values it would have inside it (one rank's rows of an expert tensor). */
-clmoe_status clmoe_tensor_fill_normal_at(clmoe_tensor *t, uint64_t seed, uint64_t first, float mean,
-                                         float stddev);
-float clmoe_random_uniform(uint64_t seed, uint64_t index, float lo, float hi);
-float clmoe_random_normal(uint64_t seed, uint64_t index, float mean, float stddev);
+CLMOE_API clmoe_status clmoe_tensor_fill_normal_at(clmoe_tensor *t, uint64_t seed, uint64_t first,
+                                                   float mean, float stddev);
+CLMOE_API float clmoe_random_uniform(uint64_t seed, uint64_t index, float lo, float hi);
+CLMOE_API float clmoe_random_normal(uint64_t seed, uint64_t index, float mean, float stddev);
 
 /* bf16 conversions on the host: exact widening; narrowing rounds to nearest even. */
-uint16_t clmoe_bf16_from_f32(float f);
-float clmoe_f32_from_bf16(uint16_t h);
+CLMOE_API uint16_t clmoe_bf16_from_f32(float f);
+CLMOE_API float clmoe_f32_from_bf16(uint16_t h);
 
 /* The buffer pool of a context. */
 typedef struct clmoe_pool_stats {
@@ -102,9 +104,9 @@ typedef struct clmoe_pool_stats {
   uint64_t allocations; /* clCreateBuffer calls */
   uint64_t reuses;      /* requests served from the free list */
 } clmoe_pool_stats;
-void clmoe_ctx_pool_stats(const clmoe_ctx *ctx, clmoe_pool_stats *stats);
+CLMOE_API void clmoe_ctx_pool_stats(const clmoe_ctx *ctx, clmoe_pool_stats *stats);
 /* Releases every free buffer of the pool back to the device. */
-void clmoe_ctx_pool_trim(clmoe_ctx *ctx);
+CLMOE_API void clmoe_ctx_pool_trim(clmoe_ctx *ctx);
 
 #ifdef __cplusplus
 }

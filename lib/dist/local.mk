@@ -1,13 +1,14 @@
 # lib/dist/local.mk: the distributed layer (MPI ranks, device and CPU placement per rank,
 # expert placement maps, the expert exchange, replica synchronisation). The library builds
 # without MPI; these files then report that it is missing.
-lib_libclmoe_la_SOURCES += lib/dist/dist_internal.h lib/dist/dist.c lib/dist/dist_place.c \
+lib_libclmoe_impl_la_SOURCES += lib/dist/dist_internal.h lib/dist/dist.c lib/dist/dist_place.c \
 	lib/dist/dist_exchange.c lib/dist/expert_map.c lib/dist/dist_replicas.c
 clmoeinclude_HEADERS += include/clmoe/dist.h include/clmoe/dist_exchange.h \
 	include/clmoe/expert_map.h
 if HAVE_MPI
 # mpi.h's flags for every object (lib/dist/ needs them; the rest ignore them).
 AM_CPPFLAGS += $(MPI_CFLAGS)
+lib_libclmoe_impl_la_LIBADD += $(MPI_LIBS)
 lib_libclmoe_la_LIBADD += $(MPI_LIBS)
 clmoeinclude_HEADERS += include/clmoe/dist_mpi.h
 HAVE_MPI_FLAG = 1

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clmoe/fastpath.h"
+#include "clmoe/tile.h"
 #include "gemm_tile.h"
 
 /* CLBlast keeps compiled programs in a process-wide cache keyed by context and device; we

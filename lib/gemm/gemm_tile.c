@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clmoe/fastpath.h"
+#include "tile/tile_internal.h"
 #include "runtime/ptx_sm90a.h"
 
 /* Work-group blocks of C the kernel is built for: bm x bn, warps_m x warps_n groups of 32

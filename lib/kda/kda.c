@@ -2,8 +2,8 @@
  * the recurrent path and the decode step. The backward is in kda_backward.c. */
 #include "kda_internal.h"
 
-#include "clmoe/fastpath.h"
-#include "kda_tc.h"
+#include "clmoe/tile.h"
+#include "clmoe/paths.h"
 
 #include <math.h>
 #include <stdio.h>

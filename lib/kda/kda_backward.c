@@ -7,8 +7,8 @@
 #include "kda_internal.h"
 
 
-#include "clmoe/fastpath.h"
-#include "kda_tc.h"
+#include "clmoe/tile.h"
+#include "clmoe/paths.h"
 
 static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
 {

@@ -3,6 +3,7 @@
 #ifndef CLMOE_KDA_INTERNAL_H
 #define CLMOE_KDA_INTERNAL_H
 
+#include "clmoe/paths.h"
 #include "runtime/internal.h"
 
 #define KDA_CHUNK 16
@@ -55,7 +56,7 @@ void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
  * plan on ctx's device (bounded gate, K and V multiples of 16 up to 128, the kernels'
  * work-group and local-memory sizes). kda_tc_run: the forward into o and ht (may be NULL);
  * warps per state work-group and chunks of look-ahead, 0: default; saved (may be NULL):
- * also keep the backward's factors there (kda_tc.h). */
+ * also keep the backward's factors there (paths.h). */
 struct clmoe_kda_tc_saved;
 int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
@@ -68,7 +69,7 @@ clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_k
                                 cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
 
 /* clmoe_kda_forward / clmoe_kda_backward with the factors the tile forward keeps for the
- * tile backward (kda_tc.h's clmoe_kda_tc_saved; NULL: none), for the KDA layer's training
+ * tile backward (paths.h's clmoe_kda_tc_saved; NULL: none), for the KDA layer's training
  * path. kda_kept_new: a holder that remembers its context (NULL when memory runs out; also
  * NULL when CLMOE_KDA_KEEP=0 asks for none); kda_kept_free releases it (NULL: nothing). */
 clmoe_status kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
@@ -119,5 +120,14 @@ static inline void kda_bwd_buffers_release(clmoe_ctx *ctx, kda_bwd_buffers *b)
 {
   clmoe__scratch_release_set(ctx, KB_COUNT, b->m, b->bytes);
 }
+
+/* The tile backward for kda_backward.c. covers: 1 when the tile
+ * backward supports it on ctx's device; run: the backward for a plan with chunks, the
+ * arguments already checked (warps, lookahead 0: defaults). */
+int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p);
+clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
+                            const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
+                            const clmoe_kda_grads *grads, int warps, int lookahead,
+                            const clmoe_kda_tc_saved *saved);
 
 #endif

@@ -2,13 +2,13 @@
  * kda_tc_state.cl. The plan (argument checks, chunk and sequence tables) is kda.c's; this
  * file sizes the per-chunk intermediates, picks the state pass (16- or 64-token steps) and
  * launches the two kernels. */
-#include "kda_tc.h"
+#include "clmoe/paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clmoe/fastpath.h"
+#include "tile/tile_internal.h"
 #include "kda_internal.h"
 
 #define TC_PREP_WG 128 /* kernels_cl/kda/kda_tc.cl */

@@ -14,13 +14,13 @@
  * (clmoe_kda_tc_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
  * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K], with
  * Tm and P in fp32) and U^T. */
-#include "kda_tc.h"
+#include "clmoe/paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clmoe/fastpath.h"
+#include "tile/tile_internal.h"
 #include "kda_internal.h"
 
 #define TD_WG 256 /* kda_tcb_chunk's (kernels_cl/kda/kda_tc_bwdc.cl) */

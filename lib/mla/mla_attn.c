@@ -3,8 +3,8 @@
  * flash-attention-2 backward (mla_bwd.cl), the materialised baseline, and the public op
  * over contiguous tensors. */
 #include "mla_internal.h"
-#include "clmoe/fastpath.h"
-#include "clmoe/mla_tc.h"
+#include "clmoe/tile.h"
+#include "clmoe/paths.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * of the extended sequences (gpu preset: 576 + 8 x 256 floats = 10.3 KiB per token, 10.3 GiB
  * at 1M tokens), freed after the pass, and an 8-byte map per context token. */
 #include "mla_internal.h"
-#include "clmoe/fastpath.h"
+#include "clmoe/tile.h"
 
 #include <stdio.h>
 #include <stdlib.h>

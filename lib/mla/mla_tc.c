@@ -3,8 +3,8 @@
  * size), picks the query tile (64 or 128 rows) and the staging width, and launches one
  * work-group per (query tile, head) over the plan's tile table. */
 #include "mla_internal.h"
-#include "clmoe/fastpath.h"
-#include "clmoe/mla_tc.h"
+#include "tile/tile_internal.h"
+#include "clmoe/paths.h"
 #include "runtime/ptx_sm90a.h"
 
 #include <stdio.h>

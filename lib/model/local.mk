@@ -1,6 +1,6 @@
 # lib/model/local.mk: the model (config and presets, parameters and checkpoints, Block
 # AttnRes, the stack's forward and backward, the data-parallel gradient reduction).
-lib_libclmoe_la_SOURCES += lib/model/model_internal.h lib/model/model_config.c \
+lib_libclmoe_impl_la_SOURCES += lib/model/model_internal.h lib/model/model_config.c \
 	lib/model/attn_res.c lib/model/params.c lib/model/params_ckpt.c lib/model/model.c \
 	lib/model/model_run.c lib/model/dist_grads.c
 clmoeinclude_HEADERS += include/clmoe/model_config.h include/clmoe/attn_res.h \

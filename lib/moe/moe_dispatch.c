@@ -1,5 +1,6 @@
 /* MoE dispatch: the (token, slot) pairs grouped by expert on the device (kernels_cl/
  * moe_dispatch.cl), rows moved between token order and expert order, and the combine. */
+#include "clmoe/paths.h"
 #include "moe_internal.h"
 
 #include <stdlib.h>
@@ -60,7 +61,7 @@ clmoe_status clmoe_moe_dispatch_create(clmoe_ctx *ctx, const clmoe_tensor *topk,
   if (mk) {
     CLMOE_TRY_GOTO(st, clmoe__args(kk, 4, KA(topk->buf), KA(imk), KA(iE), KA(keys)), fail);
     CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, kk, (size_t)mk), fail);
-    CLMOE_TRY_GOTO(st, clmoe__sort_u64(ctx, keys, 0, (size_t)mk), fail);
+    CLMOE_TRY_GOTO(st, clmoe_sort_u64(ctx, keys, 0, (size_t)mk), fail);
   }
   CLMOE_TRY_GOTO(st, clmoe__args(ko, 4, KA(keys), KA(imk), KA(iE), KA(d->offsets.buf)), fail);
   CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, ko, (size_t)E + 1), fail);

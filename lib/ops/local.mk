@@ -1,6 +1,6 @@
 # lib/ops/local.mk: pointwise ops, reductions, RMSNorm, softmax and cross-entropy,
 # embedding, the device sort, AdamW; each with its backward.
-lib_libclmoe_la_SOURCES += lib/ops/ops_check.c lib/ops/ops_elementwise.c lib/ops/ops_reduce.c \
+lib_libclmoe_impl_la_SOURCES += lib/ops/ops_check.c lib/ops/ops_elementwise.c lib/ops/ops_reduce.c \
 	lib/ops/ops_norm.c lib/ops/ops_softmax.c lib/ops/ops_embedding.c lib/ops/ops_optim.c \
 	lib/ops/sort.c
 clmoeinclude_HEADERS += include/clmoe/ops.h

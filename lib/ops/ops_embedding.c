@@ -1,6 +1,7 @@
 /* Embedding lookup and its backward (kernels_cl/ops/embedding.cl). The backward groups tokens
  * by id with the device sort and sums each row's gradient in token order: deterministic,
  * no float atomics. */
+#include "clmoe/paths.h"
 #include "runtime/internal.h"
 
 #define EMB_CHUNK 512 /* must match kernels_cl/ops/embedding.cl */
@@ -110,7 +111,7 @@ clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,
 
   CLMOE_TRY_GOTO(st, clmoe__args(kkeys, 4, KA(ids->buf), KA(io), KA(uN), KA(keys)), done);
   CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, kkeys, (size_t)N), done);
-  CLMOE_TRY_GOTO(st, clmoe__sort_u64(ctx, keys, 0, (size_t)N), done);
+  CLMOE_TRY_GOTO(st, clmoe_sort_u64(ctx, keys, 0, (size_t)N), done);
   CLMOE_TRY_GOTO(st, clmoe__args(kseg, 4, KA(keys), KA(uN), KA(uV), KA(seg)), done);
   CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, kseg, (size_t)V + 1), done);
   size_t global[2], local[2];

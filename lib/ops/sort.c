@@ -1,5 +1,6 @@
 /* Device sort of 64-bit keys: an in-place bitonic network (kernels_cl/ops/sort.cl). A sorting
  * network's result depends only on the keys, so the sort is deterministic on any device. */
+#include "clmoe/paths.h"
 #include "runtime/internal.h"
 
 #define SORT_MAX_BLOCK 2048 /* keys per local-memory block: 16 KiB of local memory */
@@ -48,12 +49,12 @@ static clmoe_status run_global(clmoe_ctx *ctx, cl_kernel k2, cl_kernel k4, cl_me
   return clmoe__launch1d(ctx, k, pow2 / (two ? 4 : 2));
 }
 
-clmoe_status clmoe__sort_u64(clmoe_ctx *ctx, cl_mem keys, size_t offset, size_t n)
+clmoe_status clmoe_sort_u64(clmoe_ctx *ctx, cl_mem keys, size_t offset, size_t n)
 {
   if (n <= 1) return CLMOE_OK;
-  if (!keys) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe__sort_u64: keys is NULL");
+  if (!keys) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_sort_u64: keys is NULL");
   if (n > SIZE_MAX / 16) /* keeps next_pow2 and the work-item counts from overflowing */
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe__sort_u64: %zu keys is too many", n);
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_sort_u64: %zu keys is too many", n);
   size_t pow2 = next_pow2(n);
   cl_kernel kl, k2, k4;
   CLMOE_TRY(clmoe__kernel(ctx, "sort", NULL, "sort_local", &kl));

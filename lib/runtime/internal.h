@@ -192,8 +192,6 @@ clmoe_status clmoe__clblast_tuning(clmoe_ctx *ctx);
 clmoe_status clmoe__profile_record(clmoe_ctx *ctx, cl_event ev, cl_event start, const char *name);
 void clmoe__gemm_destroy(clmoe_ctx *ctx);
 
-
-
 /* ---- operator argument checks (ops_check.c) ----------------------------------------- */
 /* t must be a contiguous tensor of dtype; `op` and `name` appear in the message. */
 clmoe_status clmoe__want(const clmoe_tensor *t, clmoe_dtype dtype, const char *op, const char *name);
@@ -212,12 +210,5 @@ clmoe_status clmoe__seq_bounds(const char *op, const clmoe_tensor *cu, int64_t B
                                int64_t *N, cl_int **bounds);
 /* Rows and last-dimension size of t (rows = numel / n). */
 void clmoe__rows(const clmoe_tensor *t, int64_t *rows, int64_t *n);
-
-/* ---- device sort (sort.c) ------------------------------------------------------------ */
-/* Sorts n unsigned 64-bit keys (cl_ulong) of buffer `keys`, starting `offset` elements in,
- * ascending, in place. Deterministic (the result depends only on the keys). Packing
- * (key << 32 | position) gives a stable sort of 32-bit keys with their positions, which
- * is how embedding backward (and MoE dispatch) group tokens. */
-clmoe_status clmoe__sort_u64(clmoe_ctx *ctx, cl_mem keys, size_t offset, size_t n);
 
 #endif

@@ -1,10 +1,10 @@
-/* Fast-path selection (see fastpath.h): the probe that decides whether a device's tiles are
+/* Fast-path selection (see include/clmoe/tile.h): the probe that decides whether a device's tiles are
  * its matrix unit, and the CLMOE_FASTPATH switch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clmoe/fastpath.h"
+#include "tile/tile_internal.h"
 #include "runtime/internal.h"
 
 const char *clmoe_tile_impl_name(clmoe_tile_impl impl)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/internal.h" /* clmoe__sort_u64 */
+#include "clmoe/paths.h" /* clmoe_sort_u64 */
 #include "check/ref/reference.h"
 #include "test_common.h"
 
@@ -146,7 +146,7 @@ static void test_sort_patterns(void)
     for (size_t i = 0; i < n; i++)
       keys[i] = pattern == 0 ? i * 3 : pattern == 1 ? (n - i) << 20 : 0x1234567890ULL;
     TEST_OK(clmoe_tensor_write(&B, keys, n * sizeof *keys));
-    TEST_OK(clmoe__sort_u64(test_ctx, B.buf, 0, n));
+    TEST_OK(clmoe_sort_u64(test_ctx, B.buf, 0, n));
     TEST_OK(clmoe_tensor_read(&B, got, n * sizeof *got));
     int ok = 1;
     for (size_t i = 0; i < n && ok; i++) {
@@ -155,7 +155,7 @@ static void test_sort_patterns(void)
     }
     CU_ASSERT(ok);
   }
-  TEST_OK(clmoe__sort_u64(test_ctx, B.buf, 0, 0)); /* nothing to sort */
+  TEST_OK(clmoe_sort_u64(test_ctx, B.buf, 0, 0)); /* nothing to sort */
   clmoe_tensor_destroy(&B);
   free(keys), free(got);
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "check/check_kda_tc.h"
-#include "kda/kda_tc.h"
+#include "clmoe/paths.h"
 #include "test_common.h"
 
 /* The state pass of the calls below: 16 or 64 tokens per step (lib/kda/kda_tc.c reads the

@@ -17,7 +17,7 @@
 #include "check/check_kda_tc.h"
 #include "kda/kda_internal.h" /* kda_kept_saved */
 #include "clmoe/kda_layer.h"
-#include "kda/kda_tc.h"
+#include "clmoe/paths.h"
 #include "test_common.h"
 
 /* kept: 0 the backward alone, 1 on the factors its forward kept, 2 after a forward that

@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "check/check_mla.h"
-#include "clmoe/fastpath.h"
-#include "clmoe/mla_tc.h"
+#include "tile/tile_internal.h" /* clmoe__local_mem_optin */
+#include "clmoe/paths.h"
 #include "test_common.h"
 
 /* Defined in check/check_mla_tc.c (same struct). */

@@ -13,6 +13,7 @@
 #include "check/ref/reference.h"
 #include "test_common.h"
 #include "runtime/ptx_sm90a.h" /* clmoe__ptx_sm90a */
+#include "tile/tile_internal.h" /* clmoe__tile_options */
 
 /* Runs one GEMM case and asserts it passed, printing the case on failure. */
 static void run_case(const tile_gemm_case *g, uint64_t seed)
