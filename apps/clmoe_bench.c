@@ -17,14 +17,13 @@ static void usage(void)
 int main(int argc, char **argv)
 {
   app_name = "clmoe-bench";
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION, .usage = usage};
+  int first = 1;
+  if (argc < 2) {
     usage();
-    return argc < 2 ? 2 : 0;
+    return 2;
   }
-  if (!strcmp(argv[1], "--version")) {
-    printf("clmoe-bench %s\n", clmoe_version());
-    return 0;
-  }
+  app_standard_flag(argc, argv, &first, &flags); /* --help, --version: exit */
   if (!strcmp(argv[1], "gemm")) {
     app_name = "clmoe-bench gemm";
     return bench_gemm(argc - 1, argv + 1);

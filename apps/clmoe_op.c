@@ -507,14 +507,13 @@ static void usage(void)
 int main(int argc, char **argv)
 {
   app_name = "clmoe-op";
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION, .usage = usage};
+  int first = 1;
+  if (argc < 2) {
     usage();
-    return argc < 2 ? 2 : 0;
+    return 2;
   }
-  if (!strcmp(argv[1], "--version")) {
-    printf("clmoe-op %s\n", clmoe_version());
-    return 0;
-  }
+  app_standard_flag(argc, argv, &first, &flags); /* --help, --version: exit */
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     if (strcmp(argv[1], commands[i].name)) continue;
     static char name[64];

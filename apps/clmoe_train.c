@@ -154,20 +154,16 @@ static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **dat
 int main(int argc, char **argv)
 {
   app_name = "clmoe-train";
-  const char *preset = NULL, *config = NULL, *json = NULL, *metrics = NULL;
+  app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
+  const char *preset = NULL, *config = NULL, *metrics = NULL;
   const char *steps = NULL, *batch = NULL, *seq_len = NULL, *lr = NULL, *seed = NULL, *eval_every = NULL,
              *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL;
   train_opts o = {.out_dir = "clmoe-run", .sample_tokens = 200};
   int count = 0, print = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("clmoe-train %s\n", clmoe_version());
-      return 0;
-    } else if (app_option(argc, argv, &i, "--preset", &v)) preset = v;
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--preset", &v)) preset = v;
     else if (app_option(argc, argv, &i, "--config", &v)) config = v;
     else if (app_option(argc, argv, &i, "--resume", &v)) o.resume = v;
     else if (app_option(argc, argv, &i, "--data", &v)) o.data = v;
@@ -186,8 +182,6 @@ int main(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--stop-at", &v)) stop_at = v;
     else if (app_option(argc, argv, &i, "--time-limit", &v)) o.time_limit = parse_real("--time-limit", v, 1e-3, 1e9);
     else if (app_option(argc, argv, &i, "--prompt", &v)) o.prompt = v;
-    else if (app_option(argc, argv, &i, "--device", &v)) o.device = v;
-    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
     else if (!strcmp(argv[i], "--count-params")) count = 1;
     else if (!strcmp(argv[i], "--print-config")) print = 1;
     else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
@@ -196,6 +190,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "--ep-rebalance")) o.ep_rebalance = 1;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  const char *json = flags.json;
+  o.device = flags.device;
   if ((preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
     app_usage_error("give exactly one of --preset NAME, --config FILE and --resume CKPT");
   if (o.task) train_parse_task("--task", o.task, &o.mqar);
