@@ -1,6 +1,7 @@
 /* clmoe-train: the model's trainer. Reads a preset or config file, trains on a text file,
  * token shards or the recall task with progress, metrics, checkpoints and exact resume
  * (train_run.c), and counts parameters by component (--count-params). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,32 @@ static double parse_real(const char *flag, const char *v, double min, double max
   if (end == v || *end || !(x >= min && x <= max))
     app_usage_error("%s: '%s' is not a number in [%g, %g]", flag, v, min, max);
   return x;
+}
+
+/* Parses "mqar" or "mqar:keys=K,values=V,pairs=P,queries=Q" (any subset, defaults 64, 64,
+ * 16, 8); exits with a usage error naming `flag` when malformed. */
+static void train_parse_task(const char *flag, const char *spec, clmoe_mqar *task)
+{
+  *task = (clmoe_mqar){64, 64, 16, 8};
+  if (strncmp(spec, "mqar", 4) || (spec[4] && spec[4] != ':'))
+    app_usage_error("%s: unknown task '%s' (known: mqar[:keys=K,values=V,pairs=P,queries=Q])", flag, spec);
+  for (const char *p = spec[4] ? spec + 5 : spec + 4; *p;) {
+    const size_t n = strcspn(p, "=,");
+    char *end;
+    if (p[n] != '=') app_usage_error("%s: '%s': expected NAME=VALUE after '%.*s'", flag, spec, (int)n, p);
+    errno = 0;
+    const long v = strtol(p + n + 1, &end, 10);
+    if (errno || end == p + n + 1 || (*end && *end != ',') || v < 1 || v > 100000)
+      app_usage_error("%s: '%s': the value of '%.*s' must be an integer in [1, 100000]", flag, spec, (int)n, p);
+    int *field = !strncmp(p, "keys", n) && n == 4      ? &task->keys
+                 : !strncmp(p, "values", n) && n == 6  ? &task->values
+                 : !strncmp(p, "pairs", n) && n == 5   ? &task->pairs
+                 : !strncmp(p, "queries", n) && n == 7 ? &task->queries
+                                                       : NULL;
+    if (!field) app_usage_error("%s: '%s': unknown field '%.*s' (keys, values, pairs, queries)", flag, spec, (int)n, p);
+    *field = (int)v;
+    p = *end ? end + 1 : end;
+  }
 }
 
 /* The config of a checkpoint (its "config" metadata) and its data source; exits on failure. */

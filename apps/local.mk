@@ -11,7 +11,8 @@ apps_clmoe_xcheck_SOURCES = apps/clmoe_xcheck.c apps/xcheck.h apps/xcheck_pairs.
 apps_clmoe_xcheck_LDADD = check/libclmoecheck.la $(APP_LIBS)
 apps_clmoe_bench_SOURCES += apps/clmoe_bench.c apps/bench.h apps/bench_common.c $(APP_COMMON)
 apps_clmoe_bench_LDADD = $(APP_LIBS)
-apps_clmoe_train_SOURCES = apps/clmoe_train.c apps/train_run.c apps/train_run.h $(APP_COMMON)
+apps_clmoe_train_SOURCES = apps/clmoe_train.c apps/train_run.h apps/train_run.c apps/train_ckpt.c \
+	apps/train_report.c $(APP_COMMON)
 apps_clmoe_train_LDADD = $(APP_LIBS)
 apps_clmoe_op_SOURCES += apps/clmoe_op.c apps/clmoe_op.h apps/op_common.c $(APP_COMMON)
 apps_clmoe_op_LDADD = $(APP_LIBS)
