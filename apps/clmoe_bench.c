@@ -1,17 +1,32 @@
 /* clmoe-bench: performance measurements. The dispatcher: it names the benchmark and runs
  * it (bench_gemm.c, bench_kda.c, bench_mla.c, bench_moe.c, all over bench_common.c).
- * `clmoe-bench gemm --help` for one benchmark. */
+ * Benchmarks are a table: add one there. `clmoe-bench gemm --help` for one benchmark. */
 #include <string.h>
 
 #include "bench.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} benchmarks[] = {
+    {"gemm", bench_gemm, "clmoe_gemm over sizes: CLBlast, our tiled kernel and a naive kernel side by\n"
+                         "         side, fp32 or bf16 operands, TFLOP/s and GB/s"},
+    {"kda", bench_kda, "the chunked KDA forward and forward + backward over B, T, H, D, against the\n"
+                       "         recurrent loop, portable and on the tile interface"},
+    {"mla", bench_mla, "the gated MLA's attention: tiled prefill against the materialised kernel,\n"
+                       "         and decode steps over a paged latent cache"},
+    {"moe", bench_moe, "the Stable LatentMoE layer on both expert GEMM paths, with the share of time\n"
+                       "         per phase, and the load-balancing curves"},
+};
 
 static void usage(void)
 {
   printf("Usage: clmoe-bench BENCHMARK [options]   (clmoe-bench BENCHMARK --help)\n"
          "\n"
-         "Benchmarks:\n"
-         "  gemm   clmoe_gemm over sizes: CLBlast, our tiled kernel and a naive kernel side by\n"
-         "         side, fp32 or bf16 operands, TFLOP/s and GB/s\n");
+         "Benchmarks:\n");
+  for (size_t i = 0; i < sizeof benchmarks / sizeof benchmarks[0]; i++)
+    printf("  %-6s %s\n", benchmarks[i].name, benchmarks[i].summary);
 }
 
 int main(int argc, char **argv)
@@ -24,21 +39,12 @@ int main(int argc, char **argv)
     return 2;
   }
   app_standard_flag(argc, argv, &first, &flags); /* --help, --version: exit */
-  if (!strcmp(argv[1], "gemm")) {
-    app_name = "clmoe-bench gemm";
-    return bench_gemm(argc - 1, argv + 1);
-  }
-  if (!strcmp(argv[1], "kda")) {
-    app_name = "clmoe-bench kda";
-    return bench_kda(argc - 1, argv + 1);
-  }
-  if (!strcmp(argv[1], "mla")) {
-    app_name = "clmoe-bench mla";
-    return bench_mla(argc - 1, argv + 1);
-  }
-  if (!strcmp(argv[1], "moe")) {
-    app_name = "clmoe-bench moe";
-    return bench_moe(argc - 1, argv + 1);
+  for (size_t i = 0; i < sizeof benchmarks / sizeof benchmarks[0]; i++) {
+    if (strcmp(argv[1], benchmarks[i].name)) continue;
+    static char name[64];
+    snprintf(name, sizeof name, "clmoe-bench %s", benchmarks[i].name);
+    app_name = name;
+    return benchmarks[i].run(argc - 1, argv + 1);
   }
   app_usage_error("unknown benchmark '%s'", argv[1]);
 }
