@@ -46,7 +46,7 @@ static void fmt_bytes(char *buf, size_t len, uint64_t b)
 
 static const char *yes_no(int v) { return v > 0 ? "yes" : v == 0 ? "no" : "not probed"; }
 
-/* The matrix-unit fast path of a device (issue 9), known once a context has probed it. */
+/* The matrix-unit fast path of a device, known once a context has probed it. */
 typedef struct tile_info {
   int probed;          /* 0: no context was opened on the device (--no-probe, or not chosen) */
   clmoe_tile_impl impl;
