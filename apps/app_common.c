@@ -1,4 +1,5 @@
-/* Shared helpers of the clmoe apps. */
+/* Shared helpers of the clmoe apps (app_common.h): error exits, the standard flags, option
+ * parsing, JSON output, the clock. */
 #include "app_common.h"
 
 #include <errno.h>
@@ -70,6 +71,29 @@ int app_option(int argc, char **argv, int *i, const char *name, const char **val
   if (*i + 1 >= argc) app_usage_error("%s needs a value", name);
   *value = argv[++*i];
   return 1;
+}
+
+int app_standard_flag(int argc, char **argv, int *i, app_flags *f)
+{
+  const char *arg = argv[*i], *v;
+  if ((f->take & APP_FLAG_HELP) && (!strcmp(arg, "--help") || !strcmp(arg, "-h"))) {
+    f->usage();
+    exit(0);
+  }
+  if ((f->take & APP_FLAG_VERSION) && !strcmp(arg, "--version")) {
+    printf("%s %s\n", app_name, clmoe_version());
+    exit(0);
+  }
+  if ((f->take & APP_FLAG_DEVICE) && app_option(argc, argv, i, "--device", &v)) {
+    if (f->ndevices == APP_MAX_DEVICES) app_usage_error("too many --device options");
+    f->devices[f->ndevices++] = f->device = v;
+    return 1;
+  }
+  if ((f->take & APP_FLAG_JSON) && app_option(argc, argv, i, "--json", &v)) {
+    f->json = v;
+    return 1;
+  }
+  return 0;
 }
 
 long long app_parse_int(const char *flag, const char *value, long long min, long long max)

@@ -1,5 +1,6 @@
-/* What every clmoe app shares: error exits, the --device option, JSON output. The
- * library never exits or prints; the apps do, through these helpers. */
+/* What every clmoe app shares: error exits, the standard flags (--help, --version,
+ * --device, --json), option parsing, JSON output. The library never exits or prints; the
+ * apps do, through these helpers. */
 #ifndef CLMOE_APP_COMMON_H
 #define CLMOE_APP_COMMON_H
 
@@ -33,6 +34,32 @@ void app_usage_error(const char *fmt, ...) __attribute__((noreturn, format(print
     clmoe_status app_st_ = (call);                                                         \
     if (app_st_ != CLMOE_OK) app_die(app_st_, #call);                                      \
   } while (0)
+
+/* The flags every app reads the same way; an app takes those of them it names in
+ * app_flags.take (clmoe-plan opens no device, so it takes no --device). */
+enum {
+  APP_FLAG_HELP = 1,    /* --help, -h: prints the usage on stdout and exits 0 */
+  APP_FLAG_VERSION = 2, /* --version: prints "APP VERSION" and exits 0 */
+  APP_FLAG_DEVICE = 4,  /* --device SPEC: clmoe_device_choose's spec; repeatable */
+  APP_FLAG_JSON = 8,    /* --json FILE: a JSON report, - for stdout */
+};
+#define APP_FLAGS_ALL (APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON)
+#define APP_MAX_DEVICES 64
+
+typedef struct app_flags {
+  unsigned take;        /* the APP_FLAG_* this app (or subcommand) takes */
+  void (*usage)(void);  /* what --help prints */
+  const char *device;   /* the last --device given; NULL: none */
+  const char *devices[APP_MAX_DEVICES]; /* every --device, in order (clmoe-xcheck runs each) */
+  int ndevices;
+  const char *json;     /* --json FILE; NULL: none */
+} app_flags;
+
+/* When argv[*i] is one of the standard flags f->take names, handles it: --help and
+ * --version print and exit 0; --device and --json (either "--name VALUE" or
+ * "--name=VALUE") are stored in f, *i advanced past the value. Returns 1 then, 0 for any
+ * other argument (the app's own flags; one it does not take is an unknown argument). */
+int app_standard_flag(int argc, char **argv, int *i, app_flags *f);
 
 /* Matches "--name VALUE" and "--name=VALUE" at argv[*i]; advances *i past the value. */
 int app_option(int argc, char **argv, int *i, const char *name, const char **value);

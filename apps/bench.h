@@ -1,6 +1,6 @@
-/* clmoe-bench subcommands. Each takes the arguments after its name and returns the exit
- * status. Every benchmark states its FLOP and byte counts and compares against a reference
- * measured in the same run. */
+/* clmoe-bench's parts: the benchmarks (bench_*.c, each takes the arguments after its name
+ * and returns the exit status) and what they share (bench_common.c). Every benchmark states
+ * its FLOP and byte counts and compares against a reference measured in the same run. */
 #ifndef CLMOE_BENCH_H
 #define CLMOE_BENCH_H
 
@@ -10,6 +10,8 @@ int bench_gemm(int argc, char **argv);
 int bench_kda(int argc, char **argv);
 int bench_mla(int argc, char **argv);
 int bench_moe(int argc, char **argv);
+
+/* bench_common.c: what the benchmarks share. */
 
 /* Median of n timings (sorts in place). */
 double bench_median(double *v, int n);

@@ -1,70 +1,50 @@
-/* clmoe-bench: performance measurements. `clmoe-bench gemm --help` for one benchmark. */
-#include <stdlib.h>
+/* clmoe-bench: performance measurements. The dispatcher: it names the benchmark and runs
+ * it (bench_gemm.c, bench_kda.c, bench_mla.c, bench_moe.c, all over bench_common.c).
+ * Benchmarks are a table: add one there. `clmoe-bench gemm --help` for one benchmark. */
 #include <string.h>
 
 #include "bench.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-int bench_parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi)
-{
-  int n = 0;
-  char *copy = strdup(s), *save = NULL;
-  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == BENCH_MAX_LIST) app_usage_error("%s: at most %d values", flag, BENCH_MAX_LIST);
-    out[n++] = app_parse_int(flag, tok, lo, hi);
-  }
-  free(copy);
-  if (n == 0) app_usage_error("%s: empty list", flag);
-  return n;
-}
-
-double bench_median(double *v, int n)
-{
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} benchmarks[] = {
+    {"gemm", bench_gemm, "clmoe_gemm over sizes: CLBlast, our tiled kernel and a naive kernel side by\n"
+                         "         side, fp32 or bf16 operands, TFLOP/s and GB/s"},
+    {"kda", bench_kda, "the chunked KDA forward and forward + backward over B, T, H, D, against the\n"
+                       "         recurrent loop, portable and on the tile interface"},
+    {"mla", bench_mla, "the gated MLA's attention: tiled prefill against the materialised kernel,\n"
+                       "         and decode steps over a paged latent cache"},
+    {"moe", bench_moe, "the Stable LatentMoE layer on both expert GEMM paths, with the share of time\n"
+                       "         per phase, and the load-balancing curves"},
+};
 
 static void usage(void)
 {
   printf("Usage: clmoe-bench BENCHMARK [options]   (clmoe-bench BENCHMARK --help)\n"
          "\n"
-         "Benchmarks:\n"
-         "  gemm   clmoe_gemm over sizes: CLBlast, our tiled kernel and a naive kernel side by\n"
-         "         side, fp32 or bf16 operands, TFLOP/s and GB/s\n");
+         "Benchmarks:\n");
+  for (size_t i = 0; i < sizeof benchmarks / sizeof benchmarks[0]; i++)
+    printf("  %-6s %s\n", benchmarks[i].name, benchmarks[i].summary);
 }
 
 int main(int argc, char **argv)
 {
   app_name = "clmoe-bench";
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION, .usage = usage};
+  int first = 1;
+  if (argc < 2) {
     usage();
-    return argc < 2 ? 2 : 0;
+    return 2;
   }
-  if (!strcmp(argv[1], "--version")) {
-    printf("clmoe-bench %s\n", clmoe_version());
-    return 0;
-  }
-  if (!strcmp(argv[1], "gemm")) {
-    app_name = "clmoe-bench gemm";
-    return bench_gemm(argc - 1, argv + 1);
-  }
-  if (!strcmp(argv[1], "kda")) {
-    app_name = "clmoe-bench kda";
-    return bench_kda(argc - 1, argv + 1);
-  }
-  if (!strcmp(argv[1], "mla")) {
-    app_name = "clmoe-bench mla";
-    return bench_mla(argc - 1, argv + 1);
-  }
-  if (!strcmp(argv[1], "moe")) {
-    app_name = "clmoe-bench moe";
-    return bench_moe(argc - 1, argv + 1);
+  app_standard_flag(argc, argv, &first, &flags); /* --help, --version: exit */
+  for (size_t i = 0; i < sizeof benchmarks / sizeof benchmarks[0]; i++) {
+    if (strcmp(argv[1], benchmarks[i].name)) continue;
+    static char name[64];
+    snprintf(name, sizeof name, "clmoe-bench %s", benchmarks[i].name);
+    app_name = name;
+    return benchmarks[i].run(argc - 1, argv + 1);
   }
   app_usage_error("unknown benchmark '%s'", argv[1]);
 }

@@ -108,18 +108,14 @@ static void add_prompt(gen_opts *o, char *bytes, int64_t len, const char *file)
 
 static void parse_args(int argc, char **argv, gen_opts *o)
 {
+  app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
   o->max_new = 128;
   o->bench_steps = 4;
   o->sampling = (clmoe_gen_sampling){.temperature = 0.8, .top_p = 0.95, .seed = 1};
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      exit(0);
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("clmoe-generate %s\n", clmoe_version());
-      exit(0);
-    } else if (app_option(argc, argv, &i, "--ckpt", &v)) o->ckpt = v;
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--ckpt", &v)) o->ckpt = v;
     else if (app_option(argc, argv, &i, "--prompt", &v)) {
       char *copy = strdup(v);
       if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
@@ -137,8 +133,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     else if (app_option(argc, argv, &i, "--stop", &v)) {
       if (!*v) app_usage_error("--stop: the stop string is empty");
       o->stop = v;
-    } else if (app_option(argc, argv, &i, "--device", &v)) o->device = v;
-    else if (app_option(argc, argv, &i, "--prefill-chunk", &v)) o->gen.prefill_chunk = app_parse_int("--prefill-chunk", v, 1, 1LL << 24);
+    } else if (app_option(argc, argv, &i, "--prefill-chunk", &v)) o->gen.prefill_chunk = app_parse_int("--prefill-chunk", v, 1, 1LL << 24);
     else if (!strcmp(argv[i], "--cache-bf16")) o->gen.cache_dtype = CLMOE_BF16;
     else if (app_option(argc, argv, &i, "--extend-form", &v)) {
       if (!strcmp(v, "auto")) o->gen.extend_form = CLMOE_GEN_EXTEND_AUTO;
@@ -156,11 +151,11 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       free(list);
       if (!o->nbench) app_usage_error("--prefill-bench: no length given");
     } else if (app_option(argc, argv, &i, "--bench-steps", &v)) o->bench_steps = app_parse_int("--bench-steps", v, 0, 100000);
-    else if (app_option(argc, argv, &i, "--json", &v)) o->json = v;
     else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
     else if (app_option(argc, argv, &i, "--ep", &v)) o->ep = (int)app_parse_int("--ep", v, 1, 1 << 20);
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  o->device = flags.device, o->json = flags.json;
   if (!o->ckpt) app_usage_error("--ckpt FILE is required");
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");

@@ -46,7 +46,7 @@ static void fmt_bytes(char *buf, size_t len, uint64_t b)
 
 static const char *yes_no(int v) { return v > 0 ? "yes" : v == 0 ? "no" : "not probed"; }
 
-/* The matrix-unit fast path of a device (issue 9), known once a context has probed it. */
+/* The matrix-unit fast path of a device, known once a context has probed it. */
 typedef struct tile_info {
   int probed;          /* 0: no context was opened on the device (--no-probe, or not chosen) */
   clmoe_tile_impl impl;
@@ -221,21 +221,11 @@ static int info_mpi(const char *device, const char *json, int *argc, char ***arg
 int main(int argc, char **argv)
 {
   app_name = "clmoe-info";
-  const char *device = NULL, *json = NULL;
+  app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
   int warm = 0, probe = 1, mpi = 0;
   for (int i = 1; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("clmoe-info %s\n", clmoe_version());
-      return 0;
-    } else if (app_option(argc, argv, &i, "--device", &v)) {
-      device = v;
-    } else if (app_option(argc, argv, &i, "--json", &v)) {
-      json = v;
-    } else if (!strcmp(argv[i], "--warm")) {
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (!strcmp(argv[i], "--warm")) {
       warm = 1;
     } else if (!strcmp(argv[i], "--no-probe")) {
       probe = 0;
@@ -245,6 +235,7 @@ int main(int argc, char **argv)
       app_usage_error("unknown argument '%s'", argv[i]);
     }
   }
+  const char *device = flags.device, *json = flags.json;
 
   if (mpi) {
     if (warm) app_usage_error("--warm and --mpi do not go together (warm the cache once per node)");

@@ -36,6 +36,7 @@ static void usage(void)
     "                      their factors and states between forward and backward\n"
     "  --json FILE         the same numbers as JSON (- for stdout)\n"
     "  --help, --version\n"
+    "  (no --device: the plan is computed from the config alone, on no OpenCL device)\n"
     "\n"
     "Model (per GPU; P = parameters held; b = 2 for bf16, 4 for fp32):\n"
     "  experts per GPU      S = ceil(E / ep) of each MoE layer; expert params = S x (routed\n"
@@ -181,18 +182,14 @@ static void suggest(const plan_input *in)
 int main(int argc, char **argv)
 {
   app_name = "clmoe-plan";
-  const char *preset = NULL, *config = NULL, *json = NULL, *v;
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_JSON, .usage = usage};
+  const char *preset = NULL, *config = NULL, *v;
   plan_input in;
   memset(&in, 0, sizeof in);
   in.batch_tokens = 8192, in.bytes = 2, in.reserve = 0.1, in.nodes = -1, in.ep = -1;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("clmoe-plan %s\n", clmoe_version());
-      return 0;
-    } else if (app_option(argc, argv, &i, "--preset", &v)) {
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--preset", &v)) {
       preset = v;
     } else if (app_option(argc, argv, &i, "--config", &v)) {
       config = v;
@@ -220,12 +217,11 @@ int main(int argc, char **argv)
         app_usage_error("--reserve: '%s' (want a fraction in [0, 1))", v);
     } else if (!strcmp(argv[i], "--kda-tiles")) {
       in.kda_tiles = 1;
-    } else if (app_option(argc, argv, &i, "--json", &v)) {
-      json = v;
     } else {
       app_usage_error("unknown argument '%s'", argv[i]);
     }
   }
+  const char *json = flags.json;
   if (!preset == !config) app_usage_error("give exactly one of --preset NAME or --config FILE");
   if (!in.gpus) app_usage_error("--gpus is required");
   if (in.gpu_mem <= 0) app_usage_error("--gpu-mem is required (e.g. 141G)");

@@ -1,6 +1,7 @@
 /* clmoe-train: the model's trainer. Reads a preset or config file, trains on a text file,
  * token shards or the recall task with progress, metrics, checkpoints and exact resume
  * (train_run.c), and counts parameters by component (--count-params). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,32 @@ static double parse_real(const char *flag, const char *v, double min, double max
   return x;
 }
 
+/* Parses "mqar" or "mqar:keys=K,values=V,pairs=P,queries=Q" (any subset, defaults 64, 64,
+ * 16, 8); exits with a usage error naming `flag` when malformed. */
+static void train_parse_task(const char *flag, const char *spec, clmoe_mqar *task)
+{
+  *task = (clmoe_mqar){64, 64, 16, 8};
+  if (strncmp(spec, "mqar", 4) || (spec[4] && spec[4] != ':'))
+    app_usage_error("%s: unknown task '%s' (known: mqar[:keys=K,values=V,pairs=P,queries=Q])", flag, spec);
+  for (const char *p = spec[4] ? spec + 5 : spec + 4; *p;) {
+    const size_t n = strcspn(p, "=,");
+    char *end;
+    if (p[n] != '=') app_usage_error("%s: '%s': expected NAME=VALUE after '%.*s'", flag, spec, (int)n, p);
+    errno = 0;
+    const long v = strtol(p + n + 1, &end, 10);
+    if (errno || end == p + n + 1 || (*end && *end != ',') || v < 1 || v > 100000)
+      app_usage_error("%s: '%s': the value of '%.*s' must be an integer in [1, 100000]", flag, spec, (int)n, p);
+    int *field = !strncmp(p, "keys", n) && n == 4      ? &task->keys
+                 : !strncmp(p, "values", n) && n == 6  ? &task->values
+                 : !strncmp(p, "pairs", n) && n == 5   ? &task->pairs
+                 : !strncmp(p, "queries", n) && n == 7 ? &task->queries
+                                                       : NULL;
+    if (!field) app_usage_error("%s: '%s': unknown field '%.*s' (keys, values, pairs, queries)", flag, spec, (int)n, p);
+    *field = (int)v;
+    p = *end ? end + 1 : end;
+  }
+}
+
 /* The config of a checkpoint (its "config" metadata) and its data source; exits on failure. */
 static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **data)
 {
@@ -154,20 +181,16 @@ static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **dat
 int main(int argc, char **argv)
 {
   app_name = "clmoe-train";
-  const char *preset = NULL, *config = NULL, *json = NULL, *metrics = NULL;
+  app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
+  const char *preset = NULL, *config = NULL, *metrics = NULL;
   const char *steps = NULL, *batch = NULL, *seq_len = NULL, *lr = NULL, *seed = NULL, *eval_every = NULL,
              *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL;
   train_opts o = {.out_dir = "clmoe-run", .sample_tokens = 200};
   int count = 0, print = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("clmoe-train %s\n", clmoe_version());
-      return 0;
-    } else if (app_option(argc, argv, &i, "--preset", &v)) preset = v;
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--preset", &v)) preset = v;
     else if (app_option(argc, argv, &i, "--config", &v)) config = v;
     else if (app_option(argc, argv, &i, "--resume", &v)) o.resume = v;
     else if (app_option(argc, argv, &i, "--data", &v)) o.data = v;
@@ -186,8 +209,6 @@ int main(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--stop-at", &v)) stop_at = v;
     else if (app_option(argc, argv, &i, "--time-limit", &v)) o.time_limit = parse_real("--time-limit", v, 1e-3, 1e9);
     else if (app_option(argc, argv, &i, "--prompt", &v)) o.prompt = v;
-    else if (app_option(argc, argv, &i, "--device", &v)) o.device = v;
-    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
     else if (!strcmp(argv[i], "--count-params")) count = 1;
     else if (!strcmp(argv[i], "--print-config")) print = 1;
     else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
@@ -196,6 +217,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "--ep-rebalance")) o.ep_rebalance = 1;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  const char *json = flags.json;
+  o.device = flags.device;
   if ((preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
     app_usage_error("give exactly one of --preset NAME, --config FILE and --resume CKPT");
   if (o.task) train_parse_task("--task", o.task, &o.mqar);

@@ -203,30 +203,21 @@ static int print_pairs(const pair_row *rows, int nrows, const clmoe_check *check
 int main(int argc, char **argv)
 {
   app_name = "clmoe-xcheck";
-  const char *devices[MAX_SELECT], *ops[MAX_SELECT], *json = NULL, *compare[2] = {NULL, NULL};
+  app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
+  const char *ops[MAX_SELECT], *compare[2] = {NULL, NULL};
   const char *const *matrix = NULL;
-  int ndevices = 0, nops = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0;
+  int nops = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0;
   int64_t shard = 0, nshards = 1;
   double factor = 1.0;
   uint64_t seed = 20261129;
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("clmoe-xcheck %s\n", clmoe_version());
-      return 0;
-    } else if (app_option(argc, argv, &i, "--device", &v)) {
-      if (ndevices == MAX_SELECT) app_usage_error("too many --device options");
-      devices[ndevices++] = v;
-    } else if (app_option(argc, argv, &i, "--op", &v)) {
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--op", &v)) {
       if (nops == MAX_SELECT) app_usage_error("too many --op options");
       ops[nops++] = v;
     } else if (app_option(argc, argv, &i, "--seed", &v)) {
       seed = (uint64_t)app_parse_int("--seed", v, 0, INT64_MAX);
-    } else if (app_option(argc, argv, &i, "--json", &v)) {
-      json = v;
     } else if (app_option(argc, argv, &i, "--pair-factor", &v)) {
       char *end = NULL;
       factor = strtod(v, &end);
@@ -262,6 +253,8 @@ int main(int argc, char **argv)
       app_usage_error("unknown argument '%s'", argv[i]);
     }
   }
+  const char *json = flags.json, *const *devices = flags.devices;
+  const int ndevices = flags.ndevices;
   if (compare[0] && matrix) app_usage_error("--compare and --matrix cannot be combined");
   if (compare[0]) return xc_compare_files(compare[0], compare[1], factor, quiet);
   if (matrix) return xc_matrix_files(nmatrix, matrix);

@@ -1,4 +1,6 @@
-/* clmoe-train's training loop (train_run.c), driven by clmoe_train.c's options. */
+/* clmoe-train's training loop, driven by clmoe_train.c's options, and its parts: the loop
+ * (train_run.c: setup, step, evaluation, the end), checkpoints (train_ckpt.c) and the
+ * reports (train_report.c: progress, metrics CSV, profile, sample). */
 #ifndef CLMOE_TRAIN_RUN_H
 #define CLMOE_TRAIN_RUN_H
 
@@ -7,8 +9,8 @@
 typedef struct train_opts {
   const char *device, *data, *task, *out_dir, *resume, *metrics, *prompt;
   int64_t sample_tokens;
-  int64_t stop_at;
-  double time_limit; /* seconds: stop (with a checkpoint) after the step that passes it; 0: none */  /* stop (with a checkpoint) after this step; 0: run to the end */
+  int64_t stop_at;   /* stop (with a checkpoint) after this step; 0: run to the end */
+  double time_limit; /* seconds: stop (with a checkpoint) after the step that passes it; 0: none */
   clmoe_mqar mqar;  /* the recall task's sizes when task is set */
   int quiet;
   int profile; /* kernel time by op family after the run (steps after the first two) */
@@ -18,11 +20,69 @@ typedef struct train_opts {
   char ***argv;
 } train_opts;
 
-/* Parses "mqar" or "mqar:keys=K,values=V,pairs=P,queries=Q" (any subset, defaults 64, 64,
- * 16, 8); exits with a usage error naming `flag` when malformed. */
-void train_parse_task(const char *flag, const char *spec, clmoe_mqar *task);
-
 /* Trains cfg (its [train] section as adjusted by the flags); returns the exit status. */
 int train_run(clmoe_config *cfg, const train_opts *o);
+
+/* ---- between the parts of the loop ---------------------------------------------------- */
+
+/* A training run: what it holds, and its progress. */
+typedef struct run {
+  clmoe_dist *dist;      /* expert-parallel ranks (--ep), else NULL */
+  clmoe_expert_map *map; /* with dist: where the experts live */
+  int rank, nranks;      /* 0 and 1 without --ep */
+  int64_t share;         /* sequences of a batch on this rank (batch / nranks) */
+  double *loads;         /* --ep-rebalance: tokens routed to each expert since the last map */
+  int64_t *counts;       /* [experts] one layer's counts of one step */
+  clmoe_ctx *ctx;
+  clmoe_model *model;
+  clmoe_data *data;
+  clmoe_config *cfg;
+  const train_opts *o;
+  int32_t *tokens, *targets;
+  FILE *metrics;
+  int64_t step; /* steps done */
+  /* progress */
+  int64_t first, end;   /* the step the run started from; the step it stops after */
+  int quiet, tty;       /* no progress lines (--quiet or not rank 0); stderr is a terminal */
+  double start;         /* app_now() before the first step */
+  double last_log;      /* app_now() at the last progress line */
+  double train_s;       /* step time alone, for tokens/s (evaluation and checkpoints excluded) */
+  int64_t tokens_done;
+  double val, acc;      /* the last evaluation's loss and accuracy (NAN: none yet) */
+  double prof_s, prof_kernel_s; /* --profile: steps after the first two */
+  int64_t prof_tokens;
+  double ep_s;          /* --ep: step time of the steps after the first two */
+  int64_t ep_steps;
+  int timed_out;        /* --time-limit passed */
+} run;
+
+/* What one step measured. */
+typedef struct train_step {
+  int64_t T;      /* its sequence length */
+  double loss;    /* the batch's mean loss */
+  double lr;      /* the learning rate it used */
+  double norm;    /* the gradient norm before clipping */
+  double worst;   /* the most unbalanced MoE layer: its max / mean expert load */
+  int64_t empty;  /* and its experts that got no token */
+} train_step;
+
+/* train_ckpt.c: writes the checkpoint (DIR/checkpoint.safetensors) at r->step, `why` for the
+ * message; under --ep-rebalance first re-places the experts and, unless `last`, goes on with
+ * the new placement (a new r->model). */
+void train_save(run *r, const char *why, int last);
+
+/* train_report.c. Opens --metrics (a resumed run's file keeps the rows up to its step);
+ * returns 0, or 1 after a message. */
+int train_metrics_open(run *r);
+/* The run's first lines: model, parameters, data, steps, device. */
+void train_announce(run *r);
+/* One step's metrics row (evaluated: with the evaluation's columns) and progress line. */
+void train_report_step(run *r, const train_step *s, int evaluated, int last);
+/* --profile: device time by family, the top kernels, memory and throughput. */
+void train_print_profile(clmoe_ctx *ctx, double wall_s, double kernel_s, int64_t tokens);
+/* Under --ep: the mean step split over the ranks (steps after the first two). Collective. */
+void train_print_ep_split(run *r, double step_s, int64_t steps, int quiet);
+/* A continuation of the prompt after training (byte data, one process). */
+void train_sample(run *r);
 
 #endif

@@ -7,11 +7,27 @@ xcheck="$apps/clmoe-xcheck"
 bench="$apps/clmoe-bench"
 skip_without_device
 
+# The standard flags, read the same way by every app (app_standard_flag): --help and -h,
+# --version, --device and --json with a value; clmoe-plan opens no device and says so.
+for app in info xcheck train plan generate bench op; do # (expect sets $name)
+  expect "$app --help" 0 "Usage: clmoe-$app" -- "$apps/clmoe-$app" --help
+  expect "$app -h" 0 "Usage: clmoe-$app" -- "$apps/clmoe-$app" -h
+  expect "$app --version" 0 "clmoe-$app [0-9]" -- "$apps/clmoe-$app" --version
+done
+for app in info xcheck train generate; do
+  expect "$app --device without value" 2 "--device needs a value" -- "$apps/clmoe-$app" --device
+  expect "$app --json without value" 2 "--json needs a value" -- "$apps/clmoe-$app" --json
+done
+for cmd in kda mla; do
+  expect "op $cmd --help" 0 "Usage: clmoe-op $cmd" -- "$apps/clmoe-op" "$cmd" --help
+  expect "op $cmd --device without value" 2 "--device needs a value" -- "$apps/clmoe-op" "$cmd" --device
+done
+expect "plan --help: no --device" 0 "no --device" -- "$apps/clmoe-plan" --help
+expect "plan takes no --device" 2 "unknown argument '--device'" -- "$apps/clmoe-plan" --device 0:0
+expect "bench --help lists every benchmark" 0 "^  moe " -- "$bench" --help
+
 expect "info lists and chooses" 0 "Chosen:" -- "$info"
-expect "info --help" 0 "Usage: clmoe-info" -- "$info" --help
-expect "info --version" 0 "clmoe-info [0-9]" -- "$info" --version
 expect "info bad flag" 2 "unknown argument '--frobnicate'" -- "$info" --frobnicate
-expect "info --device without value" 2 "--device needs a value" -- "$info" --device
 expect "info unknown device" 1 "nonesuch-device matches no device" -- "$info" --device nonesuch-device
 expect "info bad CLMOE_DEVICE" 1 "CLMOE_DEVICE=9:9" -- env CLMOE_DEVICE=9:9 "$info"
 expect "info --json" 0 "" -- "$info" --json "$tmp/info.json"
