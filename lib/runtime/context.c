@@ -46,7 +46,6 @@ clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
   ctx->platform = plat;
   ctx->device = devs[dev->device_index];
   ctx->profiling = opts->profiling;
-  ctx->tile_impl = -1;
   ctx->wgmma_ok = -1;
   ctx->fastpath_mode = -2;
   ctx->gemm_backend = CLMOE_GEMM_AUTO;

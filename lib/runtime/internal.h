@@ -116,7 +116,8 @@ struct clmoe_ctx {
   int prof_rows, prof_table_cap;
   void *clblast_state; /* reserved for the GEMM layer */
   int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
-  int tile_impl;       /* clmoe_tile_impl, -1 until probed (lib/tile/fastpath.c) */
+  const struct clmoe_tile_features *tile; /* the tile implementation's record, NULL until
+                                           * probed (lib/tile/tile.c) */
   int fastpath_mode;   /* -2: from CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
   int gemm_tile_bm, gemm_tile_bn; /* tile GEMM block (lib/gemm/gemm_tile.c); 0: chosen by device */
   int wgmma_ok;                   /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
