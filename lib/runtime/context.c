@@ -91,7 +91,7 @@ void clmoe_ctx_destroy(clmoe_ctx *ctx)
 {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
-  clmoe__gemm_destroy(ctx);
+  if (ctx->gemm_release) ctx->gemm_release(ctx);
   clmoe__profile_destroy(ctx);
   clmoe__pool_destroy(ctx);
   for (int i = 0; i < ctx->nprograms; i++) {

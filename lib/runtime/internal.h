@@ -114,7 +114,9 @@ struct clmoe_ctx {
   int prof_count, prof_cap;
   clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
   int prof_rows, prof_table_cap;
-  void *clblast_state; /* reserved for the GEMM layer */
+  void (*gemm_release)(clmoe_ctx *ctx); /* set by lib/gemm while it holds process-wide
+                                         * state for this context (CLBlast's), called by
+                                         * clmoe_ctx_destroy */
   int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
   const struct clmoe_tile_features *tile; /* the tile implementation's record, NULL until
                                            * probed (lib/tile/tile.c) */
@@ -184,14 +186,10 @@ void clmoe__scratch_release_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t
 
 void clmoe__pool_destroy(clmoe_ctx *ctx);
 void clmoe__profile_destroy(clmoe_ctx *ctx);
-/* Applies the CLBlast tuner files named by CLMOE_CLBLAST_TUNING that match ctx's device
- * (clblast_tuning.c). */
-clmoe_status clmoe__clblast_tuning(clmoe_ctx *ctx);
 /* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;
  * with `start` (a marker enqueued before a library call such as CLBlast's, also owned),
  * the time counts from start's end to ev's end. No-op (releasing both) otherwise. */
 clmoe_status clmoe__profile_record(clmoe_ctx *ctx, cl_event ev, cl_event start, const char *name);
-void clmoe__gemm_destroy(clmoe_ctx *ctx);
 
 /* ---- operator argument checks (ops_check.c) ----------------------------------------- */
 /* t must be a contiguous tensor of dtype; `op` and `name` appear in the message. */
