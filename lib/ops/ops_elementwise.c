@@ -1,8 +1,8 @@
-/* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. */
+/* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. The op
+ * codes (EW_*) are the kernels' own, from kernels_cl/ops/elementwise.cl. */
 #include "runtime/internal.h"
 
-enum { EW_ADD = 0, EW_MUL = 1, EW_SILU_BWD = 2, EW_SIGMOID_BWD = 3 };
-enum { EW_SCALE = 0, EW_SILU = 1, EW_SIGMOID = 2 };
+#include "kernels_cl/ops/elementwise.cl"
 
 static clmoe_status binary(clmoe_ctx *ctx, const char *opname, int op, float alpha,
                            const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
@@ -88,3 +88,4 @@ clmoe_status clmoe_sigmoid_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const
 {
   return binary(ctx, "clmoe_sigmoid_backward", EW_SIGMOID_BWD, 0.0f, y, dy, dx);
 }
+
