@@ -5,6 +5,7 @@
 #include "conformance.h"
 
 extern const clmoe_check clmoe_checks_core[]; /* check_core.c: tensors, GEMM, pointwise, reductions */
+extern const clmoe_check clmoe_checks_linear[]; /* check_linear.c: the linear layer */
 extern const clmoe_check clmoe_checks_norm[]; /* check_norm.c: RMSNorm, softmax, cross-entropy */
 extern const clmoe_check clmoe_checks_embed[]; /* check_embed.c: embedding, device sort, AdamW */
 extern const clmoe_check clmoe_checks_kda[];   /* check_kda.c: KDA forward, backward, decode */
@@ -16,7 +17,7 @@ extern const clmoe_check clmoe_checks_tile[];  /* check_tile.c: tile interface, 
 extern const clmoe_check clmoe_checks_kda_tc[]; /* check_kda_tc.c: KDA on tiles */
 extern const clmoe_check clmoe_checks_mla_tc[]; /* check_mla_tc.c: MLA attention on tiles */
 
-static const clmoe_check *const families[] = {clmoe_checks_core, clmoe_checks_norm,
+static const clmoe_check *const families[] = {clmoe_checks_core, clmoe_checks_linear, clmoe_checks_norm,
                                               clmoe_checks_embed, clmoe_checks_kda, clmoe_checks_conv,
                                               clmoe_checks_layers,
                                               clmoe_checks_mla, clmoe_checks_moe,

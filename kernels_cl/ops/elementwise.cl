@@ -57,6 +57,15 @@ __kernel void ew_unary(int op, float alpha, __global const float *x, ulong xoff,
   out[ooff + i] = r;
 }
 
+/* out[i] += bias[i % n] for i < total: a bias of n added to every row of out [total / n, n]
+ * (the linear layer's). */
+__kernel void ew_add_rows(__global float *out, ulong ooff, __global const float *bias, ulong boff,
+                          ulong n, ulong total)
+{
+  ulong i = get_global_id(0);
+  if (i >= total) return;
+  out[ooff + i] += bias[boff + i % n];
+}
 #endif /* __OPENCL_VERSION__ */
 
 #endif /* CLMOE_ELEMENTWISE_CL */
