@@ -5,5 +5,6 @@ lib_libclmoe_impl_la_SOURCES += lib/gemm/gemm_internal.h lib/gemm/gemm.c lib/gem
 clmoeinclude_HEADERS += include/clmoe/gemm.h
 CLMOE_KERNEL_FILES += kernels_cl/gemm/gemm.cl kernels_cl/gemm/gemm_common.cl \
 	kernels_cl/gemm/gemm_tile.cl kernels_cl/gemm/gemm_async.cl kernels_cl/gemm/gemm_wgmma.cl
+check_libclmoecheck_la_SOURCES += check/check_gemm.c
 TEST_SUITES += tests/unit/test_gemm
 apps_clmoe_bench_SOURCES += apps/bench_gemm.c

@@ -11,4 +11,5 @@ clmoeinclude_HEADERS += include/clmoe/clmoe.h include/clmoe/api.h include/clmoe/
 	include/clmoe/program.h include/clmoe/tensor.h include/clmoe/locality.h
 CLMOE_KERNEL_FILES += kernels_cl/runtime/common.cl kernels_cl/runtime/probe.cl \
 	kernels_cl/runtime/tensor.cl kernels_cl/runtime/random.cl
+check_libclmoecheck_la_SOURCES += check/check_random.c
 TEST_SUITES += tests/unit/test_runtime tests/unit/test_tensor
