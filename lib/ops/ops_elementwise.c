@@ -1,5 +1,6 @@
 /* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. The op
  * codes (EW_*) are the kernels' own, from kernels_cl/ops/elementwise.cl. */
+#include "clmoe/ops.h"
 #include "ops/ops_internal.h"
 #include "runtime/internal.h"
 

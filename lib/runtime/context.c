@@ -1,4 +1,5 @@
 /* Contexts: one OpenCL context and in-order queue on one device, plus build probes. */
+#include "clmoe/runtime.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -48,7 +49,6 @@ clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
   ctx->profiling = opts->profiling;
   ctx->wgmma_ok = -1;
   ctx->fastpath_mode = -2;
-  ctx->gemm_backend = CLMOE_GEMM_AUTO;
   const char *poison = getenv("CLMOE_POISON");
   ctx->poison = opts->poison || (poison && *poison && strcmp(poison, "0") != 0);
   CLMOE_TRY_GOTO(st, clmoe__device_caps(plat, ctx->device, dev->platform_index,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/runtime.h"
 #include "internal.h"
 
 struct clmoe__prof_event {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/program.h"
 #include "ptx_sm90a.h"
 #include "runtime_internal.h"
 

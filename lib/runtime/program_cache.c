@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clmoe/program.h"
 #include "runtime_internal.h"
 
 int clmoe_cache_dir(char *out, size_t len)

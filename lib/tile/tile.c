@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/tile.h"
 #include "runtime/internal.h"
 #include "tile/tile_internal.h"
 

@@ -1,4 +1,4 @@
-/* CUnit suite: the matrix-unit tile interface and the tile GEMM (issue 9).
+/* CUnit suite: the matrix-unit tile interface and the tile GEMM.
  * The "tile." conformance checks (every tile load, tile_a_from_c, three GEMM cases), a sweep
  * of the tile GEMM over ragged shapes x all four transposes x every work-group block, the
  * fast-path switch and its hook into clmoe_gemm, NaN handling and argument errors. The GEMM
