@@ -58,14 +58,16 @@ static clmoe_status check_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_re
   const size_t nx = (size_t)(lc->rows * lc->in), nw = (size_t)(lc->out * lc->in);
   CK(ck_uniform(ctx, &X, lc->dtype, 2, (int64_t[]){lc->rows, lc->in}, seed, -1.0f, 1.0f, &x));
   CK(ck_uniform(ctx, &W, lc->dtype, 2, (int64_t[]){lc->out, lc->in}, seed + 1, -0.5f, 0.5f, &w));
-  CK(ck_uniform(ctx, &dY, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->out}, seed + 2, -1.0f, 1.0f, &dy));
+  CK(ck_uniform(ctx, &dY, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->out}, seed + 2, -1.0f, 1.0f,
+                &dy));
   if (lc->dx) {
     CK(clmoe_tensor_create(ctx, &dX, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->in}));
     CK(clmoe_tensor_fill(&dX, NAN)); /* dX is overwritten, never read */
   }
   /* dW and dbias start from earlier gradients: the backward adds to them */
   if (lc->dw)
-    CK(ck_uniform(ctx, &dW, CLMOE_F32, 2, (int64_t[]){lc->out, lc->in}, seed + 3, -1.0f, 1.0f, &dw));
+    CK(ck_uniform(ctx, &dW, CLMOE_F32, 2, (int64_t[]){lc->out, lc->in}, seed + 3, -1.0f, 1.0f,
+                  &dw));
   if (lc->bias) CK(ck_uniform(ctx, &db, CLMOE_F32, 1, &lc->out, seed + 4, -1.0f, 1.0f, &dbias));
   CK(clmoe_linear_backward(ctx, &X, &W, &dY, lc->dx ? &dX : NULL, lc->dw ? &dW : NULL,
                            lc->bias ? &db : NULL));

@@ -257,8 +257,8 @@ GA_UNROLL
   for (int i = 0; i < GA_MT; i++)
 GA_UNROLL
     for (int j = 0; j < GA_NT; j++)
-      gemm_store_tile(C, cbase, ldc, M, N, m0 + wm + i * 16, n0 + wn + j * 8, acc[i][j], alpha, beta,
-                      GT_C_BF16, lane);
+      gemm_store_tile(C, cbase, ldc, M, N, m0 + wm + i * 16, n0 + wn + j * 8, acc[i][j], alpha,
+                      beta, GT_C_BF16, lane);
 }
 
 #endif /* CLMOE_TILE_CL */

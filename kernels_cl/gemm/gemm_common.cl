@@ -82,7 +82,8 @@ inline void gemm_store_tile(__global float *C, ulong cbase, int ldc, int M, int 
 GEMM_UNROLL
   for (int e = 0; e < 4; e++) {
     int r = r0 + tile_c_row(lane, e), c = c0 + tile_c_col(lane, e);
-    if (r < M && c < N) gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc.v[e], alpha, beta, c_bf16);
+    if (r < M && c < N)
+      gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc.v[e], alpha, beta, c_bf16);
   }
 }
 #endif

@@ -234,8 +234,8 @@ GW_UNROLL
   for (int i = 0; i < GW_NI; i++)
 GW_UNROLL
     for (int j = 0; j < 16; j++)
-      gemm_store_tile(C, cbase, ldc, M, N, rw, n0 + 128 * i + 8 * j, acc[i][j], alpha, beta, GT_C_BF16,
-                      lane);
+      gemm_store_tile(C, cbase, ldc, M, N, rw, n0 + 128 * i + 8 * j, acc[i][j], alpha, beta,
+                      GT_C_BF16, lane);
 }
 
 #endif /* CLMOE_TILE_CL */

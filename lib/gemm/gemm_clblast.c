@@ -51,9 +51,9 @@ static clmoe_status clblast_error(CLBlastStatusCode code)
 
 /* fp32 operands only: CLBlast's strided-batched SGEMM (plain SGEMM when batch is 1), timed
  * while profiling. */
-static clmoe_status clblast_sgemm(clmoe_ctx *ctx, int ta, int tb, float alpha, const clmoe_tensor *A,
-                                  const clmoe_tensor *B, float beta, clmoe_tensor *C,
-                                  const clmoe__gemm_shape *s)
+static clmoe_status clblast_sgemm(clmoe_ctx *ctx, int ta, int tb, float alpha,
+                                  const clmoe_tensor *A, const clmoe_tensor *B, float beta,
+                                  clmoe_tensor *C, const clmoe__gemm_shape *s)
 {
   CLBlastTranspose cta = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose ctb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -200,7 +200,8 @@ static clmoe_status self_check(clmoe_ctx *ctx)
   if (st == CLMOE_OK) st = clmoe_tensor_write(&A, a, (size_t)S * S * sizeof *a);
   if (st == CLMOE_OK) st = clmoe_tensor_write(&B, b, (size_t)S * S * sizeof *b);
   if (st == CLMOE_OK) {
-    const clmoe__gemm_shape sizes = {.batch = 1, .m = S, .n = S, .k = S, .lda = S, .ldb = S, .ldc = S};
+    const clmoe__gemm_shape sizes = {
+        .batch = 1, .m = S, .n = S, .k = S, .lda = S, .ldb = S, .ldc = S};
     st = clblast_sgemm(ctx, 0, 0, 1.0f, &A, &B, 0.0f, &C, &sizes);
     /* a launch the device refuses (NVIDIA: too large a work-group) rather than garbage */
     if (st != CLMOE_OK)

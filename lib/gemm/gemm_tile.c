@@ -105,7 +105,8 @@ static const async_block *choose_async(clmoe_ctx *ctx, const clmoe__gemm_shape *
   else {
     const async_block *big = &async_blocks[0], *small = &async_blocks[1];
     int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
-    int use_big = clmoe__tile_features(ctx)->matrix_unit && groups >= (int64_t)ctx->caps.compute_units;
+    int use_big =
+        clmoe__tile_features(ctx)->matrix_unit && groups >= (int64_t)ctx->caps.compute_units;
     b = use_big ? big : small;
   }
   if (async_local_bytes(b) > ctx->caps.local_mem_bytes ||

@@ -100,7 +100,8 @@ clmoe_status clmoe__ops_add_rows(clmoe_ctx *ctx, const char *op, const clmoe_ten
   if (y->ndim < 1 || (cl_ulong)y->shape[y->ndim - 1] != n) {
     char yd[96], bd[96];
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: bias %s does not match the rows of output %s", op,
-                        clmoe_tensor_describe(bias, bd, sizeof bd), clmoe_tensor_describe(y, yd, sizeof yd));
+                        clmoe_tensor_describe(bias, bd, sizeof bd),
+                        clmoe_tensor_describe(y, yd, sizeof yd));
   }
   if (total == 0) return CLMOE_OK;
   cl_kernel k;

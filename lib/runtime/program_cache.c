@@ -198,8 +198,8 @@ void clmoe__runtime_cache_store(clmoe_ctx *ctx, const clmoe__runtime_cache_slot 
 {
   unsigned char *bin = NULL;
   size_t bin_size = 0;
-  if (slot->enabled && clmoe__runtime_program_binary(ctx, prog, &bin, &bin_size) == CLMOE_OK && bin &&
-      cache_write(slot->dir, slot->path, &slot->key, bin, bin_size))
+  if (slot->enabled && clmoe__runtime_program_binary(ctx, prog, &bin, &bin_size) == CLMOE_OK &&
+      bin && cache_write(slot->dir, slot->path, &slot->key, bin, bin_size))
     ctx->prog_stats.cache_writes++;
   clmoe_clear_error(); /* a cache that cannot be written is not an error */
   free(bin);

@@ -99,7 +99,9 @@ const clmoe_tile_features *clmoe__tile_features(clmoe_ctx *ctx)
     const clmoe_device_caps *c = &ctx->caps;
     int nv = c->vendor == CLMOE_VENDOR_NVIDIA && c->inline_ptx == 1 && c->nv_cc_major >= 8;
     if (nv && probe_nv_mma(ctx))
-      ctx->tile = c->nv_cc_major == 8 ? &nv_mma_sm80 : c->nv_cc_major == 9 ? &nv_mma_sm90 : &nv_mma_sm100;
+      ctx->tile = c->nv_cc_major == 8   ? &nv_mma_sm80
+                  : c->nv_cc_major == 9 ? &nv_mma_sm90
+                                        : &nv_mma_sm100;
     else
       ctx->tile = &portable;
   }

@@ -96,7 +96,8 @@ static void test_linear_accumulates(void)
   TEST_OK(clmoe_tensor_zeros(test_ctx, &db1, CLMOE_F32, 1, &out));
   TEST_OK(clmoe_tensor_zeros(test_ctx, &db2, CLMOE_F32, 1, &out));
   TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW1, &db1));
-  for (int i = 0; i < 2; i++) TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW2, &db2));
+  for (int i = 0; i < 2; i++)
+    TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW2, &db2));
   TEST_OK(clmoe_tensor_read(&dW1, w1, sizeof w1));
   TEST_OK(clmoe_tensor_read(&dW2, w2, sizeof w2));
   TEST_OK(clmoe_tensor_read(&db1, b1, sizeof b1));
