@@ -139,7 +139,8 @@ int bench_gemm(int argc, char **argv)
   if (block_arg) APP_CHECK(clmoe_ctx_set_gemm_tile_block(ctx, block_m, block_n));
   printf("clmoe-bench gemm on %s (%s), A and B %s, C f32, %s, median of up to %d runs\n",
          caps->device_name, caps->platform_name, dtype_arg, trans_arg, reps);
-  printf("tile implementation %s, fast path %s\n", clmoe_tile_impl_name(clmoe_ctx_tile_impl(ctx)),
+  printf("tile implementation %s (%s), fast path %s\n",
+         clmoe_tile_impl_name(clmoe_ctx_tile_impl(ctx)), clmoe_ctx_tile_summary(ctx),
          clmoe_ctx_fastpath_reason(ctx));
   printf("%-18s %-8s %10s %9s %9s %10s %12s\n", "m x n x k", "backend", "kernel ms", "TFLOP/s", "GB/s",
          "wall ms", "diff vs first");

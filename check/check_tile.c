@@ -1,4 +1,4 @@
-/* Conformance checks: the tile interface and the tile GEMM (issue 9). They run on the
+/* Conformance checks: the tile interface and the tile GEMM. They run on the
  * device's own tile implementation (NVIDIA mma.sync where the probe found it, portable
  * arithmetic elsewhere), so `clmoe-xcheck --op tile` compares vendors. */
 #include <math.h>

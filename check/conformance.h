@@ -56,7 +56,12 @@ typedef struct clmoe_check {
   clmoe_check_fn run;
 } clmoe_check;
 
-/* Every registered check (registry.c). */
+/* Every registered check (registry.c): *list, *count. CLMOE_ERR_INTERNAL, with the cause in
+ * why[len] (may be NULL) and an empty list, when the families hold more checks than the
+ * registry has room for or two checks share a name: the registry never drops a check. */
+clmoe_status clmoe_checks_list(const clmoe_check **list, int *count, char *why, size_t len);
+/* The same for callers without an error path: on failure it prints the cause on stderr and
+ * aborts. */
 const clmoe_check *clmoe_checks(int *count);
 /* Checks whose name starts with prefix ("gemm" matches "gemm.f32.nn", ...). */
 int clmoe_check_matches(const clmoe_check *check, const char *prefix);

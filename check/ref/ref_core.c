@@ -1,4 +1,4 @@
-/* References: GEMM, pointwise functions, reductions. */
+/* References: GEMM, pointwise functions, reductions, the linear layer. */
 #include <math.h>
 
 #include "reference.h"
@@ -57,4 +57,34 @@ void ref_sum_rows(const double *x, int64_t rows, int64_t n, double *out)
   for (int64_t j = 0; j < n; j++) out[j] = 0.0;
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < n; j++) out[j] += x[i * n + j];
+}
+
+void ref_linear(const double *X, const double *W, const double *bias, int64_t rows, int64_t in,
+                int64_t out, double *Y)
+{
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t o = 0; o < out; o++) {
+      double acc = bias ? bias[o] : 0.0;
+      for (int64_t i = 0; i < in; i++) acc += X[r * in + i] * W[o * in + i];
+      Y[r * out + o] = acc;
+    }
+}
+
+void ref_linear_backward(const double *X, const double *W, const double *dY, int64_t rows,
+                         int64_t in, int64_t out, double *dX, double *dW, double *dbias)
+{
+  for (int64_t r = 0; dX && r < rows; r++)
+    for (int64_t i = 0; i < in; i++) {
+      double acc = 0.0;
+      for (int64_t o = 0; o < out; o++) acc += dY[r * out + o] * W[o * in + i];
+      dX[r * in + i] = acc;
+    }
+  for (int64_t o = 0; dW && o < out; o++)
+    for (int64_t i = 0; i < in; i++) {
+      double acc = 0.0;
+      for (int64_t r = 0; r < rows; r++) acc += dY[r * out + o] * X[r * in + i];
+      dW[o * in + i] += acc;
+    }
+  for (int64_t o = 0; dbias && o < out; o++)
+    for (int64_t r = 0; r < rows; r++) dbias[o] += dY[r * out + o];
 }

@@ -18,6 +18,13 @@ double ref_sum_squares(const double *x, size_t n);
 double ref_max_abs(const double *x, size_t n);
 /* out[j] = sum_i x[i*n + j] */
 void ref_sum_rows(const double *x, int64_t rows, int64_t n, double *out);
+/* Y[rows, out] = X[rows, in] W[out, in]^T (+ bias[out] when not NULL). */
+void ref_linear(const double *X, const double *W, const double *bias, int64_t rows, int64_t in,
+                int64_t out, double *Y);
+/* The backward of ref_linear from dY[rows, out]: dX = dY W (overwritten), dW += dY^T X,
+ * dbias += the sum of dY's rows; each output may be NULL. */
+void ref_linear_backward(const double *X, const double *W, const double *dY, int64_t rows,
+                         int64_t in, int64_t out, double *dX, double *dW, double *dbias);
 
 /* ---- ref_norm.c ---- */
 /* y = x / sqrt(mean(x^2) + eps) * gain (gain may be NULL), per row of n. */

@@ -45,7 +45,7 @@ CLMOE_API clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend,
 /* The backend clmoe_gemm uses on this context (default AUTO). */
 CLMOE_API void clmoe_ctx_set_gemm_backend(clmoe_ctx *ctx, clmoe_gemm_backend backend);
 
-/* The tile GEMM (issue 9): TILE takes bf16 A and B only (C fp32 or bf16; any transposes,
+/* The tile GEMM: TILE takes bf16 A and B only (C fp32 or bf16; any transposes,
  * batches and sizes) and computes every product on the tile interface (kernels_cl/tile/tile.cl):
  * NVIDIA tensor cores where the fast-path probe found them, portable arithmetic elsewhere.
  * AUTO uses it for bf16 A and B when clmoe_ctx_fastpath(ctx) is on (include/clmoe/tile.h), and

@@ -43,6 +43,20 @@ CLMOE_API clmoe_status clmoe_max_abs(clmoe_ctx *ctx, const clmoe_tensor *x, clmo
 /* out[j] = sum_i x[i, j] over the rows of x [rows, n]; out: [n]. */
 CLMOE_API clmoe_status clmoe_sum_rows(clmoe_ctx *ctx, const clmoe_tensor *x, clmoe_tensor *out);
 
+/* ---- linear layer (PyTorch's Linear layout: weights [out, in]), through clmoe_gemm ----
+ * Y = X W^T (+ bias): X [rows, in], W [out, in], bias [out] or NULL, Y [rows, out]. X, W and
+ * Y may be fp32 or bf16 as clmoe_gemm takes them (rows contiguous); with a bias, bias and
+ * Y are contiguous fp32.
+ * Backward: dX = dY W (dX [rows, in], overwritten; may be NULL), dW += dY^T X (dW [out, in],
+ * accumulated; may be NULL), dbias += the sum of dY's rows (dbias [out], fp32, accumulated;
+ * may be NULL; dY contiguous fp32 then). */
+CLMOE_API clmoe_status clmoe_linear(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
+                                    const clmoe_tensor *bias, clmoe_tensor *Y);
+CLMOE_API clmoe_status clmoe_linear_backward(clmoe_ctx *ctx, const clmoe_tensor *X,
+                                             const clmoe_tensor *W, const clmoe_tensor *dY,
+                                             clmoe_tensor *dX, clmoe_tensor *dW,
+                                             clmoe_tensor *dbias);
+
 /* ---- RMSNorm over the last dimension ----
  * y = x * rstd * gain, rstd = 1 / sqrt(mean(x^2) + eps); gain [n] may be NULL (no gain).
  * rstd [rows] is saved for the backward (may be NULL when no backward follows).

@@ -32,6 +32,10 @@ typedef enum clmoe_tile_impl {
 CLMOE_API clmoe_tile_impl clmoe_ctx_tile_impl(clmoe_ctx *ctx);
 /* Short name: "portable", "nv-mma". */
 CLMOE_API const char *clmoe_tile_impl_name(clmoe_tile_impl impl);
+/* One line naming what ctx's tile implementation offers its kernels (the product's shape,
+ * lane shuffles, asynchronous copies, matrix loads and stores, warp-group products), for
+ * clmoe-info and benchmark headers. */
+CLMOE_API const char *clmoe_ctx_tile_summary(clmoe_ctx *ctx);
 /* 1 when the tile kernels are used by default on ctx (CLMOE_FASTPATH, see above). */
 CLMOE_API int clmoe_ctx_fastpath(clmoe_ctx *ctx);
 /* Overrides the environment for this context: -1 auto, 0 off, 1 on (tests, benchmarks);

@@ -1,4 +1,4 @@
-/* gemm_async.cl: the bf16 tile GEMM with a multi-stage asynchronous pipeline (issue 9),
+/* gemm_async.cl: the bf16 tile GEMM with a multi-stage asynchronous pipeline,
  * built as "tile+gemm_common+gemm_async". Same product and arguments as gemm_tile.cl:
  *
  *   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]      (beta == 0: C is not read)
@@ -83,29 +83,8 @@ inline int ga_kc(int r, int k)
 }
 inline int ga_rc(int R, int k, int r) { return k * R + ((((r >> 3) ^ k) & 7) | ((r >> 3) & ~7)) * 8 + (r & 7); }
 
-/* Issues the copies of one slice: rows r0.. of x (rows valid), k0.. (K valid). */
-inline void ga_copy_kc(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
-                       int r0, int rows, int k0, int K, int tid)
-{
-GA_UNROLL
-  for (int j = 0; j < GA_CHUNKS(R) / GA_THREADS; j++) {
-    int q = tid + j * GA_THREADS, r = q / GA_CPR, c = q % GA_CPR, k = k0 + c * 8;
-    int valid = r0 + r < rows ? clamp(K - k, 0, 8) : 0;
-    __global const ushort *src = valid ? x + base + (ulong)(r0 + r) * (ulong)ld + (ulong)k : x;
-    tile_cp16(s + ga_kc(r, c * 8), src, 2 * valid);
-  }
-}
-inline void ga_copy_rc(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
-                       int r0, int rows, int k0, int K, int tid)
-{
-GA_UNROLL
-  for (int j = 0; j < GA_CHUNKS(R) / GA_THREADS; j++) {
-    int q = tid + j * GA_THREADS, kk = q / (R / 8), c = q % (R / 8), r = r0 + c * 8;
-    int valid = k0 + kk < K ? clamp(rows - r, 0, 8) : 0;
-    __global const ushort *src = valid ? x + base + (ulong)(k0 + kk) * (ulong)ld + (ulong)r : x;
-    tile_cp16(s + ga_rc(R, kk, c * 8), src, 2 * valid);
-  }
-}
+/* The copies of one slice: rows r0.. of x (rows valid), k0.. (K valid); gemm_common.cl. */
+GEMM_COPY_LOOPS(ga_copy_kc, ga_copy_rc, GA_THREADS, GA_CPR, GA_CHUNKS, GA_UNROLL, ga_kc, ga_rc)
 
 /* Fragments of the 16-k half h of a stage: A rows rb..rb+15; B columns nb..nb+15 (two
  * tiles). ga_off_* give a lane's element offset in a stage (computed once, before the K
@@ -278,12 +257,8 @@ GA_UNROLL
   for (int i = 0; i < GA_MT; i++)
 GA_UNROLL
     for (int j = 0; j < GA_NT; j++)
-GA_UNROLL
-      for (int e = 0; e < 4; e++) {
-        int r = m0 + wm + i * 16 + tile_c_row(lane, e), c = n0 + wn + j * 8 + tile_c_col(lane, e);
-        if (r < M && c < N)
-          gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc[i][j].v[e], alpha, beta, GT_C_BF16);
-      }
+      gemm_store_tile(C, cbase, ldc, M, N, m0 + wm + i * 16, n0 + wn + j * 8, acc[i][j], alpha,
+                      beta, GT_C_BF16, lane);
 }
 
 #endif /* CLMOE_TILE_CL */

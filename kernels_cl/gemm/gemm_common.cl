@@ -1,6 +1,7 @@
 /* gemm_common.cl: what the three tile GEMM kernels share (gemm_tile.cl, gemm_async.cl,
  * gemm_wgmma.cl), built ahead of each ("tile+gemm_common+gemm_async", ...): the order in
- * which work-groups take blocks of C, and the store of one element of C. */
+ * which work-groups take blocks of C, the copy loops of the pipelined kernels, and the
+ * epilogue that stores C. */
 #ifndef CLMOE_GEMM_COMMON_CL
 #define CLMOE_GEMM_COMMON_CL
 
@@ -27,5 +28,64 @@ inline void gemm_store(__global float *C, ulong idx, float acc, float alpha, flo
   if (c_bf16) ((__global ushort *)C)[idx] = f32_to_bf16(v);
   else C[idx] = v;
 }
+
+/* The copy loops of the pipelined kernels (gemm_async.cl, gemm_wgmma.cl), which stage slices
+ * of A and B in local memory as 16-byte asynchronous copies (tile_cp16). A kernel defines its
+ * pair after its block constants with
+ *   GEMM_COPY_LOOPS(KC_FN, MN_FN, THREADS, CPR, CHUNKS, UNROLL, KC, MN)
+ * where THREADS work-items copy a slice of R rows (or columns) together, each issuing
+ * CHUNKS(R) / THREADS copies (tid: its index), and
+ *   KC_FN(s, R, x, base, ld, r0, rows, k0, K, tid) copies a k-contiguous slice, R rows of CPR
+ *     chunks of 8 k: chunk c of row r (x's row r0 + r of `rows`, k0 + 8c of K) to
+ *     s + KC(r, 8c);
+ *   MN_FN(...) a slice whose rows of M or N are contiguous: k rows of R elements, chunk c of
+ *     k row kk (x's row k0 + kk of K, columns r0 + 8c of `rows`) to s + MN(R, kk, 8c).
+ * A chunk across an edge copies its valid part and zero-fills the rest; UNROLL is the
+ * kernel's loop pragma. */
+#define GEMM_COPY_LOOPS(KC_FN, MN_FN, THREADS, CPR, CHUNKS, UNROLL, KC, MN)                       \
+  inline void KC_FN(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,       \
+                    int r0, int rows, int k0, int K, int tid)                                     \
+  {                                                                                               \
+    UNROLL                                                                                        \
+    for (int j = 0; j < CHUNKS(R) / THREADS; j++) {                                               \
+      int q = tid + j * THREADS, r = q / CPR, c = q % CPR, k = k0 + c * 8;                        \
+      int valid = r0 + r < rows ? clamp(K - k, 0, 8) : 0;                                         \
+      __global const ushort *src = valid ? x + base + (ulong)(r0 + r) * (ulong)ld + (ulong)k : x; \
+      tile_cp16(s + KC(r, c * 8), src, 2 * valid);                                                \
+    }                                                                                             \
+  }                                                                                               \
+  inline void MN_FN(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,       \
+                    int r0, int rows, int k0, int K, int tid)                                     \
+  {                                                                                               \
+    UNROLL                                                                                        \
+    for (int j = 0; j < CHUNKS(R) / THREADS; j++) {                                               \
+      int q = tid + j * THREADS, kk = q / (R / 8), c = q % (R / 8), r = r0 + c * 8;               \
+      int valid = k0 + kk < K ? clamp(rows - r, 0, 8) : 0;                                        \
+      __global const ushort *src = valid ? x + base + (ulong)(k0 + kk) * (ulong)ld + (ulong)r : x; \
+      tile_cp16(s + MN(R, kk, c * 8), src, 2 * valid);                                            \
+    }                                                                                             \
+  }
+
+#ifdef CLMOE_TILE_CL /* the epilogue takes the tile interface's accumulators */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define GEMM_UNROLL _Pragma("unroll")
+#else
+#define GEMM_UNROLL _Pragma("unroll 1") /* PoCL builds rolled loops in seconds */
+#endif
+
+/* The epilogue: stores one accumulator tile, the 16 x 8 block of C at rows r0.., columns
+ * c0.. (C's batch at cbase, row stride ldc), through gemm_store; elements past M x N are
+ * skipped. */
+inline void gemm_store_tile(__global float *C, ulong cbase, int ldc, int M, int N, int r0, int c0,
+                            tile_c acc, float alpha, float beta, int c_bf16, int lane)
+{
+GEMM_UNROLL
+  for (int e = 0; e < 4; e++) {
+    int r = r0 + tile_c_row(lane, e), c = c0 + tile_c_col(lane, e);
+    if (r < M && c < N)
+      gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc.v[e], alpha, beta, c_bf16);
+  }
+}
+#endif
 
 #endif

@@ -1,5 +1,4 @@
-/* gemm_tile.cl: bf16 GEMM on the tile interface (issue 9), built as
- * "tile+gemm_common+gemm_tile".
+/* gemm_tile.cl: bf16 GEMM on the tile interface, built as "tile+gemm_common+gemm_tile".
  *
  *   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]      (beta == 0: C is not read)
  *   A: [M, K] row-major (GT_TA=0) or [K, M] (GT_TA=1), bf16 as ushort, row stride lda
@@ -314,12 +313,8 @@ GT_UNROLL
   for (int i = 0; i < GT_MT; i++)
 GT_UNROLL
     for (int j = 0; j < GT_NT; j++)
-GT_UNROLL
-      for (int e = 0; e < 4; e++) {
-        int r = m0 + wm + i * 16 + tile_c_row(lane, e), c = n0 + wn + j * 8 + tile_c_col(lane, e);
-        if (r < M && c < N)
-          gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc[i][j].v[e], alpha, beta, GT_C_BF16);
-      }
+      gemm_store_tile(C, cbase, ldc, M, N, m0 + wm + i * 16, n0 + wn + j * 8, acc[i][j], alpha,
+                      beta, GT_C_BF16, lane);
 }
 
 #endif /* CLMOE_TILE_CL */

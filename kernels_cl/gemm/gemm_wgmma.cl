@@ -1,4 +1,4 @@
-/* gemm_wgmma.cl: the bf16 tile GEMM on Hopper's warp-group matrix instructions (issue 9),
+/* gemm_wgmma.cl: the bf16 tile GEMM on Hopper's warp-group matrix instructions,
  * built as "tile+gemm_common+gemm_wgmma". Same product and arguments as gemm_tile.cl and
  * gemm_async.cl:
  *
@@ -91,29 +91,9 @@ inline int gw_mn(int k, int r)
   return (r >> 6) * (GW_BK * 64) + k * 64 + ((((r >> 3) & 7) ^ (k & 7)) << 3) + (r & 7);
 }
 
-/* Issues the copies of one slice: rows r0.. of x (rows valid), k0.. (K valid). */
-inline void gw_copy_kc(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
-                       int r0, int rows, int k0, int K, int tid)
-{
-GW_UNROLL
-  for (int j = 0; j < GW_CHUNKS(R) / GW_THREADS; j++) {
-    int q = tid + j * GW_THREADS, r = q / GW_CPR, c = q % GW_CPR, k = k0 + c * 8;
-    int valid = r0 + r < rows ? clamp(K - k, 0, 8) : 0;
-    __global const ushort *src = valid ? x + base + (ulong)(r0 + r) * (ulong)ld + (ulong)k : x;
-    tile_cp16(s + gw_kc(r, c * 8), src, 2 * valid);
-  }
-}
-inline void gw_copy_mn(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
-                       int r0, int rows, int k0, int K, int tid)
-{
-GW_UNROLL
-  for (int j = 0; j < GW_CHUNKS(R) / GW_THREADS; j++) {
-    int q = tid + j * GW_THREADS, kk = q / (R / 8), c = q % (R / 8), r = r0 + c * 8;
-    int valid = k0 + kk < K ? clamp(rows - r, 0, 8) : 0;
-    __global const ushort *src = valid ? x + base + (ulong)(k0 + kk) * (ulong)ld + (ulong)r : x;
-    tile_cp16(s + gw_mn(kk, c * 8), src, 2 * valid);
-  }
-}
+/* The copies of one slice: rows r0.. of x (rows valid), k0.. (K valid); gemm_common.cl. */
+#define GW_MN_AT(R, k, r) gw_mn(k, r)
+GEMM_COPY_LOOPS(gw_copy_kc, gw_copy_mn, GW_THREADS, GW_CPR, GW_CHUNKS, GW_UNROLL, gw_kc, GW_MN_AT)
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #if GT_TB
@@ -254,12 +234,8 @@ GW_UNROLL
   for (int i = 0; i < GW_NI; i++)
 GW_UNROLL
     for (int j = 0; j < 16; j++)
-GW_UNROLL
-      for (int e = 0; e < 4; e++) {
-        int r = rw + tile_c_row(lane, e), c = n0 + 128 * i + 8 * j + tile_c_col(lane, e);
-        if (r < M && c < N)
-          gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc[i][j].v[e], alpha, beta, GT_C_BF16);
-      }
+      gemm_store_tile(C, cbase, ldc, M, N, rw, n0 + 128 * i + 8 * j, acc[i][j], alpha, beta,
+                      GT_C_BF16, lane);
 }
 
 #endif /* CLMOE_TILE_CL */

@@ -1,15 +1,24 @@
 /* elementwise.cl: pointwise operators on fp32 arrays. Each array comes with an element
- * offset into its buffer; n is the element count. */
+ * offset into its buffer; n is the element count.
+ *
+ * The op codes below are the only definition of them: the library's host code includes
+ * this file (lib/ops/ops_elementwise.c) for them, so both sides use the same numbers; the
+ * kernels are compiled on the device only. */
+#ifndef CLMOE_ELEMENTWISE_CL
+#define CLMOE_ELEMENTWISE_CL
 
+/* ew_binary's op */
 #define EW_ADD 0         /* out = a + alpha b */
 #define EW_MUL 1         /* out = a b */
 #define EW_SILU_BWD 2    /* a = x, b = dy:  out = dy (s + x s (1 - s)) */
 #define EW_SIGMOID_BWD 3 /* a = y, b = dy:  out = dy y (1 - y) */
 
+/* ew_unary's op */
 #define EW_SCALE 0   /* out = alpha x */
 #define EW_SILU 1    /* out = x sigmoid(x) */
 #define EW_SIGMOID 2 /* out = 1 / (1 + exp(-x)) */
 
+#ifdef __OPENCL_VERSION__
 inline float sigmoidf(float x) { return 1.0f / (1.0f + exp(-x)); }
 
 __kernel void ew_binary(int op, float alpha, __global const float *a, ulong aoff,
@@ -27,7 +36,8 @@ __kernel void ew_binary(int op, float alpha, __global const float *a, ulong aoff
     r = y * (s + x * s * (1.0f - s));
     break;
   }
-  default: r = y * x * (1.0f - x); break; /* EW_SIGMOID_BWD */
+  case EW_SIGMOID_BWD: r = y * x * (1.0f - x); break;
+  default: r = NAN; break; /* no such op: the host passes only the codes above */
   }
   out[ooff + i] = r;
 }
@@ -41,7 +51,21 @@ __kernel void ew_unary(int op, float alpha, __global const float *x, ulong xoff,
   switch (op) {
   case EW_SCALE: r = alpha * v; break;
   case EW_SILU: r = v * sigmoidf(v); break;
-  default: r = sigmoidf(v); break; /* EW_SIGMOID */
+  case EW_SIGMOID: r = sigmoidf(v); break;
+  default: r = NAN; break; /* no such op: the host passes only the codes above */
   }
   out[ooff + i] = r;
 }
+
+/* out[i] += bias[i % n] for i < total: a bias of n added to every row of out [total / n, n]
+ * (the linear layer's). */
+__kernel void ew_add_rows(__global float *out, ulong ooff, __global const float *bias, ulong boff,
+                          ulong n, ulong total)
+{
+  ulong i = get_global_id(0);
+  if (i >= total) return;
+  out[ooff + i] += bias[boff + i % n];
+}
+#endif /* __OPENCL_VERSION__ */
+
+#endif /* CLMOE_ELEMENTWISE_CL */

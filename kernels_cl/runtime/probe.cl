@@ -10,7 +10,7 @@ __kernel void probe_inline_ptx(__global uint *out)
 #endif
 
 #if defined(CLMOE_PROBE_TILE) && CLMOE_PROBE_TILE
-/* The tile interface (built as "tile+probe", lib/tile/fastpath.c): one group of 32 lanes computes
+/* The tile interface (built as "tile+probe", lib/tile/tile.c): one group of 32 lanes computes
  * D0 = A B with B row-major and D1 = A B with B stored transposed, from small integers that
  * bf16 holds exactly, so the host can demand exact results.
  *   a: [16, 16] bf16, b: [16, 8] bf16, d: [2, 16, 8] fp32 */

@@ -1,5 +1,5 @@
-/* tile.cl: the matrix-unit tile interface (issue 9), prepended to the kernel families that
- * use it ("tile+gemm_tile", "tile+kda_tc", ...).
+/* tile.cl: the matrix-unit tile interface, prepended to the kernel families that use it
+ * ("tile+gemm_tile", "tile+kda_tc", ...).
  *
  * One product is D[16 x 8] += A[16 x 16] B[16 x 8]: bf16 operands, fp32 accumulators,
  * computed by a group of 32 work-items ("lanes", lane = 0..31) that hold pieces of the

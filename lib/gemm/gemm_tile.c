@@ -1,13 +1,17 @@
-/* The bf16 GEMM on the tile interface (issue 9): block choice, build options, launch.
- * Kernel and data layout: kernels_cl/gemm/gemm_tile.cl. */
-#include "gemm_tile.h"
-
+/* The bf16 GEMM on the tile interface: the choice among its three kernels (register-staged,
+ * pipelined, warp-group) and of their blocks by the tile implementation's features, build
+ * options, launch. Kernels and data layout: kernels_cl/gemm/gemm_tile.cl, gemm_async.cl,
+ * gemm_wgmma.cl. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tile/tile_internal.h"
+#include "clmoe/gemm.h"
+#include "gemm/gemm_internal.h"
+#include "runtime/internal.h"
 #include "runtime/ptx_sm90a.h"
+#include "tile/tile_internal.h"
 
 /* Work-group blocks of C the kernel is built for: bm x bn, warps_m x warps_n groups of 32
  * lanes (a warp computes (bm / warps_m) x (bn / warps_n)). */
@@ -64,7 +68,7 @@ static const tile_block *choose_block(clmoe_ctx *ctx, const clmoe__gemm_shape *s
   for (int i = 0; i < NBLOCKS; i++)
     if (blocks[i].bm == ctx->gemm_tile_bm && blocks[i].bn == ctx->gemm_tile_bn) return &blocks[i];
   const tile_block *big = &blocks[0], *small = &blocks[NBLOCKS - 1];
-  if (clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE || !block_fits(ctx, big)) return small;
+  if (!clmoe__tile_features(ctx)->matrix_unit || !block_fits(ctx, big)) return small;
   int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
   return groups >= (int64_t)ctx->caps.compute_units ? big : small;
 }
@@ -101,8 +105,8 @@ static const async_block *choose_async(clmoe_ctx *ctx, const clmoe__gemm_shape *
   else {
     const async_block *big = &async_blocks[0], *small = &async_blocks[1];
     int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
-    int use_big = clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE &&
-                  groups >= (int64_t)ctx->caps.compute_units;
+    int use_big =
+        clmoe__tile_features(ctx)->matrix_unit && groups >= (int64_t)ctx->caps.compute_units;
     b = use_big ? big : small;
   }
   if (async_local_bytes(b) > ctx->caps.local_mem_bytes ||
@@ -148,7 +152,7 @@ static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *
     b = own;
   else {
     /* wgmma is sm_90a's alone (Blackwell has other matrix instructions) */
-    if (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9) return NULL;
+    if (!clmoe__tile_features(ctx)->warp_group) return NULL;
     const wgmma_block *big = &wgmma_blocks[0];
     if (wgmma_local_bytes(big) > clmoe__local_mem_optin(ctx)) big = &wgmma_blocks[1]; /* 48 KB */
     int64_t groups = (s->m + big->bm - 1) / big->bm * ((s->n + big->bn - 1) / big->bn) * s->batch;
@@ -164,7 +168,7 @@ static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *
 static clmoe_status wgmma_kernel(clmoe_ctx *ctx, const wgmma_block *b, const char *layout, cl_kernel *k)
 {
   char opts[384];
-  int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  int ptx = clmoe__tile_features(ctx)->inline_ptx;
   snprintf(opts, sizeof opts, "-DGW_BM=%d -DGW_BN=%d -DGW_BK=%d -DGW_STAGES=%d -DGW_INFLIGHT=%d %s%s%s%s",
            b->bm, b->bn, b->bk, b->stages, b->inflight, layout, clmoe__tile_options(ctx),
            ptx ? " " : "", ptx ? CLMOE_PTX_SM90A_OPTION : "");
@@ -217,7 +221,7 @@ clmoe_status clmoe__gemm_tile(clmoe_ctx *ctx, int ta, int tb, float alpha, const
   /* On a matrix unit the layout is compiled in (a program per layout); elsewhere it is a
    * kernel argument, so that slow compilers (PoCL) build one program per block. */
   char layout[96] = "";
-  if (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE)
+  if (clmoe__tile_features(ctx)->matrix_unit)
     snprintf(layout, sizeof layout, "-DGT_TA=%d -DGT_TB=%d -DGT_VEC_A=%d -DGT_VEC_B=%d -DGT_C_BF16=%d ",
              ta != 0, tb != 0, va, vb, cb);
   char opts[320];

@@ -1,8 +1,10 @@
-/* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. */
+/* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. The op
+ * codes (EW_*) are the kernels' own, from kernels_cl/ops/elementwise.cl. */
+#include "clmoe/ops.h"
+#include "ops/ops_internal.h"
 #include "runtime/internal.h"
 
-enum { EW_ADD = 0, EW_MUL = 1, EW_SILU_BWD = 2, EW_SIGMOID_BWD = 3 };
-enum { EW_SCALE = 0, EW_SILU = 1, EW_SIGMOID = 2 };
+#include "kernels_cl/ops/elementwise.cl"
 
 static clmoe_status binary(clmoe_ctx *ctx, const char *opname, int op, float alpha,
                            const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
@@ -87,4 +89,24 @@ clmoe_status clmoe_sigmoid_backward(clmoe_ctx *ctx, const clmoe_tensor *y, const
                                     clmoe_tensor *dx)
 {
   return binary(ctx, "clmoe_sigmoid_backward", EW_SIGMOID_BWD, 0.0f, y, dy, dx);
+}
+
+clmoe_status clmoe__ops_add_rows(clmoe_ctx *ctx, const char *op, const clmoe_tensor *bias,
+                                 clmoe_tensor *y)
+{
+  CLMOE_TRY(clmoe__want(bias, CLMOE_F32, op, "bias"));
+  CLMOE_TRY(clmoe__want(y, CLMOE_F32, op, "output"));
+  const cl_ulong n = (cl_ulong)clmoe_tensor_numel(bias), total = (cl_ulong)clmoe_tensor_numel(y);
+  if (y->ndim < 1 || (cl_ulong)y->shape[y->ndim - 1] != n) {
+    char yd[96], bd[96];
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: bias %s does not match the rows of output %s", op,
+                        clmoe_tensor_describe(bias, bd, sizeof bd),
+                        clmoe_tensor_describe(y, yd, sizeof yd));
+  }
+  if (total == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "elementwise", NULL, "ew_add_rows", &k));
+  cl_ulong yo = (cl_ulong)y->offset, bo = (cl_ulong)bias->offset;
+  CLMOE_TRY(clmoe__args(k, 6, KA(y->buf), KA(yo), KA(bias->buf), KA(bo), KA(n), KA(total)));
+  return clmoe__launch1d(ctx, k, (size_t)total);
 }

@@ -1,6 +1,7 @@
 /* Embedding lookup and its backward (kernels_cl/ops/embedding.cl). The backward groups tokens
  * by id with the device sort and sums each row's gradient in token order: deterministic,
  * no float atomics. */
+#include "clmoe/ops.h"
 #include "clmoe/paths.h"
 #include "runtime/internal.h"
 

@@ -3,6 +3,7 @@
  * Both directions run one work-group per row; the row sums use a fixed lane order (see
  * norm.cl), so the work-group size chosen here changes speed, never the bits. dgain, a sum
  * over rows, is computed in chunks of DGAIN_ROWS rows and then over chunks in order. */
+#include "clmoe/ops.h"
 #include "runtime/internal.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
 /* Optimizer steps (kernels_cl/ops/optim.cl). */
 #include <math.h>
 
+#include "clmoe/ops.h"
 #include "runtime/internal.h"
 
 /* Hyperparameters must be finite and in range; NaN fails every comparison below. */

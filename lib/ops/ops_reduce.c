@@ -1,4 +1,5 @@
 /* Reductions: sum, sum of squares, max |x| of a whole tensor; column sums of a matrix. */
+#include "clmoe/ops.h"
 #include "runtime/internal.h"
 
 enum { RED_SUM = 0, RED_SUMSQ = 1, RED_MAXABS = 2 };

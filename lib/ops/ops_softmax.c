@@ -10,6 +10,7 @@
  * the row and target. The read-back waits for the queue, once per call (forward and
  * backward); cross-entropy runs once per training step, where that wait is small next to
  * the vocabulary GEMMs. */
+#include "clmoe/ops.h"
 #include "runtime/internal.h"
 
 #define ROW_LANES 256  /* must match kernels_cl/ops/softmax.cl */

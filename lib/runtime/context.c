@@ -1,4 +1,5 @@
 /* Contexts: one OpenCL context and in-order queue on one device, plus build probes. */
+#include "clmoe/runtime.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -46,10 +47,8 @@ clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
   ctx->platform = plat;
   ctx->device = devs[dev->device_index];
   ctx->profiling = opts->profiling;
-  ctx->tile_impl = -1;
   ctx->wgmma_ok = -1;
   ctx->fastpath_mode = -2;
-  ctx->gemm_backend = CLMOE_GEMM_AUTO;
   const char *poison = getenv("CLMOE_POISON");
   ctx->poison = opts->poison || (poison && *poison && strcmp(poison, "0") != 0);
   CLMOE_TRY_GOTO(st, clmoe__device_caps(plat, ctx->device, dev->platform_index,
@@ -92,7 +91,7 @@ void clmoe_ctx_destroy(clmoe_ctx *ctx)
 {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
-  clmoe__gemm_destroy(ctx);
+  if (ctx->gemm_release) ctx->gemm_release(ctx);
   clmoe__profile_destroy(ctx);
   clmoe__pool_destroy(ctx);
   for (int i = 0; i < ctx->nprograms; i++) {

@@ -1,4 +1,5 @@
 /* Device enumeration and capability records. */
+#include "clmoe/runtime.h"
 #include "internal.h"
 
 #include <ctype.h>

@@ -1,6 +1,7 @@
 /* Which OpenCL implementation a device belongs to, and the choice of a device from a
  * --device / CLMOE_DEVICE spec (rules in order: P:D indices, a device type, an
  * implementation name, a platform string, a device name or vendor). */
+#include "clmoe/runtime.h"
 #include "internal.h"
 
 #include <ctype.h>

@@ -1,4 +1,6 @@
-/* Internal declarations shared by the library's source files; not installed. */
+/* Internal to libclmoe: what the runtime offers every subsystem beyond its public headers
+ * (errors, hashing, the embedded sources, the context record, kernels and their launch,
+ * the buffer pool, tensor argument checks). Not installed. */
 #ifndef CLMOE_INTERNAL_H
 #define CLMOE_INTERNAL_H
 
@@ -7,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clmoe/clmoe.h"
+#include "clmoe/program.h"
+#include "clmoe/runtime.h"
+#include "clmoe/status.h"
+#include "clmoe/tensor.h"
 
 /* ---- errors --------------------------------------------------------------------------- */
 #if defined(__GNUC__)
@@ -95,6 +100,8 @@ typedef struct clmoe_pool {
   clmoe_pool_stats stats;
 } clmoe_pool;
 
+/* The context. The runtime's own state first; then what the subsystems above keep per
+ * context, in their own terms (plain values, an opaque record, a release hook). */
 struct clmoe_ctx {
   clmoe_device_caps caps;
   char choice_reason[256];
@@ -108,27 +115,33 @@ struct clmoe_ctx {
   int nprograms, cap_programs;
   clmoe_program_stats prog_stats;
   clmoe_pool pool;
-  clmoe_gemm_backend gemm_backend;
+  int poison;                     /* 1: every buffer the pool hands out is filled with
+                                   * CLMOE_POISON_WORD first (clmoe_ctx_options.poison) */
   int prof_active;                /* clmoe_ctx_profile_begin was called */
   struct clmoe__prof_event *prof_events; /* the kernels launched since */
   int prof_count, prof_cap;
   clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
   int prof_rows, prof_table_cap;
-  void *clblast_state; /* reserved for the GEMM layer */
-  int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
-  int tile_impl;       /* clmoe_tile_impl, -1 until probed (lib/tile/fastpath.c) */
+  /* lib/tile */
+  const struct clmoe_tile_features *tile; /* the tile implementation's record, NULL until
+                                           * probed (lib/tile/tile.c) */
   int fastpath_mode;   /* -2: from CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
+  int wgmma_ok;        /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
+  size_t local_optin;  /* clmoe__local_mem_optin, 0 until probed */
+  /* lib/gemm */
+  int gemm_backend;    /* clmoe_gemm_backend of clmoe_gemm (0: CLMOE_GEMM_AUTO) */
   int gemm_tile_bm, gemm_tile_bn; /* tile GEMM block (lib/gemm/gemm_tile.c); 0: chosen by device */
-  int wgmma_ok;                   /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
-  size_t local_optin;             /* clmoe__local_mem_optin, 0 until probed */
-  int poison;                     /* 1: every buffer the pool hands out is filled with
-                                   * CLMOE_POISON_WORD first (clmoe_ctx_options.poison) */
+  int clblast_tuned;   /* tuner files applied (CLMOE_CLBLAST_TUNING) */
+  void (*gemm_release)(clmoe_ctx *ctx); /* set by lib/gemm while it holds process-wide
+                                         * state for this context (CLBlast's), called by
+                                         * clmoe_ctx_destroy */
 };
 
 /* The poison pattern, a 32-bit word repeated: a quiet NaN as fp32 (0x7FC17FC1) and as
  * each of its bf16 halves (0x7FC1), 2143387585 as an int32 index (out of every range). */
 #define CLMOE_POISON_WORD 0x7FC17FC1u
 
+/* ---- kernels (program.c) and their launch (launch.c) -------------------------------- */
 /* Finds (building on first use) kernel `name` of family `family` (kernels_cl/family.cl)
  * compiled with the context's tunables plus `options` (may be NULL). The kernel belongs
  * to the context; do not release it. */
@@ -158,6 +171,7 @@ clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t grou
 /* Round n up to a multiple of m. */
 static inline size_t clmoe__round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+/* ---- devices (device.c, context.c) ------------------------------------------------------ */
 /* Build probes run when a context is created (inline PTX on NVIDIA). */
 void clmoe__probe_caps(clmoe_ctx *ctx);
 
@@ -168,9 +182,8 @@ clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id device, in
 /* 1 when needle occurs in hay, any case (an empty needle always does). */
 int clmoe__contains_nocase(const char *hay, const char *needle);
 
+/* ---- the buffer pool (pool.c) -------------------------------------------------------- */
 /* Pool buffers: get one of at least `bytes` bytes (*capacity: its real size), put it back. */
-/* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */
-clmoe_status clmoe__params_inference_error(const char *call);
 clmoe_status clmoe__pool_get(clmoe_ctx *ctx, size_t bytes, cl_mem *mem, size_t *capacity);
 void clmoe__pool_put(clmoe_ctx *ctx, cl_mem mem, size_t capacity);
 /* Temporary device buffer from the pool (for ops that need scratch space). */
@@ -181,18 +194,18 @@ void clmoe__scratch_release(clmoe_ctx *ctx, cl_mem mem, size_t bytes);
 clmoe_status clmoe__scratch_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes);
 void clmoe__scratch_release_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t *bytes);
 
+/* Releases every pooled buffer (clmoe_ctx_destroy). */
 void clmoe__pool_destroy(clmoe_ctx *ctx);
+
+/* ---- profiling (profile.c) ------------------------------------------------------------ */
+/* Releases the kept events and the table (clmoe_ctx_destroy). */
 void clmoe__profile_destroy(clmoe_ctx *ctx);
-/* Applies the CLBlast tuner files named by CLMOE_CLBLAST_TUNING that match ctx's device
- * (clblast_tuning.c). */
-clmoe_status clmoe__clblast_tuning(clmoe_ctx *ctx);
 /* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;
  * with `start` (a marker enqueued before a library call such as CLBlast's, also owned),
  * the time counts from start's end to ev's end. No-op (releasing both) otherwise. */
 clmoe_status clmoe__profile_record(clmoe_ctx *ctx, cl_event ev, cl_event start, const char *name);
-void clmoe__gemm_destroy(clmoe_ctx *ctx);
 
-/* ---- operator argument checks (ops_check.c) ----------------------------------------- */
+/* ---- argument checks of the operators (tensor_check.c) ------------------------------ */
 /* t must be a contiguous tensor of dtype; `op` and `name` appear in the message. */
 clmoe_status clmoe__want(const clmoe_tensor *t, clmoe_dtype dtype, const char *op, const char *name);
 /* a and b must have the same number of elements. */
@@ -210,5 +223,11 @@ clmoe_status clmoe__seq_bounds(const char *op, const clmoe_tensor *cu, int64_t B
                                int64_t *N, cl_int **bounds);
 /* Rows and last-dimension size of t (rows = numel / n). */
 void clmoe__rows(const clmoe_tensor *t, int64_t *rows, int64_t *n);
+
+/* ---- transitional: other subsystems still rely on this ------------------------------- */
+/* The error of a training call on a registry made for inference (lib/model: params.c,
+ * params_ckpt.c). */
+clmoe_status clmoe__params_inference_error(const char *call);
+#include "clmoe/clmoe.h"
 
 #endif

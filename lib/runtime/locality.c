@@ -1,4 +1,5 @@
 /* Device locality through hwloc (PCI object -> nearest non-I/O ancestor). */
+#include "clmoe/locality.h"
 #include "internal.h"
 
 #include <hwloc.h>

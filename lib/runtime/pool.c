@@ -1,5 +1,6 @@
 /* The per-context buffer pool: freed buffers are kept by size class and handed out again,
  * so steady-state training steps never call clCreateBuffer. */
+#include "clmoe/tensor.h"
 #include "internal.h"
 
 #include <stdlib.h>

@@ -1,15 +1,14 @@
-/* Program building, the on-disk binary cache, kernel lookup and launch helpers. */
-#include "internal.h"
-#include "ptx_sm90a.h"
-
+/* Programs: their sources (embedded, or read from CLMOE_KERNEL_DIR), building them (through
+ * the disk cache of program_cache.c, and the sm_90a retargeting of ptx_sm90a.c), and the
+ * context's table of built programs and their kernels (clmoe__kernel). */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "clmoe/program.h"
+#include "ptx_sm90a.h"
+#include "runtime_internal.h"
 
 /* ---- sources --------------------------------------------------------------------------- */
 
@@ -109,124 +108,6 @@ static clmoe_status load_sources(const char *family, program_sources *ps)
   return CLMOE_OK;
 }
 
-/* ---- the disk cache ---------------------------------------------------------------------- */
-
-int clmoe_cache_dir(char *out, size_t len)
-{
-  const char *off = getenv("CLMOE_CACHE");
-  if (off && !strcmp(off, "0")) return 0;
-  const char *dir = getenv("CLMOE_CACHE_DIR");
-  if (dir && *dir) {
-    snprintf(out, len, "%s", dir);
-    return 1;
-  }
-  const char *xdg = getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) {
-    snprintf(out, len, "%s/clmoe", xdg);
-    return 1;
-  }
-  const char *home = getenv("HOME");
-  if (home && *home) {
-    snprintf(out, len, "%s/.cache/clmoe", home);
-    return 1;
-  }
-  return 0;
-}
-
-/* mkdir -p; failures are left for the open() that follows to report (silently). */
-static void make_dirs(const char *path)
-{
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      mkdir(buf, 0755);
-      *p = '/';
-    }
-  mkdir(buf, 0755);
-}
-
-typedef struct cache_header {
-  char magic[8];     /* "CLMOEPRG" */
-  uint32_t format;   /* CLMOE_CACHE_FORMAT */
-  uint32_t reserved;
-  uint64_t key_a, key_b;
-  uint64_t size;     /* payload bytes */
-  uint64_t checksum; /* FNV-1a 64 of the payload */
-} cache_header;
-
-static clmoe_hash program_key(const clmoe_ctx *ctx, const program_sources *ps, const char *options)
-{
-  clmoe_hash h;
-  clmoe__hash_init(&h);
-  uint32_t format = CLMOE_CACHE_FORMAT;
-  clmoe__hash_bytes(&h, &format, sizeof format);
-  clmoe__hash_str(&h, ctx->caps.platform_name);
-  clmoe__hash_str(&h, ctx->caps.platform_version);
-  clmoe__hash_str(&h, ctx->caps.device_name);
-  clmoe__hash_str(&h, ctx->caps.driver_version);
-  clmoe__hash_str(&h, options);
-  for (int i = 0; i < ps->count; i++) clmoe__hash_str(&h, ps->text[i]);
-  return h;
-}
-
-static void cache_path(const char *dir, const clmoe_hash *key, char *out, size_t len)
-{
-  char hex[33];
-  clmoe__hash_hex(key, hex);
-  snprintf(out, len, "%s/%s.clbin", dir, hex);
-}
-
-/* Loads a cached binary; returns NULL when there is no usable entry. */
-static unsigned char *cache_read(const char *path, const clmoe_hash *key, size_t *size, int *rejected)
-{
-  *rejected = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  cache_header h;
-  unsigned char *data = NULL;
-  if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, "CLMOEPRG", 8) != 0 ||
-      h.format != CLMOE_CACHE_FORMAT || h.key_a != key->a || h.key_b != key->b ||
-      h.size == 0 || h.size > ((uint64_t)1 << 32))
-    goto reject;
-  data = malloc(h.size);
-  if (!data || fread(data, 1, h.size, f) != h.size || clmoe__fnv64(data, h.size) != h.checksum)
-    goto reject;
-  fclose(f);
-  *size = h.size;
-  return data;
-reject:
-  free(data);
-  fclose(f);
-  *rejected = 1;
-  return NULL;
-}
-
-/* Writes an entry to a temporary file in the same directory and renames it into place,
- * so that concurrent processes (MPI ranks on one node) never read half a file. */
-static int cache_write(const char *dir, const char path[4200], const clmoe_hash *key,
-                       const unsigned char *data, size_t size)
-{
-  make_dirs(dir);
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return 0;
-  cache_header h;
-  memset(&h, 0, sizeof h);
-  memcpy(h.magic, "CLMOEPRG", 8);
-  h.format = CLMOE_CACHE_FORMAT;
-  h.key_a = key->a, h.key_b = key->b;
-  h.size = size;
-  h.checksum = clmoe__fnv64(data, size);
-  int ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, data, size) == (ssize_t)size;
-  ok = close(fd) == 0 && ok;
-  if (ok && rename(tmp, path) == 0) return 1;
-  unlink(tmp);
-  return 0;
-}
-
 /* ---- building ------------------------------------------------------------------------- */
 
 static clmoe_status build_log_error(clmoe_ctx *ctx, cl_program prog, const char *family,
@@ -264,45 +145,6 @@ static void print_build_log(clmoe_ctx *ctx, cl_program prog, const char *family,
   free(log);
 }
 
-static clmoe_status program_binary(clmoe_ctx *ctx, cl_program prog, unsigned char **data,
-                                   size_t *size)
-{
-  *data = NULL;
-  cl_uint ndev = 0;
-  CLMOE_CL(clGetProgramInfo(prog, CL_PROGRAM_NUM_DEVICES, sizeof ndev, &ndev, NULL));
-  if (ndev != 1) return clmoe__error(CLMOE_ERR_INTERNAL, "program built for %u devices", ndev);
-  CLMOE_CL(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof *size, size, NULL));
-  if (*size == 0) return CLMOE_OK; /* the driver offers no binaries: nothing to cache */
-  *data = malloc(*size);
-  if (!*data) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
-  unsigned char *ptrs[1] = {*data};
-  cl_int err = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptrs, ptrs, NULL);
-  if (err != CL_SUCCESS) {
-    free(*data);
-    *data = NULL;
-    return clmoe__cl_error(err, "clGetProgramInfo(CL_PROGRAM_BINARIES)", __FILE__, __LINE__);
-  }
-  return CLMOE_OK;
-}
-
-/* Tries a cached binary; on any failure returns NULL and the caller builds from source. */
-static cl_program program_from_binary(clmoe_ctx *ctx, const unsigned char *data, size_t size,
-                                      const char *options)
-{
-  cl_int err = CL_SUCCESS, status = CL_SUCCESS;
-  cl_program prog = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &size, &data,
-                                              &status, &err);
-  if (err != CL_SUCCESS || status != CL_SUCCESS) {
-    if (prog) clReleaseProgram(prog);
-    return NULL;
-  }
-  if (clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
-    clReleaseProgram(prog);
-    return NULL;
-  }
-  return prog;
-}
-
 /* A program whose options ask for it (CLMOE_PTX_SM90A_OPTION) is built a second time from
  * its first build's PTX retargeted to sm_90a (lib/runtime/ptx_sm90a.c); *out replaces prog. */
 static clmoe_status rebuild_sm90a(clmoe_ctx *ctx, cl_program prog, const char *family,
@@ -311,7 +153,7 @@ static clmoe_status rebuild_sm90a(clmoe_ctx *ctx, cl_program prog, const char *f
   *out = NULL;
   unsigned char *bin = NULL, *ptx = NULL;
   size_t bin_size = 0, ptx_size = 0;
-  CLMOE_TRY(program_binary(ctx, prog, &bin, &bin_size));
+  CLMOE_TRY(clmoe__runtime_program_binary(ctx, prog, &bin, &bin_size));
   if (!bin)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "kernels_cl/%s.cl: the driver gives no PTX to retarget", family);
   clmoe_status st = clmoe__ptx_sm90a(bin, bin_size, &ptx, &ptx_size);
@@ -349,26 +191,9 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
   snprintf(options, sizeof options, "%s%s%s%s%s", ctx->base_options, extra && *extra ? " " : "",
            extra ? extra : "", user && *user ? " " : "", user && *user ? user : "");
   clmoe_status st = CLMOE_OK;
-  char dir[4096], path[4200];
-  int use_cache = clmoe_cache_dir(dir, sizeof dir);
-  clmoe_hash key = program_key(ctx, &ps, options);
-  unsigned char *bin = NULL;
-  size_t bin_size = 0;
-  cl_program prog = NULL;
-
-  if (use_cache) {
-    cache_path(dir, &key, path, sizeof path);
-    int rejected = 0;
-    bin = cache_read(path, &key, &bin_size, &rejected);
-    if (bin) {
-      prog = program_from_binary(ctx, bin, bin_size, options);
-      if (prog) ctx->prog_stats.cache_hits++;
-      else rejected = 1;
-    }
-    if (rejected) ctx->prog_stats.cache_rejects++;
-    free(bin);
-    bin = NULL;
-  }
+  clmoe__runtime_cache_slot slot;
+  clmoe__runtime_cache_locate(ctx, ps.count, ps.text, options, &slot);
+  cl_program prog = clmoe__runtime_cache_load(ctx, &slot, options);
   if (!prog) {
     cl_int err = CL_SUCCESS;
     prog = clCreateProgramWithSource(ctx->context, (cl_uint)ps.count, ps.text, NULL, &err);
@@ -389,11 +214,7 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
       if (st != CLMOE_OK) goto done;
     }
     if (getenv("CLMOE_BUILD_LOG")) print_build_log(ctx, prog, family, options);
-    if (use_cache && program_binary(ctx, prog, &bin, &bin_size) == CLMOE_OK && bin &&
-        cache_write(dir, path, &key, bin, bin_size))
-      ctx->prog_stats.cache_writes++;
-    clmoe_clear_error(); /* a cache that cannot be written is not an error */
-    free(bin);
+    clmoe__runtime_cache_store(ctx, &slot, prog);
   }
   *out = prog;
 done:
@@ -487,195 +308,4 @@ clmoe_status clmoe_ctx_build_all(clmoe_ctx *ctx)
     CLMOE_TRY(program_entry(ctx, s->family, NULL, &p));
   }
   return CLMOE_OK;
-}
-
-/* ---- launching ---------------------------------------------------------------------------- */
-
-static const char *kernel_name(cl_kernel k, char *buf, size_t len)
-{
-  if (clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, len, buf, NULL) != CL_SUCCESS)
-    snprintf(buf, len, "?");
-  return buf;
-}
-
-clmoe_status clmoe__args(cl_kernel kernel, int count, ...)
-{
-  va_list ap;
-  va_start(ap, count);
-  clmoe_status st = CLMOE_OK;
-  for (int i = 0; i < count; i++) {
-    size_t size = va_arg(ap, size_t);
-    const void *ptr = va_arg(ap, const void *);
-    cl_int err = clSetKernelArg(kernel, (cl_uint)i, size, ptr);
-    if (err != CL_SUCCESS) {
-      char name[64];
-      st = clmoe__cl_error(err, "clSetKernelArg", __FILE__, __LINE__);
-      clmoe__append_error(" (kernel %s, argument %d)", kernel_name(kernel, name, sizeof name), i);
-      break;
-    }
-  }
-  va_end(ap);
-  return st;
-}
-
-clmoe_status clmoe__launch(clmoe_ctx *ctx, cl_kernel kernel, int dims, const size_t *global,
-                           const size_t *local)
-{
-  size_t g[3];
-  for (int d = 0; d < dims; d++) {
-    g[d] = local ? clmoe__round_up(global[d], local[d]) : global[d];
-    if (g[d] == 0) return CLMOE_OK; /* nothing to do */
-  }
-  cl_event ev = NULL;
-  const int keep = ctx->prof_active && ctx->profiling;
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, (cl_uint)dims, NULL, g, local, 0, NULL,
-                                      keep ? &ev : NULL);
-  if (err == CL_SUCCESS && keep) {
-    char name[64];
-    return clmoe__profile_record(ctx, ev, NULL, kernel_name(kernel, name, sizeof name));
-  }
-  if (err != CL_SUCCESS) {
-    char name[64];
-    clmoe__cl_error(err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
-    clmoe__append_error(" (kernel %s)", kernel_name(kernel, name, sizeof name));
-    return err;
-  }
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe__launch1d(clmoe_ctx *ctx, cl_kernel kernel, size_t n)
-{
-  size_t local = ctx->caps.wg_size;
-  return clmoe__launch(ctx, kernel, 1, &n, &local);
-}
-
-clmoe_status clmoe__row_local(clmoe_ctx *ctx, cl_kernel kernel, int64_t n, size_t *local)
-{
-  size_t kmax = 0;
-  CLMOE_CL(clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax,
-                                    &kmax, NULL));
-  size_t l = 256;
-  while (l > 1 && (l > ctx->caps.max_work_group_size || l > kmax || (int64_t)(l / 2) >= n)) l /= 2;
-  *local = l;
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t groups, size_t local)
-{
-  size_t global = (size_t)groups * local;
-  return clmoe__launch(ctx, kernel, 1, &global, &local);
-}
-
-/* ---- profiling --------------------------------------------------------------------------- */
-
-struct clmoe__prof_event {
-  cl_event ev, start;
-  char name[64];
-};
-
-static void profile_release(clmoe_ctx *ctx)
-{
-  for (int i = 0; i < ctx->prof_count; i++) {
-    clReleaseEvent(ctx->prof_events[i].ev);
-    if (ctx->prof_events[i].start) clReleaseEvent(ctx->prof_events[i].start);
-  }
-  ctx->prof_count = 0;
-}
-
-clmoe_status clmoe__profile_record(clmoe_ctx *ctx, cl_event ev, cl_event start, const char *name)
-{
-  if (!(ctx->prof_active && ctx->profiling) || !ev) {
-    if (ev) clReleaseEvent(ev);
-    if (start) clReleaseEvent(start);
-    return CLMOE_OK;
-  }
-  if (ctx->prof_count == ctx->prof_cap) {
-    int cap = ctx->prof_cap ? 2 * ctx->prof_cap : 256;
-    struct clmoe__prof_event *grown = realloc(ctx->prof_events, (size_t)cap * sizeof *grown);
-    if (!grown) {
-      clReleaseEvent(ev);
-      if (start) clReleaseEvent(start);
-      return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (profiling)");
-    }
-    ctx->prof_events = grown;
-    ctx->prof_cap = cap;
-  }
-  struct clmoe__prof_event *e = &ctx->prof_events[ctx->prof_count++];
-  e->ev = ev, e->start = start;
-  snprintf(e->name, sizeof e->name, "%s", name);
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe_ctx_profile_begin(clmoe_ctx *ctx)
-{
-  if (!ctx->profiling)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
-                        "clmoe_ctx_profile_begin: the context was created without profiling");
-  profile_release(ctx);
-  ctx->prof_active = 1;
-  return CLMOE_OK;
-}
-
-/* Adds `seconds` to the table row of `name` (a linear search: a model has ~100 kernels). */
-static clmoe_status table_add(clmoe_ctx *ctx, const char *name, double seconds)
-{
-  int i = 0;
-  while (i < ctx->prof_rows && strcmp(ctx->prof_table[i].name, name)) i++;
-  if (i == ctx->prof_rows) {
-    if (ctx->prof_rows == ctx->prof_table_cap) {
-      int cap = ctx->prof_table_cap ? 2 * ctx->prof_table_cap : 64;
-      clmoe_kernel_time *grown = realloc(ctx->prof_table, (size_t)cap * sizeof *grown);
-      if (!grown) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (profiling)");
-      ctx->prof_table = grown;
-      ctx->prof_table_cap = cap;
-    }
-    memset(&ctx->prof_table[i], 0, sizeof ctx->prof_table[i]);
-    snprintf(ctx->prof_table[i].name, sizeof ctx->prof_table[i].name, "%s", name);
-    ctx->prof_rows++;
-  }
-  ctx->prof_table[i].seconds += seconds;
-  ctx->prof_table[i].launches++;
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *kernels)
-{
-  ctx->prof_active = 0;
-  *kernel_seconds = 0.0;
-  if (kernels) *kernels = ctx->prof_count;
-  clmoe_status st = CLMOE_OK;
-  cl_int err = clFinish(ctx->queue);
-  for (int i = 0; i < ctx->prof_count && err == CL_SUCCESS && st == CLMOE_OK; i++) {
-    const struct clmoe__prof_event *e = &ctx->prof_events[i];
-    cl_ulong t0 = 0, t1 = 0;
-    err = e->start ? clGetEventProfilingInfo(e->start, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL)
-                   : clGetEventProfilingInfo(e->ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-    if (err == CL_SUCCESS)
-      err = clGetEventProfilingInfo(e->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-    if (err != CL_SUCCESS) break;
-    const double s = t1 > t0 ? 1e-9 * (double)(t1 - t0) : 0.0;
-    *kernel_seconds += s;
-    st = table_add(ctx, e->name, s);
-  }
-  if (err != CL_SUCCESS) st = clmoe__cl_error(err, "clGetEventProfilingInfo", __FILE__, __LINE__);
-  profile_release(ctx);
-  return st;
-}
-
-int clmoe_ctx_profile_kernels(const clmoe_ctx *ctx, const clmoe_kernel_time **rows)
-{
-  *rows = ctx->prof_table;
-  return ctx->prof_rows;
-}
-
-void clmoe_ctx_profile_clear(clmoe_ctx *ctx) { ctx->prof_rows = 0; }
-
-void clmoe__profile_destroy(clmoe_ctx *ctx)
-{
-  profile_release(ctx);
-  free(ctx->prof_events);
-  ctx->prof_events = NULL;
-  free(ctx->prof_table);
-  ctx->prof_table = NULL;
-  ctx->prof_rows = ctx->prof_table_cap = 0;
 }

@@ -1,5 +1,6 @@
 /* Random fills. The generator itself is kernels_cl/runtime/random.cl, included here so that the
  * host and every device run the same text and produce the same bits. */
+#include "clmoe/tensor.h"
 #include "internal.h"
 
 #include <stdint.h>

@@ -1,4 +1,5 @@
 /* Status names and the per-thread error message. */
+#include "clmoe/status.h"
 #include "internal.h"
 
 #include <stdarg.h>

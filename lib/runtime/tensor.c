@@ -1,4 +1,5 @@
 /* Tensors: creation from the pool, views, host transfers, copies and fills. */
+#include "clmoe/tensor.h"
 #include "internal.h"
 
 #include <math.h>

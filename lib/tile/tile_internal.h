@@ -1,12 +1,38 @@
 /* Internal to libclmoe: what the hosts of the tile kernels (gemm, kda, mla) need from the
- * tile subsystem beyond include/clmoe/tile.h. */
+ * tile subsystem beyond include/clmoe/tile.h: the feature record of the device's tile
+ * implementation, its build options, and the local-memory and warp-group probes. */
 #ifndef CLMOE_TILE_INTERNAL_H
 #define CLMOE_TILE_INTERNAL_H
 
 #include <stddef.h>
 
+#include "clmoe/runtime.h"
+#include "clmoe/status.h"
 #include "clmoe/tile.h"
-#include "runtime/internal.h"
+
+/* What a tile implementation (kernels_cl/tile/tile.cl) offers the kernels built on it: one
+ * row of the table in lib/tile/tile.c, chosen for a device by the probe. Hosts choose
+ * kernels and blocks by these features, not by the implementation's name. */
+typedef struct clmoe_tile_features {
+  clmoe_tile_impl impl;
+  const char *name;           /* clmoe_tile_impl_name(impl) */
+  const char *options;        /* build options selecting it: "" or "-DCLMOE_TILE_PTX=1" */
+  int lanes;                  /* work-items that compute one product together: 32 */
+  int frag_m, frag_n, frag_k; /* one product D[m x n] += A[m x k] B[k x n]: 16, 8, 16 */
+  int matrix_unit;            /* the products run on a matrix unit (else fp32 arithmetic) */
+  int lane_shuffle;           /* lanes read each other's registers (tile_shfl_*) */
+  int async_copy;             /* global-to-local copies that bypass registers (tile_cp16) */
+  int matrix_load;            /* fragments loaded as whole 8 x 8 matrices (tile_ldsm_x4) */
+  int matrix_store;           /* ... and stored likewise (tile_stsm_x4) */
+  int warp_group;             /* products over 4 warps, asynchronous (tile_wg_*: wgmma);
+                               * a driver may still fail to build them (clmoe__wgmma_usable) */
+  int inline_ptx;             /* written in NVIDIA inline PTX: a program with warp-group
+                               * code is rebuilt for sm_90a (CLMOE_PTX_SM90A_OPTION) */
+  const char *summary;        /* one line for clmoe-info (clmoe_ctx_tile_summary) */
+} clmoe_tile_features;
+
+/* The record of ctx's tile implementation (probed on first call, then remembered). */
+const clmoe_tile_features *clmoe__tile_features(clmoe_ctx *ctx);
 
 /* The build options selecting the tile implementation ("-DCLMOE_TILE_PTX=1" or
  * ""), to pass to clmoe__kernel for families that start with "tile+". */

@@ -1,9 +1,10 @@
 /* The tile interface's self-test kernel (probe_tile_test, kernels_cl/runtime/probe.cl) on
  * a context's tile implementation, for the conformance check tile.interface. */
-#include "clmoe/paths.h"
-#include "tile_internal.h"
-
 #include <stdio.h>
+
+#include "clmoe/paths.h"
+#include "runtime/internal.h"
+#include "tile/tile_internal.h"
 
 clmoe_status clmoe_tile_selftest(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
                                  const clmoe_tensor *b2, clmoe_tensor *out)

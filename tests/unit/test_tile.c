@@ -1,4 +1,4 @@
-/* CUnit suite: the matrix-unit tile interface and the tile GEMM (issue 9).
+/* CUnit suite: the matrix-unit tile interface and the tile GEMM.
  * The "tile." conformance checks (every tile load, tile_a_from_c, three GEMM cases), a sweep
  * of the tile GEMM over ragged shapes x all four transposes x every work-group block, the
  * fast-path switch and its hook into clmoe_gemm, NaN handling and argument errors. The GEMM
@@ -13,7 +13,7 @@
 #include "check/ref/reference.h"
 #include "test_common.h"
 #include "runtime/ptx_sm90a.h" /* clmoe__ptx_sm90a */
-#include "tile/tile_internal.h" /* clmoe__tile_options */
+#include "tile/tile_internal.h" /* clmoe__tile_options, clmoe__tile_features */
 
 /* Runs one GEMM case and asserts it passed, printing the case on failure. */
 static void run_case(const tile_gemm_case *g, uint64_t seed)
@@ -128,6 +128,31 @@ static void test_fastpath_switch(void)
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_ctx_fastpath_reason(test_ctx), "auto"));
   printf("\n  tile implementation %s, fast path %s\n", clmoe_tile_impl_name(impl),
          clmoe_ctx_fastpath_reason(test_ctx));
+}
+
+/* The feature record agrees with the probe's verdict: a matrix unit exactly on nv-mma, the
+ * fragment shape of the interface's contract, the build options and the summary the public
+ * calls give, and nothing beyond plain arithmetic for the portable tiles. */
+static void test_features(void)
+{
+  const clmoe_tile_features *f = clmoe__tile_features(test_ctx);
+  const clmoe_device_caps *caps = clmoe_ctx_caps(test_ctx);
+  CU_ASSERT_EQUAL(f->impl, clmoe_ctx_tile_impl(test_ctx));
+  CU_ASSERT_STRING_EQUAL(f->name, clmoe_tile_impl_name(f->impl));
+  CU_ASSERT_STRING_EQUAL(f->options, clmoe__tile_options(test_ctx));
+  CU_ASSERT_PTR_EQUAL(f->summary, clmoe_ctx_tile_summary(test_ctx));
+  CU_ASSERT(f->lanes == 32 && f->frag_m == 16 && f->frag_n == 8 && f->frag_k == 16);
+  CU_ASSERT_EQUAL(f->matrix_unit, f->impl == CLMOE_TILE_NV_MMA);
+  CU_ASSERT_EQUAL(f->inline_ptx, f->impl == CLMOE_TILE_NV_MMA);
+  if (f->impl == CLMOE_TILE_PORTABLE) {
+    CU_ASSERT(!f->lane_shuffle && !f->async_copy && !f->matrix_load && !f->matrix_store &&
+              !f->warp_group);
+  } else {
+    CU_ASSERT(f->lane_shuffle && f->async_copy && f->matrix_load);
+    CU_ASSERT_EQUAL(f->matrix_store, caps->nv_cc_major >= 9);
+    CU_ASSERT_EQUAL(f->warp_group, caps->nv_cc_major == 9);
+  }
+  printf("\n  tile features: %s\n", f->summary);
 }
 
 /* clmoe_gemm (AUTO) sends bf16 A and B to the tile GEMM when the fast path is on, to CLBlast
@@ -279,6 +304,7 @@ static void test_errors(void)
 static void add_tests(CU_pSuite suite)
 {
   CU_add_test(suite, "probe verdict and the fast-path switch", test_fastpath_switch);
+  CU_add_test(suite, "the feature record of the tile implementation", test_features);
   test_add_checks(suite, "tile");
   CU_add_test(suite, "tile GEMM: ragged shapes x transposes", test_gemm_sweep);
   CU_add_test(suite, "tile GEMM: every work-group block", test_gemm_blocks);

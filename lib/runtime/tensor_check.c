@@ -1,8 +1,9 @@
-/* Argument checks shared by the operators: one wording for every op. */
-#include "runtime/internal.h"
-
+/* Argument checks shared by the operators of every subsystem (declared in internal.h): one
+ * wording for every op. */
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "internal.h"
 
 clmoe_status clmoe__want(const clmoe_tensor *t, clmoe_dtype dtype, const char *op, const char *name)
 {

@@ -1,0 +1,126 @@
+/* Conformance checks: the linear layer (clmoe_linear, clmoe_linear_backward) against the
+ * double reference, with and without a bias, fp32 and bf16 operands, each gradient alone. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "ref/reference.h"
+
+/* Tolerances with ck_compare's measure: fp32 products; bf16 operands (exact products in
+ * fp32) may go to the tile GEMM where the fast path is on, whose fp32 sums the tile checks
+ * bound by 2e-5. */
+#define TOL_F32 1e-5
+#define TOL_BF16_IN 2e-5
+
+/* A case: sizes, the dtype of X and W, a bias, and for the backward which gradients. */
+typedef struct linear_case {
+  int64_t rows, in, out;
+  clmoe_dtype dtype; /* of X and W (Y, dY and the gradients are fp32) */
+  int bias;          /* forward: a bias; backward: dbias */
+  int backward;      /* 0: the forward */
+  int dx, dw;        /* backward: dX, dW wanted */
+} linear_case;
+
+static clmoe_status check_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
+                                  const linear_case *lc)
+{
+  clmoe_status st = CLMOE_OK;
+  clmoe_tensor X = {0}, W = {0}, b = {0}, Y = {0};
+  double *x = NULL, *w = NULL, *bias = NULL, *got = NULL, *ref = NULL;
+  const size_t ny = (size_t)(lc->rows * lc->out);
+  CK(ck_uniform(ctx, &X, lc->dtype, 2, (int64_t[]){lc->rows, lc->in}, seed, -1.0f, 1.0f, &x));
+  CK(ck_uniform(ctx, &W, lc->dtype, 2, (int64_t[]){lc->out, lc->in}, seed + 1, -0.5f, 0.5f, &w));
+  if (lc->bias) CK(ck_uniform(ctx, &b, CLMOE_F32, 1, &lc->out, seed + 2, -1.0f, 1.0f, &bias));
+  CK(clmoe_tensor_create(ctx, &Y, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->out}));
+  CK(clmoe_tensor_fill(&Y, NAN)); /* Y is overwritten, never read */
+  CK(clmoe_linear(ctx, &X, &W, lc->bias ? &b : NULL, &Y));
+  CK(ck_read(&Y, &got));
+  CK_ALLOC(ref, ny);
+  ref_linear(x, w, bias, lc->rows, lc->in, lc->out, ref);
+  res->tolerance = lc->dtype == CLMOE_BF16 ? TOL_BF16_IN : TOL_F32;
+  ck_compare("Y", got, ref, ny, res);
+done:
+  free(x), free(w), free(bias), free(got), free(ref);
+  clmoe_tensor_destroy(&X), clmoe_tensor_destroy(&W), clmoe_tensor_destroy(&b);
+  clmoe_tensor_destroy(&Y);
+  return st;
+}
+
+static clmoe_status check_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
+                                   const linear_case *lc)
+{
+  clmoe_status st = CLMOE_OK;
+  clmoe_tensor X = {0}, W = {0}, dY = {0}, dX = {0}, dW = {0}, db = {0};
+  double *x = NULL, *w = NULL, *dy = NULL, *dw = NULL, *dbias = NULL;
+  double *got_dx = NULL, *got_dw = NULL, *got_db = NULL, *ref_dx = NULL;
+  const size_t nx = (size_t)(lc->rows * lc->in), nw = (size_t)(lc->out * lc->in);
+  CK(ck_uniform(ctx, &X, lc->dtype, 2, (int64_t[]){lc->rows, lc->in}, seed, -1.0f, 1.0f, &x));
+  CK(ck_uniform(ctx, &W, lc->dtype, 2, (int64_t[]){lc->out, lc->in}, seed + 1, -0.5f, 0.5f, &w));
+  CK(ck_uniform(ctx, &dY, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->out}, seed + 2, -1.0f, 1.0f,
+                &dy));
+  if (lc->dx) {
+    CK(clmoe_tensor_create(ctx, &dX, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->in}));
+    CK(clmoe_tensor_fill(&dX, NAN)); /* dX is overwritten, never read */
+  }
+  /* dW and dbias start from earlier gradients: the backward adds to them */
+  if (lc->dw)
+    CK(ck_uniform(ctx, &dW, CLMOE_F32, 2, (int64_t[]){lc->out, lc->in}, seed + 3, -1.0f, 1.0f,
+                  &dw));
+  if (lc->bias) CK(ck_uniform(ctx, &db, CLMOE_F32, 1, &lc->out, seed + 4, -1.0f, 1.0f, &dbias));
+  CK(clmoe_linear_backward(ctx, &X, &W, &dY, lc->dx ? &dX : NULL, lc->dw ? &dW : NULL,
+                           lc->bias ? &db : NULL));
+  if (lc->dx) CK_ALLOC(ref_dx, nx);
+  ref_linear_backward(x, w, dy, lc->rows, lc->in, lc->out, ref_dx, dw, dbias);
+  res->tolerance = lc->dtype == CLMOE_BF16 ? TOL_BF16_IN : TOL_F32;
+  if (lc->dx) {
+    CK(ck_read(&dX, &got_dx));
+    ck_compare("dX", got_dx, ref_dx, nx, res);
+  }
+  if (lc->dw) {
+    CK(ck_read(&dW, &got_dw));
+    ck_compare("dW", got_dw, dw, nw, res);
+  }
+  if (lc->bias) {
+    CK(ck_read(&db, &got_db));
+    ck_compare("dbias", got_db, dbias, (size_t)lc->out, res);
+  }
+done:
+  free(x), free(w), free(dy), free(dw), free(dbias);
+  free(got_dx), free(got_dw), free(got_db), free(ref_dx);
+  clmoe_tensor_destroy(&X), clmoe_tensor_destroy(&W), clmoe_tensor_destroy(&dY);
+  clmoe_tensor_destroy(&dX), clmoe_tensor_destroy(&dW), clmoe_tensor_destroy(&db);
+  return st;
+}
+
+#define F CLMOE_F32
+#define H CLMOE_BF16
+#define LINEAR_CHECK(fname, ...)                                                            \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
+  {                                                                                         \
+    const linear_case lc = __VA_ARGS__;                                                     \
+    return lc.backward ? check_backward(c, s, r, &lc) : check_forward(c, s, r, &lc);        \
+  }
+/*                                rows  in out dtype bias bwd dx dw */
+LINEAR_CHECK(linear_forward, {37, 67, 45, F, 1, 0, 0, 0})
+LINEAR_CHECK(linear_forward_nobias, {64, 48, 96, F, 0, 0, 0, 0})
+LINEAR_CHECK(linear_forward_bf16, {40, 64, 24, H, 1, 0, 0, 0})
+LINEAR_CHECK(linear_forward_row, {1, 130, 7, F, 1, 0, 0, 0})
+LINEAR_CHECK(linear_backward, {37, 67, 45, F, 1, 1, 1, 1})
+LINEAR_CHECK(linear_backward_dx, {50, 33, 70, F, 0, 1, 1, 0})
+LINEAR_CHECK(linear_backward_dw, {50, 33, 70, F, 0, 1, 0, 1})
+LINEAR_CHECK(linear_backward_dbias, {300, 16, 77, F, 1, 1, 0, 0})
+LINEAR_CHECK(linear_backward_bf16, {40, 64, 24, H, 1, 1, 1, 1})
+
+const clmoe_check clmoe_checks_linear[] = {
+    {"linear.forward", "Y = X W^T + bias, [37, 67] x [45, 67]^T", linear_forward},
+    {"linear.forward.nobias", "Y = X W^T without a bias", linear_forward_nobias},
+    {"linear.forward.bf16", "bf16 X and W, fp32 Y and bias", linear_forward_bf16},
+    {"linear.forward.row", "one row, in = 130", linear_forward_row},
+    {"linear.backward", "dX = dY W, dW += dY^T X, dbias += column sums of dY", linear_backward},
+    {"linear.backward.dx", "dX alone", linear_backward_dx},
+    {"linear.backward.dw", "dW alone", linear_backward_dw},
+    {"linear.backward.dbias", "dbias alone, 300 rows", linear_backward_dbias},
+    {"linear.backward.bf16", "bf16 X and W, every gradient", linear_backward_bf16},
+    {NULL, NULL, NULL}};
