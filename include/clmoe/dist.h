@@ -37,6 +37,7 @@
 
 #include "locality.h"
 #include "runtime.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +78,11 @@ CLMOE_API void clmoe_dist_abort(clmoe_dist *dist, int code);
 CLMOE_API clmoe_status clmoe_dist_allreduce_sum_i64(clmoe_dist *dist, int64_t *buf, size_t count);
 CLMOE_API clmoe_status clmoe_dist_allreduce_sum_f64(clmoe_dist *dist, double *buf, size_t count);
 CLMOE_API clmoe_status clmoe_dist_allreduce_sum_f32(clmoe_dist *dist, float *buf, size_t count);
+
+/* Copies root's contents of t to every rank (collective; t has the same dtype and shape on
+ * every rank). For state that every rank must hold bit for bit, such as a selection bias
+ * each rank's device updated with its own rounding. One rank: nothing to do. */
+CLMOE_API clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int root);
 
 /* Time and bytes of this rank's collectives since the last reset, for the step-time split
  * of distributed runs: the expert exchange (include/clmoe/dist_exchange.h) counts itself; callers add

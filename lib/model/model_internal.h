@@ -1,4 +1,5 @@
-/* Internal to the model (model.c, model_run.c). */
+/* Declarations shared by the model's files (model.c, model_run.c) and generation
+ * (lib/generate/), which runs the same layers; not installed. */
 #ifndef CLMOE_MODEL_INTERNAL_H
 #define CLMOE_MODEL_INTERNAL_H
 
@@ -64,9 +65,5 @@ void clmoe__model_release_activations(clmoe_model *m);
  * the map are allowed here (inference). */
 clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
                                               const clmoe_expert_map *map, clmoe_model **model);
-/* A row-sharded parameter's rows of the file's whole tensor `name` into t (params_ckpt.c). */
-struct clmoe_st_file;
-clmoe_status clmoe__params_load_rows(struct clmoe_st_file *f, const char *name, const clmoe_param *p,
-                                     clmoe_tensor *t);
 
 #endif

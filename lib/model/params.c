@@ -1,5 +1,5 @@
 /* The parameter registry: gradients, AdamW, clipping, checkpoints (include/clmoe/params.h). */
-#include "runtime/internal.h"
+#include "params_internal.h"
 
 #include "clmoe/dist.h"
 
