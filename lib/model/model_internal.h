@@ -1,5 +1,5 @@
-/* Declarations shared by the model's files (model.c, model_run.c) and generation
- * (lib/generate/), which runs the same layers; not installed. */
+/* Declarations shared by the model's files (model.c, model_stack.c, model_run.c) and
+ * generation (lib/generate/), which runs the same layers; not installed. */
 #ifndef CLMOE_MODEL_INTERNAL_H
 #define CLMOE_MODEL_INTERNAL_H
 
@@ -65,5 +65,28 @@ void clmoe__model_release_activations(clmoe_model *m);
  * the map are allowed here (inference). */
 clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
                                               const clmoe_expert_map *map, clmoe_model **model);
+
+/* One step of the Block AttnRes schedule (model_stack.c): a sub-layer, each in order, then
+ * the final mix before the head. The stream [nslots, N, d] holds the embedding in slot 0 and
+ * block b's sum in slot b. */
+typedef struct model_stack {
+  int layers, block;  /* the config's layers and attn_res_block */
+  int layer, sub;     /* the sub-layer (SUB_MIXER, SUB_FFN) of this step */
+  int final;          /* the final AttnRes and norm (layer == layers): no output slot */
+  int nsrc;           /* the step's AttnRes mixes slots 0 .. nsrc - 1 */
+  int slot;           /* the slot (its block's) the sub-layer's output goes to */
+  int empty;          /* the slot holds nothing yet: the output is copied, not added */
+} model_stack;
+/* Slots of the residual stream: the embedding and one per block. */
+int clmoe__model_stack_slots(const clmoe_config *cfg);
+/* The first step: layer 0's mixer (or the final mix of a model without layers). */
+void clmoe__model_stack_begin(model_stack *it, const clmoe_config *cfg);
+/* The step after it (call it once the output went into it->slot); after the last sub-layer,
+ * the final mix. */
+void clmoe__model_stack_next(model_stack *it);
+/* Views of a stream [nslots, N, d]: slot `slot` as [N, d]; the first nsrc slots as the
+ * AttnRes sources [nsrc, N, d]. */
+clmoe_status clmoe__model_stream_slot(const clmoe_tensor *stream, int slot, clmoe_tensor *v);
+clmoe_status clmoe__model_stream_sources(const clmoe_tensor *stream, int nsrc, clmoe_tensor *v);
 
 #endif
