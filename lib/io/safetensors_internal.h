@@ -1,11 +1,12 @@
-/* Private to the safetensors sources (safetensors.c, safetensors_json.c,
+/* Private to the safetensors sources (safetensors_common.c at the bottom, the header parser
+ * safetensors_json.c above it, then the reader safetensors.c and the writer
  * safetensors_write.c): the parsed file and the helpers they share. */
 #ifndef CLMOE_SAFETENSORS_INTERNAL_H
 #define CLMOE_SAFETENSORS_INTERNAL_H
 
 #include "runtime/internal.h"
 
-/* Name and element size of every dtype, indexed by clmoe_st_dtype. */
+/* Name and element size of every dtype, indexed by clmoe_st_dtype (safetensors_common.c). */
 typedef struct st_dtype_info {
   const char *name;
   size_t size;
@@ -33,11 +34,13 @@ struct clmoe_st_file {
   int nmeta, cap_meta;
 };
 
+/* ---- safetensors_common.c ------------------------------------------------------------- */
 /* Length of the valid UTF-8 sequence at s (at most n bytes), 0 when there is none. */
 size_t clmoe__st_utf8_len(const unsigned char *s, size_t n);
 /* 1 when s is valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF). */
 int clmoe__st_utf8_valid(const char *s);
 int clmoe__st_host_little_endian(void);
+/* ---- safetensors_json.c ---------------------------------------------------------------- */
 /* qsort/bsearch order of st_entry pointers by name. */
 int clmoe__st_by_name(const void *a, const void *b);
 /* "[2, 3] F32" of an entry. */
