@@ -89,4 +89,37 @@ void clmoe__model_stack_next(model_stack *it);
 clmoe_status clmoe__model_stream_slot(const clmoe_tensor *stream, int slot, clmoe_tensor *v);
 clmoe_status clmoe__model_stream_sources(const clmoe_tensor *stream, int nsrc, clmoe_tensor *v);
 
+/* ---- the config file's keys (model_config.c), read by the parser there and written by
+ * model_config_write.c from the same table ------------------------------------------------ */
+typedef enum {
+  CFG_I64, CFG_INT, CFG_F64, CFG_U64, /* numbers in [lo, hi] (any for CFG_U64) */
+  CFG_EVERY,                          /* mla_every: read only, folded into is_mla */
+  CFG_LAYERS,                         /* mla_layers: 1-based numbers and ranges a-b */
+  CFG_BALANCE, CFG_GATE,              /* names: balancing; bounded | unbounded */
+  CFG_CURRICULUM                      /* length@step, ... */
+} config_kind;
+
+typedef struct config_key {
+  const char *section, *key;
+  config_kind kind;
+  size_t offset; /* of the field in clmoe_config (numbers, CFG_BALANCE, CFG_GATE) */
+  double lo, hi; /* accepted range of numbers */
+} config_key;
+
+/* A section; an optional one (the sizes of a kind of layer) is written only when one of its
+ * keys differs from its default. */
+typedef struct config_section {
+  const char *name;
+  int optional;
+} config_section;
+
+/* The sections in file order, then every key in file order (each section's keys together);
+ * both end with a NULL name. */
+extern const config_section clmoe__model_config_sections[];
+extern const config_key clmoe__model_config_keys[];
+/* The balancing names, NULL-terminated. */
+extern const char *const clmoe__model_config_balancing[];
+/* The longest line the parser reads. */
+#define CONFIG_LINE_MAX 1023
+
 #endif
