@@ -76,8 +76,8 @@ clmoe_status clmoe_st_open(const char *path, clmoe_st_file **file)
   CLMOE_TRY_GOTO(st, read_at(f, 8, header, (size_t)n), fail);
   f->data_start = 8 + n;
   f->data_bytes = size - 8 - n;
-  CLMOE_TRY_GOTO(st, clmoe__st_parse_header(f, header, (size_t)n), fail);
-  CLMOE_TRY_GOTO(st, clmoe__st_check_entries(f), fail);
+  CLMOE_TRY_GOTO(st, clmoe__io_st_parse_header(f, header, (size_t)n), fail);
+  CLMOE_TRY_GOTO(st, clmoe__io_st_check_entries(f), fail);
   free(header);
   *file = f;
   return CLMOE_OK;
@@ -123,7 +123,8 @@ void clmoe_st_info_at(const clmoe_st_file *f, int index, clmoe_st_info *info)
 static st_entry *find(const clmoe_st_file *f, const char *name)
 {
   st_entry key = {.name = (char *)name}, *pk = &key;
-  st_entry **hit = f->n ? bsearch(&pk, f->by_name, (size_t)f->n, sizeof pk, clmoe__st_by_name) : NULL;
+  st_entry **hit =
+      f->n ? bsearch(&pk, f->by_name, (size_t)f->n, sizeof pk, clmoe__io_st_by_name) : NULL;
   return hit ? *hit : NULL;
 }
 
@@ -188,7 +189,7 @@ static float f8e4m3_to_f32(unsigned b)
  * U64 above INT64_MAX). */
 static double elem(const unsigned char *p, clmoe_st_dtype d, int64_t *iv, int *fits)
 {
-  uint64_t u = le(p, clmoe__st_dtypes[d].size);
+  uint64_t u = le(p, clmoe__io_st_dtypes[d].size);
   union { uint32_t u; float f; } w32;
   union { uint64_t u; double f; } w64;
   *fits = 1;
@@ -214,7 +215,7 @@ static double elem(const unsigned char *p, clmoe_st_dtype d, int64_t *iv, int *f
 static int64_t convert(const unsigned char *src, clmoe_st_dtype sd, size_t n, clmoe_dtype dd, void *dst,
                        int64_t *bad_value)
 {
-  size_t es = clmoe__st_dtypes[sd].size;
+  size_t es = clmoe__io_st_dtypes[sd].size;
   for (size_t i = 0; i < n; i++) {
     int64_t iv = 0;
     int fits;
@@ -240,9 +241,9 @@ static clmoe_status stream(clmoe_st_file *f, const st_entry *e, clmoe_dtype dd, 
 {
   if (!convertible(e->dtype, dd))
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: tensor '%.200s' is %s and cannot be converted to %s",
-                        f->path, e->name, clmoe__st_dtypes[e->dtype].name, clmoe_dtype_name(dd));
-  size_t es = clmoe__st_dtypes[e->dtype].size, os = clmoe_dtype_size(dd);
-  int same = clmoe__st_host_little_endian() && ((e->dtype == CLMOE_ST_F32 && dd == CLMOE_F32) ||
+                        f->path, e->name, clmoe__io_st_dtypes[e->dtype].name, clmoe_dtype_name(dd));
+  size_t es = clmoe__io_st_dtypes[e->dtype].size, os = clmoe_dtype_size(dd);
+  int same = clmoe__io_st_host_little_endian() && ((e->dtype == CLMOE_ST_F32 && dd == CLMOE_F32) ||
                                       (e->dtype == CLMOE_ST_BF16 && dd == CLMOE_BF16) ||
                                       (e->dtype == CLMOE_ST_I32 && dd == CLMOE_I32));
   size_t chunk = ((size_t)4 << 20) / es, total = (size_t)e->numel;
@@ -283,7 +284,7 @@ clmoe_status clmoe_st_load_into(clmoe_st_file *f, const char *name, clmoe_tensor
   int ok = dst && dst->ndim == e->ndim && clmoe_tensor_is_contiguous(dst);
   for (int d = 0; ok && d < e->ndim; d++) ok = dst->shape[d] == e->shape[d];
   if (!ok) {
-    clmoe__st_describe_shape(e, want, sizeof want);
+    clmoe__io_st_describe_shape(e, want, sizeof want);
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: tensor '%.200s' is %s but the destination is %s", f->path,
                         name, want, dst ? clmoe_tensor_describe(dst, have, sizeof have) : "NULL");
   }

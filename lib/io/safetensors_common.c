@@ -5,24 +5,24 @@
 
 #include <string.h>
 
-const st_dtype_info clmoe__st_dtypes[CLMOE_ST_DTYPE_COUNT] = {
+const st_dtype_info clmoe__io_st_dtypes[CLMOE_ST_DTYPE_COUNT] = {
     {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1},
     {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},
     {"U32", 4},  {"F32", 4}, {"I64", 8},  {"U64", 8},     {"F64", 8}};
 
 const char *clmoe_st_dtype_name(clmoe_st_dtype d)
 {
-  return (unsigned)d < CLMOE_ST_DTYPE_COUNT ? clmoe__st_dtypes[d].name : "?";
+  return (unsigned)d < CLMOE_ST_DTYPE_COUNT ? clmoe__io_st_dtypes[d].name : "?";
 }
 
 size_t clmoe_st_dtype_size(clmoe_st_dtype d)
 {
-  return (unsigned)d < CLMOE_ST_DTYPE_COUNT ? clmoe__st_dtypes[d].size : 0;
+  return (unsigned)d < CLMOE_ST_DTYPE_COUNT ? clmoe__io_st_dtypes[d].size : 0;
 }
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not one:
  * no overlong forms, no surrogates, nothing above U+10FFFF. */
-size_t clmoe__st_utf8_len(const unsigned char *s, size_t n)
+size_t clmoe__io_st_utf8_len(const unsigned char *s, size_t n)
 {
   unsigned c = s[0];
   size_t len;
@@ -38,15 +38,15 @@ size_t clmoe__st_utf8_len(const unsigned char *s, size_t n)
   return len;
 }
 
-int clmoe__st_utf8_valid(const char *s)
+int clmoe__io_st_utf8_valid(const char *s)
 {
   size_t n = strlen(s);
   for (size_t i = 0, k; i < n; i += k)
-    if (!(k = clmoe__st_utf8_len((const unsigned char *)s + i, n - i))) return 0;
+    if (!(k = clmoe__io_st_utf8_len((const unsigned char *)s + i, n - i))) return 0;
   return 1;
 }
 
-int clmoe__st_host_little_endian(void)
+int clmoe__io_st_host_little_endian(void)
 {
   const uint16_t one = 1;
   return *(const unsigned char *)&one == 1;

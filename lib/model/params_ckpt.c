@@ -116,7 +116,7 @@ static clmoe_status agree(clmoe_dist *dist, clmoe_status st, const char *what)
 clmoe_status clmoe_params_save_dist(clmoe_params *ps, clmoe_dist *dist, const char *path,
                                     const clmoe_ckpt_meta *meta)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_save");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_save");
   const int root = clmoe_dist_rank(dist) == 0;
   clmoe_st_writer *w = NULL;
   clmoe_status st = root ? clmoe_st_writer_create(path, &w) : CLMOE_OK;
@@ -182,7 +182,8 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
 }
 
 /* This rank's rows of a whole [global_rows, ...] tensor of the file into t. */
-clmoe_status clmoe__params_load_rows(clmoe_st_file *f, const char *name, const clmoe_param *p, clmoe_tensor *t)
+clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
+                                           const clmoe_param *p, clmoe_tensor *t)
 {
   const int64_t re = row_elems(p), G = p->global_rows, n = t->shape[0];
   float *whole = malloc((size_t)(G * re > 0 ? G * re : 1) * sizeof *whole);
@@ -245,7 +246,8 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
     clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
     for (int k = 0; st == CLMOE_OK && k < 3; k++) {
       snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = p->rows ? clmoe__params_load_rows(f, name, p, t[k]) : clmoe_st_load_into(f, name, t[k]);
+      st = p->rows ? clmoe__model_params_load_rows(f, name, p, t[k])
+                   : clmoe_st_load_into(f, name, t[k]);
     }
   }
   if (st == CLMOE_OK) ps->step = s;
@@ -260,7 +262,7 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
 
 clmoe_status clmoe_params_load_dist(clmoe_params *ps, clmoe_dist *dist, const char *path, clmoe_ckpt_meta *meta)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_load");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_load");
   return agree(dist, load(ps, path, meta), "loading the checkpoint");
 }
 

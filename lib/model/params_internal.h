@@ -9,11 +9,11 @@
 #include "clmoe/safetensors.h"
 
 /* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */
-clmoe_status clmoe__params_inference_error(const char *call);
+clmoe_status clmoe__model_params_inference_error(const char *call);
 
 /* A row-sharded parameter's rows (p->rows) of the file's whole [global_rows, ...] tensor
  * `name` into t, this rank's part of it [n, ...] (params_ckpt.c). */
-clmoe_status clmoe__params_load_rows(clmoe_st_file *f, const char *name, const clmoe_param *p,
-                                     clmoe_tensor *t);
+clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
+                                           const clmoe_param *p, clmoe_tensor *t);
 
 #endif
