@@ -28,7 +28,7 @@
  *         use), keep it: "bound by the launcher"; when the device is a CPU and that binding
  *         holds fewer cores than the rank's share (allowed cores / local ranks), the
  *         binding's warning says so and names the fix (mpirun --bind-to none, or --map-by
- *         slot:PE=share). Otherwise bind to the cores nearest the device (lib/locality:
+ *         slot:PE=share). Otherwise bind to the cores nearest the device (locality.h:
  *         its NUMA node); a CPU device (no PCI locality) gets the local rank's even share
  *         of the machine's cores; a GPU of unknown locality is not bound.
  *   none  never bind; report the current cpuset. */

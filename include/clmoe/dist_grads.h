@@ -1,4 +1,4 @@
-/* Data-parallel reductions of a training step (issue 8): the dense gradients summed over
+/* Data-parallel reductions of a training step: the dense gradients summed over
  * the ranks in buckets, and the Quantile Balancing histogram counts summed so that every
  * rank computes the same selection bias.
  *

@@ -1,5 +1,6 @@
-/* MoE dispatch: the (token, slot) pairs grouped by expert on the device (kernels_cl/
- * moe_dispatch.cl), rows moved between token order and expert order, and the combine. */
+/* MoE dispatch: the (token, slot) pairs grouped by expert on the device
+ * (kernels_cl/moe/moe_dispatch.cl), rows moved between token order and expert order, the
+ * combine, and the elementwise SiTU-GLU of the padded and dense paths. */
 #include "clmoe/paths.h"
 #include "moe_internal.h"
 
