@@ -28,7 +28,7 @@
  *         use), keep it: "bound by the launcher"; when the device is a CPU and that binding
  *         holds fewer cores than the rank's share (allowed cores / local ranks), the
  *         binding's warning says so and names the fix (mpirun --bind-to none, or --map-by
- *         slot:PE=share). Otherwise bind to the cores nearest the device (lib/locality:
+ *         slot:PE=share). Otherwise bind to the cores nearest the device (locality.h:
  *         its NUMA node); a CPU device (no PCI locality) gets the local rank's even share
  *         of the machine's cores; a GPU of unknown locality is not bound.
  *   none  never bind; report the current cpuset. */
@@ -37,6 +37,7 @@
 
 #include "locality.h"
 #include "runtime.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +78,11 @@ CLMOE_API void clmoe_dist_abort(clmoe_dist *dist, int code);
 CLMOE_API clmoe_status clmoe_dist_allreduce_sum_i64(clmoe_dist *dist, int64_t *buf, size_t count);
 CLMOE_API clmoe_status clmoe_dist_allreduce_sum_f64(clmoe_dist *dist, double *buf, size_t count);
 CLMOE_API clmoe_status clmoe_dist_allreduce_sum_f32(clmoe_dist *dist, float *buf, size_t count);
+
+/* Copies root's contents of t to every rank (collective; t has the same dtype and shape on
+ * every rank). For state that every rank must hold bit for bit, such as a selection bias
+ * each rank's device updated with its own rounding. One rank: nothing to do. */
+CLMOE_API clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int root);
 
 /* Time and bytes of this rank's collectives since the last reset, for the step-time split
  * of distributed runs: the expert exchange (include/clmoe/dist_exchange.h) counts itself; callers add

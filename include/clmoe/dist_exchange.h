@@ -1,4 +1,4 @@
-/* The expert-parallel exchange of token rows on the host (issue 8): the plan of who sends
+/* The expert-parallel exchange of token rows on the host: the plan of who sends
  * which routed copy where, the dispatch (tokens to the ranks that hold their experts) and
  * the combine (expert outputs back to the tokens' ranks). Rows are float32 host memory; the
  * caller stages device buffers through the host and does the routing math (weights, sums).

@@ -1,4 +1,4 @@
-/* Data-parallel reductions of a training step (issue 8): the dense gradients summed over
+/* Data-parallel reductions of a training step: the dense gradients summed over
  * the ranks in buckets, and the Quantile Balancing histogram counts summed so that every
  * rank computes the same selection bias.
  *
@@ -77,13 +77,8 @@ CLMOE_API int clmoe_grad_param_is_local(const clmoe_param *p,
  * on different OpenCL implementations divide differently; a larger difference means the
  * ranks' biases differ: an error). A bin total above INT32_MAX is an error
  * (CLMOE_ERR_UNSUPPORTED). The updated bias still differs by rounding between
- * implementations: share it with clmoe_dist_broadcast_tensor. */
+ * implementations: share it with clmoe_dist_broadcast_tensor (dist.h). */
 CLMOE_API clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *dist, clmoe_moe_saved *saved);
-
-/* Copies root's contents of t to every rank (collective; t has the same dtype and shape on
- * every rank). For state that every rank must hold bit for bit, such as a selection bias
- * each rank's device updated with its own rounding. One rank: nothing to do. */
-CLMOE_API clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *dist, clmoe_tensor *t, int root);
 
 /* Replicated state across ranks: every parameter that is not local (clmoe_grad_param_is_local
  * with opts), its AdamW moments, and the non-trainable buffers. Ranks on different OpenCL

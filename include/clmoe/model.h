@@ -28,7 +28,7 @@ CLMOE_API clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cf
  * training calls and clmoe_params_save fail with an error saying so. */
 CLMOE_API clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg,
                                                     clmoe_model **model);
-/* Expert parallelism (issue 8): the MoE layers' routed experts spread over the ranks of dist
+/* Expert parallelism: the MoE layers' routed experts spread over the ranks of dist
  * as the map says (every expert on exactly one rank for training; the map is borrowed and
  * must outlive the model), everything else whole on every rank. Forward, backward and the
  * balance update are then collective: every rank calls them for its own share of the batch,

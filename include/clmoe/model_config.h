@@ -4,8 +4,9 @@
  * Format: `key = value` lines grouped by `[section]` headers; `#` starts a comment; lists
  * are comma-separated. Sections and keys (all sizes are counts of numbers):
  *   [model]    vocab, d_model, layers, mla_every (every N-th layer, 1-based, is MLA),
- *              mla_layers (explicit 1-based list, added to mla_every), dense_layers (the
- *              first n layers have a dense FFN, the rest MoE), norm_eps
+ *              mla_layers (explicit 1-based list of layers and ranges a-b, "4, 8-11",
+ *              added to mla_every), dense_layers (the first n layers have a dense FFN, the
+ *              rest MoE), norm_eps
  *   [kda]      heads, head_dim (K = V), gate_rank, conv_width, lower_bound (in [-5, 0)),
  *              gate (bounded | unbounded)
  *   [mla]      heads, q_rank, kv_rank, qk_nope_dim, qk_rope_dim, v_dim
@@ -82,7 +83,10 @@ CLMOE_API clmoe_status clmoe_config_preset(const char *preset, clmoe_config *cfg
 CLMOE_API const char *const *clmoe_config_preset_names(void);
 /* Checks that the sizes fit together (run by the loaders). */
 CLMOE_API clmoe_status clmoe_config_validate(const clmoe_config *cfg, const char *name);
-/* Writes the config in the format above (it parses back to the same config). */
+/* Writes the config in the format above, the name as a comment on the first line: it
+ * parses back to the same config. Keys the parser would refuse at their defaults (sizes
+ * of 0) are left out when unset, and so are the sections of kinds of layer that are left
+ * at their defaults. 0, or -1 when writing failed. */
 CLMOE_API int clmoe_config_write(const clmoe_config *cfg, FILE *f);
 /* Number of MLA layers. */
 CLMOE_API int clmoe_config_mla_count(const clmoe_config *cfg);

@@ -1,5 +1,5 @@
 /* The Stable LatentMoE layer with its routed experts spread over MPI ranks (expert
- * parallelism, issue 8): forward and backward.
+ * parallelism): forward and backward.
  *
  * Every rank holds the dense parameters whole (router, W_down, latent norm gain, W_up, the
  * shared experts, the selection bias: data-parallel) and only the routed experts that the

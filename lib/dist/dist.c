@@ -1,6 +1,6 @@
 /* Distributed layer: MPI start-up and shutdown, world and host-local ranks, the few
  * collectives the placement needs. Without MPI (or outside a launcher) one rank. */
-#include "dist_internal.h"
+#include "dist_mpi_internal.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -72,7 +72,7 @@ static void single_rank(clmoe_dist *d, const char *why)
 }
 
 #ifdef HAVE_MPI
-clmoe_status clmoe__mpi_error(int err, const char *call)
+clmoe_status clmoe__dist_mpi_error(int err, const char *call)
 {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -84,7 +84,7 @@ clmoe_status clmoe__mpi_error(int err, const char *call)
   do {                                                                                     \
     int dist_e_ = (call);                                                                  \
     if (dist_e_ != MPI_SUCCESS) {                                                          \
-      st = clmoe__mpi_error(dist_e_, #call);                                               \
+      st = clmoe__dist_mpi_error(dist_e_, #call);                                          \
       goto label;                                                                          \
     }                                                                                      \
   } while (0)
@@ -92,7 +92,7 @@ clmoe_status clmoe__mpi_error(int err, const char *call)
 #define DIST_MPI(call)                                                                     \
   do {                                                                                     \
     int dist_e_ = (call);                                                                  \
-    if (dist_e_ != MPI_SUCCESS) return clmoe__mpi_error(dist_e_, #call);                   \
+    if (dist_e_ != MPI_SUCCESS) return clmoe__dist_mpi_error(dist_e_, #call);              \
   } while (0)
 
 /* Duplicates the world (so clmoe's messages never mix with the caller's), makes its errors
@@ -203,12 +203,12 @@ clmoe_status clmoe_dist_finalize(clmoe_dist *d)
 #ifdef HAVE_MPI
   if (d->uses_mpi) {
     int e1 = MPI_Comm_free(&d->local), e2 = MPI_Comm_free(&d->world);
-    if (e1 != MPI_SUCCESS) st = clmoe__mpi_error(e1, "MPI_Comm_free(local)");
-    else if (e2 != MPI_SUCCESS) st = clmoe__mpi_error(e2, "MPI_Comm_free(world)");
+    if (e1 != MPI_SUCCESS) st = clmoe__dist_mpi_error(e1, "MPI_Comm_free(local)");
+    else if (e2 != MPI_SUCCESS) st = clmoe__dist_mpi_error(e2, "MPI_Comm_free(world)");
   }
   if (d->owns_mpi) {
     int e = MPI_Finalize();
-    if (e != MPI_SUCCESS && st == CLMOE_OK) st = clmoe__mpi_error(e, "MPI_Finalize");
+    if (e != MPI_SUCCESS && st == CLMOE_OK) st = clmoe__dist_mpi_error(e, "MPI_Finalize");
   }
 #endif
   free(d);
@@ -243,7 +243,7 @@ static clmoe_status allreduce_sum(clmoe_dist *d, void *buf, size_t count, size_t
   for (size_t done = 0; done < count;) {
     size_t n = count - done > (size_t)INT_MAX ? (size_t)INT_MAX : count - done;
     int e = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * elem, (int)n, type, MPI_SUM, d->world);
-    if (e != MPI_SUCCESS) return clmoe__mpi_error(e, name);
+    if (e != MPI_SUCCESS) return clmoe__dist_mpi_error(e, name);
     done += n;
   }
   return CLMOE_OK;

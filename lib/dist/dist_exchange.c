@@ -1,5 +1,5 @@
 /* Expert-parallel exchange of token rows through MPI collectives (see dist_exchange.h). */
-#include "dist_internal.h"
+#include "dist_mpi_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -164,7 +164,7 @@ static clmoe_status exchange_rows(clmoe_dist *d, int64_t width, const float *sen
   clmoe_status st = CLMOE_OK;
   MPI_Datatype row;
   int e = MPI_Type_contiguous((int)width, MPI_FLOAT, &row);
-  if (e != MPI_SUCCESS) return clmoe__mpi_error(e, "MPI_Type_contiguous");
+  if (e != MPI_SUCCESS) return clmoe__dist_mpi_error(e, "MPI_Type_contiguous");
   CLMOE_MPI_GOTO(st, MPI_Type_commit(&row), done);
   CLMOE_MPI_GOTO(st, MPI_Alltoallv(send, scounts, sdispls, row, recv, rcounts, rdispls, row,
                                    clmoe_dist_comm(d)), done);

@@ -1,8 +1,9 @@
-/* Internal to inference (generate_*.c). */
+/* Declarations shared by the generation files (lib/generate/generate_*.c); not installed. */
 #ifndef CLMOE_GENERATE_INTERNAL_H
 #define CLMOE_GENERATE_INTERNAL_H
 
 #include "model/model_internal.h"
+#include "model/params_internal.h"
 #include "clmoe/generate.h"
 
 struct clmoe_gen_state {

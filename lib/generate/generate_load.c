@@ -86,7 +86,7 @@ static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, con
   CLMOE_TRY_GOTO(st, check_extra(f, ps), done);
   for (int i = 0; i < ps->n; i++) {
     snprintf(name, sizeof name, "%s/%s", ps->p[i].trainable ? "param" : "buffer", ps->p[i].name);
-    st = ps->p[i].rows ? clmoe__params_load_rows(f, name, &ps->p[i], ps->p[i].value)
+    st = ps->p[i].rows ? clmoe__model_params_load_rows(f, name, &ps->p[i], ps->p[i].value)
                        : clmoe_st_load_into(f, name, ps->p[i].value);
     if (st != CLMOE_OK) {
       clmoe__append_error(" (loading '%s' from %s)", name, path);

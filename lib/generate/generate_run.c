@@ -1,6 +1,7 @@
 /* Inference: the layer stack over the tokens of a prefill pass or a decode step
  * (include/clmoe/generate.h). The order of operations is that of clmoe_model_forward (model_run.c)
- * with train = 0; only the token mixers differ: they read and advance the sequences' states.
+ * with train = 0, over the same Block AttnRes schedule (lib/model/model_stack.c); only the
+ * token mixers differ: they read and advance the sequences' states.
  * tests/unit/test_generate.c checks that the logits agree. */
 #include "generate_internal.h"
 
@@ -83,28 +84,23 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rstd, CLMOE_F32, 1, &N), done);
   /* [N, nsrc] for the largest nsrc (every slot); views take the smaller ones */
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_view(&stream, &slot, 2, (int64_t[]){N, d}, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, 0, &slot), done);
   CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &ids, &slot), done);
-  int bi = 1, empty = 1;
-  for (int l = 0; l <= c->layers; l++) {
-    for (int s = 0; s < 2; s++) {
-      const int nsrc = empty ? bi : bi + 1;
-      const int final = l == c->layers;
-      clmoe_tensor a2;
-      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&alpha, &a2, 2, (int64_t[]){N, nsrc}, 0), done);
-      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&stream, &src, 3, (int64_t[]){nsrc, N, d}, 0), done);
-      const clmoe_tensor *w = final ? &m->far_w : &m->layers[l].ar_w[s];
-      const clmoe_tensor *gn = final ? &m->far_g : &m->layers[l].ar_g[s];
-      const clmoe_tensor *nm = final ? &m->fnorm : &m->layers[l].norm[s];
-      CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
-      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
-      if (final) break;
-      CLMOE_TRY_GOTO(st, clmoe_tensor_view(&stream, &slot, 2, (int64_t[]){N, d}, (int64_t)bi * N * d), done);
-      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
-      CLMOE_TRY_GOTO(st, empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
-      empty = 0;
-    }
-    if (l < c->layers && (l + 1) % c->attn_res_block == 0) bi++, empty = 1;
+  model_stack it;
+  for (clmoe__model_stack_begin(&it, c);; clmoe__model_stack_next(&it)) {
+    const int l = it.layer, s = it.sub, nsrc = it.nsrc;
+    clmoe_tensor a2;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&alpha, &a2, 2, (int64_t[]){N, nsrc}, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&stream, nsrc, &src), done);
+    const clmoe_tensor *w = it.final ? &m->far_w : &m->layers[l].ar_w[s];
+    const clmoe_tensor *gn = it.final ? &m->far_g : &m->layers[l].ar_g[s];
+    const clmoe_tensor *nm = it.final ? &m->fnorm : &m->layers[l].norm[s];
+    CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
+    CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
+    if (it.final) break;
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, it.slot, &slot), done);
+    CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
+    CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
   }
   /* hn holds the final norm's output [N, d]; the head runs on the wanted rows only. */
   const clmoe_tensor *x = &hn;

@@ -1,6 +1,6 @@
 /* safetensors files: opening and validating (the header parser is safetensors_json.c),
- * lazy loading with dtype conversion; the writer is safetensors_write.c. Every message
- * names the file. */
+ * lazy loading with dtype conversion; the writer is safetensors_write.c, the dtype table
+ * and UTF-8 checks safetensors_common.c. Every message names the file. */
 #include "safetensors_internal.h"
 
 #include <errno.h>
@@ -12,57 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const st_dtype_info clmoe__st_dtypes[CLMOE_ST_DTYPE_COUNT] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1},
-    {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},
-    {"U32", 4},  {"F32", 4}, {"I64", 8},  {"U64", 8},     {"F64", 8}};
-
-const char *clmoe_st_dtype_name(clmoe_st_dtype d)
-{
-  return (unsigned)d < CLMOE_ST_DTYPE_COUNT ? clmoe__st_dtypes[d].name : "?";
-}
-
-size_t clmoe_st_dtype_size(clmoe_st_dtype d)
-{
-  return (unsigned)d < CLMOE_ST_DTYPE_COUNT ? clmoe__st_dtypes[d].size : 0;
-}
-
 static int st_is_float(clmoe_st_dtype d)
 {
   return d == CLMOE_ST_F8_E4M3 || d == CLMOE_ST_F8_E5M2 || d == CLMOE_ST_F16 ||
          d == CLMOE_ST_BF16 || d == CLMOE_ST_F32 || d == CLMOE_ST_F64;
-}
-
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not one:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-size_t clmoe__st_utf8_len(const unsigned char *s, size_t n)
-{
-  unsigned c = s[0];
-  size_t len;
-  unsigned lo = 0x80, hi = 0xBF;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-  else return 0;
-  if (n < len || s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  return len;
-}
-
-int clmoe__st_utf8_valid(const char *s)
-{
-  size_t n = strlen(s);
-  for (size_t i = 0, k; i < n; i += k)
-    if (!(k = clmoe__st_utf8_len((const unsigned char *)s + i, n - i))) return 0;
-  return 1;
-}
-
-int clmoe__st_host_little_endian(void)
-{
-  const uint16_t one = 1;
-  return *(const unsigned char *)&one == 1;
 }
 
 /* ---- opening ------------------------------------------------------------------------- */
@@ -123,8 +76,8 @@ clmoe_status clmoe_st_open(const char *path, clmoe_st_file **file)
   CLMOE_TRY_GOTO(st, read_at(f, 8, header, (size_t)n), fail);
   f->data_start = 8 + n;
   f->data_bytes = size - 8 - n;
-  CLMOE_TRY_GOTO(st, clmoe__st_parse_header(f, header, (size_t)n), fail);
-  CLMOE_TRY_GOTO(st, clmoe__st_check_entries(f), fail);
+  CLMOE_TRY_GOTO(st, clmoe__io_st_parse_header(f, header, (size_t)n), fail);
+  CLMOE_TRY_GOTO(st, clmoe__io_st_check_entries(f), fail);
   free(header);
   *file = f;
   return CLMOE_OK;
@@ -170,7 +123,8 @@ void clmoe_st_info_at(const clmoe_st_file *f, int index, clmoe_st_info *info)
 static st_entry *find(const clmoe_st_file *f, const char *name)
 {
   st_entry key = {.name = (char *)name}, *pk = &key;
-  st_entry **hit = f->n ? bsearch(&pk, f->by_name, (size_t)f->n, sizeof pk, clmoe__st_by_name) : NULL;
+  st_entry **hit =
+      f->n ? bsearch(&pk, f->by_name, (size_t)f->n, sizeof pk, clmoe__io_st_by_name) : NULL;
   return hit ? *hit : NULL;
 }
 
@@ -235,7 +189,7 @@ static float f8e4m3_to_f32(unsigned b)
  * U64 above INT64_MAX). */
 static double elem(const unsigned char *p, clmoe_st_dtype d, int64_t *iv, int *fits)
 {
-  uint64_t u = le(p, clmoe__st_dtypes[d].size);
+  uint64_t u = le(p, clmoe__io_st_dtypes[d].size);
   union { uint32_t u; float f; } w32;
   union { uint64_t u; double f; } w64;
   *fits = 1;
@@ -261,7 +215,7 @@ static double elem(const unsigned char *p, clmoe_st_dtype d, int64_t *iv, int *f
 static int64_t convert(const unsigned char *src, clmoe_st_dtype sd, size_t n, clmoe_dtype dd, void *dst,
                        int64_t *bad_value)
 {
-  size_t es = clmoe__st_dtypes[sd].size;
+  size_t es = clmoe__io_st_dtypes[sd].size;
   for (size_t i = 0; i < n; i++) {
     int64_t iv = 0;
     int fits;
@@ -287,9 +241,9 @@ static clmoe_status stream(clmoe_st_file *f, const st_entry *e, clmoe_dtype dd, 
 {
   if (!convertible(e->dtype, dd))
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: tensor '%.200s' is %s and cannot be converted to %s",
-                        f->path, e->name, clmoe__st_dtypes[e->dtype].name, clmoe_dtype_name(dd));
-  size_t es = clmoe__st_dtypes[e->dtype].size, os = clmoe_dtype_size(dd);
-  int same = clmoe__st_host_little_endian() && ((e->dtype == CLMOE_ST_F32 && dd == CLMOE_F32) ||
+                        f->path, e->name, clmoe__io_st_dtypes[e->dtype].name, clmoe_dtype_name(dd));
+  size_t es = clmoe__io_st_dtypes[e->dtype].size, os = clmoe_dtype_size(dd);
+  int same = clmoe__io_st_host_little_endian() && ((e->dtype == CLMOE_ST_F32 && dd == CLMOE_F32) ||
                                       (e->dtype == CLMOE_ST_BF16 && dd == CLMOE_BF16) ||
                                       (e->dtype == CLMOE_ST_I32 && dd == CLMOE_I32));
   size_t chunk = ((size_t)4 << 20) / es, total = (size_t)e->numel;
@@ -330,7 +284,7 @@ clmoe_status clmoe_st_load_into(clmoe_st_file *f, const char *name, clmoe_tensor
   int ok = dst && dst->ndim == e->ndim && clmoe_tensor_is_contiguous(dst);
   for (int d = 0; ok && d < e->ndim; d++) ok = dst->shape[d] == e->shape[d];
   if (!ok) {
-    clmoe__st_describe_shape(e, want, sizeof want);
+    clmoe__io_st_describe_shape(e, want, sizeof want);
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: tensor '%.200s' is %s but the destination is %s", f->path,
                         name, want, dst ? clmoe_tensor_describe(dst, have, sizeof have) : "NULL");
   }

@@ -95,7 +95,7 @@ static clmoe_status jp_string(jp *p, const char *what, char **out)
       return jp_fail(p, "control character 0x%02x inside a string (%s)", c, what);
     }
     if (c != '\\') {
-      size_t k = clmoe__st_utf8_len(p->s + p->i, end - p->i);
+      size_t k = clmoe__io_st_utf8_len(p->s + p->i, end - p->i);
       if (!k) {
         free(buf);
         return jp_fail(p, "invalid UTF-8 byte 0x%02x inside a string (%s)", c, what);
@@ -278,7 +278,7 @@ static clmoe_status parse_field(jp *p, st_entry *e, int seen[3])
     char *name;
     CLMOE_TRY(jp_string(p, "dtype", &name));
     int d = 0;
-    while (d < CLMOE_ST_DTYPE_COUNT && strcmp(name, clmoe__st_dtypes[d].name)) d++;
+    while (d < CLMOE_ST_DTYPE_COUNT && strcmp(name, clmoe__io_st_dtypes[d].name)) d++;
     if (d == CLMOE_ST_DTYPE_COUNT)
       st = jp_fail(p, "dtype '%.40s' is not supported (BOOL, U8, I8, F8_E4M3, F8_E5M2, I16, U16, "
                       "F16, BF16, I32, U32, F32, I64, U64, F64)", name);
@@ -330,7 +330,7 @@ static clmoe_status add_entry(clmoe_st_file *f, char *name, st_entry **e)
   return CLMOE_OK;
 }
 
-clmoe_status clmoe__st_parse_header(clmoe_st_file *f, const unsigned char *h, size_t n)
+clmoe_status clmoe__io_st_parse_header(clmoe_st_file *f, const unsigned char *h, size_t n)
 {
   jp p = {.path = f->path, .s = h, .n = n, .i = 0, .ctx = "", .near = ""};
   int have_meta = 0;
@@ -363,7 +363,7 @@ clmoe_status clmoe__st_parse_header(clmoe_st_file *f, const unsigned char *h, si
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
-int clmoe__st_by_name(const void *a, const void *b)
+int clmoe__io_st_by_name(const void *a, const void *b)
 {
   return strcmp((*(st_entry *const *)a)->name, (*(st_entry *const *)b)->name);
 }
@@ -376,9 +376,9 @@ static int by_begin(const void *a, const void *b)
   return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-void clmoe__st_describe_shape(const st_entry *e, char *buf, size_t len)
+void clmoe__io_st_describe_shape(const st_entry *e, char *buf, size_t len)
 {
-  size_t used = (size_t)snprintf(buf, len, "%s [", clmoe__st_dtypes[e->dtype].name);
+  size_t used = (size_t)snprintf(buf, len, "%s [", clmoe__io_st_dtypes[e->dtype].name);
   for (int d = 0; d < e->ndim && used < len; d++)
     used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)e->shape[d]);
   if (used < len) snprintf(buf + used, len - used, "]");
@@ -387,8 +387,8 @@ void clmoe__st_describe_shape(const st_entry *e, char *buf, size_t len)
 static clmoe_status check_entry(const clmoe_st_file *f, st_entry *e)
 {
   char desc[200];
-  clmoe__st_describe_shape(e, desc, sizeof desc);
-  int64_t numel = 1, size = (int64_t)clmoe__st_dtypes[e->dtype].size;
+  clmoe__io_st_describe_shape(e, desc, sizeof desc);
+  int64_t numel = 1, size = (int64_t)clmoe__io_st_dtypes[e->dtype].size;
   for (int d = 0; d < e->ndim; d++)
     if (e->shape[d] == 0) numel = 0;
   for (int d = 0; d < e->ndim && numel; d++) {
@@ -413,7 +413,7 @@ static clmoe_status check_entry(const clmoe_st_file *f, st_entry *e)
   return CLMOE_OK;
 }
 
-clmoe_status clmoe__st_check_entries(clmoe_st_file *f)
+clmoe_status clmoe__io_st_check_entries(clmoe_st_file *f)
 {
   for (int i = 0; i < f->n; i++) CLMOE_TRY(check_entry(f, &f->t[i]));
   f->by_name = malloc(((size_t)f->n + 1) * sizeof *f->by_name);
@@ -427,7 +427,7 @@ clmoe_status clmoe__st_check_entries(clmoe_st_file *f)
     f->by_name[i] = &f->t[i];
     if (f->t[i].end > f->t[i].begin) order[nonempty++] = &f->t[i];
   }
-  qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, clmoe__st_by_name);
+  qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, clmoe__io_st_by_name);
   qsort(order, (size_t)nonempty, sizeof *order, by_begin);
   clmoe_status st = CLMOE_OK;
   for (int i = 1; i < f->n && st == CLMOE_OK; i++)

@@ -58,7 +58,7 @@ void clmoe_st_writer_discard(clmoe_st_writer *w)
 static clmoe_status writer_slot(clmoe_st_writer *w, const char *name, clmoe_st_dtype dtype, int ndim,
                                 const int64_t *shape, st_item **slot)
 {
-  if (!name || !name[0] || !clmoe__st_utf8_valid(name) || !strcmp(name, "__metadata__"))
+  if (!name || !name[0] || !clmoe__io_st_utf8_valid(name) || !strcmp(name, "__metadata__"))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: tensor name '%.200s' is empty, not UTF-8 or reserved",
                         w->path, name ? name : "(null)");
   for (int i = 0; i < w->n; i++)
@@ -100,7 +100,7 @@ static clmoe_status writer_slot(clmoe_st_writer *w, const char *name, clmoe_st_d
 static void to_little_endian(st_item *it)
 {
   size_t es = clmoe_st_dtype_size(it->dtype);
-  if (clmoe__st_host_little_endian() || es == 1) return;
+  if (clmoe__io_st_host_little_endian() || es == 1) return;
   for (size_t i = 0; i < it->bytes; i += es)
     for (size_t k = 0; k < es / 2; k++) {
       unsigned char c = it->data[i + k];
@@ -145,7 +145,7 @@ clmoe_status clmoe_st_writer_add(clmoe_st_writer *w, const char *name, const clm
 
 clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *w, const char *key, const char *value)
 {
-  if (!key || !value || !clmoe__st_utf8_valid(key) || !clmoe__st_utf8_valid(value))
+  if (!key || !value || !clmoe__io_st_utf8_valid(key) || !clmoe__io_st_utf8_valid(value))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: metadata '%.200s' is missing or not UTF-8", w->path,
                         key ? key : "(null)");
   char *v = strdup(value);

@@ -1,4 +1,5 @@
-/* Bucketed, rank-ordered gradient all-reduce and the QB histogram sum (include/clmoe/dist_grads.h). */
+/* Bucketed, rank-ordered gradient all-reduce and the QB histogram sum (include/clmoe/
+ * dist_grads.h), over the distributed layer's collectives (lib/dist/dist_collect.c). */
 #include "clmoe/dist_grads.h"
 
 #include <limits.h>
@@ -27,7 +28,6 @@ static int reduced(const clmoe_param *p, const clmoe_grad_allreduce_opts *o)
   return p->trainable && clmoe_tensor_numel(&p->grad) > 0 && !clmoe_grad_param_is_local(p, o);
 }
 
-#ifdef HAVE_MPI
 /* FNV-1a over what every rank must agree on: names, sizes, which are reduced, options. */
 static uint64_t fingerprint(const clmoe_params *ps, const clmoe_grad_allreduce_opts *o,
                             size_t bucket)
@@ -49,7 +49,6 @@ static uint64_t fingerprint(const clmoe_params *ps, const clmoe_grad_allreduce_o
 #undef MIX
   return h;
 }
-#endif
 
 static clmoe_status check_args(clmoe_params *ps, const clmoe_grad_allreduce_opts *o, size_t *bucket)
 {
@@ -73,7 +72,6 @@ static clmoe_status check_args(clmoe_params *ps, const clmoe_grad_allreduce_opts
   return CLMOE_OK;
 }
 
-#ifdef HAVE_MPI
 /* A cursor over the reduced gradients in registration order. */
 typedef struct cursor {
   clmoe_params *ps;
@@ -110,45 +108,13 @@ static clmoe_status cursor_move(cursor *c, float *host, int64_t cap, int put, in
   return CLMOE_OK;
 }
 
-/* Slice r of a bucket of n elements over `size` ranks: [n r / size, n (r + 1) / size). */
-static void slices(int64_t n, int size, int *count, int *displ)
-{
-  for (int r = 0; r < size; r++) {
-    int64_t a = n * r / size, b = n * (r + 1) / size;
-    displ[r] = (int)a, count[r] = (int)(b - a);
-  }
-}
-
-/* Reduces one bucket of n elements in place: work has room for n + size elements. */
-static clmoe_status reduce_bucket(MPI_Comm comm, int rank, int size, float *bucket, float *work,
-                                  int64_t n, double scale, int *count, int *displ, int *rcount,
-                                  int *rdispl)
-{
-  clmoe_status st = CLMOE_OK;
-  slices(n, size, count, displ);
-  const int mine = count[rank];
-  /* Slice `rank` of every rank, in rank order: work[r * mine ...]. */
-  for (int r = 0; r < size; r++) rcount[r] = mine, rdispl[r] = r * mine;
-  CLMOE_MPI_GOTO(st, MPI_Alltoallv(bucket, count, displ, MPI_FLOAT, work, rcount, rdispl,
-                                   MPI_FLOAT, comm), done);
-  float *out = bucket + displ[rank];
-  for (int j = 0; j < mine; j++) {
-    double s = 0.0;
-    for (int r = 0; r < size; r++) s += (double)work[(size_t)r * (size_t)mine + (size_t)j];
-    out[j] = (float)(s * scale);
-  }
-  CLMOE_MPI_GOTO(st, MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, bucket, count, displ,
-                                    MPI_FLOAT, comm), done);
-done:
-  return st;
-}
-
-static clmoe_status agree(MPI_Comm comm, int size, uint64_t fp)
+/* Every rank's fingerprint must be rank 0's. */
+static clmoe_status agree(clmoe_dist *d, int size, uint64_t fp)
 {
   clmoe_status st = CLMOE_OK;
   uint64_t *all = malloc((size_t)size * sizeof *all);
   if (!all) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
-  CLMOE_MPI_GOTO(st, MPI_Allgather(&fp, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm), done);
+  CLMOE_TRY_GOTO(st, clmoe__dist_allgather_u64(d, &fp, 1, all), done);
   for (int r = 1; r < size; r++)
     if (all[r] != all[0]) {
       st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_dist_allreduce_grads: rank %d's "
@@ -160,7 +126,6 @@ done:
   free(all);
   return st;
 }
-#endif
 
 clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *d, clmoe_params *ps,
                                         const clmoe_grad_allreduce_opts *opts,
@@ -182,16 +147,12 @@ clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *d, clmoe_params *ps,
     if (stats) *stats = s;
     return CLMOE_OK;
   }
-#ifdef HAVE_MPI
-  MPI_Comm comm = clmoe_dist_comm(d);
-  const int rank = clmoe_dist_rank(d);
-  CLMOE_TRY(agree(comm, size, fingerprint(ps, o, bucket)));
+  CLMOE_TRY(agree(d, size, fingerprint(ps, o, bucket)));
   int64_t cap = s.elements < (int64_t)bucket ? s.elements : (int64_t)bucket;
   clmoe_status st = CLMOE_OK;
   /* The bucket, then the received slices: size * ceil(cap / size) <= cap + size floats. */
   float *buf = malloc(((size_t)cap * 2 + (size_t)size) * sizeof(float));
-  int *ints = malloc((size_t)size * 4 * sizeof(int));
-  if (!buf || !ints) {
+  if (!buf) {
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_dist_allreduce_grads: no host memory "
                       "for a bucket of %lld floats", (long long)cap);
     goto done;
@@ -199,14 +160,13 @@ clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *d, clmoe_params *ps,
   const double scale = o->no_average ? 1.0 : 1.0 / size;
   cursor rd = {ps, o, 0, 0}, wr = {ps, o, 0, 0};
   for (int64_t left = s.elements; left > 0;) {
-    int64_t n = 0, n2 = 0;
+    int64_t n = 0, n2 = 0, sent = 0;
     CLMOE_TRY_GOTO(st, cursor_move(&rd, buf, cap, 0, &n), done);
     if (n <= 0) {
       st = clmoe__error(CLMOE_ERR_INTERNAL, "clmoe_dist_allreduce_grads: gradients ended early");
       goto done;
     }
-    CLMOE_TRY_GOTO(st, reduce_bucket(comm, rank, size, buf, buf + cap, n, scale, ints,
-                                     ints + size, ints + 2 * size, ints + 3 * size), done);
+    CLMOE_TRY_GOTO(st, clmoe__dist_allreduce_ordered_f32(d, buf, n, scale, buf + cap, &sent), done);
     CLMOE_TRY_GOTO(st, cursor_move(&wr, buf, n, 1, &n2), done);
     if (n2 != n) {
       st = clmoe__error(CLMOE_ERR_INTERNAL, "clmoe_dist_allreduce_grads: bucket of %lld "
@@ -214,21 +174,15 @@ clmoe_status clmoe_dist_allreduce_grads(clmoe_dist *d, clmoe_params *ps,
       goto done;
     }
     s.buckets++;
-    /* Alltoallv: the other ranks' slices; Allgatherv: this rank's slice to each other rank. */
-    s.bytes_sent += (n - ints[rank] + (int64_t)ints[rank] * (size - 1)) * (int64_t)sizeof(float);
+    s.bytes_sent += sent;
     left -= n;
   }
 done:
   free(buf);
-  free(ints);
   if (st == CLMOE_OK && stats) *stats = s;
   return st;
-#else
-  return clmoe__error(CLMOE_ERR_INTERNAL, "clmoe_dist_allreduce_grads: %d ranks without MPI", size);
-#endif
 }
 
-#ifdef HAVE_MPI
 /* Two ranks' QB histogram ranges {lo, hi, scale} agree when they differ by rounding only:
  * ranks on different OpenCL implementations derive the range from the same bias with
  * their own float division (OpenCL allows 2.5 ulp), so only E, bins and the bias are
@@ -241,7 +195,6 @@ static int qb_ranges_agree(const float *a, const float *b)
   return fabs((double)a[0] - (double)b[0]) <= tol && fabs((double)a[1] - (double)b[1]) <= tol &&
          fabs((double)a[2] - (double)b[2]) <= 1e-5 * fabs((double)a[2]);
 }
-#endif
 
 clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *d, clmoe_moe_saved *saved)
 {
@@ -255,7 +208,6 @@ clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *d, clmoe_moe_saved *saved)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: hist must be contiguous i32 [E, bins] and "
                         "range f32 [3]", op);
   if (clmoe_dist_size(d) <= 1 || !clmoe_dist_uses_mpi(d)) return CLMOE_OK;
-#ifdef HAVE_MPI
   const int size = clmoe_dist_size(d);
   const size_t n = (size_t)clmoe_tensor_numel(h);
   clmoe_status st = CLMOE_OK;
@@ -271,8 +223,7 @@ clmoe_status clmoe_dist_sum_qb_histogram(clmoe_dist *d, clmoe_moe_saved *saved)
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&saved->range, range, sizeof range), done);
   key[0] = (uint32_t)h->shape[0], key[1] = (uint32_t)h->shape[1];
   memcpy(key + 2, range, sizeof range);
-  CLMOE_MPI_GOTO(st, MPI_Allgather(key, 5, MPI_UINT32_T, keys, 5, MPI_UINT32_T,
-                                   clmoe_dist_comm(d)), done);
+  CLMOE_TRY_GOTO(st, clmoe__dist_allgather_u32(d, key, 5, keys), done);
   float root[3];
   memcpy(root, keys + 2, sizeof root);
   for (int r = 1; r < size; r++) {
@@ -315,7 +266,4 @@ done:
   free(sum);
   free(keys);
   return st;
-#else
-  return CLMOE_OK;
-#endif
 }

@@ -171,7 +171,7 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inferenc
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (model)");
     goto fail;
   }
-  m->nslots = 1 + (cfg->layers + cfg->attn_res_block - 1) / cfg->attn_res_block;
+  m->nslots = clmoe__model_stack_slots(cfg);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->embed, CLMOE_F32, 2, (int64_t[]){V, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->head, CLMOE_F32, 2, (int64_t[]){V, d}), fail);
   CLMOE_TRY_GOTO(st, vec(ctx, &m->far_w, d), fail);

@@ -1,6 +1,7 @@
-/* Configuration files: a strict key = value parser with sections, the shipped presets,
- * validation and parameter counting. */
-#include "runtime/internal.h"
+/* Configuration files: the key table, a strict key = value parser with sections, the
+ * shipped presets, validation and parameter counting. The writer (model_config_write.c)
+ * is driven by the same key table. */
+#include "model_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -41,70 +42,67 @@ void clmoe_config_defaults(clmoe_config *c)
 }
 
 /* ---- the key table ------------------------------------------------------------------- */
-typedef enum { K_I64, K_INT, K_F64, K_U64, K_EVERY, K_LAYERS, K_BALANCE, K_GATE, K_CURRICULUM } key_kind;
-
-typedef struct key_def {
-  const char *section, *key;
-  key_kind kind;
-  size_t offset;
-  double lo, hi; /* accepted range of numbers */
-} key_def;
-
 #define OFF(field) offsetof(clmoe_config, field)
 #define TOFF(field) (offsetof(clmoe_config, train) + offsetof(clmoe_train_config, field))
-static const key_def keys[] = {
-    {"model", "vocab", K_I64, OFF(vocab), 2, 1 << 30},
-    {"model", "d_model", K_I64, OFF(d_model), 1, 1 << 20},
-    {"model", "layers", K_INT, OFF(layers), 1, CLMOE_MAX_LAYERS},
-    {"model", "mla_every", K_EVERY, 0, 1, CLMOE_MAX_LAYERS},
-    {"model", "mla_layers", K_LAYERS, 0, 1, CLMOE_MAX_LAYERS},
-    {"model", "dense_layers", K_INT, OFF(dense_layers), 0, CLMOE_MAX_LAYERS},
-    {"model", "norm_eps", K_F64, OFF(norm_eps), 1e-12, 1.0},
-    {"kda", "heads", K_I64, OFF(kda_heads), 1, 4096},
-    {"kda", "head_dim", K_I64, OFF(kda_head_dim), 1, 4096},
-    {"kda", "gate_rank", K_I64, OFF(kda_gate_rank), 1, 1 << 20},
-    {"kda", "conv_width", K_INT, OFF(kda_conv_width), 1, 64},
-    {"kda", "lower_bound", K_F64, OFF(kda_lower_bound), -5.0, -1e-6},
-    {"kda", "gate", K_GATE, OFF(kda_unbounded_gate), 0, 0},
-    {"mla", "heads", K_I64, OFF(mla_heads), 1, 4096},
-    {"mla", "q_rank", K_I64, OFF(mla_q_rank), 1, 1 << 20},
-    {"mla", "kv_rank", K_I64, OFF(mla_kv_rank), 1, 1 << 20},
-    {"mla", "qk_nope_dim", K_I64, OFF(mla_qk_nope_dim), 1, 4096},
-    {"mla", "qk_rope_dim", K_I64, OFF(mla_qk_rope_dim), 0, 4096},
-    {"mla", "v_dim", K_I64, OFF(mla_v_dim), 1, 4096},
-    {"ffn", "dense_ff", K_I64, OFF(dense_ff), 1, 1 << 24},
-    {"moe", "experts", K_I64, OFF(experts), 1, 1 << 20},
-    {"moe", "top_k", K_I64, OFF(top_k), 1, 1024},
-    {"moe", "shared_experts", K_I64, OFF(shared_experts), 0, 64},
-    {"moe", "shared_ff", K_I64, OFF(shared_ff), 1, 1 << 24},
-    {"moe", "latent", K_I64, OFF(latent), 0, 1 << 20},
-    {"moe", "expert_ff", K_I64, OFF(expert_ff), 1, 1 << 24},
-    {"moe", "routed_scale", K_F64, OFF(routed_scale), 1e-6, 1e6},
-    {"moe", "balancing", K_BALANCE, OFF(balancing), 0, 0},
-    {"moe", "quantile_bins", K_INT, OFF(quantile_bins), 2, 1 << 24},
-    {"moe", "sign_rate", K_F64, OFF(sign_rate), 0.0, 1.0},
-    {"attn_res", "block", K_INT, OFF(attn_res_block), 1, CLMOE_MAX_LAYERS},
-    {"train", "lr", K_F64, TOFF(lr), 0.0, 10.0},
-    {"train", "min_lr", K_F64, TOFF(min_lr), 0.0, 10.0},
-    {"train", "warmup_steps", K_I64, TOFF(warmup_steps), 0, 1e15},
-    {"train", "steps", K_I64, TOFF(steps), 0, 1e15},
-    {"train", "batch", K_I64, TOFF(batch), 1, 1 << 20},
-    {"train", "seq_len", K_I64, TOFF(seq_len), 1, 1 << 24},
-    {"train", "curriculum", K_CURRICULUM, 0, 1, 1 << 24},
-    {"train", "weight_decay", K_F64, TOFF(weight_decay), 0.0, 10.0},
-    {"train", "beta1", K_F64, TOFF(beta1), 0.0, 0.999999},
-    {"train", "beta2", K_F64, TOFF(beta2), 0.0, 0.999999},
-    {"train", "adam_eps", K_F64, TOFF(adam_eps), 1e-30, 1.0},
-    {"train", "clip", K_F64, TOFF(clip), 0.0, 1e9},
-    {"train", "seed", K_U64, TOFF(seed), 0, 0},
-    {"train", "eval_every", K_I64, TOFF(eval_every), 0, 1e15},
-    {"train", "eval_batches", K_I64, TOFF(eval_batches), 0, 1e9},
-    {"train", "log_every", K_I64, TOFF(log_every), 1, 1e15},
-    {"train", "checkpoint_every", K_I64, TOFF(checkpoint_every), 0, 1e15},
-};
-#define NKEYS (sizeof keys / sizeof keys[0])
+/* The sections; those of a kind of layer (kda, mla, ffn, moe) are optional. */
+const config_section clmoe__model_config_sections[] = {
+    {"model", 0}, {"kda", 1},      {"mla", 1},   {"ffn", 1},
+    {"moe", 1},   {"attn_res", 0}, {"train", 0}, {NULL, 0}};
 
-static const char *const balancing_names[] = {"quantile", "quantile-hist", "sign", "none", NULL};
+const config_key clmoe__model_config_keys[] = {
+    {"model", "vocab", CFG_I64, OFF(vocab), 2, 1 << 30},
+    {"model", "d_model", CFG_I64, OFF(d_model), 1, 1 << 20},
+    {"model", "layers", CFG_INT, OFF(layers), 1, CLMOE_MAX_LAYERS},
+    {"model", "mla_every", CFG_EVERY, 0, 1, CLMOE_MAX_LAYERS},
+    {"model", "mla_layers", CFG_LAYERS, 0, 1, CLMOE_MAX_LAYERS},
+    {"model", "dense_layers", CFG_INT, OFF(dense_layers), 0, CLMOE_MAX_LAYERS},
+    {"model", "norm_eps", CFG_F64, OFF(norm_eps), 1e-12, 1.0},
+    {"kda", "heads", CFG_I64, OFF(kda_heads), 1, 4096},
+    {"kda", "head_dim", CFG_I64, OFF(kda_head_dim), 1, 4096},
+    {"kda", "gate_rank", CFG_I64, OFF(kda_gate_rank), 1, 1 << 20},
+    {"kda", "conv_width", CFG_INT, OFF(kda_conv_width), 1, 64},
+    {"kda", "lower_bound", CFG_F64, OFF(kda_lower_bound), -5.0, -1e-6},
+    {"kda", "gate", CFG_GATE, OFF(kda_unbounded_gate), 0, 0},
+    {"mla", "heads", CFG_I64, OFF(mla_heads), 1, 4096},
+    {"mla", "q_rank", CFG_I64, OFF(mla_q_rank), 1, 1 << 20},
+    {"mla", "kv_rank", CFG_I64, OFF(mla_kv_rank), 1, 1 << 20},
+    {"mla", "qk_nope_dim", CFG_I64, OFF(mla_qk_nope_dim), 1, 4096},
+    {"mla", "qk_rope_dim", CFG_I64, OFF(mla_qk_rope_dim), 0, 4096},
+    {"mla", "v_dim", CFG_I64, OFF(mla_v_dim), 1, 4096},
+    {"ffn", "dense_ff", CFG_I64, OFF(dense_ff), 1, 1 << 24},
+    {"moe", "experts", CFG_I64, OFF(experts), 1, 1 << 20},
+    {"moe", "top_k", CFG_I64, OFF(top_k), 1, 1024},
+    {"moe", "shared_experts", CFG_I64, OFF(shared_experts), 0, 64},
+    {"moe", "shared_ff", CFG_I64, OFF(shared_ff), 1, 1 << 24},
+    {"moe", "latent", CFG_I64, OFF(latent), 0, 1 << 20},
+    {"moe", "expert_ff", CFG_I64, OFF(expert_ff), 1, 1 << 24},
+    {"moe", "routed_scale", CFG_F64, OFF(routed_scale), 1e-6, 1e6},
+    {"moe", "balancing", CFG_BALANCE, OFF(balancing), 0, 0},
+    {"moe", "quantile_bins", CFG_INT, OFF(quantile_bins), 2, 1 << 24},
+    {"moe", "sign_rate", CFG_F64, OFF(sign_rate), 0.0, 1.0},
+    {"attn_res", "block", CFG_INT, OFF(attn_res_block), 1, CLMOE_MAX_LAYERS},
+    {"train", "lr", CFG_F64, TOFF(lr), 0.0, 10.0},
+    {"train", "min_lr", CFG_F64, TOFF(min_lr), 0.0, 10.0},
+    {"train", "warmup_steps", CFG_I64, TOFF(warmup_steps), 0, 1e15},
+    {"train", "steps", CFG_I64, TOFF(steps), 0, 1e15},
+    {"train", "batch", CFG_I64, TOFF(batch), 1, 1 << 20},
+    {"train", "seq_len", CFG_I64, TOFF(seq_len), 1, 1 << 24},
+    {"train", "curriculum", CFG_CURRICULUM, 0, 1, 1 << 24},
+    {"train", "weight_decay", CFG_F64, TOFF(weight_decay), 0.0, 10.0},
+    {"train", "beta1", CFG_F64, TOFF(beta1), 0.0, 0.999999},
+    {"train", "beta2", CFG_F64, TOFF(beta2), 0.0, 0.999999},
+    {"train", "adam_eps", CFG_F64, TOFF(adam_eps), 1e-30, 1.0},
+    {"train", "clip", CFG_F64, TOFF(clip), 0.0, 1e9},
+    {"train", "seed", CFG_U64, TOFF(seed), 0, 0},
+    {"train", "eval_every", CFG_I64, TOFF(eval_every), 0, 1e15},
+    {"train", "eval_batches", CFG_I64, TOFF(eval_batches), 0, 1e9},
+    {"train", "log_every", CFG_I64, TOFF(log_every), 1, 1e15},
+    {"train", "checkpoint_every", CFG_I64, TOFF(checkpoint_every), 0, 1e15},
+    {NULL, NULL, CFG_I64, 0, 0, 0}};
+#define NKEYS (sizeof clmoe__model_config_keys / sizeof clmoe__model_config_keys[0] - 1)
+
+const char *const clmoe__model_config_balancing[] = {"quantile", "quantile-hist", "sign", "none",
+                                                     NULL};
 
 /* ---- values ---------------------------------------------------------------------------- */
 static int parse_i64(const char *s, int64_t *v)
@@ -154,27 +152,45 @@ static int split_list(char *s, char **items, int max)
   return n;
 }
 
-static clmoe_status set_value(const parser *p, const key_def *k, char *value, clmoe_config *c,
+/* One item of a layer list: a 1-based layer n (*first = *last = n) or a range a-b, a <= b. */
+static clmoe_status parse_layers(const parser *p, char *item, int64_t *first, int64_t *last)
+{
+  char *dash = strchr(item, '-');
+  if (dash && dash != item) { /* (a leading '-' is a negative number: not a layer) */
+    *dash = '\0';
+    int ok = parse_i64(item, first) && parse_i64(dash + 1, last);
+    *dash = '-';
+    if (!ok || *first < 1 || *last > CLMOE_MAX_LAYERS || *first > *last)
+      return bad(p, "'%s' is not a range of layers a-b (1-based, a <= b)", item);
+    return CLMOE_OK;
+  }
+  if (!parse_i64(item, first) || *first < 1 || *first > CLMOE_MAX_LAYERS)
+    return bad(p, "'%s' is not a layer number (1-based)", item);
+  *last = *first;
+  return CLMOE_OK;
+}
+
+static clmoe_status set_value(const parser *p, const config_key *k, char *value, clmoe_config *c,
                               int *mla_every)
 {
   char *base = (char *)c;
   int64_t i;
   double d;
   switch (k->kind) {
-  case K_I64:
-  case K_INT:
-  case K_EVERY:
+  case CFG_I64:
+  case CFG_INT:
+  case CFG_EVERY:
     if (!parse_i64(value, &i)) return bad(p, "'%s' is not a whole number", value);
     if (i < k->lo || i > k->hi) {
       char range[96];
       snprintf(range, sizeof range, "%lld is outside [%.0f, %.0f]", (long long)i, k->lo, k->hi);
       return bad(p, "%s", range);
     }
-    if (k->kind == K_EVERY) *mla_every = (int)i;
-    else if (k->kind == K_INT) *(int *)(base + k->offset) = (int)i;
+    if (k->kind == CFG_EVERY) *mla_every = (int)i;
+    else if (k->kind == CFG_INT) *(int *)(base + k->offset) = (int)i;
     else *(int64_t *)(base + k->offset) = i;
     return CLMOE_OK;
-  case K_U64: {
+  case CFG_U64: {
     char *end;
     errno = 0;
     unsigned long long u = strtoull(value, &end, 0);
@@ -182,7 +198,7 @@ static clmoe_status set_value(const parser *p, const key_def *k, char *value, cl
     *(uint64_t *)(base + k->offset) = u;
     return CLMOE_OK;
   }
-  case K_F64:
+  case CFG_F64:
     if (!parse_f64(value, &d)) return bad(p, "'%s' is not a number", value);
     if (d < k->lo || d > k->hi) {
       char range[96];
@@ -191,31 +207,32 @@ static clmoe_status set_value(const parser *p, const key_def *k, char *value, cl
     }
     *(double *)(base + k->offset) = d;
     return CLMOE_OK;
-  case K_BALANCE:
-    for (int b = 0; balancing_names[b]; b++)
-      if (!strcmp(value, balancing_names[b])) {
+  case CFG_BALANCE:
+    for (int b = 0; clmoe__model_config_balancing[b]; b++)
+      if (!strcmp(value, clmoe__model_config_balancing[b])) {
+        memset(c->balancing, 0, sizeof c->balancing);
         snprintf(c->balancing, sizeof c->balancing, "%s", value);
         return CLMOE_OK;
       }
     return bad(p, "'%s' is not one of quantile, quantile-hist, sign, none", value);
-  case K_GATE:
+  case CFG_GATE:
     if (!strcmp(value, "bounded") || !strcmp(value, "unbounded")) {
       c->kda_unbounded_gate = !strcmp(value, "unbounded");
       return CLMOE_OK;
     }
     return bad(p, "'%s' is not bounded or unbounded", value);
-  case K_LAYERS: {
+  case CFG_LAYERS: {
     char *items[CLMOE_MAX_LAYERS + 1];
     int n = split_list(value, items, CLMOE_MAX_LAYERS);
     if (n <= 0) return bad(p, "%s", "expected a comma-separated list of layer numbers");
     for (int j = 0; j < n; j++) {
-      if (!parse_i64(items[j], &i) || i < 1 || i > CLMOE_MAX_LAYERS)
-        return bad(p, "'%s' is not a layer number (1-based)", items[j]);
-      c->is_mla[i - 1] = 2; /* 2: named explicitly (checked against `layers` later) */
+      int64_t last;
+      CLMOE_TRY(parse_layers(p, items[j], &i, &last));
+      for (; i <= last; i++) c->is_mla[i - 1] = 2; /* 2: named (checked against `layers` later) */
     }
     return CLMOE_OK;
   }
-  case K_CURRICULUM: {
+  case CFG_CURRICULUM: {
     char *items[CLMOE_MAX_CURRICULUM + 1];
     int n = split_list(value, items, CLMOE_MAX_CURRICULUM);
     if (n <= 0) return bad(p, "%s", "expected 'length@step, ...' (at most 16 entries)");
@@ -236,7 +253,8 @@ static clmoe_status set_value(const parser *p, const key_def *k, char *value, cl
     return CLMOE_OK;
   }
   }
-  return CLMOE_ERR_INTERNAL;
+  return clmoe__error(CLMOE_ERR_INTERNAL, "%s: key %s of unknown kind %d", p->name, k->key,
+                      (int)k->kind);
 }
 
 /* ---- parsing --------------------------------------------------------------------------- */
@@ -262,8 +280,12 @@ static clmoe_status parse_text(const char *text, const char *name, clmoe_config 
     size_t len = nl ? (size_t)(nl - s) : strlen(s);
     p.line++;
     p.key = NULL;
-    if (len > 1023) return bad(&p, "%s", "line longer than 1023 characters");
-    char buf[1024];
+    if (len > CONFIG_LINE_MAX) {
+      char what[64];
+      snprintf(what, sizeof what, "line longer than %d characters", CONFIG_LINE_MAX);
+      return bad(&p, "%s", what);
+    }
+    char buf[CONFIG_LINE_MAX + 1];
     memcpy(buf, s, len);
     buf[len] = '\0';
     s += len + (nl ? 1 : 0);
@@ -276,10 +298,18 @@ static clmoe_status parse_text(const char *text, const char *name, clmoe_config 
       if (!close || close[1] != '\0') return bad(&p, "'%s' is not a [section] header", line);
       *close = '\0';
       char *sec = trim(line + 1);
-      int known = 0;
-      for (size_t k = 0; k < NKEYS; k++) known |= !strcmp(keys[k].section, sec);
-      if (!known)
-        return bad(&p, "unknown section [%s] (model, kda, mla, ffn, moe, attn_res, train)", sec);
+      const config_section *known = clmoe__model_config_sections;
+      while (known->name && strcmp(known->name, sec)) known++;
+      if (!known->name) {
+        char list[128] = "";
+        for (const config_section *t = clmoe__model_config_sections; t->name; t++) {
+          const size_t used = strlen(list);
+          snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", t->name);
+        }
+        char what[192];
+        snprintf(what, sizeof what, "unknown section [%.40s] (%s)", sec, list);
+        return bad(&p, "%s", what);
+      }
       snprintf(section, sizeof section, "%s", sec);
       continue;
     }
@@ -289,6 +319,7 @@ static clmoe_status parse_text(const char *text, const char *name, clmoe_config 
     char *key = trim(line), *value = trim(eq + 1);
     if (!section[0]) return bad(&p, "'%s' comes before any [section]", key);
     size_t k = 0;
+    const config_key *keys = clmoe__model_config_keys;
     while (k < NKEYS && (strcmp(keys[k].section, section) || strcmp(keys[k].key, key))) k++;
     char qualified[80];
     snprintf(qualified, sizeof qualified, "[%s] %s", section, key);
@@ -417,72 +448,6 @@ clmoe_status clmoe_config_validate(const clmoe_config *c, const char *name)
        (long long)t->steps);
   return CLMOE_OK;
 #undef NEED
-}
-
-/* ---- writing ----------------------------------------------------------------------------- */
-/* The shortest %g form that reads back as the same double (0.0003, not 0.00029999...). */
-static const char *shortest(double v, char *buf)
-{
-  for (int prec = 6; prec < 17; prec++) {
-    snprintf(buf, 32, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) return buf;
-  }
-  snprintf(buf, 32, "%.17g", v);
-  return buf;
-}
-#define G(v) shortest((v), (char[32]){0})
-
-int clmoe_config_write(const clmoe_config *c, FILE *f)
-{
-  int ok = fprintf(f, "# %s\n[model]\nvocab = %lld\nd_model = %lld\nlayers = %d\n", c->name,
-                   (long long)c->vocab, (long long)c->d_model, c->layers) > 0;
-  if (clmoe_config_mla_count(c) > 0) {
-    ok &= fprintf(f, "mla_layers = ") > 0;
-    for (int i = 0, first = 1; i < c->layers; i++)
-      if (c->is_mla[i]) {
-        ok &= fprintf(f, "%s%d", first ? "" : ", ", i + 1) > 0;
-        first = 0;
-      }
-    ok &= fprintf(f, "\n") > 0;
-  }
-  ok &= fprintf(f, "dense_layers = %d\nnorm_eps = %s\n", c->dense_layers, G(c->norm_eps)) > 0;
-  if (c->kda_heads)
-    ok &= fprintf(f, "\n[kda]\nheads = %lld\nhead_dim = %lld\ngate_rank = %lld\nconv_width = %d\n"
-                     "lower_bound = %s\ngate = %s\n", (long long)c->kda_heads, (long long)c->kda_head_dim,
-                  (long long)c->kda_gate_rank, c->kda_conv_width, G(c->kda_lower_bound),
-                  c->kda_unbounded_gate ? "unbounded" : "bounded") > 0;
-  if (c->mla_heads)
-    ok &= fprintf(f, "\n[mla]\nheads = %lld\nq_rank = %lld\nkv_rank = %lld\nqk_nope_dim = %lld\n"
-                     "qk_rope_dim = %lld\nv_dim = %lld\n", (long long)c->mla_heads, (long long)c->mla_q_rank,
-                  (long long)c->mla_kv_rank, (long long)c->mla_qk_nope_dim, (long long)c->mla_qk_rope_dim,
-                  (long long)c->mla_v_dim) > 0;
-  if (c->dense_ff) ok &= fprintf(f, "\n[ffn]\ndense_ff = %lld\n", (long long)c->dense_ff) > 0;
-  if (c->experts)
-    ok &= fprintf(f, "\n[moe]\nexperts = %lld\ntop_k = %lld\nshared_experts = %lld\n%s%lld\nlatent = %lld\n"
-                     "expert_ff = %lld\nrouted_scale = %s\nbalancing = %s\nquantile_bins = %d\nsign_rate = %s\n",
-                  (long long)c->experts, (long long)c->top_k, (long long)c->shared_experts,
-                  c->shared_ff ? "shared_ff = " : "# shared_ff = ", (long long)c->shared_ff,
-                  (long long)c->latent, (long long)c->expert_ff, G(c->routed_scale), c->balancing,
-                  c->quantile_bins, G(c->sign_rate)) > 0;
-  ok &= fprintf(f, "\n[attn_res]\nblock = %d\n", c->attn_res_block) > 0;
-  const clmoe_train_config *t = &c->train;
-  ok &= fprintf(f, "\n[train]\nlr = %s\nmin_lr = %s\n", G(t->lr), G(t->min_lr)) > 0;
-  if (t->warmup_steps >= 0) ok &= fprintf(f, "warmup_steps = %lld\n", (long long)t->warmup_steps) > 0;
-  ok &= fprintf(f, "steps = %lld\nbatch = %lld\nseq_len = %lld\n", (long long)t->steps, (long long)t->batch,
-                (long long)t->seq_len) > 0;
-  if (t->ncurriculum) {
-    ok &= fprintf(f, "curriculum = ") > 0;
-    for (int i = 0; i < t->ncurriculum; i++)
-      ok &= fprintf(f, "%s%lld@%lld", i ? ", " : "", (long long)t->curriculum_len[i],
-                    (long long)t->curriculum_step[i]) > 0;
-    ok &= fprintf(f, "\n") > 0;
-  }
-  ok &= fprintf(f, "weight_decay = %s\nbeta1 = %s\nbeta2 = %s\nadam_eps = %s\nclip = %s\n"
-                   "seed = %llu\neval_every = %lld\neval_batches = %lld\nlog_every = %lld\ncheckpoint_every = %lld\n",
-                G(t->weight_decay), G(t->beta1), G(t->beta2), G(t->adam_eps), G(t->clip), (unsigned long long)t->seed,
-                (long long)t->eval_every, (long long)t->eval_batches, (long long)t->log_every,
-                (long long)t->checkpoint_every) > 0;
-  return ok ? 0 : -1;
 }
 
 /* ---- parameter counting ------------------------------------------------------------------ */

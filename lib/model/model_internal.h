@@ -1,4 +1,5 @@
-/* Internal to the model (model.c, model_run.c). */
+/* Declarations shared by the model's files (model.c, model_stack.c, model_run.c) and
+ * generation (lib/generate/), which runs the same layers; not installed. */
 #ifndef CLMOE_MODEL_INTERNAL_H
 #define CLMOE_MODEL_INTERNAL_H
 
@@ -64,9 +65,61 @@ void clmoe__model_release_activations(clmoe_model *m);
  * the map are allowed here (inference). */
 clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
                                               const clmoe_expert_map *map, clmoe_model **model);
-/* A row-sharded parameter's rows of the file's whole tensor `name` into t (params_ckpt.c). */
-struct clmoe_st_file;
-clmoe_status clmoe__params_load_rows(struct clmoe_st_file *f, const char *name, const clmoe_param *p,
-                                     clmoe_tensor *t);
+
+/* One step of the Block AttnRes schedule (model_stack.c): a sub-layer, each in order, then
+ * the final mix before the head. The stream [nslots, N, d] holds the embedding in slot 0 and
+ * block b's sum in slot b. */
+typedef struct model_stack {
+  int layers, block;  /* the config's layers and attn_res_block */
+  int layer, sub;     /* the sub-layer (SUB_MIXER, SUB_FFN) of this step */
+  int final;          /* the final AttnRes and norm (layer == layers): no output slot */
+  int nsrc;           /* the step's AttnRes mixes slots 0 .. nsrc - 1 */
+  int slot;           /* the slot (its block's) the sub-layer's output goes to */
+  int empty;          /* the slot holds nothing yet: the output is copied, not added */
+} model_stack;
+/* Slots of the residual stream: the embedding and one per block. */
+int clmoe__model_stack_slots(const clmoe_config *cfg);
+/* The first step: layer 0's mixer (or the final mix of a model without layers). */
+void clmoe__model_stack_begin(model_stack *it, const clmoe_config *cfg);
+/* The step after it (call it once the output went into it->slot); after the last sub-layer,
+ * the final mix. */
+void clmoe__model_stack_next(model_stack *it);
+/* Views of a stream [nslots, N, d]: slot `slot` as [N, d]; the first nsrc slots as the
+ * AttnRes sources [nsrc, N, d]. */
+clmoe_status clmoe__model_stream_slot(const clmoe_tensor *stream, int slot, clmoe_tensor *v);
+clmoe_status clmoe__model_stream_sources(const clmoe_tensor *stream, int nsrc, clmoe_tensor *v);
+
+/* ---- the config file's keys (model_config.c), read by the parser there and written by
+ * model_config_write.c from the same table ------------------------------------------------ */
+typedef enum {
+  CFG_I64, CFG_INT, CFG_F64, CFG_U64, /* numbers in [lo, hi] (any for CFG_U64) */
+  CFG_EVERY,                          /* mla_every: read only, folded into is_mla */
+  CFG_LAYERS,                         /* mla_layers: 1-based numbers and ranges a-b */
+  CFG_BALANCE, CFG_GATE,              /* names: balancing; bounded | unbounded */
+  CFG_CURRICULUM                      /* length@step, ... */
+} config_kind;
+
+typedef struct config_key {
+  const char *section, *key;
+  config_kind kind;
+  size_t offset; /* of the field in clmoe_config (numbers, CFG_BALANCE, CFG_GATE) */
+  double lo, hi; /* accepted range of numbers */
+} config_key;
+
+/* A section; an optional one (the sizes of a kind of layer) is written only when one of its
+ * keys differs from its default. */
+typedef struct config_section {
+  const char *name;
+  int optional;
+} config_section;
+
+/* The sections in file order, then every key in file order (each section's keys together);
+ * both end with a NULL name. */
+extern const config_section clmoe__model_config_sections[];
+extern const config_key clmoe__model_config_keys[];
+/* The balancing names, NULL-terminated. */
+extern const char *const clmoe__model_config_balancing[];
+/* The longest line the parser reads. */
+#define CONFIG_LINE_MAX 1023
 
 #endif

@@ -1,4 +1,6 @@
-/* The model's forward and backward (include/clmoe/model.h). */
+/* The model's forward and backward (include/clmoe/model.h): the layer stack in the order of
+ * the Block AttnRes schedule (model_stack.c), each sub-layer's activations kept for the
+ * backward, which walks the same steps in reverse. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -27,16 +29,6 @@ void clmoe__model_release_activations(clmoe_model *m)
                        &m->logits, &m->loss, &m->lse};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   m->trained = 0;
-}
-
-static clmoe_status slot_view(clmoe_model *m, clmoe_tensor *buf, int slot, clmoe_tensor *v)
-{
-  return clmoe_tensor_view(buf, v, 2, (int64_t[]){m->N, m->cfg.d_model}, (int64_t)slot * m->N * m->cfg.d_model);
-}
-
-static clmoe_status sources_view(clmoe_model *m, clmoe_tensor *buf, int nsrc, clmoe_tensor *v)
-{
-  return clmoe_tensor_view(buf, v, 3, (int64_t[]){nsrc, m->N, m->cfg.d_model}, 0);
 }
 
 /* The sub-layer's function: y [N, d] from its normed input x [N, d]. */
@@ -107,45 +99,41 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
   if (targets) CLMOE_TRY_GOTO(st, upload_ids(m, &m->targets, targets, "target"), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->stream, CLMOE_F32, 3, (int64_t[]){m->nslots, m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &out, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
-  CLMOE_TRY_GOTO(st, slot_view(m, &m->stream, 0, &x0), fail);
+  CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, 0, &x0), fail);
   CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &m->ids, &x0), fail);
-  int bi = 1, empty = 1;
   const float eps = (float)c->norm_eps;
-  for (int l = 0; l < c->layers; l++) {
-    model_layer *L = &m->layers[l];
-    for (int s = 0; s < 2; s++) {
-      const int nsrc = empty ? bi : bi + 1;
-      L->slot[s] = bi, L->nsrc[s] = nsrc;
-      CLMOE_TRY_GOTO(st, slot_view(m, &m->stream, bi, &slot), fail);
-      if (train && !empty) { /* the partial sum this sub-layer sees, for the backward */
-        CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->snap[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
-        CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&L->snap[s], &slot), fail);
-        L->has_snap[s] = 1;
-      }
-      CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->alpha[s], CLMOE_F32, 2, (int64_t[]){m->N, nsrc}), fail);
-      CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->h[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
-      CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
-      CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->rstd[s], CLMOE_F32, 1, &m->N), fail);
-      CLMOE_TRY_GOTO(st, sources_view(m, &m->stream, nsrc, &src), fail);
-      CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &L->ar_w[s], &L->ar_g[s], eps, &L->h[s], &L->alpha[s]), fail);
-      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &L->h[s], &L->norm[s], eps, &L->hn[s], &L->rstd[s]), fail);
-      CLMOE_TRY_GOTO(st, sublayer_forward(m, L, s, &L->hn[s], &out, train), fail);
-      CLMOE_TRY_GOTO(st, empty ? clmoe_tensor_copy(&slot, &out) : clmoe_axpy(ctx, 1.0f, &out, &slot), fail);
-      empty = 0;
-      if (!train) { /* inference keeps nothing */
-        clmoe_tensor_destroy(&L->alpha[s]), clmoe_tensor_destroy(&L->h[s]);
-        clmoe_tensor_destroy(&L->hn[s]), clmoe_tensor_destroy(&L->rstd[s]);
-      }
+  model_stack it;
+  for (clmoe__model_stack_begin(&it, c); !it.final; clmoe__model_stack_next(&it)) {
+    model_layer *L = &m->layers[it.layer];
+    const int s = it.sub, nsrc = it.nsrc;
+    L->slot[s] = it.slot, L->nsrc[s] = nsrc;
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, it.slot, &slot), fail);
+    if (train && !it.empty) { /* the partial sum this sub-layer sees, for the backward */
+      CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->snap[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+      CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&L->snap[s], &slot), fail);
+      L->has_snap[s] = 1;
     }
-    if ((l + 1) % c->attn_res_block == 0) bi++, empty = 1;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->alpha[s], CLMOE_F32, 2, (int64_t[]){m->N, nsrc}), fail);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->h[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->rstd[s], CLMOE_F32, 1, &m->N), fail);
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, nsrc, &src), fail);
+    CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &L->ar_w[s], &L->ar_g[s], eps, &L->h[s], &L->alpha[s]), fail);
+    CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &L->h[s], &L->norm[s], eps, &L->hn[s], &L->rstd[s]), fail);
+    CLMOE_TRY_GOTO(st, sublayer_forward(m, L, s, &L->hn[s], &out, train), fail);
+    CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &out) : clmoe_axpy(ctx, 1.0f, &out, &slot), fail);
+    if (!train) { /* inference keeps nothing */
+      clmoe_tensor_destroy(&L->alpha[s]), clmoe_tensor_destroy(&L->h[s]);
+      clmoe_tensor_destroy(&L->hn[s]), clmoe_tensor_destroy(&L->rstd[s]);
+    }
   }
-  m->final_nsrc = empty ? bi : bi + 1;
+  m->final_nsrc = it.nsrc;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->falpha, CLMOE_F32, 2, (int64_t[]){m->N, m->final_nsrc}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fh, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fhn, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->frstd, CLMOE_F32, 1, &m->N), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->logits, CLMOE_F32, 2, (int64_t[]){m->N, V}), fail);
-  CLMOE_TRY_GOTO(st, sources_view(m, &m->stream, m->final_nsrc, &src), fail);
+  CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), fail);
   CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &m->far_w, &m->far_g, eps, &m->fh, &m->falpha), fail);
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &m->fh, &m->fnorm, eps, &m->fhn, &m->frstd), fail);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &m->fhn, &m->head, 0.0f, &m->logits), fail);
@@ -231,8 +219,8 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dlogits, &m->fhn, 1.0f, grad_of(m, &m->head)), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dlogits, &m->head, 0.0f, &dhn), done);
   clmoe_tensor_destroy(&dlogits);
-  CLMOE_TRY_GOTO(st, sources_view(m, &m->stream, m->final_nsrc, &src), done);
-  CLMOE_TRY_GOTO(st, sources_view(m, &dstream, m->final_nsrc, &dsrc), done);
+  CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), done);
+  CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, m->final_nsrc, &dsrc), done);
   CLMOE_TRY_GOTO(st, mix_backward(m, &src, &m->far_w, &m->far_g, &m->fnorm, &m->falpha, &m->fh, &m->frstd, &dhn,
                                   &dsrc, &dh, &dd), done);
   /* The sub-layers in reverse: each one's output gradient is its block slot's gradient so
@@ -241,18 +229,18 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
     model_layer *L = &m->layers[l];
     for (int s = 1; s >= 0; s--) {
       const int bi = L->slot[s], nsrc = L->nsrc[s];
-      CLMOE_TRY_GOTO(st, slot_view(m, &m->stream, bi, &slot), done);
-      CLMOE_TRY_GOTO(st, slot_view(m, &dstream, bi, &dslot), done);
+      CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, bi, &slot), done);
+      CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&dstream, bi, &dslot), done);
       CLMOE_TRY_GOTO(st, sublayer_backward(m, L, s, &L->hn[s], &dslot, &dhn), done);
       /* The sources as this sub-layer saw them: its block's partial sum before it. */
       if (L->has_snap[s]) CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&slot, &L->snap[s]), done);
-      CLMOE_TRY_GOTO(st, sources_view(m, &m->stream, nsrc, &src), done);
-      CLMOE_TRY_GOTO(st, sources_view(m, &dstream, nsrc, &dsrc), done);
+      CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, nsrc, &src), done);
+      CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, nsrc, &dsrc), done);
       CLMOE_TRY_GOTO(st, mix_backward(m, &src, &L->ar_w[s], &L->ar_g[s], &L->norm[s], &L->alpha[s], &L->h[s],
                                       &L->rstd[s], &dhn, &dsrc, &dh, &dd), done);
     }
   }
-  CLMOE_TRY_GOTO(st, slot_view(m, &dstream, 0, &dslot), done);
+  CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&dstream, 0, &dslot), done);
   st = clmoe_embedding_backward(ctx, &m->ids, &dslot, grad_of(m, &m->embed));
 done:
   clmoe_tensor_destroy(&dstream), clmoe_tensor_destroy(&dlogits), clmoe_tensor_destroy(&dhn);

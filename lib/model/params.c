@@ -1,5 +1,5 @@
 /* The parameter registry: gradients, AdamW, clipping, checkpoints (include/clmoe/params.h). */
-#include "runtime/internal.h"
+#include "params_internal.h"
 
 #include "clmoe/dist.h"
 
@@ -116,7 +116,7 @@ int64_t clmoe_params_count(const clmoe_params *ps)
 }
 
 /* Training calls on a registry made for inference (clmoe_model_create_inference). */
-clmoe_status clmoe__params_inference_error(const char *call)
+clmoe_status clmoe__model_params_inference_error(const char *call)
 {
   return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
                       "%s: the parameters were created for inference: no gradients or AdamW moments", call);
@@ -124,7 +124,7 @@ clmoe_status clmoe__params_inference_error(const char *call)
 
 clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_zero_grad");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_zero_grad");
   for (int i = 0; i < ps->n; i++)
     if (ps->p[i].trainable) CLMOE_TRY(clmoe_tensor_fill(&ps->p[i].grad, 0.0));
   return CLMOE_OK;
@@ -133,7 +133,7 @@ clmoe_status clmoe_params_zero_grad(clmoe_params *ps)
 /* Sums of squares of the gradients, of whole and of row-sharded parameters apart. */
 static clmoe_status grad_sumsq(clmoe_params *ps, double *whole, double *sharded)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_grad_norm");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_grad_norm");
   *whole = *sharded = 0.0;
   if (ps->n == 0) return CLMOE_OK;
   /* Each gradient's sum of squares into its own slot, one read, then an ordered sum. */
@@ -170,7 +170,7 @@ clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm)
 clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, clmoe_dist *dist, const clmoe_adamw *hp, double clip,
                                      double *norm_out)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_adamw");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_adamw");
   double sums[2];
   CLMOE_TRY(grad_sumsq(ps, &sums[0], &sums[1]));
   /* Whole gradients are the same on every rank (reduced already), but each rank's device

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "clmoe/dist.h"
-#include "model_internal.h"
+#include "params_internal.h"
 
 clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value)
 {
@@ -82,36 +82,8 @@ static clmoe_status gather_rows(clmoe_dist *dist, const clmoe_param *p, const cl
     if (!ids || !data || !out) st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: %s whole", p->name);
   }
   if (st != CLMOE_OK) goto done; /* (rank 0 only; the app aborts the job) */
-#ifdef HAVE_MPI
-  if (R > 1) {
-    int *ci = malloc((size_t)R * sizeof *ci), *di = malloc((size_t)R * sizeof *di);
-    if (!ci || !di) {
-      free(ci), free(di);
-      st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: counts");
-      goto done;
-    }
-    int64_t off = 0;
-    for (int r = 0; r < R; r++) ci[r] = (int)counts[r], di[r] = (int)off, off += counts[r];
-    MPI_Comm comm = clmoe_dist_comm(dist);
-    int e = MPI_Gatherv(p->rows, (int)n, MPI_INT32_T, ids, ci, di, MPI_INT32_T, 0, comm);
-    /* the rows' data in one datatype of a whole row, so that counts stay rows */
-    MPI_Datatype row;
-    if (e == MPI_SUCCESS) e = MPI_Type_contiguous((int)re, MPI_FLOAT, &row);
-    if (e == MPI_SUCCESS) {
-      if ((e = MPI_Type_commit(&row)) == MPI_SUCCESS) e = MPI_Gatherv(mine, (int)n, row, data, ci, di, row, 0, comm);
-      MPI_Type_free(&row);
-    }
-    free(ci), free(di);
-    if (e != MPI_SUCCESS) {
-      st = clmoe__mpi_error(e, "MPI_Gatherv (checkpoint rows)");
-      goto done;
-    }
-  } else
-#endif
-  if (root) {
-    memcpy(ids, p->rows, (size_t)n * sizeof *ids);
-    memcpy(data, mine, (size_t)(n * re) * sizeof *data);
-  }
+  CLMOE_TRY_GOTO(st, clmoe__dist_gather_rows(dist, p->rows, mine, n, re, counts, ids, data,
+                                             "checkpoint"), done);
   if (root) {
     char *have = calloc((size_t)(G > 0 ? G : 1), 1);
     if (!have) st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "checkpoint: row flags");
@@ -144,7 +116,7 @@ static clmoe_status agree(clmoe_dist *dist, clmoe_status st, const char *what)
 clmoe_status clmoe_params_save_dist(clmoe_params *ps, clmoe_dist *dist, const char *path,
                                     const clmoe_ckpt_meta *meta)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_save");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_save");
   const int root = clmoe_dist_rank(dist) == 0;
   clmoe_st_writer *w = NULL;
   clmoe_status st = root ? clmoe_st_writer_create(path, &w) : CLMOE_OK;
@@ -210,7 +182,8 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
 }
 
 /* This rank's rows of a whole [global_rows, ...] tensor of the file into t. */
-clmoe_status clmoe__params_load_rows(clmoe_st_file *f, const char *name, const clmoe_param *p, clmoe_tensor *t)
+clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
+                                           const clmoe_param *p, clmoe_tensor *t)
 {
   const int64_t re = row_elems(p), G = p->global_rows, n = t->shape[0];
   float *whole = malloc((size_t)(G * re > 0 ? G * re : 1) * sizeof *whole);
@@ -273,7 +246,8 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
     clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
     for (int k = 0; st == CLMOE_OK && k < 3; k++) {
       snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = p->rows ? clmoe__params_load_rows(f, name, p, t[k]) : clmoe_st_load_into(f, name, t[k]);
+      st = p->rows ? clmoe__model_params_load_rows(f, name, p, t[k])
+                   : clmoe_st_load_into(f, name, t[k]);
     }
   }
   if (st == CLMOE_OK) ps->step = s;
@@ -288,7 +262,7 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
 
 clmoe_status clmoe_params_load_dist(clmoe_params *ps, clmoe_dist *dist, const char *path, clmoe_ckpt_meta *meta)
 {
-  if (ps->inference) return clmoe__params_inference_error("clmoe_params_load");
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_load");
   return agree(dist, load(ps, path, meta), "loading the checkpoint");
 }
 

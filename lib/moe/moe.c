@@ -1,107 +1,11 @@
-/* MoE layer: configuration, parameters and the helpers shared by lib/moe_*.c. The forward
- * and backward are in moe_layer.c, the router and balancing in moe_route.c, dispatch in
- * moe_dispatch.c, the experts in moe_experts.c, the dense SiTU-GLU FFN in moe_ffn.c. */
+/* MoE layer: configuration, parameters, their gradients and the saved state (create, init,
+ * destroy). The helpers every MoE file uses are in moe_util.c, the forward and backward in
+ * moe_layer.c, the router and balancing in moe_route.c, dispatch in moe_dispatch.c, the
+ * experts in moe_experts.c, the dense SiTU-GLU FFN in moe_ffn.c. */
 #include "moe_internal.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-void moe__tiles(const clmoe_ctx *ctx, moe_tiles *t)
-{
-  /* GPUs: 32 x 64 tiles of 128 work-items (4 x 4 each), the usual shape for fp32 on SIMT.
-   * CPUs (PoCL): 16 x 128 tiles of 64 work-items (4 x 8 each) were the fastest of the shapes
-   * tried on the tiny and gpu presets' widths (docs/architecture.md, "Stable LatentMoE"). */
-  static const moe_tiles gpu = {32, 64, 16, 4, 4}, cpu = {16, 128, 16, 4, 8};
-  *t = ctx->caps.is_gpu ? gpu : cpu;
-}
-
-clmoe_status moe__kernel(clmoe_ctx *ctx, enum moe_family family, const char *name, cl_kernel *k)
-{
-  switch (family) {
-  case MOE_ROUTE: return clmoe__kernel(ctx, "moe_common+moe_route", NULL, name, k);
-  case MOE_DISPATCH: return clmoe__kernel(ctx, "moe_common+moe_dispatch", NULL, name, k);
-  case MOE_GEMM: {
-    moe_tiles t;
-    char opts[128];
-    moe__tiles(ctx, &t);
-    snprintf(opts, sizeof opts, "-DMG_TM=%d -DMG_TN=%d -DMG_TK=%d -DMG_WM=%d -DMG_WN=%d", t.tm, t.tn,
-             t.tk, t.wm, t.wn);
-    return clmoe__kernel(ctx, "moe_common+moe_gemm", opts, name, k);
-  }
-  }
-  return clmoe__error(CLMOE_ERR_INTERNAL, "moe__kernel: unknown family %d", (int)family);
-}
-
-clmoe_status moe__launch_rows(clmoe_ctx *ctx, cl_kernel k, int64_t cols, int64_t rows)
-{
-  /* Narrow rows share a work-group so that small widths do not leave work-items idle. */
-  size_t wg = ctx->caps.wg_size, l0 = 1;
-  while (l0 < (size_t)cols && l0 < wg) l0 <<= 1;
-  size_t local[2] = {l0, wg / l0 ? wg / l0 : 1}, global[2] = {(size_t)cols, (size_t)rows};
-  return clmoe__launch(ctx, k, 2, global, local);
-}
-
-clmoe_status moe__view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v)
-{
-  const int64_t shape[2] = {rows, cols};
-  return clmoe_tensor_view(t, v, 2, shape, 0);
-}
-
-clmoe_status moe__new2(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dt, int64_t a, int64_t b)
-{
-  const int64_t shape[2] = {a, b};
-  return clmoe_tensor_create(ctx, t, dt, 2, shape);
-}
-
-clmoe_status moe__new3(clmoe_ctx *ctx, clmoe_tensor *t, int64_t a, int64_t b, int64_t c)
-{
-  const int64_t shape[3] = {a, b, c};
-  return clmoe_tensor_create(ctx, t, CLMOE_F32, 3, shape);
-}
-
-clmoe_status moe__want(const clmoe_tensor *t, const char *op, const char *name, int rank, int64_t a,
-                       int64_t b, int64_t c)
-{
-  char desc[96];
-  if (!t) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, name);
-  CLMOE_TRY(clmoe__want_shape(t, op, name, 0, rank, a, b, c, 0));
-  if (t->offset != 0)
-    return clmoe__error(CLMOE_ERR_SHAPE, "%s: %s %s must not be a view at an offset", op, name,
-                        clmoe_tensor_describe(t, desc, sizeof desc));
-  return CLMOE_OK;
-}
-
-clmoe_status moe__want_rows(const clmoe_tensor *x, const char *op, const char *name, int64_t d,
-                            int64_t *rows)
-{
-  char desc[96];
-  if (!x) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, name);
-  CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, name));
-  if (x->ndim < 1 || x->shape[x->ndim - 1] != d)
-    return clmoe__error(CLMOE_ERR_SHAPE, "%s: %s %s must have a last dimension of %lld", op, name,
-                        clmoe_tensor_describe(x, desc, sizeof desc), (long long)d);
-  *rows = clmoe_tensor_numel(x) / d;
-  return CLMOE_OK;
-}
-
-double moe__now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-clmoe_status moe__phase(clmoe_ctx *ctx, double *slot, double *t0)
-{
-  if (!slot) return CLMOE_OK;
-  CLMOE_CL(clFinish(ctx->queue));
-  const double now = moe__now();
-  *slot += now - *t0;
-  *t0 = now;
-  return CLMOE_OK;
-}
 
 const char *clmoe_moe_balance_name(clmoe_moe_balance b)
 {
@@ -171,9 +75,9 @@ clmoe_status clmoe_situ_ffn_create(clmoe_ctx *ctx, clmoe_situ_ffn *f, int64_t d,
 {
   memset(f, 0, sizeof *f);
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &f->w_gate, CLMOE_F32, ff, d), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &f->w_upp, CLMOE_F32, ff, d), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &f->w_dn, CLMOE_F32, d, ff), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_gate, CLMOE_F32, ff, d), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_upp, CLMOE_F32, ff, d), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_dn, CLMOE_F32, d, ff), fail);
   return CLMOE_OK;
 fail:
   clmoe_situ_ffn_destroy(f);
@@ -193,17 +97,17 @@ static clmoe_status params_create(clmoe_ctx *ctx, const clmoe_moe_config *c, clm
 {
   const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
-  CLMOE_TRY(moe__new2(ctx, t[0], CLMOE_F32, E, d));
-  CLMOE_TRY(moe__new2(ctx, t[1], CLMOE_F32, l, d));
-  CLMOE_TRY(moe__new3(ctx, t[2], E, f, l));
-  CLMOE_TRY(moe__new3(ctx, t[3], E, f, l));
-  CLMOE_TRY(moe__new3(ctx, t[4], E, l, f));
+  CLMOE_TRY(clmoe__moe_new2(ctx, t[0], CLMOE_F32, E, d));
+  CLMOE_TRY(clmoe__moe_new2(ctx, t[1], CLMOE_F32, l, d));
+  CLMOE_TRY(clmoe__moe_new3(ctx, t[2], E, f, l));
+  CLMOE_TRY(clmoe__moe_new3(ctx, t[3], E, f, l));
+  CLMOE_TRY(clmoe__moe_new3(ctx, t[4], E, l, f));
   CLMOE_TRY(clmoe_tensor_create(ctx, t[5], CLMOE_F32, 1, &l));
-  CLMOE_TRY(moe__new2(ctx, t[6], CLMOE_F32, d, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, t[6], CLMOE_F32, d, l));
   if (S) {
-    CLMOE_TRY(moe__new2(ctx, t[7], CLMOE_F32, S, d));
-    CLMOE_TRY(moe__new2(ctx, t[8], CLMOE_F32, S, d));
-    CLMOE_TRY(moe__new2(ctx, t[9], CLMOE_F32, d, S));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[7], CLMOE_F32, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[8], CLMOE_F32, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[9], CLMOE_F32, d, S));
   }
   return CLMOE_OK;
 }

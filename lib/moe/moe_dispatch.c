@@ -1,5 +1,6 @@
-/* MoE dispatch: the (token, slot) pairs grouped by expert on the device (kernels_cl/
- * moe_dispatch.cl), rows moved between token order and expert order, and the combine. */
+/* MoE dispatch: the (token, slot) pairs grouped by expert on the device
+ * (kernels_cl/moe/moe_dispatch.cl), rows moved between token order and expert order, the
+ * combine, and the elementwise SiTU-GLU of the padded and dense paths. */
 #include "clmoe/paths.h"
 #include "moe_internal.h"
 
@@ -48,14 +49,14 @@ clmoe_status clmoe_moe_dispatch_create(clmoe_ctx *ctx, const clmoe_tensor *topk,
   cl_mem keys = NULL;
   const size_t keys_bytes = (size_t)(mk ? mk : 1) * sizeof(cl_ulong);
   cl_kernel kk, ko, kp, kt;
-  CLMOE_TRY_GOTO(st, moe__kernel(ctx, MOE_DISPATCH, "moe_keys", &kk), fail);
-  CLMOE_TRY_GOTO(st, moe__kernel(ctx, MOE_DISPATCH, "moe_offsets", &ko), fail);
-  CLMOE_TRY_GOTO(st, moe__kernel(ctx, MOE_DISPATCH, "moe_positions", &kp), fail);
-  CLMOE_TRY_GOTO(st, moe__kernel(ctx, MOE_DISPATCH, "moe_tiles", &kt), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_keys", &kk), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_offsets", &ko), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_positions", &kp), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_tiles", &kt), fail);
   const int64_t one = 1;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &d->offsets, CLMOE_I32, E + 1, 1), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &d->perm, CLMOE_I32, mk ? mk : one, 1), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &d->pos, CLMOE_I32, mk ? mk : one, 1), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &d->offsets, CLMOE_I32, E + 1, 1), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &d->perm, CLMOE_I32, mk ? mk : one, 1), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &d->pos, CLMOE_I32, mk ? mk : one, 1), fail);
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, keys_bytes, &keys), fail);
   cl_int imk = (cl_int)mk, iE = (cl_int)E;
   if (mk) {
@@ -85,11 +86,11 @@ clmoe_status clmoe_moe_dispatch_create(clmoe_ctx *ctx, const clmoe_tensor *topk,
   if (!padded && mk) {
     /* sum over experts of ceil(count / tm) <= (m k + E (tm - 1)) / tm, and <= m k */
     moe_tiles t;
-    moe__tiles(ctx, &t);
+    clmoe__moe_tiles(ctx, &t);
     int64_t bound = (mk + E * (t.tm - 1)) / t.tm;
     d->max_tiles = bound < mk ? bound : mk;
     d->tile_rows = t.tm;
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &d->tiles, CLMOE_I32, d->max_tiles, 2), fail);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &d->tiles, CLMOE_I32, d->max_tiles, 2), fail);
     cl_int tm = t.tm, mt = (cl_int)d->max_tiles;
     size_t local;
     CLMOE_TRY_GOTO(st, clmoe__row_local(ctx, kt, E, &local), fail);
@@ -130,10 +131,10 @@ clmoe_status clmoe_moe_gather(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, const
   if (mk == 0 || l == 0) return CLMOE_OK;
   if (d->cap) CLMOE_TRY(clmoe_tensor_fill(xs, 0.0)); /* padding rows must be zero */
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_gather", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_gather", &k));
   cl_int il = (cl_int)l, ik = (cl_int)d->top_k, imk = (cl_int)mk;
   CLMOE_TRY(clmoe__args(k, 6, KA(x->buf), KA(il), KA(ik), KA(imk), KA(d->pos.buf), KA(xs->buf)));
-  return moe__launch_rows(ctx, k, l, mk);
+  return clmoe__moe_launch_rows(ctx, k, l, mk);
 }
 
 clmoe_status clmoe_moe_combine(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, const clmoe_tensor *probs,
@@ -141,68 +142,70 @@ clmoe_status clmoe_moe_combine(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, cons
 {
   static const char op[] = "clmoe_moe_combine";
   int64_t l, l2;
-  CLMOE_TRY(moe__want(probs, op, "probs", 2, d->tokens, d->top_k, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(probs, op, "probs", 2, d->tokens, d->top_k, 0));
   CLMOE_TRY(want_rows(ys, op, "ys", d->rows, &l));
   CLMOE_TRY(want_rows(z, op, "z", d->tokens, &l2));
   if (l != l2) return clmoe__error(CLMOE_ERR_SHAPE, "%s: ys and z differ in width", op);
   if (d->tokens == 0 || l == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_combine", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_combine", &k));
   cl_int il = (cl_int)l, ik = (cl_int)d->top_k, im = (cl_int)d->tokens;
   CLMOE_TRY(clmoe__args(k, 7, KA(ys->buf), KA(il), KA(ik), KA(im), KA(d->pos.buf), KA(probs->buf),
                         KA(z->buf)));
-  return moe__launch_rows(ctx, k, l, d->tokens);
+  return clmoe__moe_launch_rows(ctx, k, l, d->tokens);
 }
 
-clmoe_status moe__combine_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *d,
-                                   const clmoe_tensor *probs, const clmoe_tensor *ys,
-                                   const clmoe_tensor *dz, clmoe_tensor *dp, clmoe_tensor *dys)
+clmoe_status clmoe__moe_combine_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *d,
+                                         const clmoe_tensor *probs, const clmoe_tensor *ys,
+                                         const clmoe_tensor *dz, clmoe_tensor *dp,
+                                         clmoe_tensor *dys)
 {
   const int64_t mk = d->tokens * d->top_k, l = dz->shape[dz->ndim - 1];
   if (mk == 0) return CLMOE_OK;
   if (d->cap) CLMOE_TRY(clmoe_tensor_fill(dys, 0.0));
   cl_kernel kd, ks;
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_dprob", &kd));
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_scatter_grad", &ks));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_dprob", &kd));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_scatter_grad", &ks));
   cl_int il = (cl_int)l, ik = (cl_int)d->top_k, imk = (cl_int)mk;
   CLMOE_TRY(clmoe__args(kd, 7, KA(dz->buf), KA(ys->buf), KA(il), KA(ik), KA(imk), KA(d->pos.buf),
                         KA(dp->buf)));
   CLMOE_TRY(clmoe__launch1d(ctx, kd, (size_t)mk));
   CLMOE_TRY(clmoe__args(ks, 7, KA(dz->buf), KA(il), KA(ik), KA(imk), KA(d->pos.buf), KA(probs->buf),
                         KA(dys->buf)));
-  return moe__launch_rows(ctx, ks, l, mk);
+  return clmoe__moe_launch_rows(ctx, ks, l, mk);
 }
 
-clmoe_status moe__gather_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *d,
-                                  const clmoe_tensor *dxs, clmoe_tensor *dx)
+clmoe_status clmoe__moe_gather_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *d,
+                                        const clmoe_tensor *dxs, clmoe_tensor *dx)
 {
   const int64_t l = dx->shape[dx->ndim - 1];
   if (d->tokens == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_gather_sum", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_gather_sum", &k));
   cl_int il = (cl_int)l, ik = (cl_int)d->top_k, im = (cl_int)d->tokens;
   CLMOE_TRY(clmoe__args(k, 6, KA(dxs->buf), KA(il), KA(ik), KA(im), KA(d->pos.buf), KA(dx->buf)));
-  return moe__launch_rows(ctx, k, l, d->tokens);
+  return clmoe__moe_launch_rows(ctx, k, l, d->tokens);
 }
 
-clmoe_status moe__situ_forward(clmoe_ctx *ctx, const clmoe_tensor *u, const clmoe_tensor *w,
-                               clmoe_tensor *act)
+clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, const clmoe_tensor *u, const clmoe_tensor *w,
+                                     clmoe_tensor *act)
 {
   cl_ulong n = (cl_ulong)clmoe_tensor_numel(act);
   if (n == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_situ_fwd", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_situ_fwd", &k));
   CLMOE_TRY(clmoe__args(k, 4, KA(u->buf), KA(w->buf), KA(n), KA(act->buf)));
   return clmoe__launch1d(ctx, k, (size_t)n);
 }
 
-clmoe_status moe__situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact, const clmoe_tensor *u,
-                                const clmoe_tensor *w, clmoe_tensor *du, clmoe_tensor *dw)
+clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact,
+                                      const clmoe_tensor *u, const clmoe_tensor *w,
+                                      clmoe_tensor *du, clmoe_tensor *dw)
 {
   cl_ulong n = (cl_ulong)clmoe_tensor_numel(dact);
   if (n == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_DISPATCH, "moe_situ_bwd", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_situ_bwd", &k));
   CLMOE_TRY(clmoe__args(k, 6, KA(dact->buf), KA(u->buf), KA(w->buf), KA(n), KA(du->buf), KA(dw->buf)));
   return clmoe__launch1d(ctx, k, (size_t)n);
 }

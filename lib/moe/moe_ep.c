@@ -53,15 +53,15 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
   const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
   D->cfg = *c;
-  CLMOE_TRY(moe__new2(ctx, &D->w_router, CLMOE_F32, E, d));
-  CLMOE_TRY(moe__new2(ctx, &D->w_down, CLMOE_F32, l, d));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, CLMOE_F32, E, d));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, CLMOE_F32, l, d));
   CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
-  CLMOE_TRY(moe__new2(ctx, &D->w_up, CLMOE_F32, d, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, CLMOE_F32, d, l));
   CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
   if (S) {
-    CLMOE_TRY(moe__new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
-    CLMOE_TRY(moe__new2(ctx, &D->shared.w_upp, CLMOE_F32, S, d));
-    CLMOE_TRY(moe__new2(ctx, &D->shared.w_dn, CLMOE_F32, d, S));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_upp, CLMOE_F32, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_dn, CLMOE_F32, d, S));
   }
   if (full) {
     const clmoe_tensor *src[8] = {&full->w_router, &full->w_down, &full->norm_gain, &full->w_up,
@@ -74,9 +74,9 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
   X->cfg = *c;
   X->cfg.n_experts = ep->n_local;
   if (ep->n_local == 0) return CLMOE_OK;
-  CLMOE_TRY(moe__new3(ctx, &X->w_gate, ep->n_local, f, l));
-  CLMOE_TRY(moe__new3(ctx, &X->w_upp, ep->n_local, f, l));
-  CLMOE_TRY(moe__new3(ctx, &X->w_dn, ep->n_local, l, f));
+  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_gate, ep->n_local, f, l));
+  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_upp, ep->n_local, f, l));
+  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_dn, ep->n_local, l, f));
   for (int64_t i = 0; full && i < ep->n_local; i++) {
     const int64_t e = ep->local_expert[i];
     CLMOE_TRY(copy_expert(&full->w_gate, e, &X->w_gate, i));
@@ -214,17 +214,17 @@ static clmoe_status route_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, co
   const int hist = train && (c->balance == CLMOE_MOE_BALANCE_QB || c->balance == CLMOE_MOE_BALANCE_QB_HIST);
   clmoe_tensor s_all = {0}, xl = {0}, cutoff = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s_all, CLMOE_F32, m, E), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->topk, CLMOE_I32, m, k), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->scores, CLMOE_F32, m, k), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->probs, CLMOE_F32, m, k), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &xl, CLMOE_F32, m, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s_all, CLMOE_F32, m, E), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->topk, CLMOE_I32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->scores, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->probs, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &xl, CLMOE_F32, m, l), done);
   if (hist) CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &cutoff, CLMOE_F32, 1, &m), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_route(ctx, &ep->dense, x2, &s_all, &sv->topk, &sv->scores, &sv->probs,
                                      hist ? &cutoff : NULL), done);
   if (hist) {
     const int64_t three = 3, bins = c->hist_bins > 0 ? c->hist_bins : 1000;
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->hist, CLMOE_I32, E, bins), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->hist, CLMOE_I32, E, bins), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sv->range, CLMOE_F32, 1, &three), done);
     CLMOE_TRY_GOTO(st, clmoe_moe_qb_histogram(ctx, &s_all, &cutoff, &ep->dense.bias, &sv->hist, &sv->range), done);
     sv->hist_tokens = m;
@@ -260,26 +260,28 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
   }
   clmoe_tensor ones = {0}, xr = {0}, yr = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->topk, CLMOE_I32, R, 1), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->topk, CLMOE_I32, R, 1), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&sv->topk, h->local, clmoe_tensor_bytes(&sv->topk)), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &ones, CLMOE_F32, R, 1), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &ones, CLMOE_F32, R, 1), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&ones, 1.0), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &xr, CLMOE_F32, R, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &xr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&xr, h->recv, clmoe_tensor_bytes(&xr)), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_dispatch_create(ctx, &sv->topk, ep->n_local,
                                                X->cfg.gemm == CLMOE_MOE_GEMM_PADDED, &sv->disp), done);
   const int64_t Rd = sv->disp.rows;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->xs, CLMOE_F32, Rd, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->act, CLMOE_F32, Rd, f), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->xs, CLMOE_F32, Rd, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->act, CLMOE_F32, Rd, f), done);
   if (train) {
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->u, CLMOE_F32, Rd, f), done);
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->w, CLMOE_F32, Rd, f), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->u, CLMOE_F32, Rd, f), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->w, CLMOE_F32, Rd, f), done);
   }
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &sv->ys, CLMOE_F32, Rd, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &yr, CLMOE_F32, R, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->ys, CLMOE_F32, Rd, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &yr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_gather(ctx, &sv->disp, &xr, &sv->xs), done);
-  CLMOE_TRY_GOTO(st, moe__experts_forward(ctx, X, &sv->disp, &sv->xs, train ? &sv->u : NULL,
-                                          train ? &sv->w : NULL, &sv->act, &sv->ys), done);
+  CLMOE_TRY_GOTO(st,
+                 clmoe__moe_experts_forward(ctx, X, &sv->disp, &sv->xs, train ? &sv->u : NULL,
+                                            train ? &sv->w : NULL, &sv->act, &sv->ys),
+                 done);
   CLMOE_TRY_GOTO(st, clmoe_moe_combine(ctx, &sv->disp, &ones, &sv->ys, &yr), done);
   st = clmoe_tensor_read(&yr, h->recv, clmoe_tensor_bytes(&yr));
 done:
@@ -308,8 +310,8 @@ static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, con
                                clmoe_moe_saved *sv)
 {
   const clmoe_moe_config *c = &ep->cfg;
-  CLMOE_TRY(moe__new2(ctx, &sv->z, CLMOE_F32, m, c->latent));
-  CLMOE_TRY(moe__new2(ctx, &sv->zn, CLMOE_F32, m, c->latent));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &sv->z, CLMOE_F32, m, c->latent));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &sv->zn, CLMOE_F32, m, c->latent));
   CLMOE_TRY(clmoe_tensor_create(ctx, &sv->rstd, CLMOE_F32, 1, &m));
   CLMOE_TRY(clmoe_tensor_write(&sv->z, zh, clmoe_tensor_bytes(&sv->z)));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &sv->z, &ep->dense.norm_gain, c->norm_eps, &sv->zn, &sv->rstd));
@@ -319,7 +321,8 @@ static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, con
   return CLMOE_OK;
 }
 
-clmoe_status moe__ep_check_layer(const char *op, clmoe_dist *dist, const clmoe_moe_ep_layer *ep)
+clmoe_status clmoe__moe_ep_check_layer(const char *op, clmoe_dist *dist,
+                                       const clmoe_moe_ep_layer *ep)
 {
   if (!ep || !ep->map || !ep->dense.w_router.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not built", op);
@@ -334,10 +337,10 @@ static clmoe_status want_forward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep,
                                  const clmoe_tensor *y, int64_t *m)
 {
   static const char op[] = "clmoe_moe_ep_forward";
-  CLMOE_TRY(moe__ep_check_layer(op, dist, ep));
+  CLMOE_TRY(clmoe__moe_ep_check_layer(op, dist, ep));
   int64_t my;
-  CLMOE_TRY(moe__want_rows(x, op, "x", ep->cfg.d, m));
-  CLMOE_TRY(moe__want_rows(y, op, "y", ep->cfg.d, &my));
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", ep->cfg.d, m));
+  CLMOE_TRY(clmoe__moe_want_rows(y, op, "y", ep->cfg.d, &my));
   if (my != *m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y differ in rows", op);
   if (*m * ep->cfg.top_k >= INT32_MAX)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens is too many for one call", op, (long long)*m);
@@ -374,8 +377,8 @@ clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_
   CLMOE_TRY_GOTO(st, host_alloc((void **)&h.out, m * k * l, sizeof *h.out), done);
   CLMOE_TRY_GOTO(st, host_alloc((void **)&h.z, m * l, sizeof *h.z), done);
   if (m > 0) {
-    CLMOE_TRY_GOTO(st, moe__view2(x, m, d, &x2), done);
-    CLMOE_TRY_GOTO(st, moe__view2(y, m, d, &y2), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_view2(y, m, d, &y2), done);
     CLMOE_TRY_GOTO(st, route_local(ctx, ep, &x2, m, train, &h, &s->local), done);
   }
   /* From here every rank takes part in the exchanges, with or without tokens. */

@@ -62,8 +62,8 @@ static clmoe_status tail_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
   const int64_t m = s->tokens, l = ep->cfg.latent;
   clmoe_tensor dzn = {0}, dz = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dzn, CLMOE_F32, m, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dz, CLMOE_F32, m, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dzn, CLMOE_F32, m, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dz, CLMOE_F32, m, l), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dy2, &s->zn, 0.0f, &g->w_up), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dy2, &ep->dense.w_up, 0.0f, &dzn),
                  done);
@@ -108,14 +108,14 @@ static clmoe_status experts_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *e
   }
   clmoe_tensor dr = {0}, dys = {0}, dxs = {0}, dxr = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dr, CLMOE_F32, R, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dys, CLMOE_F32, Rd, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dxs, CLMOE_F32, Rd, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dxr, CLMOE_F32, R, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dr, CLMOE_F32, R, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dys, CLMOE_F32, Rd, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dxs, CLMOE_F32, Rd, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dxr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dr, drecv, clmoe_tensor_bytes(&dr)), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_gather(ctx, &sv->disp, &dr, &dys), done);
-  CLMOE_TRY_GOTO(st, moe__experts_backward(ctx, &ep->experts, sv, &dys, g, &dxs), done);
-  CLMOE_TRY_GOTO(st, moe__gather_backward(ctx, &sv->disp, &dxs, &dxr), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_experts_backward(ctx, &ep->experts, sv, &dys, g, &dxs), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_gather_backward(ctx, &sv->disp, &dxs, &dxr), done);
   st = clmoe_tensor_read(&dxr, drecv, clmoe_tensor_bytes(&dxr));
 done:
   clmoe_tensor_destroy(&dr), clmoe_tensor_destroy(&dys), clmoe_tensor_destroy(&dxs);
@@ -144,14 +144,15 @@ static clmoe_status dense_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep,
   const int64_t m = s->tokens, l = ep->cfg.latent, k = ep->cfg.top_k;
   clmoe_tensor dxl = {0}, dp = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dxl, CLMOE_F32, m, l), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dp, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dxl, CLMOE_F32, m, l), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dp, CLMOE_F32, m, k), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dxl, h->dxl, clmoe_tensor_bytes(&dxl)), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dp, h->dp, clmoe_tensor_bytes(&dp)), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dxl, x2, 0.0f, &g->w_down), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dxl, &ep->dense.w_down, 0.0f, dx2),
                  done);
-  CLMOE_TRY_GOTO(st, moe__router_backward(ctx, &ep->dense, x2, s, &dp, &g->w_router, dx2), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_router_backward(ctx, &ep->dense, x2, s, &dp, &g->w_router, dx2),
+                 done);
   if (ep->cfg.n_shared * ep->cfg.shared_ff > 0)
     st = clmoe_situ_ffn_backward(ctx, &ep->dense.shared, x2, &s->shared, dy2, &g->shared, 1.0f, dx2);
 done:
@@ -174,29 +175,32 @@ static clmoe_status want_backward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep
                                   const clmoe_moe_grads *g, const clmoe_tensor *dx, int64_t *m)
 {
   static const char op[] = "clmoe_moe_ep_backward";
-  CLMOE_TRY(moe__ep_check_layer(op, dist, ep));
+  CLMOE_TRY(clmoe__moe_ep_check_layer(op, dist, ep));
   const clmoe_moe_config *c = &ep->cfg;
   int64_t mdy, mdx;
-  CLMOE_TRY(moe__want_rows(x, op, "x", c->d, m));
-  CLMOE_TRY(moe__want_rows(dy, op, "dy", c->d, &mdy));
-  CLMOE_TRY(moe__want_rows(dx, op, "dx", c->d, &mdx));
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", c->d, m));
+  CLMOE_TRY(clmoe__moe_want_rows(dy, op, "dy", c->d, &mdy));
+  CLMOE_TRY(clmoe__moe_want_rows(dx, op, "dx", c->d, &mdx));
   if (mdy != *m || mdx != *m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x, dy and dx differ in rows", op);
   if (!s || !s->plan || s->local.tokens != *m || !s->out || (s->experts.tokens > 0 && !s->experts.u.buf))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: saved must come from a train-mode forward on "
                         "the same %lld tokens", op, (long long)*m);
   if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
-  CLMOE_TRY(moe__want(&g->w_router, op, "grads w_router", 2, c->n_experts, c->d, 0));
-  CLMOE_TRY(moe__want(&g->w_down, op, "grads w_down", 2, c->latent, c->d, 0));
-  CLMOE_TRY(moe__want(&g->norm_gain, op, "grads norm_gain", 1, c->latent, 0, 0));
-  CLMOE_TRY(moe__want(&g->w_up, op, "grads w_up", 2, c->d, c->latent, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->w_router, op, "grads w_router", 0, 2, c->n_experts, c->d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->w_down, op, "grads w_down", 0, 2, c->latent, c->d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->norm_gain, op, "grads norm_gain", 0, 1, c->latent, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->w_up, op, "grads w_up", 0, 2, c->d, c->latent, 0, 0));
   if (ep->n_local > 0) {
-    CLMOE_TRY(moe__want(&g->w_gate, op, "grads w_gate", 3, ep->n_local, c->expert_ff, c->latent));
-    CLMOE_TRY(moe__want(&g->w_upp, op, "grads w_upp", 3, ep->n_local, c->expert_ff, c->latent));
-    CLMOE_TRY(moe__want(&g->w_dn, op, "grads w_dn", 3, ep->n_local, c->latent, c->expert_ff));
+    CLMOE_TRY(clmoe__moe_want_buf(&g->w_gate, op, "grads w_gate", 3, ep->n_local, c->expert_ff,
+                                  c->latent));
+    CLMOE_TRY(
+        clmoe__moe_want_buf(&g->w_upp, op, "grads w_upp", 3, ep->n_local, c->expert_ff, c->latent));
+    CLMOE_TRY(
+        clmoe__moe_want_buf(&g->w_dn, op, "grads w_dn", 3, ep->n_local, c->latent, c->expert_ff));
   }
   if (c->n_shared * c->shared_ff > 0)
-    CLMOE_TRY(moe__want(&g->shared.w_gate, op, "grads shared.w_gate", 2, c->n_shared * c->shared_ff,
-                        c->d, 0));
+    CLMOE_TRY(clmoe__want_shape(&g->shared.w_gate, op, "grads shared.w_gate", 0, 2,
+                                c->n_shared * c->shared_ff, c->d, 0, 0));
   return CLMOE_OK;
 }
 
@@ -216,9 +220,9 @@ clmoe_status clmoe_moe_ep_backward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe
   CLMOE_TRY_GOTO(st, bhost_alloc(&h.drecv, R * l), done);
   CLMOE_TRY_GOTO(st, bhost_alloc(&h.dxl, m * l), done);
   if (m > 0) {
-    CLMOE_TRY_GOTO(st, moe__view2(x, m, d, &x2), done);
-    CLMOE_TRY_GOTO(st, moe__view2(dy, m, d, &dy2), done);
-    CLMOE_TRY_GOTO(st, moe__view2(dx, m, d, &dx2), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_view2(dy, m, d, &dy2), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_view2(dx, m, d, &dx2), done);
     CLMOE_TRY_GOTO(st, tail_backward(ctx, ep, &s->local, &dy2, g, h.dz), done);
     combine_backward_host(s, m, k, l, &h);
   }

@@ -18,7 +18,7 @@ static size_t group_count(const clmoe_ctx *ctx, int64_t items)
 static clmoe_status launch_tiles(clmoe_ctx *ctx, cl_kernel k, int64_t n, int64_t max_tiles)
 {
   moe_tiles t;
-  moe__tiles(ctx, &t);
+  clmoe__moe_tiles(ctx, &t);
   size_t local[2] = {(size_t)(t.tn / t.wn), (size_t)(t.tm / t.wm)};
   size_t global[2] = {(size_t)((n + t.tn - 1) / t.tn) * local[0], group_count(ctx, max_tiles) * local[1]};
   return clmoe__launch(ctx, k, 2, global, local);
@@ -30,8 +30,8 @@ static clmoe_status wgrad(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, const clm
 {
   cl_kernel k;
   moe_tiles t;
-  moe__tiles(ctx, &t);
-  CLMOE_TRY(moe__kernel(ctx, MOE_GEMM, "moe_gemm_wgrad", &k));
+  clmoe__moe_tiles(ctx, &t);
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_wgrad", &k));
   cl_int i1 = (cl_int)n1, i2 = (cl_int)n2, iE = (cl_int)d->n_experts;
   CLMOE_TRY(clmoe__args(k, 7, KA(d->offsets.buf), KA(iE), KA(A->buf), KA(i1), KA(B->buf), KA(i2),
                         KA(C->buf)));
@@ -47,8 +47,8 @@ static clmoe_status grouped_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
 {
   const int64_t l = L->cfg.latent, f = L->cfg.expert_ff;
   cl_kernel kgu, knt;
-  CLMOE_TRY(moe__kernel(ctx, MOE_GEMM, "moe_gemm_gu", &kgu));
-  CLMOE_TRY(moe__kernel(ctx, MOE_GEMM, "moe_gemm_nt", &knt));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_gu", &kgu));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_nt", &knt));
   cl_int il = (cl_int)l, iff = (cl_int)f, save = u && w, nt = (cl_int)d->max_tiles;
   cl_mem ub = save ? u->buf : act->buf, wb = save ? w->buf : act->buf; /* unused when !save */
   CLMOE_TRY(clmoe__args(kgu, 12, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(xs->buf), KA(il),
@@ -67,8 +67,8 @@ static clmoe_status grouped_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, c
   const clmoe_moe_dispatch *d = &s->disp;
   const int64_t l = L->cfg.latent, f = L->cfg.expert_ff;
   cl_kernel kda, kdx;
-  CLMOE_TRY(moe__kernel(ctx, MOE_GEMM, "moe_gemm_dact", &kda));
-  CLMOE_TRY(moe__kernel(ctx, MOE_GEMM, "moe_gemm_dx", &kdx));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_dact", &kda));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_dx", &kdx));
   cl_int il = (cl_int)l, iff = (cl_int)f, nt = (cl_int)d->max_tiles;
   CLMOE_TRY(clmoe__args(kda, 11, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(dys->buf), KA(il),
                         KA(L->w_dn.buf), KA(iff), KA(s->u.buf), KA(s->w.buf), KA(du->buf), KA(dw->buf)));
@@ -103,8 +103,8 @@ static clmoe_status padded_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   clmoe_tensor tu = {0}, tw = {0}, x3, u3, w3, a3, y3;
   clmoe_status st;
   if (!u || !w) { /* inference: the products are temporary */
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &tu, CLMOE_F32, d->rows, f), done);
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &tw, CLMOE_F32, d->rows, f), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &tu, CLMOE_F32, d->rows, f), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &tw, CLMOE_F32, d->rows, f), done);
     u = &tu, w = &tw;
   }
   CLMOE_TRY_GOTO(st, view3(xs, E, cap, l, &x3), done);
@@ -114,7 +114,7 @@ static clmoe_status padded_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   CLMOE_TRY_GOTO(st, view3(ys, E, cap, l, &y3), done);
   CLMOE_TRY_GOTO(st, batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &x3, &L->w_gate, 0.0f, &u3), done);
   CLMOE_TRY_GOTO(st, batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &x3, &L->w_upp, 0.0f, &w3), done);
-  CLMOE_TRY_GOTO(st, moe__situ_forward(ctx, u, w, act), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, u, w, act), done);
   st = batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &a3, &L->w_dn, 0.0f, &y3);
 done:
   clmoe_tensor_destroy(&tu);
@@ -137,7 +137,7 @@ static clmoe_status padded_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
   CLMOE_TRY(view3(dxs, E, cap, l, &dx3));
   /* dact into du, then SiTU's gradient in place (du = dact, dw from it) */
   CLMOE_TRY(batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, &dy3, &L->w_dn, 0.0f, &du3));
-  CLMOE_TRY(moe__situ_backward(ctx, du, &s->u, &s->w, du, dw));
+  CLMOE_TRY(clmoe__moe_situ_backward(ctx, du, &s->u, &s->w, du, dw));
   CLMOE_TRY(batched(ctx, CLMOE_TRANS, CLMOE_NOTRANS, &dy3, &a3, 0.0f, &g->w_dn));
   CLMOE_TRY(batched(ctx, CLMOE_TRANS, CLMOE_NOTRANS, &du3, &x3, 0.0f, &g->w_gate));
   CLMOE_TRY(batched(ctx, CLMOE_TRANS, CLMOE_NOTRANS, &dw3, &x3, 0.0f, &g->w_upp));
@@ -147,19 +147,19 @@ static clmoe_status padded_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-clmoe_status moe__experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
-                                  const clmoe_moe_dispatch *d, const clmoe_tensor *xs,
-                                  clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
-                                  clmoe_tensor *ys)
+clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                        const clmoe_moe_dispatch *d, const clmoe_tensor *xs,
+                                        clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
+                                        clmoe_tensor *ys)
 {
   if (d->rows == 0) return CLMOE_OK;
   if (d->cap) return padded_forward(ctx, L, d, xs, u, w, act, ys);
   return grouped_forward(ctx, L, d, xs, u, w, act, ys);
 }
 
-clmoe_status moe__experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
-                                   const clmoe_moe_saved *s, const clmoe_tensor *dys,
-                                   clmoe_moe_grads *g, clmoe_tensor *dxs)
+clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                         const clmoe_moe_saved *s, const clmoe_tensor *dys,
+                                         clmoe_moe_grads *g, clmoe_tensor *dxs)
 {
   const clmoe_moe_dispatch *d = &s->disp;
   const int64_t f = L->cfg.expert_ff;
@@ -170,8 +170,8 @@ clmoe_status moe__experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
   }
   clmoe_tensor du = {0}, dw = {0}; /* [R, f] */
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &du, CLMOE_F32, d->rows, f), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dw, CLMOE_F32, d->rows, f), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du, CLMOE_F32, d->rows, f), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw, CLMOE_F32, d->rows, f), done);
   if (d->cap) st = padded_backward(ctx, L, s, dys, g, dxs, &du, &dw);
   else st = grouped_backward(ctx, L, s, dys, g, dxs, &du, &dw);
 done:

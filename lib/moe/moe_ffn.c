@@ -10,9 +10,9 @@ static clmoe_status want_ffn(const char *op, const clmoe_situ_ffn *ffn, int64_t 
   if (!ffn || ffn->w_gate.ndim != 2)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: the FFN's w_gate must be [f, d]", op);
   *f = ffn->w_gate.shape[0];
-  CLMOE_TRY(moe__want(&ffn->w_gate, op, "w_gate", 2, *f, d, 0));
-  CLMOE_TRY(moe__want(&ffn->w_upp, op, "w_upp", 2, *f, d, 0));
-  return moe__want(&ffn->w_dn, op, "w_dn", 2, d, *f, 0);
+  CLMOE_TRY(clmoe__want_shape(&ffn->w_gate, op, "w_gate", 0, 2, *f, d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&ffn->w_upp, op, "w_upp", 0, 2, *f, d, 0, 0));
+  return clmoe__want_shape(&ffn->w_dn, op, "w_dn", 0, 2, d, *f, 0, 0);
 }
 
 /* d from y's (or dy's) last dimension, and x of the same rows. */
@@ -22,8 +22,8 @@ static clmoe_status want_io(const char *op, const clmoe_tensor *x, const clmoe_t
   if (!y || y->ndim < 1) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: %s is missing", op, yname);
   *d = y->shape[y->ndim - 1];
   int64_t my;
-  CLMOE_TRY(moe__want_rows(x, op, "x", *d, m));
-  CLMOE_TRY(moe__want_rows(y, op, yname, *d, &my));
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", *d, m));
+  CLMOE_TRY(clmoe__moe_want_rows(y, op, yname, *d, &my));
   if (my != *m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and %s differ in rows", op, yname);
   return CLMOE_OK;
 }
@@ -40,14 +40,14 @@ clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, c
   if (m == 0) return CLMOE_OK;
   clmoe_tensor x2, y2;
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__view2(x, m, d, &x2), fail);
-  CLMOE_TRY_GOTO(st, moe__view2(y, m, d, &y2), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->u, CLMOE_F32, m, f), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->w, CLMOE_F32, m, f), fail);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->act, CLMOE_F32, m, f), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_view2(y, m, d, &y2), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->u, CLMOE_F32, m, f), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->w, CLMOE_F32, m, f), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->act, CLMOE_F32, m, f), fail);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &ffn->w_gate, 0.0f, &s->u), fail);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &ffn->w_upp, 0.0f, &s->w), fail);
-  CLMOE_TRY_GOTO(st, moe__situ_forward(ctx, &s->u, &s->w, &s->act), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, &s->u, &s->w, &s->act), fail);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &s->act, &ffn->w_dn, beta, &y2), fail);
   if (!saved) clmoe_situ_saved_destroy(s);
   return CLMOE_OK;
@@ -66,7 +66,7 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   CLMOE_TRY(want_ffn(op, ffn, d, &f));
   CLMOE_TRY(want_ffn(op, grad, d, &f));
   if (dx) {
-    CLMOE_TRY(moe__want_rows(dx, op, "dx", d, &mdx));
+    CLMOE_TRY(clmoe__moe_want_rows(dx, op, "dx", d, &mdx));
     if (mdx != m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: dx and x differ in rows", op);
   }
   if (m == 0) {
@@ -76,21 +76,21 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   }
   if (!saved || !saved->u.buf || !saved->w.buf || !saved->act.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: saved must come from the forward on x", op);
-  CLMOE_TRY(moe__want(&saved->act, op, "saved act", 2, m, f, 0));
+  CLMOE_TRY(clmoe__want_shape(&saved->act, op, "saved act", 0, 2, m, f, 0, 0));
   clmoe_tensor x2, dy2, dx2, du = {0}, dw = {0}; /* du, dw [m, f] */
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__view2(x, m, d, &x2), done);
-  CLMOE_TRY_GOTO(st, moe__view2(dy, m, d, &dy2), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &du, CLMOE_F32, m, f), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &dw, CLMOE_F32, m, f), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_view2(dy, m, d, &dy2), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du, CLMOE_F32, m, f), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw, CLMOE_F32, m, f), done);
   /* dact = dy W_dn (into du), dW_dn = dy^T act, then SiTU's gradient in place */
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dy2, &ffn->w_dn, 0.0f, &du), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dy2, &saved->act, 0.0f, &grad->w_dn), done);
-  CLMOE_TRY_GOTO(st, moe__situ_backward(ctx, &du, &saved->u, &saved->w, &du, &dw), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_situ_backward(ctx, &du, &saved->u, &saved->w, &du, &dw), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &du, &x2, 0.0f, &grad->w_gate), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dw, &x2, 0.0f, &grad->w_upp), done);
   if (dx) {
-    CLMOE_TRY_GOTO(st, moe__view2(dx, m, d, &dx2), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_view2(dx, m, d, &dx2), done);
     CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &du, &ffn->w_gate, dx_beta, &dx2), done);
     st = clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dw, &ffn->w_upp, 1.0f, &dx2);
   }

@@ -1,4 +1,6 @@
-/* Internal declarations of the MoE layer (lib/moe*.c); not installed. */
+/* Declarations shared by the MoE files (lib/moe/moe_*.c); not installed. The helpers of
+ * moe_util.c are at the bottom of the subsystem: every other MoE file may call them, they
+ * call only the runtime. */
 #ifndef CLMOE_MOE_INTERNAL_H
 #define CLMOE_MOE_INTERNAL_H
 
@@ -9,68 +11,76 @@
 
 /* Grouped GEMM tiles (kernels_cl/moe/moe_gemm.cl, passed as -D options so both sides agree):
  * tm x tn outputs per work-group of (tn / wn) x (tm / wm) work-items, the inner dimension tk
- * at a time. Chosen per device type (moe.c; measured on PoCL, see docs). */
+ * at a time. Chosen per device type (moe_util.c; measured on PoCL, see docs). */
 typedef struct moe_tiles {
   int tm, tn, tk, wm, wn;
 } moe_tiles;
-void moe__tiles(const clmoe_ctx *ctx, moe_tiles *t);
+void clmoe__moe_tiles(const clmoe_ctx *ctx, moe_tiles *t);
 /* Work-groups per compute unit of the grouped GEMM (each walks several tiles or experts). */
 #define MOE_GROUPS_PER_CU 8
 
 enum moe_family { MOE_ROUTE, MOE_DISPATCH, MOE_GEMM };
 
 /* Kernel `name` of one of the MoE program families. */
-clmoe_status moe__kernel(clmoe_ctx *ctx, enum moe_family family, const char *name, cl_kernel *k);
+clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const char *name,
+                               cl_kernel *k);
 /* 2-D launch: dimension 0 over `cols` columns, dimension 1 over `rows` rows. */
-clmoe_status moe__launch_rows(clmoe_ctx *ctx, cl_kernel k, int64_t cols, int64_t rows);
+clmoe_status clmoe__moe_launch_rows(clmoe_ctx *ctx, cl_kernel k, int64_t cols, int64_t rows);
 /* A [rows, cols] view of the contiguous f32 tensor t with rows * cols elements. */
-clmoe_status moe__view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v);
+clmoe_status clmoe__moe_view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v);
 /* A new f32 (or i32) tensor of two (or three) dimensions. */
-clmoe_status moe__new2(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dt, int64_t a, int64_t b);
-clmoe_status moe__new3(clmoe_ctx *ctx, clmoe_tensor *t, int64_t a, int64_t b, int64_t c);
-/* t must be a contiguous f32 tensor of exactly the given shape (rank 1..3). */
-clmoe_status moe__want(const clmoe_tensor *t, const char *op, const char *name, int rank, int64_t a,
-                       int64_t b, int64_t c);
+clmoe_status clmoe__moe_new2(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dt, int64_t a, int64_t b);
+clmoe_status clmoe__moe_new3(clmoe_ctx *ctx, clmoe_tensor *t, int64_t a, int64_t b, int64_t c);
+/* t must be a contiguous f32 tensor of exactly the given shape (rank 1..3) that starts at
+ * its buffer's start: the MoE kernels take buffers whole, without an offset argument.
+ * (Tensors that only reach clmoe_gemm and the ops, which honour offsets, are checked with
+ * the runtime's clmoe__want_shape.) */
+clmoe_status clmoe__moe_want_buf(const clmoe_tensor *t, const char *op, const char *name, int rank,
+                                 int64_t a, int64_t b, int64_t c);
 /* x: contiguous f32 with last dimension d; *rows = numel / d. */
-clmoe_status moe__want_rows(const clmoe_tensor *x, const char *op, const char *name, int64_t d,
-                            int64_t *rows);
+clmoe_status clmoe__moe_want_rows(const clmoe_tensor *x, const char *op, const char *name,
+                                  int64_t d, int64_t *rows);
 
 /* Per-phase timing (clmoe_moe_layer.timing): waits for the device when slot is not NULL. */
-double moe__now(void);
-clmoe_status moe__phase(clmoe_ctx *ctx, double *slot, double *t0);
+double clmoe__moe_now(void);
+clmoe_status clmoe__moe_phase(clmoe_ctx *ctx, double *slot, double *t0);
 
-/* Elementwise SiTU-GLU (padded and dense paths). */
-clmoe_status moe__situ_forward(clmoe_ctx *ctx, const clmoe_tensor *u, const clmoe_tensor *w,
-                               clmoe_tensor *act);
-clmoe_status moe__situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact, const clmoe_tensor *u,
-                                const clmoe_tensor *w, clmoe_tensor *du, clmoe_tensor *dw);
+/* Elementwise SiTU-GLU (moe_dispatch.c; the padded and dense paths). */
+clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, const clmoe_tensor *u, const clmoe_tensor *w,
+                                     clmoe_tensor *act);
+clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact,
+                                      const clmoe_tensor *u, const clmoe_tensor *w,
+                                      clmoe_tensor *du, clmoe_tensor *dw);
 
 /* Combine backward (moe_dispatch.c): dp [m k] = dz . ys[pos]; dys [R, l] = p dz (padded rows 0). */
-clmoe_status moe__combine_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
-                                   const clmoe_tensor *probs, const clmoe_tensor *ys,
-                                   const clmoe_tensor *dz, clmoe_tensor *dp, clmoe_tensor *dys);
+clmoe_status clmoe__moe_combine_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
+                                         const clmoe_tensor *probs, const clmoe_tensor *ys,
+                                         const clmoe_tensor *dz, clmoe_tensor *dp,
+                                         clmoe_tensor *dys);
 /* Gather backward: dx [m, l] = sum over slots of dxs[pos]. */
-clmoe_status moe__gather_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
-                                  const clmoe_tensor *dxs, clmoe_tensor *dx);
+clmoe_status clmoe__moe_gather_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch *disp,
+                                        const clmoe_tensor *dxs, clmoe_tensor *dx);
 /* Router backward (moe_route.c): dlogit [m, E] from dp [m k]; then dW_r and dx += . */
-clmoe_status moe__router_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                  const clmoe_moe_saved *s, const clmoe_tensor *dp,
-                                  clmoe_tensor *dw_router, clmoe_tensor *dx2);
+clmoe_status clmoe__moe_router_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                        const clmoe_tensor *x2, const clmoe_moe_saved *s,
+                                        const clmoe_tensor *dp, clmoe_tensor *dw_router,
+                                        clmoe_tensor *dx2);
 
 /* Experts (moe_experts.c), on the dispatch's expert buffers of R rows.
  * Forward: act (and, when u and w are not NULL, the products u, w) [R, f], ys [R, l]. */
-clmoe_status moe__experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
-                                  const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
-                                  clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
-                                  clmoe_tensor *ys);
+clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                        const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
+                                        clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
+                                        clmoe_tensor *ys);
 /* Backward from dys [R, l]: dW_gate, dW_upp, dW_dn (overwritten) and dxs [R, l]. */
-clmoe_status moe__experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
-                                   const clmoe_moe_saved *s, const clmoe_tensor *dys,
-                                   clmoe_moe_grads *g, clmoe_tensor *dxs);
+clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                         const clmoe_moe_saved *s, const clmoe_tensor *dys,
+                                         clmoe_moe_grads *g, clmoe_tensor *dxs);
 
 /* The expert-parallel layer is built and belongs to this rank of dist (moe_ep.c). */
 struct clmoe_dist;
 struct clmoe_moe_ep_layer;
-clmoe_status moe__ep_check_layer(const char *op, struct clmoe_dist *dist, const struct clmoe_moe_ep_layer *ep);
+clmoe_status clmoe__moe_ep_check_layer(const char *op, struct clmoe_dist *dist,
+                                       const struct clmoe_moe_ep_layer *ep);
 
 #endif

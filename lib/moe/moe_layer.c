@@ -18,10 +18,10 @@ static clmoe_status forward_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, cons
   const int qb = train && (c->balance == CLMOE_MOE_BALANCE_QB || c->balance == CLMOE_MOE_BALANCE_QB_HIST);
   clmoe_tensor s_all = {0}, cutoff = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s_all, CLMOE_F32, m, E), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->topk, CLMOE_I32, m, k), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->scores, CLMOE_F32, m, k), done);
-  CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->probs, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s_all, CLMOE_F32, m, E), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->topk, CLMOE_I32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->scores, CLMOE_F32, m, k), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->probs, CLMOE_F32, m, k), done);
   if (qb) CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &cutoff, CLMOE_F32, 1, &m), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_route(ctx, L, x, &s_all, &s->topk, &s->scores, &s->probs,
                                      qb ? &cutoff : NULL), done);
@@ -30,7 +30,7 @@ static clmoe_status forward_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, cons
     CLMOE_TRY_GOTO(st, clmoe_moe_qb_threshold_exact(ctx, &s_all, &cutoff, k, &s->thr), done);
   } else if (qb) {
     const int64_t three = 3;
-    CLMOE_TRY_GOTO(st, moe__new2(ctx, &s->hist, CLMOE_I32, E, c->hist_bins), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->hist, CLMOE_I32, E, c->hist_bins), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &s->range, CLMOE_F32, 1, &three), done);
     CLMOE_TRY_GOTO(st, clmoe_moe_qb_histogram(ctx, &s_all, &cutoff, &L->bias, &s->hist, &s->range), done);
     s->hist_tokens = m;
@@ -47,33 +47,33 @@ static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t m = s->tokens, l = c->latent, f = c->expert_ff;
-  CLMOE_TRY(moe__new2(ctx, &s->xl, CLMOE_F32, m, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &s->xl, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x2, &L->w_down, 0.0f, &s->xl));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, dense), t0));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), t0));
   CLMOE_TRY(clmoe_moe_dispatch_create(ctx, &s->topk, c->n_experts, use_padded(c), &s->disp));
   const int64_t R = s->disp.rows;
-  CLMOE_TRY(moe__new2(ctx, &s->xs, CLMOE_F32, R, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &s->xs, CLMOE_F32, R, l));
   CLMOE_TRY(clmoe_moe_gather(ctx, &s->disp, &s->xl, &s->xs));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, dispatch), t0));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dispatch), t0));
   if (train) {
-    CLMOE_TRY(moe__new2(ctx, &s->u, CLMOE_F32, R, f));
-    CLMOE_TRY(moe__new2(ctx, &s->w, CLMOE_F32, R, f));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &s->u, CLMOE_F32, R, f));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &s->w, CLMOE_F32, R, f));
   }
-  CLMOE_TRY(moe__new2(ctx, &s->act, CLMOE_F32, R, f));
-  CLMOE_TRY(moe__new2(ctx, &s->ys, CLMOE_F32, R, l));
-  CLMOE_TRY(moe__experts_forward(ctx, L, &s->disp, &s->xs, train ? &s->u : NULL, train ? &s->w : NULL,
-                                 &s->act, &s->ys));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, experts), t0));
-  CLMOE_TRY(moe__new2(ctx, &s->z, CLMOE_F32, m, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &s->act, CLMOE_F32, R, f));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &s->ys, CLMOE_F32, R, l));
+  CLMOE_TRY(clmoe__moe_experts_forward(ctx, L, &s->disp, &s->xs, train ? &s->u : NULL,
+                                       train ? &s->w : NULL, &s->act, &s->ys));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, experts), t0));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &s->z, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_moe_combine(ctx, &s->disp, &s->probs, &s->ys, &s->z));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, combine), t0));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, combine), t0));
   CLMOE_TRY(clmoe_tensor_create(ctx, &s->rstd, CLMOE_F32, 1, &m));
-  CLMOE_TRY(moe__new2(ctx, &s->zn, CLMOE_F32, m, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &s->zn, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &s->z, &L->norm_gain, c->norm_eps, &s->zn, &s->rstd));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &s->zn, &L->w_up, 0.0f, y2));
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &L->shared, x2, 1.0f, y2, train ? &s->shared : NULL));
-  return moe__phase(ctx, PHASE(L, dense), t0);
+  return clmoe__moe_phase(ctx, PHASE(L, dense), t0);
 }
 
 clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
@@ -84,8 +84,8 @@ clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not created", op);
   const int64_t d = L->cfg.d;
   int64_t m, my;
-  CLMOE_TRY(moe__want_rows(x, op, "x", d, &m));
-  CLMOE_TRY(moe__want_rows(y, op, "y", d, &my));
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", d, &m));
+  CLMOE_TRY(clmoe__moe_want_rows(y, op, "y", d, &my));
   if (my != m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y differ in rows", op);
   if (m * L->cfg.top_k >= INT32_MAX || m * L->cfg.n_experts >= ((int64_t)1 << 40))
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens is too many for one call", op, (long long)m);
@@ -94,12 +94,12 @@ clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
   s->tokens = m;
   if (m == 0) return CLMOE_OK;
   clmoe_tensor x2, y2;
-  CLMOE_TRY(moe__view2(x, m, d, &x2));
-  CLMOE_TRY(moe__view2(y, m, d, &y2));
-  double t0 = moe__now();
+  CLMOE_TRY(clmoe__moe_view2(x, m, d, &x2));
+  CLMOE_TRY(clmoe__moe_view2(y, m, d, &y2));
+  double t0 = clmoe__moe_now();
   clmoe_status st;
   CLMOE_TRY_GOTO(st, forward_route(ctx, L, &x2, saved != NULL, s), done);
-  CLMOE_TRY_GOTO(st, moe__phase(ctx, PHASE(L, route), &t0), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_phase(ctx, PHASE(L, route), &t0), done);
   st = forward_rest(ctx, L, &x2, &y2, saved != NULL, s, &t0);
 done:
   if (st != CLMOE_OK || !saved) clmoe_moe_saved_destroy(s);
@@ -113,14 +113,15 @@ static clmoe_status want_grads(const char *op, const clmoe_moe_layer *L, const c
   const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
   if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
-  CLMOE_TRY(moe__want(&g->w_router, op, "grads w_router", 2, E, d, 0));
-  CLMOE_TRY(moe__want(&g->w_down, op, "grads w_down", 2, l, d, 0));
-  CLMOE_TRY(moe__want(&g->w_gate, op, "grads w_gate", 3, E, f, l));
-  CLMOE_TRY(moe__want(&g->w_upp, op, "grads w_upp", 3, E, f, l));
-  CLMOE_TRY(moe__want(&g->w_dn, op, "grads w_dn", 3, E, l, f));
-  CLMOE_TRY(moe__want(&g->norm_gain, op, "grads norm_gain", 1, l, 0, 0));
-  CLMOE_TRY(moe__want(&g->w_up, op, "grads w_up", 2, d, l, 0));
-  if (S) CLMOE_TRY(moe__want(&g->shared.w_gate, op, "grads shared.w_gate", 2, S, d, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->w_router, op, "grads w_router", 0, 2, E, d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->w_down, op, "grads w_down", 0, 2, l, d, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(&g->w_gate, op, "grads w_gate", 3, E, f, l));
+  CLMOE_TRY(clmoe__moe_want_buf(&g->w_upp, op, "grads w_upp", 3, E, f, l));
+  CLMOE_TRY(clmoe__moe_want_buf(&g->w_dn, op, "grads w_dn", 3, E, l, f));
+  CLMOE_TRY(clmoe__want_shape(&g->norm_gain, op, "grads norm_gain", 0, 1, l, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&g->w_up, op, "grads w_up", 0, 2, d, l, 0, 0));
+  if (S)
+    CLMOE_TRY(clmoe__want_shape(&g->shared.w_gate, op, "grads shared.w_gate", 0, 2, S, d, 0, 0));
   return CLMOE_OK;
 }
 
@@ -150,34 +151,34 @@ static clmoe_status backward_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t m = s->tokens, l = c->latent, R = s->disp.rows;
-  double t0 = moe__now();
+  double t0 = clmoe__moe_now();
   /* y = W_up zn (+ shared): dW_up, dzn, then the latent norm */
-  CLMOE_TRY(moe__new2(ctx, &b->dzn, CLMOE_F32, m, l));
-  CLMOE_TRY(moe__new2(ctx, &b->dz, CLMOE_F32, m, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dzn, CLMOE_F32, m, l));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dz, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dy2, &s->zn, 0.0f, &g->w_up));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dy2, &L->w_up, 0.0f, &b->dzn));
   CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->z, &L->norm_gain, &s->rstd, &b->dzn, &b->dz, &g->norm_gain));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, dense), &t0));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
   /* combine: dp and the expert outputs' gradient */
-  CLMOE_TRY(moe__new2(ctx, &b->dp, CLMOE_F32, m, c->top_k));
-  CLMOE_TRY(moe__new2(ctx, &b->dys, CLMOE_F32, R, l));
-  CLMOE_TRY(moe__combine_backward(ctx, &s->disp, &s->probs, &s->ys, &b->dz, &b->dp, &b->dys));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, combine), &t0));
-  CLMOE_TRY(moe__new2(ctx, &b->dxs, CLMOE_F32, R, l));
-  CLMOE_TRY(moe__experts_backward(ctx, L, s, &b->dys, g, &b->dxs));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, experts), &t0));
-  CLMOE_TRY(moe__new2(ctx, &b->dxl, CLMOE_F32, m, l));
-  CLMOE_TRY(moe__gather_backward(ctx, &s->disp, &b->dxs, &b->dxl));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, dispatch), &t0));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dp, CLMOE_F32, m, c->top_k));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dys, CLMOE_F32, R, l));
+  CLMOE_TRY(clmoe__moe_combine_backward(ctx, &s->disp, &s->probs, &s->ys, &b->dz, &b->dp, &b->dys));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, combine), &t0));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dxs, CLMOE_F32, R, l));
+  CLMOE_TRY(clmoe__moe_experts_backward(ctx, L, s, &b->dys, g, &b->dxs));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, experts), &t0));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dxl, CLMOE_F32, m, l));
+  CLMOE_TRY(clmoe__moe_gather_backward(ctx, &s->disp, &b->dxs, &b->dxl));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dispatch), &t0));
   /* xl = W_down x; dx starts here (beta 0), every later term adds in a fixed order */
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &b->dxl, x2, 0.0f, &g->w_down));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &b->dxl, &L->w_down, 0.0f, dx2));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, dense), &t0));
-  CLMOE_TRY(moe__router_backward(ctx, L, x2, s, &b->dp, &g->w_router, dx2));
-  CLMOE_TRY(moe__phase(ctx, PHASE(L, route), &t0));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
+  CLMOE_TRY(clmoe__moe_router_backward(ctx, L, x2, s, &b->dp, &g->w_router, dx2));
+  CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, route), &t0));
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe_situ_ffn_backward(ctx, &L->shared, x2, &s->shared, dy2, &g->shared, 1.0f, dx2));
-  return moe__phase(ctx, PHASE(L, dense), &t0);
+  return clmoe__moe_phase(ctx, PHASE(L, dense), &t0);
 }
 
 clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
@@ -189,9 +190,9 @@ clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const 
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not created", op);
   const int64_t d = L->cfg.d;
   int64_t m, mdy, mdx;
-  CLMOE_TRY(moe__want_rows(x, op, "x", d, &m));
-  CLMOE_TRY(moe__want_rows(dy, op, "dy", d, &mdy));
-  CLMOE_TRY(moe__want_rows(dx, op, "dx", d, &mdx));
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", d, &m));
+  CLMOE_TRY(clmoe__moe_want_rows(dy, op, "dy", d, &mdy));
+  CLMOE_TRY(clmoe__moe_want_rows(dx, op, "dx", d, &mdx));
   CLMOE_TRY(want_grads(op, L, g));
   if (!s || s->tokens != m || (m > 0 && !s->u.buf))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: saved must come from a train-mode forward on "
@@ -201,9 +202,9 @@ clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const 
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: dx must not share a buffer with x or dy", op);
   if (m == 0) return zero_grads(g);
   clmoe_tensor x2, dy2, dx2;
-  CLMOE_TRY(moe__view2(x, m, d, &x2));
-  CLMOE_TRY(moe__view2(dy, m, d, &dy2));
-  CLMOE_TRY(moe__view2(dx, m, d, &dx2));
+  CLMOE_TRY(clmoe__moe_view2(x, m, d, &x2));
+  CLMOE_TRY(clmoe__moe_view2(dy, m, d, &dy2));
+  CLMOE_TRY(clmoe__moe_view2(dx, m, d, &dx2));
   bwd_buf b;
   memset(&b, 0, sizeof b);
   clmoe_status st = backward_steps(ctx, L, &x2, s, &dy2, g, &dx2, &b);

@@ -26,13 +26,13 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
   static const char op[] = "clmoe_moe_route";
   const int64_t E = L->cfg.n_experts, k = L->cfg.top_k, d = L->cfg.d;
   int64_t m;
-  CLMOE_TRY(moe__want_rows(x, op, "x", d, &m));
-  CLMOE_TRY(moe__want(s_all, op, "s_all", 2, m, E, 0));
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", d, &m));
+  CLMOE_TRY(clmoe__moe_want_buf(s_all, op, "s_all", 2, m, E, 0));
   CLMOE_TRY(want_i32(topk, op, "topk", m, k));
-  CLMOE_TRY(moe__want(scores, op, "scores", 2, m, k, 0));
-  CLMOE_TRY(moe__want(probs, op, "probs", 2, m, k, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(scores, op, "scores", 2, m, k, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(probs, op, "probs", 2, m, k, 0));
   if (cutoff) {
-    CLMOE_TRY(moe__want(cutoff, op, "cutoff", 1, m, 0, 0));
+    CLMOE_TRY(clmoe__moe_want_buf(cutoff, op, "cutoff", 1, m, 0, 0));
     if (k >= E)
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: a cut-off needs top_k + 1 <= n_experts", op);
   }
@@ -41,10 +41,10 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens x top_k %lld exceeds 2^31", op, (long long)m,
                         (long long)k);
   clmoe_tensor x2;
-  CLMOE_TRY(moe__view2(x, m, d, &x2));
+  CLMOE_TRY(clmoe__moe_view2(x, m, d, &x2));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &L->w_router, 0.0f, s_all));
   cl_kernel kr;
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_route", &kr));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_route", &kr));
   cl_int im = (cl_int)m, iE = (cl_int)E, ik = (cl_int)k, ik1 = (cl_int)(cutoff ? k + 1 : k);
   cl_mem cbuf = cutoff ? cutoff->buf : probs->buf; /* never written when k1 = k */
   CLMOE_TRY(clmoe__args(kr, 10, KA(s_all->buf), KA(L->bias.buf), KA(im), KA(iE), KA(ik), KA(ik1),
@@ -62,8 +62,8 @@ static clmoe_status want_margins(const char *op, const clmoe_tensor *s_all, cons
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: s_all %s must be [m, E]", op,
                         clmoe_tensor_describe(s_all, desc, sizeof desc));
   *m = s_all->shape[0], *E = s_all->shape[1];
-  CLMOE_TRY(moe__want(s_all, op, "s_all", 2, *m, *E, 0));
-  CLMOE_TRY(moe__want(cutoff, op, "cutoff", 1, *m, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(s_all, op, "s_all", 2, *m, *E, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(cutoff, op, "cutoff", 1, *m, 0, 0));
   if (*m < 1 || *m >= INT32_MAX || *E >= INT32_MAX)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: s_all %s: 1 <= m < 2^31 tokens needed", op,
                         clmoe_tensor_describe(s_all, desc, sizeof desc));
@@ -85,9 +85,9 @@ static clmoe_status qb_rank(const char *op, int64_t tokens, int64_t k, int64_t E
 static clmoe_status margins_t(clmoe_ctx *ctx, const clmoe_tensor *s_all, const clmoe_tensor *cutoff,
                               int64_t m, int64_t E, clmoe_tensor *mt)
 {
-  CLMOE_TRY(moe__new2(ctx, mt, CLMOE_F32, E, m));
+  CLMOE_TRY(clmoe__moe_new2(ctx, mt, CLMOE_F32, E, m));
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_margins_t", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_margins_t", &k));
   cl_int im = (cl_int)m, iE = (cl_int)E;
   CLMOE_TRY(clmoe__args(k, 5, KA(s_all->buf), KA(cutoff->buf), KA(im), KA(iE), KA(mt->buf)));
   size_t local[2] = {16, 16}, global[2] = {(size_t)E, (size_t)m};
@@ -101,10 +101,10 @@ clmoe_status clmoe_moe_qb_threshold_exact(clmoe_ctx *ctx, const clmoe_tensor *s_
   int64_t m, E;
   cl_int r;
   CLMOE_TRY(want_margins(op, s_all, cutoff, &m, &E));
-  CLMOE_TRY(moe__want(thr, op, "thr", 1, E, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(thr, op, "thr", 1, E, 0, 0));
   CLMOE_TRY(qb_rank(op, m, top_k, E, &r));
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_qb_select", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_qb_select", &k));
   clmoe_tensor mt = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, margins_t(ctx, s_all, cutoff, m, E, &mt), done);
@@ -125,8 +125,8 @@ clmoe_status clmoe_moe_qb_histogram(clmoe_ctx *ctx, const clmoe_tensor *s_all, c
   char desc[96];
   int64_t m, E;
   CLMOE_TRY(want_margins(op, s_all, cutoff, &m, &E));
-  CLMOE_TRY(moe__want(bias, op, "bias", 1, E, 0, 0));
-  CLMOE_TRY(moe__want(range, op, "range", 1, 3, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(bias, op, "bias", 1, E, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(range, op, "range", 1, 3, 0, 0));
   if (!counts || counts->ndim != 2 || counts->shape[0] != E || counts->dtype != CLMOE_I32 ||
       counts->shape[1] < 2 || counts->shape[1] > CLMOE_MOE_MAX_HIST_BINS || counts->offset != 0 ||
       !clmoe_tensor_is_contiguous(counts))
@@ -138,8 +138,8 @@ clmoe_status clmoe_moe_qb_histogram(clmoe_ctx *ctx, const clmoe_tensor *s_all, c
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %d bins do not fit the device's %llu bytes of local "
                         "memory", op, (int)bins, (unsigned long long)ctx->caps.local_mem_bytes);
   cl_kernel kr, kh;
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_qb_range", &kr));
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_qb_hist", &kh));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_qb_range", &kr));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_qb_hist", &kh));
   cl_int im = (cl_int)m, iE = (cl_int)E;
   CLMOE_TRY(clmoe__args(kr, 4, KA(bias->buf), KA(iE), KA(bins), KA(range->buf)));
   CLMOE_TRY(clmoe__launch1d(ctx, kr, 1));
@@ -166,11 +166,11 @@ clmoe_status clmoe_moe_qb_threshold_hist(clmoe_ctx *ctx, const clmoe_tensor *cou
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: counts must be a contiguous [E, bins] i32 tensor", op);
   const int64_t E = counts->shape[0];
   cl_int r, bins = (cl_int)counts->shape[1], iE = (cl_int)E;
-  CLMOE_TRY(moe__want(range, op, "range", 1, 3, 0, 0));
-  CLMOE_TRY(moe__want(thr, op, "thr", 1, E, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(range, op, "range", 1, 3, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(thr, op, "thr", 1, E, 0, 0));
   CLMOE_TRY(qb_rank(op, tokens, top_k, E, &r));
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_qb_from_hist", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_qb_from_hist", &k));
   CLMOE_TRY(clmoe__args(k, 6, KA(counts->buf), KA(iE), KA(bins), KA(range->buf), KA(r), KA(thr->buf)));
   return clmoe__launch1d(ctx, k, (size_t)E);
 }
@@ -180,11 +180,11 @@ clmoe_status clmoe_moe_bias_from_threshold(clmoe_ctx *ctx, const clmoe_tensor *t
   static const char op[] = "clmoe_moe_bias_from_threshold";
   if (!thr || thr->ndim != 1) return clmoe__error(CLMOE_ERR_SHAPE, "%s: thr must be [E]", op);
   const int64_t E = thr->shape[0];
-  CLMOE_TRY(moe__want(thr, op, "thr", 1, E, 0, 0));
-  CLMOE_TRY(moe__want(bias, op, "bias", 1, E, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(thr, op, "thr", 1, E, 0, 0));
+  CLMOE_TRY(clmoe__moe_want_buf(bias, op, "bias", 1, E, 0, 0));
   if (E == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_bias_from_thr", &k));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_bias_from_thr", &k));
   cl_int iE = (cl_int)E;
   CLMOE_TRY(clmoe__args(k, 3, KA(thr->buf), KA(iE), KA(bias->buf)));
   return clmoe__launch1d(ctx, k, 1);
@@ -201,7 +201,7 @@ clmoe_status clmoe_moe_balance_update(clmoe_ctx *ctx, clmoe_moe_layer *L, const 
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: saved holds no dispatch (not from a "
                           "train-mode forward)", op);
     cl_kernel k;
-    CLMOE_TRY(moe__kernel(ctx, MOE_ROUTE, "moe_sign_update", &k));
+    CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_sign_update", &k));
     cl_int iE = (cl_int)c->n_experts, mk = (cl_int)(s->tokens * c->top_k);
     cl_float g = c->sign_gamma;
     CLMOE_TRY(clmoe__args(k, 5, KA(s->disp.offsets.buf), KA(iE), KA(mk), KA(g), KA(L->bias.buf)));
@@ -226,17 +226,18 @@ done:
   return st;
 }
 
-clmoe_status moe__router_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                  const clmoe_moe_saved *s, const clmoe_tensor *dp,
-                                  clmoe_tensor *dw_router, clmoe_tensor *dx2)
+clmoe_status clmoe__moe_router_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                        const clmoe_tensor *x2, const clmoe_moe_saved *s,
+                                        const clmoe_tensor *dp, clmoe_tensor *dw_router,
+                                        clmoe_tensor *dx2)
 {
   const int64_t m = s->tokens, E = L->cfg.n_experts, k = L->cfg.top_k;
   clmoe_tensor dlogit = {0}; /* [m, E], zero except at the chosen experts */
   clmoe_status st;
-  CLMOE_TRY(moe__new2(ctx, &dlogit, CLMOE_F32, m, E));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &dlogit, CLMOE_F32, m, E));
   CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&dlogit, 0.0), done);
   cl_kernel kb;
-  CLMOE_TRY_GOTO(st, moe__kernel(ctx, MOE_ROUTE, "moe_router_bwd", &kb), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_router_bwd", &kb), done);
   cl_int im = (cl_int)m, ik = (cl_int)k, iE = (cl_int)E;
   CLMOE_TRY_GOTO(st, clmoe__args(kb, 8, KA(s->topk.buf), KA(s->scores.buf), KA(s->probs.buf), KA(dp->buf),
                                  KA(im), KA(ik), KA(iE), KA(dlogit.buf)), done);

@@ -1,4 +1,4 @@
-/* Shared by the test programs run under mpirun (tests/mpi_*.c): a failed call prints the
+/* Shared by the test programs run under mpirun (tests/mpi/mpi_*.c): a failed call prints the
  * program, the rank and the error, then ends the whole job so no other rank waits in a
  * collective. Each program sets mpi_prog and mpi_dist. */
 #ifndef CLMOE_TEST_MPI_COMMON_H

@@ -1,5 +1,5 @@
 #!/bin/sh
-# clmoe-train --ep N under mpirun (issue 8): the tiny preset (quantile-hist balancing, the
+# clmoe-train --ep N under mpirun: the tiny preset (quantile-hist balancing, the
 # form expert parallelism runs) trained 4 steps on 1, 2, 3 and 4 ranks gives the losses of
 # one process within fp32 rounding (relative 1e-5), and the checkpoints agree (1e-4); a
 # checkpoint written by 3 ranks resumes on 2 ranks and in one process with the losses of the

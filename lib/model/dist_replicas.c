@@ -1,64 +1,13 @@
-/* State that every rank holds a copy of, kept bit for bit equal across ranks whose OpenCL
- * implementations round differently (include/clmoe/dist_grads.h: clmoe_dist_broadcast_tensor,
- * clmoe_dist_sync_replicas). */
+/* The parameters that every rank holds a copy of, kept bit for bit equal across ranks whose
+ * OpenCL implementations round differently (include/clmoe/dist_grads.h:
+ * clmoe_dist_sync_replicas), through the distributed layer's all-gather and broadcast. */
 #include "clmoe/dist_grads.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_internal.h"
+#include "dist/dist_internal.h"
 
-#ifdef HAVE_MPI
-/* MPI_Bcast of bytes in pieces of at most INT_MAX. */
-static clmoe_status bcast_bytes(clmoe_dist *d, void *buf, size_t bytes, int root)
-{
-  clmoe_status st = CLMOE_OK;
-  for (size_t done = 0; done < bytes;) {
-    const size_t n = bytes - done > (size_t)INT_MAX ? (size_t)INT_MAX : bytes - done;
-    CLMOE_MPI_GOTO(st, MPI_Bcast((char *)buf + done, (int)n, MPI_BYTE, root, clmoe_dist_comm(d)), out);
-    done += n;
-  }
-out:
-  return st;
-}
-#endif
-
-clmoe_status clmoe_dist_broadcast_tensor(clmoe_dist *d, clmoe_tensor *t, int root)
-{
-  static const char op[] = "clmoe_dist_broadcast_tensor";
-  if (!t) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: t is NULL", op);
-  if (clmoe_dist_size(d) <= 1 || !clmoe_dist_uses_mpi(d)) return CLMOE_OK;
-  if (root < 0 || root >= clmoe_dist_size(d))
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: root %d of %d ranks", op, root,
-                        clmoe_dist_size(d));
-#ifdef HAVE_MPI
-  const size_t bytes = clmoe_tensor_bytes(t);
-  if (bytes == 0) return CLMOE_OK;
-  void *host = malloc(bytes);
-  if (!host) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: %zu bytes of host memory", op, bytes);
-  const int me = clmoe_dist_rank(d);
-  clmoe_status st = me == root ? clmoe_tensor_read(t, host, bytes) : CLMOE_OK;
-  /* A root that failed to read still joins the broadcast (the others wait in it); then
-   * every rank learns of the failure through the agreement below. */
-  int ok = st == CLMOE_OK, all_ok = 0;
-  CLMOE_MPI_GOTO(st, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, clmoe_dist_comm(d)), done);
-  if (!all_ok) {
-    if (st == CLMOE_OK)
-      st = clmoe__error(CLMOE_ERR_INTERNAL, "%s: rank %d could not read the tensor", op, root);
-    goto done;
-  }
-  CLMOE_TRY_GOTO(st, bcast_bytes(d, host, bytes, root), done);
-  if (me != root) st = clmoe_tensor_write(t, host, bytes);
-done:
-  free(host);
-  return st;
-#else
-  return CLMOE_OK;
-#endif
-}
-
-#ifdef HAVE_MPI
 /* The replicated tensors of ps in a fixed order (the same on every rank): value, m, v of each
  * non-local trainable parameter, the value of each buffer. Fills out (may be NULL) and
  * returns the count. */
@@ -91,7 +40,6 @@ static clmoe_status tensor_hash(const clmoe_tensor *t, void **scratch, size_t *c
   *h = clmoe__fnv64(*scratch, bytes);
   return CLMOE_OK;
 }
-#endif
 
 clmoe_status clmoe_dist_sync_replicas(clmoe_dist *d, clmoe_params *ps,
                                       const clmoe_grad_allreduce_opts *opts, int *differed)
@@ -99,7 +47,6 @@ clmoe_status clmoe_dist_sync_replicas(clmoe_dist *d, clmoe_params *ps,
   if (differed) *differed = 0;
   if (!ps) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_dist_sync_replicas: ps is NULL");
   if (clmoe_dist_size(d) <= 1 || !clmoe_dist_uses_mpi(d)) return CLMOE_OK;
-#ifdef HAVE_MPI
   const int size = clmoe_dist_size(d), n = replicated(ps, opts, NULL);
   clmoe_tensor **t = malloc((size_t)(n + 1) * sizeof *t);
   uint64_t *mine = malloc((size_t)(n + 1) * sizeof *mine);
@@ -114,8 +61,12 @@ clmoe_status clmoe_dist_sync_replicas(clmoe_dist *d, clmoe_params *ps,
   mine[0] = (uint64_t)n;
   for (int i = 0; i < n && st == CLMOE_OK; i++) st = tensor_hash(t[i], &scratch, &cap, &mine[i + 1]);
   if (st != CLMOE_OK) mine[0] = UINT64_MAX; /* tells the others; everyone fails below */
-  CLMOE_MPI_GOTO(st, MPI_Allgather(mine, n + 1, MPI_UINT64_T, all, n + 1, MPI_UINT64_T,
-                                   clmoe_dist_comm(d)), done);
+  /* (a rank that failed still joins, keeping its own message) */
+  const clmoe_status gathered = clmoe__dist_allgather_u64(d, mine, (size_t)n + 1, all);
+  if (gathered != CLMOE_OK) {
+    st = gathered;
+    goto done;
+  }
   for (int r = 0; r < size; r++)
     if (all[(size_t)r * (size_t)(n + 1)] != (uint64_t)n) {
       if (st == CLMOE_OK)
@@ -135,8 +86,4 @@ clmoe_status clmoe_dist_sync_replicas(clmoe_dist *d, clmoe_params *ps,
 done:
   free(t), free(mine), free(all), free(scratch);
   return st;
-#else
-  (void)opts;
-  return CLMOE_OK;
-#endif
 }
