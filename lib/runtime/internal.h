@@ -225,9 +225,6 @@ clmoe_status clmoe__seq_bounds(const char *op, const clmoe_tensor *cu, int64_t B
 void clmoe__rows(const clmoe_tensor *t, int64_t *rows, int64_t *n);
 
 /* ---- transitional: other subsystems still rely on this ------------------------------- */
-/* The error of a training call on a registry made for inference (lib/model: params.c,
- * params_ckpt.c). */
-clmoe_status clmoe__params_inference_error(const char *call);
 #include "clmoe/clmoe.h"
 
 #endif
