@@ -13,5 +13,8 @@ tests=${CLMOE_TESTS_DIR:-$(dirname "$apps")/tests/mpi}
 # Open MPI refuses root and more ranks than cores unless told; these flags are harmless
 # for an ordinary user. Other launchers: set MPIRUN_FLAGS.
 flags=${MPIRUN_FLAGS:---oversubscribe --allow-run-as-root}
-# A hang must fail the test, not the CI job.
-run() { timeout 60 "$mpirun" $flags "$@"; }
+# A hang must fail the test, not the CI job. The limit (CLMOE_MPI_TIMEOUT seconds) leaves
+# room for a loaded 2-core machine: a CPU-device training step of two ranks there has taken
+# close to a minute.
+mpi_timeout=${CLMOE_MPI_TIMEOUT:-300}
+run() { timeout "$mpi_timeout" "$mpirun" $flags "$@"; }

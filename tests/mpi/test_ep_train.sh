@@ -78,10 +78,10 @@ expect "clmoe-generate, one process" 0 "" -- sh -c "'$gen' --ckpt '$ck' --prompt
 expect "clmoe-generate, a batch of two prompts sampled" 0 "" -- \
   sh -c "'$gen' --ckpt '$ck' --prompt ab --prompt 'The cat sat' -n 16 --seed 3 --quiet > '$tmp/b1'"
 for n in 2 3; do
-  expect "clmoe-generate --ep $n" 0 "" -- sh -c "timeout 60 $mpirun $flags -np $n --bind-to none '$gen' --ckpt '$ck' \
+  expect "clmoe-generate --ep $n" 0 "" -- sh -c "timeout $mpi_timeout $mpirun $flags -np $n --bind-to none '$gen' --ckpt '$ck' \
     --prompt 'The cat ' -n 24 --greedy --quiet --ep $n > '$tmp/g$n'"
   expect "  ... the same text as one process" 0 "" -- cmp "$tmp/g1" "$tmp/g$n"
-  expect "clmoe-generate --ep $n, a batch sampled" 0 "" -- sh -c "timeout 60 $mpirun $flags -np $n --bind-to none \
+  expect "clmoe-generate --ep $n, a batch sampled" 0 "" -- sh -c "timeout $mpi_timeout $mpirun $flags -np $n --bind-to none \
     '$gen' --ckpt '$ck' --prompt ab --prompt 'The cat sat' -n 16 --seed 3 --quiet --ep $n > '$tmp/b$n'"
   expect "  ... the same texts as one process" 0 "" -- cmp "$tmp/b1" "$tmp/b$n"
 done

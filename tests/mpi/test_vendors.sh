@@ -54,12 +54,12 @@ close_losses "$tmp/seed7/metrics.csv" "$tmp/ref/metrics.csv" > "$tmp/cmp" 2>&1 &
 ck="$tmp/ref/checkpoint.safetensors"
 expect "clmoe-generate on $first" 0 "" -- \
   sh -c "'$gen' --ckpt '$ck' --device '$first' --prompt 'ab' -n 24 --greedy --quiet > '$tmp/g1'"
-expect "clmoe-generate --ep 2 on $pair" 0 "" -- sh -c "timeout 60 $mpirun $flags -np 2 --bind-to none \
+expect "clmoe-generate --ep 2 on $pair" 0 "" -- sh -c "timeout $mpi_timeout $mpirun $flags -np 2 --bind-to none \
   '$gen' --ckpt '$ck' --device '$pair' --prompt 'ab' -n 24 --greedy --quiet --ep 2 > '$tmp/g2'"
 expect "  ... the same text as one process" 0 "" -- cmp "$tmp/g1" "$tmp/g2"
 expect "clmoe-generate on $first, sampled" 0 "" -- \
   sh -c "'$gen' --ckpt '$ck' --device '$first' --prompt 'ab' -n 16 --seed 3 --quiet > '$tmp/s1'"
-expect "clmoe-generate --ep 2 on $pair, sampled" 0 "" -- sh -c "timeout 60 $mpirun $flags -np 2 \
+expect "clmoe-generate --ep 2 on $pair, sampled" 0 "" -- sh -c "timeout $mpi_timeout $mpirun $flags -np 2 \
   --bind-to none '$gen' --ckpt '$ck' --device '$pair' --prompt 'ab' -n 16 --seed 3 --quiet --ep 2 > '$tmp/s2'"
 expect "  ... the same text as one process" 0 "" -- cmp "$tmp/s1" "$tmp/s2"
 [ -s "$tmp/g1" ] && pass "the generated text is not empty" || fail "no generated text"
