@@ -1,5 +1,5 @@
 /* MLA attention host side: the sequence plan and tile tables, the tiled forward
- * (kernels_cl/mla/mla_fwd.cl; on the fast path the tile kernel of mla_tc.c), the
+ * (kernels_cl/mla/mla_fwd.cl; on the fast path the tile kernel of mla_tile.c), the
  * flash-attention-2 backward (mla_bwd.cl), the materialised baseline, and the public op
  * over contiguous tensors. */
 #include "mla_internal.h"
@@ -127,15 +127,16 @@ clmoe_status mla_attn_fwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_p
   return mla_attn_fwd_launch(ctx, a, fq, p->fwd_tiles, p->nfwd, o, lse);
 }
 
-/* The fast path (issue 9): the tile kernel (mla_tc.c) when it is on for these operands
- * (forced by CLMOE_FASTPATH=1, or bf16 operands on a matrix unit: fp32 callers keep fp32
- * products unless they ask) and covers the call, else the portable kernel, the reference. A tile kernel that does not build falls back
- * too (nothing was launched; clmoe_mla_attention_path reports such errors). */
+/* The fast path: the tile kernel (mla_tile.c) when it is on for these operands (forced by
+ * CLMOE_FASTPATH=1, or bf16 operands on a matrix unit: fp32 callers keep fp32 products
+ * unless they ask) and covers the call, else the portable kernel, the reference. A tile
+ * kernel that does not build falls back too (nothing was launched;
+ * clmoe_mla_attention_path reports such errors). */
 clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, clmoe_tensor *o,
                               clmoe_tensor *lse)
 {
   if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
-    clmoe_status st = mla_tc_fwd_run(ctx, a, p, 0, o, lse);
+    clmoe_status st = mla_tile_fwd_run(ctx, a, p, 0, o, lse);
     if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
     clmoe_clear_error();
   }
@@ -169,13 +170,13 @@ clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq,
 
 enum { BW_D, BW_KR, BW_COUNT };
 
-/* As the forward: the tile kernels (mla_tc.c) on the fast path when they cover the call. */
+/* As the forward: the tile kernels (mla_tile.c) on the fast path when they cover the call. */
 clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
                               const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq,
                               mla_operand dkn, mla_operand dv, clmoe_tensor *dkr)
 {
   if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
-    clmoe_status st = mla_tc_bwd_run(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
+    clmoe_status st = mla_tile_bwd_run(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
     if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
     clmoe_clear_error();
   }
@@ -315,7 +316,7 @@ clmoe_status clmoe_mla_attention_path(clmoe_ctx *ctx, clmoe_mla_attn_path path, 
   clmoe_status st;
   if (path == CLMOE_MLA_ATTN_AUTO) st = mla_attn_fwd_run(ctx, &a, &p, o, lse);
   else if (path == CLMOE_MLA_ATTN_PORTABLE) st = mla_attn_fwd_portable(ctx, &a, &p, o, lse);
-  else st = mla_tc_fwd_run(ctx, &a, &p, bq[path], o, lse);
+  else st = mla_tile_fwd_run(ctx, &a, &p, bq[path], o, lse);
   mla_plan_release(ctx, &p);
   return st;
 }
@@ -341,7 +342,7 @@ static clmoe_status attn_backward(clmoe_ctx *ctx, const char *op, clmoe_mla_attn
   if (path == CLMOE_MLA_ATTN_AUTO) st = mla_attn_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
   else if (path == CLMOE_MLA_ATTN_PORTABLE)
     st = mla_attn_bwd_portable(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
-  else st = mla_tc_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
+  else st = mla_tile_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
 done:
   mla_plan_release(ctx, &p);
   return st;

@@ -71,11 +71,11 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
   int fq, bq = 0, maxc = 0;
   CLMOE_TRY(mla_attn_fwd_shape(ctx, op, &a, &fq));
   for (int64_t n = 0; n < c->nseq; n++) maxc = counts[n] > maxc ? (int)counts[n] : maxc;
-  /* The tile kernel (issue 9) on the fast path: the operands here are fp32 (decompressed
+  /* The tile kernel on the fast path: the operands here are fp32 (decompressed
    * K/V), rounded to bf16 by the kernel, so only when the fast path is forced or the cache
    * is bf16 already. Tiles of bq rows; else the portable kernel's fq. */
   if (clmoe_ctx_fastpath_for(ctx, c->dtype == CLMOE_BF16)) {
-    if (mla_tc_fwd_prepare(ctx, &a, maxc, &bq) == CLMOE_OK) fq = bq;
+    if (mla_tile_fwd_prepare(ctx, &a, maxc, &bq) == CLMOE_OK) fq = bq;
     else bq = 0, clmoe_clear_error();
   }
   for (int64_t n = 0; n < c->nseq; n++)
@@ -116,7 +116,7 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
   a.v = (mla_operand){kv.buf, (cl_ulong)(kv.offset + dn), (cl_uint)(H * dkv), (cl_uint)dkv};
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, tbytes, &dt), done);
   CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, dt, CL_TRUE, 0, tbytes, tiles, 0, NULL, NULL), done);
-  if (bq) CLMOE_TRY_GOTO(st, mla_tc_fwd_launch(ctx, &a, bq, dt, (int)nt, &o, NULL), done);
+  if (bq) CLMOE_TRY_GOTO(st, mla_tile_fwd_launch(ctx, &a, bq, dt, (int)nt, &o, NULL), done);
   else CLMOE_TRY_GOTO(st, mla_attn_fwd_launch(ctx, &a, fq, dt, (int)nt, &o, NULL), done);
   st = mla_output(ctx, w, &s->gate, &o, &u, y);
 done:

@@ -62,21 +62,21 @@ clmoe_status mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fw
                              int *count);
 /* Makes p->fwd_tiles the forward's table of tiles of `rows` query rows (p->fq = rows). */
 clmoe_status mla_plan_fwd_tiles(clmoe_ctx *ctx, mla_plan *p, int rows);
-/* The forward on the tile interface (mla_tc.c, kernels_cl/mla/mla_tc.cl) with query tiles of bq
+/* The forward on the tile interface (mla_tile.c, kernels_cl/mla/mla_tile.cl) with query tiles of bq
  * rows (64 or 128; 0: chosen from the plan). Returns CLMOE_ERR_UNSUPPORTED, having launched
  * nothing, when the tile kernel does not cover the shape on this device. */
 /* Checks that the tile kernel covers the call and builds it; *bq 0: chosen from the longest
  * sequence (128 rows from 1024 tokens, else 64), then set. UNSUPPORTED when not covered. */
-clmoe_status mla_tc_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len, int *bq);
+clmoe_status mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len, int *bq);
 /* The tile forward over an explicit tile table (as mla_attn_fwd_launch, tiles of at most bq
  * rows, the queries' key shift in w): chunked prefill attending to a cached prefix. */
-clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, cl_mem tiles, int ntiles,
+clmoe_status mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, cl_mem tiles, int ntiles,
                                clmoe_tensor *o, clmoe_tensor *lse);
-clmoe_status mla_tc_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
+clmoe_status mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
                             clmoe_tensor *o, clmoe_tensor *lse);
-/* The backward on the tile interface (mla_tc.c, kernels_cl/mla/mla_tc_bwd.cl), arguments as
+/* The backward on the tile interface (mla_tile.c, kernels_cl/mla/mla_tile_bwd.cl), arguments as
  * mla_attn_bwd_run's; CLMOE_ERR_UNSUPPORTED (nothing launched) when not covered. */
-clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
+clmoe_status mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
                             const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
                             mla_operand dv, clmoe_tensor *dkr);
 /* The portable backward (mla_bwd.cl) whatever the fast path says. */
