@@ -8,7 +8,7 @@ CLMOE_KERNEL_FILES += kernels_cl/mla/mla.cl kernels_cl/mla/mla_fwd.cl kernels_cl
 	kernels_cl/mla/mla_decode.cl kernels_cl/mla/mla_extend.cl kernels_cl/mla/mla_tile.cl \
 	kernels_cl/mla/mla_tile_bwd.cl kernels_cl/mla/mla_tile_async.cl kernels_cl/mla/mla_tile_wgmma.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_mla.h check/ref/ref_mla.c check/check_mla.h \
-	check/check_mla.c check/check_mla_extend.c check/check_mla_tile.c
+	check/check_mla.c check/check_mla_extend.c check/check_mla_tile.h check/check_mla_tile.c
 TEST_SUITES += tests/unit/test_mla tests/unit/test_mla_tile
 apps_clmoe_bench_SOURCES += apps/bench_mla.c
 apps_clmoe_op_SOURCES += apps/clmoe_op_mla.c

@@ -19,23 +19,10 @@
 #include <string.h>
 
 #include "check/check_mla.h"
+#include "check/check_mla_tile.h"
 #include "tile/tile_internal.h" /* clmoe__local_mem_optin */
 #include "clmoe/paths.h"
 #include "test_common.h"
-
-/* Defined in check/check_mla_tile.c (same struct). */
-typedef struct ck_mla_tile_case {
-  int64_t B, T, H, Dn, Dr, Dv;
-  const int32_t *lens;
-  int nlens;
-  clmoe_dtype dtype, odtype;
-  clmoe_mla_attn_path path;
-  int vs_portable;
-} ck_mla_tile_case;
-clmoe_status ck_mla_tile_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tile_case *c);
-
-clmoe_status ck_mla_tile_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tile_case *c,
-                                double tol);
 
 /* The tile backward: T 1, 17, 64, 300 packed, 1-3 heads, small, odd and f32 / bf16 inputs,
  * against the reference and the portable backward on the same o, lse: 3e-2. */
@@ -80,7 +67,7 @@ static void test_lengths(void)
     for (int dt = 0; dt < 2; dt++) {
       const clmoe_dtype d = dt ? CLMOE_BF16 : CLMOE_F32;
       const ck_mla_tile_case c = {i == 1 ? 2 : 1, Ts[i], 1 + (i + dt) % 3, 16, 8, 16, NULL, 0, d, d,
-                                dt ? CLMOE_MLA_ATTN_TILE128 : CLMOE_MLA_ATTN_TILE64, 1};
+                                  dt ? CLMOE_MLA_ATTN_TILE128 : CLMOE_MLA_ATTN_TILE64, 1};
       run_case(&c, test_seed + (uint64_t)(10 * i + dt));
     }
 }
