@@ -160,7 +160,8 @@ static clmoe_status tile_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, 
   return CLMOE_OK;
 }
 
-clmoe_status mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len, int *bq)
+clmoe_status clmoe__mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len,
+                                         int *bq)
 {
   if (*bq != 0 && *bq != 64 && *bq != 128)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MLA attention forward (tiles): query tiles of %d rows; "
@@ -179,8 +180,8 @@ clmoe_status mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_
   return tile_kernel(ctx, a, *bq, 0, &k);
 }
 
-clmoe_status mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, cl_mem tiles, int ntiles,
-                               clmoe_tensor *o, clmoe_tensor *lse)
+clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq,
+                                        cl_mem tiles, int ntiles, clmoe_tensor *o, clmoe_tensor *lse)
 {
   cl_kernel k = NULL;
   CLMOE_TRY(tile_covers(ctx, a, bq));
@@ -210,28 +211,16 @@ clmoe_status mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq,
   return CLMOE_OK;
 }
 
-clmoe_status mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq, clmoe_tensor *o,
-                            clmoe_tensor *lse)
+clmoe_status clmoe__mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
+                                     clmoe_tensor *o, clmoe_tensor *lse)
 {
-  CLMOE_TRY(mla_tile_fwd_prepare(ctx, a, p->max_len, &bq));
+  CLMOE_TRY(clmoe__mla_tile_fwd_prepare(ctx, a, p->max_len, &bq));
   if (p->M == 0) return CLMOE_OK;
-  CLMOE_TRY(mla_plan_fwd_tiles(ctx, p, bq));
-  return mla_tile_fwd_launch(ctx, a, bq, p->fwd_tiles, p->nfwd, o, lse);
+  CLMOE_TRY(clmoe__mla_plan_fwd_tiles(ctx, p, bq));
+  return clmoe__mla_tile_fwd_launch(ctx, a, bq, p->fwd_tiles, p->nfwd, o, lse);
 }
 
-const char *clmoe_mla_attn_path_name(clmoe_mla_attn_path path)
-{
-  switch (path) {
-  case CLMOE_MLA_ATTN_AUTO: return "auto";
-  case CLMOE_MLA_ATTN_PORTABLE: return "portable";
-  case CLMOE_MLA_ATTN_TILE: return "tile";
-  case CLMOE_MLA_ATTN_TILE64: return "tile64";
-  case CLMOE_MLA_ATTN_TILE128: return "tile128";
-  }
-  return "?";
-}
-
-/* ---- backward (kernels_cl/mla/mla_tile_bwd.cl) ------------------------------------------------ */
+/* ---- backward (kernels_cl/mla/mla_tile_bwd.cl) ---------------------------------------------- */
 
 #define TILE_BWD_WG 128 /* 4 warps: 64 keys (dK/dV) or 64 queries (dQ) per work-group */
 
@@ -245,9 +234,10 @@ static size_t tile_bwd_local_bytes(clmoe_ctx *ctx, const mla_attn_desc *a)
 
 enum { TB_D, TB_KR, TB_COUNT };
 
-clmoe_status mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
-                            const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
-                            mla_operand dv, clmoe_tensor *dkr)
+clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     const clmoe_tensor *o, const clmoe_tensor *lse,
+                                     const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                     mla_operand dv, clmoe_tensor *dkr)
 {
   const char *op = "MLA attention backward (tiles)";
   if (a->Dn + a->Dr > TILE_MAX_DQK || a->Dv > TILE_MAX_DV)
@@ -286,8 +276,8 @@ clmoe_status mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *
   int nkv = 0, nq = 0;
   clmoe_status st = CLMOE_OK;
   for (int i = 0; i < TB_COUNT; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
-  CLMOE_TRY_GOTO(st, mla_build_tiles(ctx, p, TILE_BK, 0, &tkv, &bkv, &nkv), done);
-  CLMOE_TRY_GOTO(st, mla_build_tiles(ctx, p, TILE_BK, 1, &tq, &bq, &nq), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, TILE_BK, 0, &tkv, &bkv, &nkv), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, TILE_BK, 1, &tq, &bq, &nq), done);
   cl_int rows = (cl_int)(p->M * a->H), H = (cl_int)a->H, M = (cl_int)p->M;
   cl_ulong oo = (cl_ulong)o->offset, doo = (cl_ulong)dout->offset, lo = (cl_ulong)lse->offset;
   cl_ulong dqo = (cl_ulong)dq->offset, dkro = (cl_ulong)dkr->offset;
