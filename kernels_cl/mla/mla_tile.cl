@@ -1,9 +1,10 @@
 /* mla_tile.cl: MLA attention forward on the matrix-unit tile interface (tile.cl), built as
- * the family "tile+mla+mla_tile" with -DDN, -DDR, -DDV, -DSTORE_BF16, -DOUT_BF16 (mla.cl),
- * -DMT_BQ (64 or 128 query rows per work-group) and -DMT_VEC (1: every offset, stride and
- * head size is a multiple of 4 elements, so operands are staged 4 at a time). MT_ and mt_
- * ("MLA tile") name what this file shares with the other MLA tile kernels
- * (mla_tile_async.cl, mla_tile_wgmma.cl, mla_tile_bwd.cl).
+ * the family "tile+mla_layout+mla+mla_tile" with -DDN, -DDR, -DDV, -DSTORE_BF16, -DOUT_BF16
+ * (mla.cl), -DMT_BQ (64 or 128 query rows per work-group) and -DMT_VEC (1: every offset,
+ * stride and head size is a multiple of 4 elements, so operands are staged 4 at a time),
+ * its local layouts sized by mla_layout.cl. MT_ and mt_ ("MLA tile") name what this file
+ * shares with the other MLA tile kernels (mla_tile_async.cl, mla_tile_wgmma.cl,
+ * mla_tile_bwd.cl).
  *
  * mla_tile_fwd: flash-attention-2 style causal forward. One work-group per (query tile of
  *   MT_BQ rows of one sequence, head); MT_BQ / 16 groups of 32 lanes ("warps"), warp w
@@ -37,18 +38,16 @@
 #ifndef MT_VEC
 #define MT_VEC 0
 #endif
-#define MT_BK 64                      /* keys per block */
-#define MT_NW (MT_BQ / 16)            /* warps per work-group */
-#define MT_WG (32 * MT_NW)            /* work-items per work-group */
-#define DQP ((DQK + 15) / 16 * 16)    /* DQK padded to whole k-steps */
-#define DVP ((DV + 7) / 8 * 8)        /* DV padded to whole 8-column tiles */
-/* K's local row stride (bf16): 16 mod 64, so the 4 rows that a half-warp's 8-byte
- * fragment loads touch start 8 banks apart (no bank conflicts). */
-#define KLD ((DQP + 47) / 64 * 64 + 16)
+/* The sizes of the local layouts come from mla_layout.cl (the host checks the same ones). */
+#define MT_BK MLA_TILE_BK             /* keys per block */
+#define MT_NW MLA_TILE_NW(MT_BQ)      /* warps per work-group */
+#define MT_WG MLA_TILE_WG(MT_BQ)      /* work-items per work-group */
+#define DQP MLA_TILE_DQP(DQK)         /* DQK padded to whole k-steps */
+#define DVP MLA_TILE_DVP(DV)          /* DV padded to whole 8-column tiles */
+#define KLD MLA_TILE_LD(DQP)          /* K's local row stride (bf16): see MLA_TILE_LD */
 #define NKS (DQP / 16)                /* k-steps of S = Q K^T */
 #define NSN (MT_BK / 8)               /* 8-key tiles of S */
 #define NON (DVP / 8)                 /* 8-column tiles of O */
-#define MT_MAX(a, b) ((a) > (b) ? (a) : (b))
 #if MT_BQ != 64 && MT_BQ != 128
 #error "MT_BQ must be 64 or 128"
 #endif
@@ -101,8 +100,8 @@ inline float2 mt_quad_sum(float2 x, __local float2 *red, int lane)
 
 /* Local buffers: K [MT_BK][KLD] (or Q while it is loaded, or under the portable tiles the
  * P scratch of every warp once the scores are done) and V transposed, Vt [DVP][MT_BK]. */
-#define KS_ELEMS MT_MAX(MT_BK * KLD, MT_NW * 512)
-#define VS_ELEMS (DVP * MT_BK)
+#define KS_ELEMS MLA_TILE_FWD_KS(DQK, MT_BQ)
+#define VS_ELEMS MLA_TILE_FWD_VS(DV)
 
 /* Vt's layout. P V needs B[key][dv] = V: a fragment holds, for dv column g, keys
  * (2t, 2t+1) and (2t+8, 2t+9) of a 16-key chunk. Each dv row of Vt stores a chunk's keys
@@ -360,7 +359,7 @@ void mla_tile_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
                 __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
   /* uint4 storage: 16-byte alignment for the 8-byte loads and stores */
-  __local uint4 Ks4[(KS_ELEMS + 7) / 8], Vs4[(VS_ELEMS + 7) / 8];
+  __local uint4 Ks4[MLA_TILE_U4(KS_ELEMS)], Vs4[MLA_TILE_U4(VS_ELEMS)];
   __local ushort *Ks = (__local ushort *)Ks4, *Vs = (__local ushort *)Vs4;
   __local float2 red[MT_WG]; /* unused under PTX (the compiler drops it) */
   const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;

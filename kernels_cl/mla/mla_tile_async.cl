@@ -1,8 +1,8 @@
 /* mla_tile_async.cl: the MLA attention forward on tiles with asynchronous, double-buffered
- * K/V blocks, built as "tile+mla+mla_tile+mla_tile_async" with mla_tile.cl's options and
- * -DMT_ASYNC=1. Same arguments, tile table, results and lse as mla_tile_fwd; it takes
- * bf16 storage whose offsets and strides are multiples of 8 elements (16-byte copies) and
- * Dv a multiple of 16 (the host checks).
+ * K/V blocks, built as "tile+mla_layout+mla+mla_tile+mla_tile_async" with mla_tile.cl's
+ * options and -DMT_ASYNC=1. Same arguments, tile table, results and lse as mla_tile_fwd; it
+ * takes bf16 storage whose offsets and strides are multiples of 8 elements (16-byte copies)
+ * and Dv a multiple of 16 (the host checks).
  *
  * Differences from mla_tile_fwd (mla_tile.cl):
  *   - key blocks of TA_BK = 32 (or 16) keys in TA_STAGES = 2 (or 3) local stages: while a
@@ -18,20 +18,20 @@
  * mla_tile_fwd's (mt_softmax_block, mt_store_rows in mla_tile.cl). */
 #if defined(MT_ASYNC) && MT_ASYNC && (!defined(MT_BWD) || !MT_BWD)
 #ifndef TA_BK
-#define TA_BK 32                        /* keys per block: 16 or 32 */
+#define TA_BK MLA_TILE_ASYNC_BK         /* keys per block: 16 or 32 */
 #endif
 #ifndef TA_STAGES
-#define TA_STAGES 2                     /* blocks in local memory: 2 or 3 */
+#define TA_STAGES MLA_TILE_ASYNC_STAGES /* blocks in local memory: 2 or 3 */
 #endif
 #if !STORE_BF16 || DN % 8 || DR % 8 || DV % 16 || (TA_BK != 16 && TA_BK != 32) || TA_STAGES < 2 || TA_STAGES > 3
 #error "MT_ASYNC needs bf16 storage, Dn and Dr multiples of 8, Dv a multiple of 16 (and TA_BK 16 or 32, TA_STAGES 2 or 3)"
 #endif
-#define TA_KROW ((DQP + 63) / 64 * 64)  /* K row in local memory (whole groups of 8 chunks) */
-#define TA_VROW ((DV + 63) / 64 * 64)
-#define TA_STAGE (TA_BK * (TA_KROW + TA_VROW)) /* ushorts: K block, then V block */
+#define TA_KROW MLA_TILE_ASYNC_ROW(DQP) /* K row in local memory (whole groups of 8 chunks) */
+#define TA_VROW MLA_TILE_ASYNC_ROW(DV)
+#define TA_STAGE MLA_TILE_ASYNC_STAGE(DQK, DV, TA_BK) /* ushorts: K block, then V block */
 #define TA_NSN (TA_BK / 8)              /* 8-key tiles of S */
 /* Q is staged 64 rows at a time through the same memory. */
-#define TA_ELEMS (64 * KLD > TA_STAGES * TA_STAGE ? 64 * KLD : TA_STAGES * TA_STAGE)
+#define TA_ELEMS MLA_TILE_ASYNC_ELEMS(DQK, DV, TA_BK, TA_STAGES)
 #if TA_STAGES == 2
 #define TA_WAIT() TILE_CP_WAIT(0)
 #else
@@ -122,7 +122,7 @@ void mla_tile_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_h
                       __global const int4 *tiles, int ntiles, int H, float sl2,
                       __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
-  __local uint4 sm4[(TA_ELEMS + 7) / 8];
+  __local uint4 sm4[MLA_TILE_U4(TA_ELEMS)];
   __local ushort *sm = (__local ushort *)sm4;
   __local float2 red[MT_WG];          /* portable quad reductions (unused under PTX) */
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX

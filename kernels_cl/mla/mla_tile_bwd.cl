@@ -1,6 +1,7 @@
 /* mla_tile_bwd.cl: MLA attention backward on the tile interface, built as the family
- * "tile+mla+mla_tile+mla_tile_bwd" with -DMT_BWD=1 -DMT_BQ=64 (4 warps) and mla_tile.cl's
- * other options; mla_tile.cl supplies the staging, the fragment loads and MT_A_FROM_C.
+ * "tile+mla_layout+mla+mla_tile+mla_tile_bwd" with -DMT_BWD=1 -DMT_BQ=64 (4 warps) and
+ * mla_tile.cl's other options; mla_tile.cl supplies the staging, the fragment loads and
+ * MT_A_FROM_C.
  *
  * With P = exp2(scale log2(e) q.k - lse log2(e)) recomputed from the forward's lse, D_i =
  * dO_i . o_i (mla_tile_bwd_dot) and dS = P (dP - D), dP = dO V^T:
@@ -22,9 +23,9 @@
 #if !defined(MT_BWD) || MT_BQ != 64
 #error "build with -DMT_BWD=1 -DMT_BQ=64"
 #endif
-#define DVK ((DV + 15) / 16 * 16)          /* DV padded to whole k-steps (V, dO as A) */
+#define DVK MLA_TILE_DVK(DV)               /* DV padded to whole k-steps (V, dO as A) */
 #define NVS (DVK / 16)
-#define OLD ((DVK + 47) / 64 * 64 + 16)    /* local row stride of V / dO (as KLD) */
+#define OLD MLA_TILE_LD(DVK)               /* local row stride of V / dO (as KLD) */
 #define NKN (DQP / 8)                      /* 8-column tiles of dK, dQ */
 
 /* dst[c][d] = bf16(a[(row0 + c) ts + d]) for c < nrows, d < wa; zero elsewhere (d < width). */
@@ -75,7 +76,7 @@ __kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
 void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, uint dkn_hs, __global float *dv,
                    ulong dvo, uint dv_ts, uint dv_hs, __global float *dkr_part)
 {
-  __local uint4 Qs4[(MT_BK * KLD + 7) / 8], Ds4[(MT_BK * OLD + 7) / 8];
+  __local uint4 Qs4[MLA_TILE_U4(MT_BK * KLD)], Ds4[MLA_TILE_U4(MT_BK * OLD)];
   __local ushort *Qs = (__local ushort *)Qs4, *Ds = (__local ushort *)Ds4;
   __local float lq[MT_BK], dd[MT_BK];
 #if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX) /* P^T / dS^T through local memory */
@@ -171,7 +172,7 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
 __kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
 void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
 {
-  __local uint4 Ks4[(MT_BK * KLD + 7) / 8], Vs4[(MT_BK * OLD + 7) / 8];
+  __local uint4 Ks4[MLA_TILE_U4(MT_BK * KLD)], Vs4[MLA_TILE_U4(MT_BK * OLD)];
   __local ushort *Ks = (__local ushort *)Ks4, *Vs = (__local ushort *)Vs4;
 #if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX) /* P^T / dS^T through local memory */
   __local float scr[MT_NW * 256];

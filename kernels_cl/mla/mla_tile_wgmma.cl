@@ -1,5 +1,5 @@
 /* mla_tile_wgmma.cl: the MLA attention forward on Hopper's warp-group matrix instructions,
- * built as "tile+mla+mla_tile+mla_tile_wgmma" with mla_tile.cl's options and
+ * built as "tile+mla_layout+mla+mla_tile+mla_tile_wgmma" with mla_tile.cl's options and
  * -DMT_WGMMA=1 (plus -DCLMOE_PTX_SM90A=1 under PTX: tile.cl's warp-group section). Same
  * arguments, tile table, results and lse as mla_tile_fwd; it takes bf16 storage whose
  * offsets and strides are multiples of 8 elements, Dn and Dr multiples of 8 and Dv = 128
@@ -35,21 +35,19 @@
 #if !STORE_BF16 || DN % 8 || DR % 8 || DV != 128 || (TW_BK != 32 && TW_BK != 64) || TW_AHEAD < 1 || TW_AHEAD > 3
 #error "MT_WGMMA needs bf16 storage, Dn and Dr multiples of 8, Dv = 128, TW_BK 32 or 64, TW_AHEAD 1 to 3"
 #endif
-#define TW_NDB ((DQP + 63) / 64)        /* 64-column blocks of a K row */
-#define TW_KBLK (TW_NDB * TW_BK * 64)   /* ushorts of a K block */
-#define TW_VBLK (2 * TW_BK * 64)        /* ushorts of a V block (128 columns) */
-#define TW_KST (TW_AHEAD + 1)
+#define TW_KBLK MLA_TILE_WGMMA_KBLK(DQK, TW_BK) /* ushorts of a K block (64-column blocks) */
+#define TW_VBLK MLA_TILE_WGMMA_VBLK(TW_BK) /* ushorts of a V block (128 columns) */
+#define TW_KST MLA_TILE_WGMMA_KST(TW_AHEAD)
 #ifndef TW_PP
 #define TW_PP 0                         /* 1: the two warp groups take turns (see the loop) */
 #endif
 #if TW_PP && MT_NW != 8
 #error "TW_PP needs two warp groups (128-row tiles)"
 #endif
-#define TW_VST (TW_AHEAD + 2 + TW_PP)
-#define TW_BUFS (TW_KST * TW_KBLK + TW_VST * TW_VBLK)
+#define TW_VST MLA_TILE_WGMMA_VST(TW_AHEAD, TW_PP)
 #define TW_NSN (TW_BK / 8)              /* 8-key tiles of S */
 /* Q is staged 64 rows at a time through the same memory. */
-#define TW_ELEMS (64 * KLD > TW_BUFS ? 64 * KLD : TW_BUFS)
+#define TW_ELEMS MLA_TILE_WGMMA_ELEMS(DQK, TW_BK, TW_AHEAD, TW_PP)
 #if TW_AHEAD == 1
 #define TW_WAIT_COPY() TILE_CP_WAIT(0)
 #elif TW_AHEAD == 2
@@ -170,7 +168,7 @@ void mla_tile_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_h
                       __global const int4 *tiles, int ntiles, int H, float sl2,
                       __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
-  __local uint4 sm4[(TW_ELEMS + 7) / 8] __attribute__((aligned(1024)));
+  __local uint4 sm4[MLA_TILE_U4(TW_ELEMS)] __attribute__((aligned(1024)));
   __local ushort *sm = (__local ushort *)sm4;
   __local float2 red[MT_WG];          /* portable quad reductions (unused under PTX) */
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX

@@ -48,8 +48,8 @@ static clmoe_status attend_rows(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clm
   char opts[128];
   clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
   cl_kernel ka, kc;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode", opts, "mla_decode_attn", &ka));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode", opts, "mla_decode_combine", &kc));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_decode_attn", &ka));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_decode_combine", &kc));
   const size_t nb = (size_t)(N * H * nsplit) * sizeof(float);
   const size_t bytes[3] = {nb, nb, nb * (size_t)c->dc};
   cl_mem m[3] = {NULL, NULL, NULL};
@@ -96,9 +96,7 @@ static void extend_shape(const clmoe_mla_cache *c, int *er, int *ek)
 
 static size_t extend_local_bytes(const clmoe_mla_cache *c, int er, int ek)
 {
-  const int el = MLA_WG / er;
-  return 4 * ((size_t)ek * (size_t)(c->row + 1) + (size_t)er * (size_t)ek * (size_t)(el + 1) +
-              (size_t)er * (size_t)(ek + 1));
+  return MLA_EXTEND_LOCAL_BYTES((size_t)c->row, (size_t)er, (size_t)ek);
 }
 
 /* Tiles of at most ER rows, one sequence each: (first row, rows, last position + 1,
@@ -142,7 +140,7 @@ static clmoe_status extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, c
   snprintf(opts, sizeof opts, "-DDC=%d -DDR=%d -DCACHE_BF16=%d -DER=%d -DEK=%d", (int)c->dc, (int)c->dr,
            c->dtype == CLMOE_BF16, er, ek);
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode+mla_extend", opts, "mla_extend_attn", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode+mla_extend", opts, "mla_extend_attn", &k));
   CLMOE_TRY(clmoe__mla_cache_sync(c));
   const int64_t maxt = (M * H + er - 1) / er + c->nseq;
   cl_int *tiles = malloc((size_t)maxt * 4 * sizeof *tiles);

@@ -13,19 +13,16 @@
 
 /* ---- the portable kernels --------------------------------------------------------------- */
 
-/* Local memory of mla_attn_fwd (kernels_cl/mla/mla_fwd.cl): float4 rows with one float4 of
- * padding for q, the key/value tile, P^T, and the scores with the row statistics. */
+/* Local memory of mla_attn_fwd (kernels_cl/mla/mla_fwd.cl) with fq query rows per tile and
+ * of the backward kernels (mla_bwd.cl): kernels_cl/mla/mla_layout.cl. */
 static size_t fwd_local_bytes(const mla_attn_desc *a, int fq)
 {
-  int64_t qrow = (a->Dn + a->Dr + 3) / 4 + 1, vrow = (a->Dv + 3) / 4 + 1;
-  int64_t f4 = fq * qrow + MLA_TILE * (qrow > vrow ? qrow : vrow) + MLA_TILE * (fq / 4 + 1);
-  return 16 * (size_t)f4 + 4 * (size_t)(fq * (MLA_TILE + 1) + 3 * fq);
+  return MLA_FWD_LOCAL_BYTES((size_t)(a->Dn + a->Dr), (size_t)a->Dv, (size_t)fq);
 }
 
 static size_t bwd_local_bytes(const mla_attn_desc *a)
 {
-  int64_t qrow = (a->Dn + a->Dr + 3) / 4 + 1, vrow = (a->Dv + 3) / 4 + 1;
-  return 16 * (size_t)(2 * MLA_TILE * (qrow + vrow)) + 4 * (size_t)(2 * MLA_TILE * (MLA_TILE + 1) + 2 * MLA_TILE);
+  return MLA_BWD_LOCAL_BYTES((size_t)(a->Dn + a->Dr), (size_t)a->Dv);
 }
 
 static clmoe_status check_device(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq)
@@ -56,7 +53,7 @@ clmoe_status clmoe__mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, 
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, fq, opts, sizeof opts);
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_attn_fwd", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_attn_fwd", &k));
   cl_int H = (cl_int)a->H, has_lse = lse != NULL;
   float sl2 = a->scale * 1.4426950408889634f;
   cl_mem lm = lse ? lse->buf : o->buf;
@@ -93,14 +90,14 @@ static clmoe_status attn_bwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, ml
   int fq;
   CLMOE_TRY(check_device(ctx, op, a, &fq));
   if (p->M == 0) return CLMOE_OK;
-  if (!p->bwd_tiles) CLMOE_TRY(clmoe__mla_build_tiles(ctx, p, MLA_TILE, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
+  if (!p->bwd_tiles) CLMOE_TRY(clmoe__mla_build_tiles(ctx, p, MLA_BB, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, 0, opts, sizeof opts);
   cl_kernel kdot, kkv, kq, kred;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_bwd_dot", &kdot));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_attn_bwd_kv", &kkv));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_attn_bwd_q", &kq));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_krope_reduce", &kred));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_bwd_dot", &kdot));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_attn_bwd_kv", &kkv));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_attn_bwd_q", &kq));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_krope_reduce", &kred));
   /* Scratch: D [M, H] and the per-head k_rope gradients [M, H, Dr]. */
   const size_t bytes[BW_COUNT] = {(size_t)(p->M * a->H) * 4, (size_t)(p->M * a->H * a->Dr) * 4};
   cl_mem m[BW_COUNT] = {NULL, NULL};
@@ -349,9 +346,9 @@ clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale, const clmoe_
   char opts[160];
   attn_options(&a, o->dtype == CLMOE_BF16, 32, opts, sizeof opts);
   cl_kernel ks, kp, kv;
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_naive_scores", &ks), done);
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_naive_softmax", &kp), done);
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_naive_pv", &kv), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_naive_scores", &ks), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_naive_softmax", &kp), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_naive_pv", &kv), done);
   cl_int H = (cl_int)a.H, L = (cl_int)p.max_len, has_lse = lse != NULL;
   cl_mem lm = lse ? lse->buf : o->buf;
   cl_ulong lo = lse ? (cl_ulong)lse->offset : 0, oo = (cl_ulong)o->offset;

@@ -183,8 +183,8 @@ clmoe_status clmoe__mla_decode_shape(clmoe_ctx *ctx, const clmoe_mla_cache *c, i
 {
   static const int choice[3][2] = {{8, 8}, {4, 4}, {2, 2}};
   for (int i = 0; i < 3; i++) {
-    int h = choice[i][0], b = choice[i][1], nsub = MLA_WG / h / b;
-    size_t need = 4 * (size_t)((h + b) * (c->row + 1) + h * b * (nsub + 1));
+    const int h = choice[i][0], b = choice[i][1];
+    const size_t need = MLA_DECODE_LOCAL_BYTES((size_t)c->row, (size_t)h, (size_t)b);
     if (need <= ctx->caps.local_mem_bytes) {
       *hg = h, *bt = b;
       return CLMOE_OK;
@@ -224,8 +224,8 @@ clmoe_status clmoe__mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl
   CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
   clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
   cl_kernel k, kinc;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode", opts, "mla_cache_write", &k));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode", opts, "mla_lens_inc", &kinc));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_cache_write", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_lens_inc", &kinc));
   const size_t bytes = (size_t)(map ? M : 1) * 2 * sizeof(cl_int);
   cl_mem m = NULL;
   CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));
@@ -258,7 +258,7 @@ clmoe_status clmoe__mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const c
   CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
   clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_decode", opts, "mla_cache_gather", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_cache_gather", &k));
   const size_t bytes = (size_t)keys * 2 * sizeof(cl_int);
   cl_mem m = NULL;
   CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));

@@ -20,9 +20,8 @@
 
 #include "runtime/internal.h"
 #include "clmoe/mla.h"
+#include "kernels_cl/mla/mla_layout.cl" /* MLA_WG, MLA_BB and the kernels' local memory */
 
-#define MLA_WG 256 /* kernels_cl/mla/mla.cl */
-#define MLA_TILE 16 /* BK = BB = 16 in kernels_cl/mla/mla.cl */
 #define MLA_MAX_DQK 256
 #define MLA_MAX_DV 256
 #define MLA_DECODE_SPLIT 256 /* cache tokens per decode work-group (fixes the merge order) */

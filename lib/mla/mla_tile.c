@@ -12,19 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TILE_BK 64       /* keys per block (mla_tile.cl) */
 #define TILE_MAX_DQK 256 /* A fragments of Q in registers: 16 k-steps at most */
 #define TILE_MAX_DV 128  /* O accumulators in registers: 16 tiles of 8 columns at most */
 
-static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+/* The local memory sizes come from kernels_cl/mla/mla_layout.cl, the kernels' own; the
+ * checks against the device keep 64 bytes of slack beyond them. */
+static size_t dqk_of(const mla_attn_desc *a) { return (size_t)(a->Dn + a->Dr); }
 
-/* Local memory of mla_tile_fwd with bq query rows (see KS_ELEMS, VS_ELEMS, red there). */
+/* Local memory of mla_tile_fwd with bq query rows. */
 static size_t tile_local_bytes(const mla_attn_desc *a, int bq)
 {
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), dvp = round_up(a->Dv, 8), nw = bq / 16;
-  int64_t ks = TILE_BK * ((dqp + 47) / 64 * 64 + 16);
-  if (ks < nw * 512) ks = nw * 512;
-  return (size_t)(2 * ks + 2 * dvp * TILE_BK + 8 * 32 * nw) + 64;
+  return MLA_TILE_FWD_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, (size_t)bq) + 64;
 }
 
 /* 1 when every operand offset, stride and head size is a multiple of 4 elements (so the
@@ -46,7 +44,7 @@ static clmoe_status tile_covers(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: Dn + Dr = %lld, Dv = %lld; the tile kernel covers Dn + Dr "
                         "<= %d and Dv <= %d", op, (long long)(a->Dn + a->Dr), (long long)a->Dv, TILE_MAX_DQK,
                         TILE_MAX_DV);
-  const size_t wg = (size_t)bq * 2, need = tile_local_bytes(a, bq);
+  const size_t wg = MLA_TILE_WG((size_t)bq), need = tile_local_bytes(a, bq);
   if (ctx->caps.max_work_group_size < wg)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %d-row query tiles need work-groups of %zu work-items; the "
                         "device allows %zu", op, bq, wg, ctx->caps.max_work_group_size);
@@ -69,11 +67,9 @@ static int tile_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
                         a->v.off, a->v.ts, a->v.hs};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (v[i] % 8) return 0;
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
-  const int64_t stage = 32 * (round_up(dqp, 64) + round_up(a->Dv, 64));
-  const int64_t elems = 2 * stage > 64 * kld ? 2 * stage : 64 * kld;
   const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
-  const size_t need = (size_t)(2 * elems + 16 * bq + (portable ? (bq / 16) * 1024 : 0)) + 64;
+  const size_t need =
+      MLA_TILE_ASYNC_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, (size_t)bq, !portable) + 64;
   return need <= ctx->caps.local_mem_bytes;
 }
 
@@ -85,11 +81,9 @@ typedef struct tile_wgmma_cfg {
 
 static size_t tile_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, const tile_wgmma_cfg *cfg)
 {
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
-  const int64_t bufs = (cfg->ahead + 1) * ((dqp + 63) / 64) * cfg->bk * 64 + (cfg->ahead + 2 + cfg->pp) * 2 * cfg->bk * 64;
-  const int64_t elems = bufs > 64 * kld ? bufs : 64 * kld;
   const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
-  return (size_t)(2 * elems + (portable ? 16 * bq + (bq / 16) * 1024 : 0));
+  return MLA_TILE_WGMMA_LOCAL_BYTES(dqk_of(a), (size_t)cfg->bk, (size_t)cfg->ahead, (size_t)cfg->pp,
+                                    (size_t)bq, !portable);
 }
 
 /* 1 when the pipeline fits the local memory the device grants (clmoe__local_mem_optin);
@@ -146,17 +140,21 @@ static clmoe_status tile_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, 
            (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tile_vec_ok(a),
            wg ? wgopts : async ? " -DMT_ASYNC=1" : "", clmoe__tile_options(ctx));
   if (wg) {
-    clmoe_status st = clmoe__wgmma_kernel(ctx, "tile+mla+mla_tile+mla_tile_wgmma", opts, "mla_tile_fwd_wgmma",
-                                          "CLMOE_MLA_TC_WGMMA", k);
+    clmoe_status st = clmoe__wgmma_kernel(ctx, "tile+mla_layout+mla+mla_tile+mla_tile_wgmma", opts,
+                                          "mla_tile_fwd_wgmma", "CLMOE_MLA_TC_WGMMA", k);
     if (st == CLMOE_ERR_UNSUPPORTED) return tile_kernel(ctx, a, bq, out_bf16, k); /* the async kernel */
     CLMOE_TRY(st);
-  } else if (async) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tile+mla_tile_async", opts, "mla_tile_fwd_async", k));
-  else CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tile", opts, "mla_tile_fwd", k));
+  } else if (async) {
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+mla_layout+mla+mla_tile+mla_tile_async", opts, "mla_tile_fwd_async",
+                            k));
+  } else {
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+mla_layout+mla+mla_tile", opts, "mla_tile_fwd", k));
+  }
   size_t kmax = 0;
   CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL));
-  if (kmax < (size_t)bq * 2)
+  if (kmax < MLA_TILE_WG((size_t)bq))
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "MLA attention forward (tiles): the compiled kernel runs at most "
-                        "%zu work-items per group; %d-row tiles need %d", kmax, bq, bq * 2);
+                        "%zu work-items per group; %d-row tiles need %d", kmax, bq, MLA_TILE_WG(bq));
   return CLMOE_OK;
 }
 
@@ -204,8 +202,8 @@ clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, 
   for (int done = 0; done < ntiles; done += per) {
     cl_int left = ntiles - done;
     CLMOE_CL(clSetKernelArg(k, 16, sizeof left, &left));
-    size_t global[2] = {(size_t)a->H * (size_t)bq * 2, (size_t)(left < per ? left : per)};
-    size_t local[2] = {(size_t)bq * 2, 1};
+    size_t global[2] = {(size_t)a->H * MLA_TILE_WG((size_t)bq), (size_t)(left < per ? left : per)};
+    size_t local[2] = {MLA_TILE_WG((size_t)bq), 1};
     CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
   }
   return CLMOE_OK;
@@ -222,14 +220,12 @@ clmoe_status clmoe__mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
 
 /* ---- backward (kernels_cl/mla/mla_tile_bwd.cl) ---------------------------------------------- */
 
-#define TILE_BWD_WG 128 /* 4 warps: 64 keys (dK/dV) or 64 queries (dQ) per work-group */
+#define TILE_BWD_WG MLA_TILE_WG(64) /* 4 warps: 64 keys (dK/dV) or 64 queries (dQ) per work-group */
 
 static size_t tile_bwd_local_bytes(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), dvk = round_up(a->Dv, 16);
-  const int64_t kld = (dqp + 47) / 64 * 64 + 16, old = (dvk + 47) / 64 * 64 + 16;
-  const size_t scratch = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA ? 0 : 4 * 256 * 4;
-  return (size_t)(2 * TILE_BK * (kld + old) + 8 * TILE_BK) + scratch + 64;
+  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  return MLA_TILE_BWD_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, ptx) + 64;
 }
 
 enum { TB_D, TB_KR, TB_COUNT };
@@ -257,10 +253,11 @@ clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
   snprintf(bopts, sizeof bopts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d", (int)a->Dn, (int)a->Dr,
            (int)a->Dv, a->in_bf16, out_bf16);
   cl_kernel kkv, kq, kdot, kred;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tile+mla_tile_bwd", opts, "mla_tile_bwd_kv", &kkv));
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tile+mla_tile_bwd", opts, "mla_tile_bwd_q", &kq));
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tile+mla_tile_bwd", opts, "mla_tile_bwd_dot", &kdot));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", bopts, "mla_krope_reduce", &kred));
+  const char *family = "tile+mla_layout+mla+mla_tile+mla_tile_bwd";
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_kv", &kkv));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_q", &kq));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_dot", &kdot));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", bopts, "mla_krope_reduce", &kred));
   for (int i = 0; i < 2; i++) {
     size_t kmax = 0;
     CLMOE_CL(clGetKernelWorkGroupInfo(i ? kq : kkv, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax,
@@ -276,8 +273,8 @@ clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
   int nkv = 0, nq = 0;
   clmoe_status st = CLMOE_OK;
   for (int i = 0; i < TB_COUNT; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
-  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, TILE_BK, 0, &tkv, &bkv, &nkv), done);
-  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, TILE_BK, 1, &tq, &bq, &nq), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, MLA_TILE_BK, 0, &tkv, &bkv, &nkv), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, MLA_TILE_BK, 1, &tq, &bq, &nq), done);
   cl_int rows = (cl_int)(p->M * a->H), H = (cl_int)a->H, M = (cl_int)p->M;
   cl_ulong oo = (cl_ulong)o->offset, doo = (cl_ulong)dout->offset, lo = (cl_ulong)lse->offset;
   cl_ulong dqo = (cl_ulong)dq->offset, dkro = (cl_ulong)dkr->offset;
