@@ -349,6 +349,38 @@ inline void mt_store_rows(const tile_c *acc, float m0, float m1, float l0, float
   }
 }
 
+/* The prologue of the double-buffered and the warp-group forwards (mla_tile_async.cl,
+ * mla_tile_wgmma.cl): in a kernel with mla_tile_fwd's arguments, after its local buffer
+ * `__local uint4 sm4[]`, declares sm (sm4 as ushorts), red and wred (the quad reductions;
+ * unused under PTX), pscr (this warp's portable P scratch, 16 x 16 fp32; NULL under PTX),
+ * lid, w, lane and g, the head h and the tile tl (s0, t0, rows, shift, kend), the head's
+ * offsets kno_h and vo_h, this warp's Q fragments qf (loaded: holds barriers, so every
+ * work-item runs it) and the key positions qp0, qp1 of this lane's rows g and g + 8. */
+#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#define MT_PSCR_DECL
+#define MT_PSCR(w) NULL
+#else
+#define MT_PSCR_DECL __local float pscr_all[MT_NW * 256]; /* 16 x 16 fp32 per warp */
+#define MT_PSCR(w) (pscr_all + 256 * (w))
+#endif
+#define MT_FWD_PROLOGUE                                                                          \
+  __local ushort *sm = (__local ushort *)sm4;                                                    \
+  __local float2 red[MT_WG]; /* portable quad reductions (unused under PTX) */                   \
+  MT_PSCR_DECL                                                                                   \
+  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;                           \
+  const int g = lane >> 2;                                                                       \
+  __local float *pscr = MT_PSCR(w);                                                              \
+  int h;                                                                                         \
+  const int4 tl = mt_fwd_tile(tiles, ntiles, &h);                                                \
+  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;           \
+  __local float2 *wred = red + 32 * w;                                                           \
+  const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;                       \
+                                                                                                 \
+  tile_a qf[NKS];                                                                                \
+  mt_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);                     \
+                                                                                                 \
+  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8
+
 #if !defined(MT_BWD) || !MT_BWD /* the backward program (mla_tile_bwd.cl) uses the helpers only */
 __kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
 void mla_tile_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,

@@ -15,7 +15,9 @@
  *     rows a load reads hit 8 different bank groups;
  *   - Q fragments in tile.cl's k order (the same order as the K fragments).
  * The softmax (base 2, fp32 statistics, per-lane partial row sums) and the stores are
- * mla_tile_fwd's (mt_softmax_block, mt_store_rows in mla_tile.cl). */
+ * mla_tile_fwd's (mt_softmax_block, mt_store_rows in mla_tile.cl); the prologue (Q
+ * fragments, the tile, the head's offsets) is MT_FWD_PROLOGUE there, shared with
+ * mla_tile_wgmma.cl. */
 #if defined(MT_ASYNC) && MT_ASYNC && (!defined(MT_BWD) || !MT_BWD)
 #ifndef TA_BK
 #define TA_BK MLA_TILE_ASYNC_BK         /* keys per block: 16 or 32 */
@@ -123,28 +125,7 @@ void mla_tile_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_h
                       __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
   __local uint4 sm4[MLA_TILE_U4(TA_ELEMS)];
-  __local ushort *sm = (__local ushort *)sm4;
-  __local float2 red[MT_WG];          /* portable quad reductions (unused under PTX) */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-  __local float *pscr = NULL;
-#else
-  __local float pscr_all[MT_NW * 256]; /* portable P scratch, 16 x 16 fp32 per warp */
-#endif
-  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
-  const int g = lane >> 2;
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
-  __local float *pscr = pscr_all + 256 * w;
-#endif
-  int h;
-  const int4 tl = mt_fwd_tile(tiles, ntiles, &h);
-  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
-  __local float2 *wred = red + 32 * w;
-  const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
-
-  tile_a qf[NKS];
-  mt_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);
-
-  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
+  MT_FWD_PROLOGUE;
   const int wq_first = t0 + 16 * w + shift, wq_last = wq_first + 15;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   tile_c acc[NON];

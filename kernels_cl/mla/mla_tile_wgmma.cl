@@ -24,7 +24,8 @@
  * 64, each block TW_BK key rows of 128 bytes, 16-byte chunk c of key r at c ^ (r % 8)
  * (tw_off): K-major for K (S's B operand, k = head dimension), N-major for V (O's B
  * operand, k = keys). The portable tiles compute the same products with tile_mma from the
- * same layouts. */
+ * same layouts. The prologue is mla_tile.cl's MT_FWD_PROLOGUE, shared with
+ * mla_tile_async.cl. */
 #if defined(MT_WGMMA) && MT_WGMMA && (!defined(MT_BWD) || !MT_BWD)
 #ifndef TW_BK
 #define TW_BK 32                        /* keys per block: 32 or 64 */
@@ -169,28 +170,7 @@ void mla_tile_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_h
                       __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
   __local uint4 sm4[MLA_TILE_U4(TW_ELEMS)] __attribute__((aligned(1024)));
-  __local ushort *sm = (__local ushort *)sm4;
-  __local float2 red[MT_WG];          /* portable quad reductions (unused under PTX) */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-  __local float *pscr = NULL;
-#else
-  __local float pscr_all[MT_NW * 256]; /* portable P scratch, 16 x 16 fp32 per warp */
-#endif
-  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
-  const int g = lane >> 2;
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
-  __local float *pscr = pscr_all + 256 * w;
-#endif
-  int h;
-  const int4 tl = mt_fwd_tile(tiles, ntiles, &h);
-  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
-  __local float2 *wred = red + 32 * w;
-  const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
-
-  tile_a qf[NKS];
-  mt_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);
-
-  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
+  MT_FWD_PROLOGUE;
   const int wq_first = t0 + 16 * w + shift;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   tile_c acc[NON];
