@@ -5,8 +5,8 @@
  *   output is compared; FLOPs 2 H (Dqk + Dv) B T (T + 1) / 2 (unmasked pairs only: at
  *   H 32, qk 192, v 128, T 4096 that is 1.72e11, T 16384 2.75e12), the backward counted as
  *   2.5x the forward (as flash-attention reports do). The portable kernels (mla_fwd.cl,
- *   mla_bwd.cl) and the ones on the tile interface (mla_tc.cl: tile = its own choice of
- *   query tile, tile64 / tile128 forced; "tile fwd+bwd" adds mla_tc_bwd.cl) are timed side
+ *   mla_bwd.cl) and the ones on the tile interface (mla_tile.cl: tile = its own choice of
+ *   query tile, tile64 / tile128 forced; "tile fwd+bwd" adds mla_tile_bwd.cl) are timed side
  *   by side, whatever the fast path says; tile forward rows show the largest difference to
  *   the portable output relative to its largest value.
  * Decode: clmoe_mla_decode_step (the whole layer, absorbed form, paged cache) for N
@@ -48,7 +48,7 @@ static void usage(void)
          "  --Dn, --Dr, --Dv   head sizes (default 128, 64, 128)\n"
          "  --dtype T          storage of q, k, v and o: bf16 (default) or f32\n"
          "  --no-backward      prefill forward only\n"
-         "  --no-tiles         skip the tile forward (mla_tc.cl: tile, tile64, tile128 rows)\n"
+         "  --no-tiles         skip the tile forward (mla_tile.cl: tile, tile64, tile128 rows)\n"
          "  --naive-max T      longest T for the materialised kernel (default 8192)\n"
          "  --decode-ctx LIST  decode context lengths (default 4096,65536)\n"
          "  --decode-batch LIST decode sequences (default 1,8)\n"
@@ -212,7 +212,7 @@ static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, lo
     measure(ctx, prefill_run, &s, o, &ks, &ws);
     report("prefill", B, H, T, what ? "fwd+bwd" : "forward", ks, ws, what ? 3.5 * flops : flops, bytes, -1.0);
   }
-  /* The tile forward (and forward + backward on tiles: mla_tc_bwd.cl). */
+  /* The tile forward (and forward + backward on tiles: mla_tile_bwd.cl). */
   static const clmoe_mla_attn_path paths[3] = {CLMOE_MLA_ATTN_TILE, CLMOE_MLA_ATTN_TILE64, CLMOE_MLA_ATTN_TILE128};
   jdiff_what = "portable";
   for (int k = 0; k < (tiles ? 3 : 0); k++) {

@@ -85,7 +85,7 @@ CLMOE_API clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_opt
                                              const clmoe_kda_grads *grads,
                                              const clmoe_kda_tc_config *cfg);
 
-/* ---- MLA attention on the tile interface (kernels_cl/mla/mla_tc*.cl) -----------------------
+/* ---- MLA attention on the tile interface (kernels_cl/mla/mla_tile*.cl) ---------------------
  * Flash-attention-2 style: 64 or 128 query rows per work-group (16 per group of 32 lanes),
  * key blocks of 64, products on the tile interface with bf16 operands (fp32 inputs are
  * rounded to bf16 on load; P is rounded to bf16 before P V) and fp32 accumulation; softmax
@@ -99,7 +99,7 @@ CLMOE_API clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_opt
 typedef enum clmoe_mla_attn_path {
   CLMOE_MLA_ATTN_AUTO = 0,     /* as clmoe_mla_attention */
   CLMOE_MLA_ATTN_PORTABLE = 1, /* kernels_cl/mla/mla_fwd.cl, fp32 */
-  CLMOE_MLA_ATTN_TILE = 2,     /* kernels_cl/mla/mla_tc.cl, query tile size chosen here */
+  CLMOE_MLA_ATTN_TILE = 2,     /* kernels_cl/mla/mla_tile.cl, query tile size chosen here */
   CLMOE_MLA_ATTN_TILE64 = 3,   /* the tile kernel with 64-row query tiles (4 warps) */
   CLMOE_MLA_ATTN_TILE128 = 4   /* ... with 128-row query tiles (8 warps) */
 } clmoe_mla_attn_path;
@@ -111,7 +111,7 @@ CLMOE_API clmoe_status clmoe_mla_attention_path(clmoe_ctx *ctx, clmoe_mla_attn_p
                                                 clmoe_tensor *o, clmoe_tensor *lse);
 
 /* clmoe_mla_attention_backward through the named kernels: the portable ones (mla_bwd.cl) or
- * the tile ones (mla_tc_bwd.cl: 64-key and 64-query work-groups, bf16 operands q, k, v,
+ * the tile ones (mla_tile_bwd.cl: 64-key and 64-query work-groups, bf16 operands q, k, v,
  * dO, P and dS, fp32 accumulation; TILE64 and TILE128 mean TILE here). o and lse may come
  * from either forward. */
 CLMOE_API clmoe_status clmoe_mla_attention_backward_path(

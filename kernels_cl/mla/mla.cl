@@ -1,4 +1,5 @@
-/* mla.cl: definitions shared by the MLA kernels (mla_fwd.cl, mla_bwd.cl, mla_decode.cl).
+/* mla.cl: definitions shared by the MLA kernels (mla_fwd.cl, mla_bwd.cl, mla_decode.cl),
+ * after mla_layout.cl (the work-group size, the tile sizes and the local-memory layouts).
  * The attention programs are built with -DDN, -DDR, -DDV (head dimensions, compile-time so
  * loops unroll and local tiles have fixed sizes), -DSTORE_BF16=0/1 (storage of q, k, v)
  * and -DOUT_BF16=0/1 (storage of o). The decode program takes -DDC, -DDR and
@@ -8,10 +9,9 @@
  * k_rope as base + token * ts + d, so the layer can pass column slices of its projections
  * (k_nope and v interleaved per head in W_ukv's output) without copies. */
 
-#define MLA_WG 256 /* work-items of every tiled kernel */
-#define BK 16      /* key rows per tile: fixes the order of every sum over keys */
-#define BB 16      /* query rows per tile of the backward kernels (x 16 lanes) */
-#define BL 16      /* lanes per row of the backward kernels */
+#define BK MLA_BK /* key rows per tile: fixes the order of every sum over keys */
+#define BB MLA_BB /* query rows per tile of the backward kernels (x 16 lanes) */
+#define BL 16     /* lanes per row of the backward kernels */
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 

@@ -21,8 +21,8 @@
 #endif
 #define DQ4 ((DQK + 3) / 4)     /* float4s per q or key row (zero-padded) */
 #define DV4 ((DV + 3) / 4)
-#define QROW (DQ4 + 1)          /* local row strides in float4s */
-#define VROW (DV4 + 1)
+#define QROW MLA_QROW(DQK)      /* local row strides in float4s */
+#define VROW MLA_VROW(DV)
 #define NK4 ((DQ4 + BL - 1) / BL) /* float4 column groups per lane: d4 = lane + BL m */
 #define NV4 ((DV4 + BL - 1) / BL)
 
@@ -85,6 +85,7 @@ __kernel void mla_bwd_dot(__global const out_t *o, ulong oo, __global const floa
       ulong doo, __global const float *lse, ulong lo, __global const float *D,             \
       __global const int4 *tiles, int H, float sl2, float scale
 
+/* sizes: MLA_BWD_LOCAL_BYTES in mla_layout.cl */
 #define BWD_LOCALS                                                                         \
   __local float4 Ks[BB * QROW], Vs[BB * VROW], Qs[BB * QROW], dOs[BB * VROW];              \
   __local float Ps[BB][BB + 1], dSs[BB][BB + 1], L2[BB], Dl[BB];                           \

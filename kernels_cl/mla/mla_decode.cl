@@ -36,7 +36,7 @@ typedef float cache_t;
 #define BT 8 /* cache rows per tile */
 #endif
 #define LH (MLA_WG / HG)
-#define NSUB (LH / BT)
+#define NSUB MLA_DECODE_NSUB(HG, BT)
 #define NJD ((DC + LH - 1) / LH)
 #if LH % BT != 0 || HG * LH != MLA_WG
 #error "HG and BT must divide the work-group"
@@ -92,7 +92,7 @@ void mla_decode_attn(__global const float *qc, ulong qco, __global const float *
                      __global const int *lens, int H, int split, int nsplit, float sl2,
                      __global float *pm, __global float *pl, __global float *po)
 {
-  __local float Qs[HG][DL + 1], Cs[BT][DL + 1], red[HG][BT][NSUB + 1];
+  __local float Qs[HG][DL + 1], Cs[BT][DL + 1], red[HG][BT][NSUB + 1]; /* MLA_DECODE_LOCAL_BYTES */
   const int lid = (int)get_local_id(0), hh = lid / LH, lane = lid % LH;
   const int sp = (int)get_group_id(0), g = (int)get_group_id(1), n = (int)get_group_id(2);
   const int len = lens[n], tb0 = sp * split;

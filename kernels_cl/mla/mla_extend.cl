@@ -27,7 +27,7 @@
 #ifndef EK
 #define EK 8 /* cache rows per key tile */
 #endif
-#define EL (MLA_WG / ER)             /* lanes per query row */
+#define EL MLA_EXTEND_EL(ER)         /* lanes per query row */
 #define NQD ((DL + EL - 1) / EL)     /* query numbers per lane */
 #define NCD ((DC + EL - 1) / EL)     /* output columns per lane */
 #if ER * EL != MLA_WG
@@ -42,7 +42,7 @@ void mla_extend_attn(__global const float *qc, ulong qco, __global const float *
                      __global const int *pos, __global const int4 *tiles, int H, float sl2,
                      __global float *oc)
 {
-  __local float Ks[EK][DL + 1], red[ER][EK][EL + 1], S[ER][EK + 1];
+  __local float Ks[EK][DL + 1], red[ER][EK][EL + 1], S[ER][EK + 1]; /* MLA_EXTEND_LOCAL_BYTES */
   const int lid = (int)get_local_id(0), r = lid / EL, lane = lid % EL;
   const int4 tl = tiles[get_group_id(0)];
   const int g = tl.x + min(r, tl.y - 1); /* padding rows repeat the last row (never stored) */

@@ -37,13 +37,12 @@
 #endif
 #define DQ4 ((DQK + 3) / 4)         /* float4s per q or key row (zero-padded) */
 #define DV4 ((DV + 3) / 4)
-#define QROW (DQ4 + 1)              /* row strides in float4s (one float4 of padding) */
-#define VROW (DV4 + 1)
+#define QROW MLA_QROW(DQK)          /* row strides in float4s (one float4 of padding) */
+#define VROW MLA_VROW(DV)
 #define RG (FQ / 4)                 /* P V phase: row groups of 4 rows ... */
 #define CGN (MLA_WG / RG)           /* ... times column groups of 4 columns */
 #define NC4 ((DV4 + CGN - 1) / CGN) /* column groups per work-item */
-#define KV4 (BK * (QROW > VROW ? QROW : VROW))
-#define PROW (FQ / 4 + 1)           /* P^T row stride in float4s */
+#define PROW MLA_FWD_PROW(FQ)       /* P^T row stride in float4s */
 
 __kernel __attribute__((reqd_work_group_size(MLA_WG, 1, 1)))
 void mla_attn_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
@@ -53,7 +52,8 @@ void mla_attn_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
                   __global const int4 *tiles, int H, float sl2,
                   __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
-  __local float4 Q4[FQ * QROW], KV[KV4], PT4[BK * PROW];
+  /* sizes: MLA_FWD_LOCAL_BYTES in mla_layout.cl */
+  __local float4 Q4[MLA_FWD_Q4(DQK, FQ)], KV[MLA_FWD_KV4(DQK, DV)], PT4[MLA_FWD_PT4(FQ)];
   __local float Ss[FQ][BK + 1], mrow[FQ], lrow[FQ], crow[FQ];
   __local float *Qf = (__local float *)Q4, *KVf = (__local float *)KV, *PT = (__local float *)PT4;
   const int lid = (int)get_local_id(0);

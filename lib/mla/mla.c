@@ -1,20 +1,18 @@
-/* Gated MLA layer: configuration, weights, and the forward and backward through clmoe_gemm,
- * RMSNorm, the sigmoid gate and the tiled attention (mla_attn.c). Decoding is in
- * mla_decode.c. Shapes: M = B T tokens; Dqk = Dn + Dr. */
+/* Gated MLA layer: the configuration (its check and the constants derived from it: the
+ * attention scale, the norm epsilon), the weights (names, shapes, create, init, destroy,
+ * check) and the release of the saved activations. The layer's forward and backward are in
+ * mla_layer.c. */
 #include "mla_internal.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "clmoe/gemm.h"
-#include "clmoe/ops.h"
-
-float mla_scale(const clmoe_mla_config *cfg)
+float clmoe__mla_scale(const clmoe_mla_config *cfg)
 {
   return cfg->scale != 0.0f ? cfg->scale : 1.0f / sqrtf((float)(cfg->qk_nope + cfg->qk_rope));
 }
 
-float mla_eps(const clmoe_mla_config *cfg) { return cfg->norm_eps != 0.0f ? cfg->norm_eps : 1e-5f; }
+float clmoe__mla_eps(const clmoe_mla_config *cfg) { return cfg->norm_eps != 0.0f ? cfg->norm_eps : 1e-5f; }
 
 clmoe_status clmoe_mla_config_check(const clmoe_mla_config *c)
 {
@@ -95,7 +93,8 @@ clmoe_status clmoe_mla_weights_init(clmoe_mla_weights *w, uint64_t seed, float s
   return CLMOE_OK;
 }
 
-clmoe_status mla_check_weights(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_weights *w)
+clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cfg,
+                                      const clmoe_mla_weights *w)
 {
   CLMOE_TRY(clmoe_mla_config_check(cfg));
   if (!w) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the weights are NULL", op);
@@ -116,240 +115,4 @@ void clmoe_mla_saved_release(clmoe_mla_saved *s)
                          &s->kr, &s->kv, &s->o, &s->lse, &s->gate, &s->u};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
   memset(s, 0, sizeof *s);
-}
-
-/* ---- forward --------------------------------------------------------------------------- */
-
-static clmoe_status mk(clmoe_ctx *ctx, clmoe_tensor *t, int64_t d0, int64_t d1, int64_t d2)
-{
-  int64_t shape[3] = {d0, d1, d2};
-  return clmoe_tensor_create(ctx, t, CLMOE_F32, d2 ? 3 : d1 ? 2 : 1, shape);
-}
-
-/* A 2-D [rows, cols] view of a contiguous tensor. */
-static clmoe_status as2d(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *out)
-{
-  int64_t shape[2] = {rows, cols};
-  return clmoe_tensor_view(t, out, 2, shape, 0);
-}
-
-/* Rows [r0, r0 + n) of a contiguous [rows, cols] matrix. */
-static clmoe_status row_slice(const clmoe_tensor *w, int64_t r0, int64_t n, clmoe_tensor *out)
-{
-  int64_t shape[2] = {n, w->shape[1]};
-  return clmoe_tensor_view(w, out, 2, shape, r0 * w->shape[1]);
-}
-
-/* y = x W^T (+ beta y) */
-static clmoe_status linear(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *W, float beta, clmoe_tensor *y)
-{
-  return clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x, W, beta, y);
-}
-
-clmoe_status mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                         const clmoe_tensor *x2, clmoe_mla_saved *s, int keep_raw)
-{
-  const int64_t M = x2->shape[0], H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope, dc = cfg->kv_rank;
-  const float eps = mla_eps(cfg);
-  clmoe_tensor v2, wc, wr;
-  CLMOE_TRY(mk(ctx, &s->cq, M, cfg->q_rank, 0));
-  CLMOE_TRY(mk(ctx, &s->c, M, dc, 0));
-  if (keep_raw) {
-    CLMOE_TRY(mk(ctx, &s->cq_raw, M, cfg->q_rank, 0));
-    CLMOE_TRY(mk(ctx, &s->rstd_q, M, 0, 0));
-    CLMOE_TRY(mk(ctx, &s->ckv_raw, M, dc, 0));
-    CLMOE_TRY(mk(ctx, &s->rstd_kv, M, 0, 0));
-  }
-  CLMOE_TRY(mk(ctx, &s->q, M, H, dqk));
-  CLMOE_TRY(mk(ctx, &s->kr, M, cfg->qk_rope, 0));
-  CLMOE_TRY(mk(ctx, &s->gate, M, H * cfg->v_dim, 0));
-  /* c_q = RMSNorm(W_dq x); q = W_uq c_q */
-  clmoe_tensor *cq_raw = keep_raw ? &s->cq_raw : &s->cq;
-  CLMOE_TRY(linear(ctx, x2, &w->w_dq, 0.0f, cq_raw));
-  CLMOE_TRY(clmoe_rmsnorm(ctx, cq_raw, &w->q_norm, eps, &s->cq, keep_raw ? &s->rstd_q : NULL));
-  CLMOE_TRY(as2d(&s->q, M, H * dqk, &v2));
-  CLMOE_TRY(linear(ctx, &s->cq, &w->w_uq, 0.0f, &v2));
-  /* [c_kv; k_r] = W_dkv x (two row blocks of W_dkv); c = RMSNorm(c_kv) */
-  CLMOE_TRY(row_slice(&w->w_dkv, 0, dc, &wc));
-  CLMOE_TRY(row_slice(&w->w_dkv, dc, cfg->qk_rope, &wr));
-  clmoe_tensor *ckv_raw = keep_raw ? &s->ckv_raw : &s->c;
-  CLMOE_TRY(linear(ctx, x2, &wc, 0.0f, ckv_raw));
-  CLMOE_TRY(linear(ctx, x2, &wr, 0.0f, &s->kr));
-  CLMOE_TRY(clmoe_rmsnorm(ctx, ckv_raw, &w->kv_norm, eps, &s->c, keep_raw ? &s->rstd_kv : NULL));
-  /* gate = sigmoid(W_g x) */
-  CLMOE_TRY(linear(ctx, x2, &w->w_g, 0.0f, &s->gate));
-  return clmoe_sigmoid(ctx, &s->gate, &s->gate);
-}
-
-clmoe_status mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const clmoe_tensor *gate,
-                        const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2)
-{
-  CLMOE_TRY(clmoe_mul(ctx, gate, o2, u));
-  return linear(ctx, u, &w->w_o, 0.0f, y2);
-}
-
-/* The attention operands of the layer: k_nope and v interleaved per head in kv. */
-static mla_attn_desc layer_desc(const clmoe_mla_config *cfg, const clmoe_mla_saved *s, int64_t M)
-{
-  const int64_t H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope, dkv = dn + cfg->v_dim;
-  mla_attn_desc a = {M, H, dn, cfg->qk_rope, cfg->v_dim, 0, mla_scale(cfg), {0}, {0}, {0}, {0}};
-  a.q = (mla_operand){s->q.buf, (cl_ulong)s->q.offset, (cl_uint)(H * dqk), (cl_uint)dqk};
-  a.kn = (mla_operand){s->kv.buf, (cl_ulong)s->kv.offset, (cl_uint)(H * dkv), (cl_uint)dkv};
-  a.kr = (mla_operand){s->kr.buf, (cl_ulong)s->kr.offset, (cl_uint)cfg->qk_rope, 0};
-  a.v = (mla_operand){s->kv.buf, (cl_ulong)(s->kv.offset + dn), (cl_uint)(H * dkv), (cl_uint)dkv};
-  return a;
-}
-
-clmoe_status mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                               const clmoe_tensor *x2, mla_plan *p, clmoe_tensor *y2, clmoe_mla_saved *s)
-{
-  const int64_t M = p->M, H = cfg->n_heads, dv = cfg->v_dim;
-  clmoe_tensor kv2, o2;
-  s->B = p->B, s->T = p->T;
-  CLMOE_TRY(mla_project(ctx, cfg, w, x2, s, 1));
-  /* per head [k_n; v] = W_ukv c */
-  CLMOE_TRY(mk(ctx, &s->kv, M, H, cfg->qk_nope + dv));
-  CLMOE_TRY(as2d(&s->kv, M, H * (cfg->qk_nope + dv), &kv2));
-  CLMOE_TRY(linear(ctx, &s->c, &w->w_ukv, 0.0f, &kv2));
-  CLMOE_TRY(mk(ctx, &s->o, M, H, dv));
-  CLMOE_TRY(mk(ctx, &s->lse, M, H, 0));
-  CLMOE_TRY(mk(ctx, &s->u, M, H * dv, 0));
-  mla_attn_desc a = layer_desc(cfg, s, M);
-  CLMOE_TRY(mla_attn_fwd_run(ctx, &a, p, &s->o, &s->lse));
-  CLMOE_TRY(as2d(&s->o, M, H * dv, &o2));
-  return mla_output(ctx, w, &s->gate, &o2, &s->u, y2);
-}
-
-/* x [B, T, d] f32 and the plan; x2 and (when y) y2: [M, d] views. */
-static clmoe_status layer_setup(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
-                                const clmoe_mla_weights *w, const clmoe_tensor *x, const clmoe_tensor *cu,
-                                const clmoe_tensor *y, clmoe_tensor *x2, clmoe_tensor *y2, mla_plan *p)
-{
-  char desc[96];
-  memset(p, 0, sizeof *p);
-  CLMOE_TRY(mla_check_weights(op, cfg, w));
-  if (!x || x->ndim != 3)
-    return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, d_model] f32", op,
-                        x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL");
-  const int64_t B = x->shape[0], T = x->shape[1], d = cfg->d_model;
-  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 3, B, T, d, 0));
-  CLMOE_TRY(as2d(x, B * T, d, x2));
-  if (y) {
-    CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 3, B, T, d, 0));
-    CLMOE_TRY(as2d(y, B * T, d, y2));
-  }
-  return mla_plan_make(ctx, op, B, T, cu, p);
-}
-
-clmoe_status clmoe_mla_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                               const clmoe_tensor *x, const clmoe_tensor *cu_seqlens, clmoe_tensor *y,
-                               clmoe_mla_saved *saved)
-{
-  const char *op = "clmoe_mla_forward";
-  clmoe_tensor x2, y2;
-  mla_plan p;
-  if (!y) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: y is NULL", op);
-  CLMOE_TRY(layer_setup(ctx, op, cfg, w, x, cu_seqlens, y, &x2, &y2, &p));
-  clmoe_mla_saved local;
-  clmoe_mla_saved *s = saved ? saved : &local;
-  memset(s, 0, sizeof *s);
-  clmoe_status st = mla_layer_forward(ctx, cfg, w, &x2, &p, &y2, s);
-  if (st != CLMOE_OK || !saved) clmoe_mla_saved_release(s);
-  mla_plan_release(ctx, &p);
-  return st;
-}
-
-/* ---- backward -------------------------------------------------------------------------- */
-
-enum { G_DU, G_DGATE, G_DO, G_DQ, G_DKV, G_DKR, G_DC, G_DCQ, G_COUNT };
-
-static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                   const clmoe_tensor *x2, mla_plan *p, const clmoe_mla_saved *s,
-                                   const clmoe_tensor *dy2, clmoe_tensor *dx2, clmoe_mla_weights *g,
-                                   clmoe_tensor *t)
-{
-  const int64_t M = p->M, H = cfg->n_heads, dn = cfg->qk_nope, dr = cfg->qk_rope, dv = cfg->v_dim;
-  const int64_t dqk = dn + dr, dkv = dn + dv, dc = cfg->kv_rank;
-  const clmoe_trans N_ = CLMOE_NOTRANS, T_ = CLMOE_TRANS;
-  CLMOE_TRY(mk(ctx, &t[G_DU], M, H * dv, 0));
-  CLMOE_TRY(mk(ctx, &t[G_DGATE], M, H * dv, 0));
-  CLMOE_TRY(mk(ctx, &t[G_DO], M, H, dv));
-  CLMOE_TRY(mk(ctx, &t[G_DQ], M, H, dqk));
-  CLMOE_TRY(mk(ctx, &t[G_DKV], M, H, dkv));
-  CLMOE_TRY(mk(ctx, &t[G_DKR], M, dr, 0));
-  CLMOE_TRY(mk(ctx, &t[G_DC], M, dc, 0));
-  CLMOE_TRY(mk(ctx, &t[G_DCQ], M, cfg->q_rank, 0));
-  clmoe_tensor o2, do2, dq2, dkv2, wc, wr, gwc, gwr;
-  CLMOE_TRY(as2d(&s->o, M, H * dv, &o2));
-  CLMOE_TRY(as2d(&t[G_DO], M, H * dv, &do2));
-  CLMOE_TRY(as2d(&t[G_DQ], M, H * dqk, &dq2));
-  CLMOE_TRY(as2d(&t[G_DKV], M, H * dkv, &dkv2));
-  /* y = W_o u, u = gate * o, gate = sigmoid(W_g x) */
-  CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, dy2, &w->w_o, 0.0f, &t[G_DU]));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, dy2, &s->u, 0.0f, &g->w_o));
-  CLMOE_TRY(clmoe_mul_backward(ctx, &t[G_DU], &s->gate, &o2, &t[G_DGATE], &do2));
-  CLMOE_TRY(clmoe_sigmoid_backward(ctx, &s->gate, &t[G_DGATE], &t[G_DGATE]));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DGATE], x2, 0.0f, &g->w_g));
-  if (dx2) CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DGATE], &w->w_g, 0.0f, dx2));
-  /* attention */
-  mla_attn_desc a = layer_desc(cfg, s, M);
-  mla_operand dkn = {t[G_DKV].buf, (cl_ulong)t[G_DKV].offset, (cl_uint)(H * dkv), (cl_uint)dkv};
-  mla_operand dvo = dkn;
-  dvo.off += (cl_ulong)dn;
-  CLMOE_TRY(mla_attn_bwd_run(ctx, &a, p, &s->o, &s->lse, &t[G_DO], &t[G_DQ], dkn, dvo, &t[G_DKR]));
-  /* kv = W_ukv c, c = RMSNorm(c_kv), [c_kv; k_r] = W_dkv x */
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &dkv2, &s->c, 0.0f, &g->w_ukv));
-  CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &dkv2, &w->w_ukv, 0.0f, &t[G_DC]));
-  CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->ckv_raw, &w->kv_norm, &s->rstd_kv, &t[G_DC], &t[G_DC], &g->kv_norm));
-  CLMOE_TRY(row_slice(&w->w_dkv, 0, dc, &wc));
-  CLMOE_TRY(row_slice(&w->w_dkv, dc, dr, &wr));
-  CLMOE_TRY(row_slice(&g->w_dkv, 0, dc, &gwc));
-  CLMOE_TRY(row_slice(&g->w_dkv, dc, dr, &gwr));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DC], x2, 0.0f, &gwc));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DKR], x2, 0.0f, &gwr));
-  if (dx2) {
-    CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DC], &wc, 1.0f, dx2));
-    CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DKR], &wr, 1.0f, dx2));
-  }
-  /* q = W_uq c_q, c_q = RMSNorm(W_dq x) */
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &dq2, &s->cq, 0.0f, &g->w_uq));
-  CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &dq2, &w->w_uq, 0.0f, &t[G_DCQ]));
-  CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->cq_raw, &w->q_norm, &s->rstd_q, &t[G_DCQ], &t[G_DCQ], &g->q_norm));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DCQ], x2, 0.0f, &g->w_dq));
-  if (dx2) CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DCQ], &w->w_dq, 1.0f, dx2));
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe_mla_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                const clmoe_tensor *x, const clmoe_tensor *cu_seqlens,
-                                const clmoe_mla_saved *saved, const clmoe_tensor *dy, clmoe_tensor *dx,
-                                clmoe_mla_weights *grads)
-{
-  const char *op = "clmoe_mla_backward";
-  clmoe_tensor x2, dy2, dx2;
-  mla_plan p;
-  if (!saved || !saved->q.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: saved is empty; pass the struct filled by clmoe_mla_forward", op);
-  CLMOE_TRY(layer_setup(ctx, op, cfg, w, x, cu_seqlens, dy, &x2, &dy2, &p));
-  clmoe_tensor t[G_COUNT];
-  memset(t, 0, sizeof t);
-  clmoe_status st;
-  if (saved->B != p.B || saved->T != p.T || saved->q.shape[0] != p.M || saved->q.shape[1] != cfg->n_heads) {
-    st = clmoe__error(CLMOE_ERR_SHAPE, "%s: saved comes from a forward of another shape or configuration", op);
-    goto done;
-  }
-  CLMOE_TRY_GOTO(st, mla_check_weights(op, cfg, grads), done);
-  if (dx) {
-    CLMOE_TRY_GOTO(st, clmoe__want_shape(dx, op, "dx", 0, 3, p.B, p.T, cfg->d_model, 0), done);
-    CLMOE_TRY_GOTO(st, as2d(dx, p.M, cfg->d_model, &dx2), done);
-  }
-  if (p.M == 0) { /* no tokens: zero gradients */
-    for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) CLMOE_TRY_GOTO(st, clmoe_tensor_fill(clmoe_mla_weight_at(grads, i), 0.0), done);
-    goto done;
-  }
-  st = layer_backward(ctx, cfg, w, &x2, &p, saved, &dy2, dx ? &dx2 : NULL, grads, t);
-done:
-  for (int i = 0; i < G_COUNT; i++) clmoe_tensor_destroy(&t[i]);
-  mla_plan_release(ctx, &p);
-  return st;
 }

@@ -1,7 +1,7 @@
-/* MLA attention host side: the sequence plan and tile tables, the tiled forward
- * (kernels_cl/mla/mla_fwd.cl; on the fast path the tile kernel of mla_tc.c), the
- * flash-attention-2 backward (mla_bwd.cl), the materialised baseline, and the public op
- * over contiguous tensors. */
+/* MLA attention host side: the dispatch between the tile kernels (mla_tile.c) and the
+ * portable ones, the portable tiled forward (kernels_cl/mla/mla_fwd.cl), the
+ * flash-attention-2 backward (mla_bwd.cl), the materialised baseline, and the public ops over
+ * contiguous tensors. The plan and its tile tables are in mla_attn_plan.c. */
 #include "mla_internal.h"
 #include "clmoe/tile.h"
 #include "clmoe/paths.h"
@@ -11,78 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- plan ---------------------------------------------------------------------------- */
+/* ---- the portable kernels --------------------------------------------------------------- */
 
-clmoe_status mla_plan_make(clmoe_ctx *ctx, const char *op, int64_t B, int64_t T,
-                           const clmoe_tensor *cu, mla_plan *p)
-{
-  (void)ctx;
-  memset(p, 0, sizeof *p);
-  p->B = B, p->T = T, p->M = B * T;
-  if (p->M > INT32_MAX / 2)
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %lld tokens exceed 2^30", op, (long long)p->M);
-  CLMOE_TRY(clmoe__seq_bounds(op, cu, B, T, &p->N, &p->bounds));
-  for (int64_t n = 0; n < p->N; n++)
-    if (p->bounds[n + 1] - p->bounds[n] > p->max_len) p->max_len = p->bounds[n + 1] - p->bounds[n];
-  return CLMOE_OK;
-}
-
-void mla_plan_release(clmoe_ctx *ctx, mla_plan *p)
-{
-  clmoe__scratch_release(ctx, p->fwd_tiles, p->fwd_bytes);
-  clmoe__scratch_release(ctx, p->bwd_tiles, p->bwd_bytes);
-  free(p->bounds);
-  memset(p, 0, sizeof *p);
-}
-
-/* int4 tiles of `rows` rows over every sequence (see kernels_cl/mla/mla.cl); forward tiles
- * (fwd) have no query shift. */
-clmoe_status mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd, cl_mem *mem, size_t *bytes,
-                             int *count)
-{
-  int64_t n = 0;
-  for (int64_t s = 0; s < p->N; s++) n += (p->bounds[s + 1] - p->bounds[s] + rows - 1) / rows;
-  *count = (int)n;
-  *bytes = (size_t)(n ? n : 1) * 4 * sizeof(cl_int);
-  cl_int *t = malloc(*bytes);
-  if (!t) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "MLA: out of host memory (tile table)");
-  int64_t i = 0;
-  for (int64_t s = 0; s < p->N; s++)
-    for (cl_int t0 = p->bounds[s]; t0 < p->bounds[s + 1]; t0 += rows, i++) {
-      t[4 * i] = p->bounds[s];
-      t[4 * i + 1] = t0;
-      t[4 * i + 2] = p->bounds[s + 1] - t0 < rows ? p->bounds[s + 1] - t0 : rows;
-      t[4 * i + 3] = fwd ? 0 : p->bounds[s + 1];
-    }
-  clmoe_status st = clmoe__scratch(ctx, *bytes, mem);
-  if (st == CLMOE_OK && n) {
-    cl_int err = clEnqueueWriteBuffer(ctx->queue, *mem, CL_TRUE, 0, (size_t)n * 4 * sizeof(cl_int), t, 0,
-                                      NULL, NULL);
-    if (err != CL_SUCCESS) {
-      clmoe__scratch_release(ctx, *mem, *bytes);
-      *mem = NULL;
-      st = clmoe__cl_error(err, "clEnqueueWriteBuffer", __FILE__, __LINE__);
-    }
-  }
-  free(t);
-  return st;
-}
-
-/* ---- kernels --------------------------------------------------------------------------- */
-
-/* Local memory of mla_attn_fwd (kernels_cl/mla/mla_fwd.cl): float4 rows with one float4 of
- * padding for q, the key/value tile, P^T, and the scores with the row statistics. */
+/* Local memory of mla_attn_fwd (kernels_cl/mla/mla_fwd.cl) with fq query rows per tile and
+ * of the backward kernels (mla_bwd.cl): kernels_cl/mla/mla_layout.cl. */
 static size_t fwd_local_bytes(const mla_attn_desc *a, int fq)
 {
-  int64_t qrow = (a->Dn + a->Dr + 3) / 4 + 1, vrow = (a->Dv + 3) / 4 + 1;
-  int64_t f4 = fq * qrow + MLA_TILE * (qrow > vrow ? qrow : vrow) + MLA_TILE * (fq / 4 + 1);
-  return 16 * (size_t)f4 + 4 * (size_t)(fq * (MLA_TILE + 1) + 3 * fq);
+  return MLA_FWD_LOCAL_BYTES((size_t)(a->Dn + a->Dr), (size_t)a->Dv, (size_t)fq);
 }
 
 static size_t bwd_local_bytes(const mla_attn_desc *a)
 {
-  int64_t qrow = (a->Dn + a->Dr + 3) / 4 + 1, vrow = (a->Dv + 3) / 4 + 1;
-  return 16 * (size_t)(2 * MLA_TILE * (qrow + vrow)) + 4 * (size_t)(2 * MLA_TILE * (MLA_TILE + 1) + 2 * MLA_TILE);
+  return MLA_BWD_LOCAL_BYTES((size_t)(a->Dn + a->Dr), (size_t)a->Dv);
 }
 
 static clmoe_status check_device(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq)
@@ -106,55 +46,14 @@ static void attn_options(const mla_attn_desc *a, int out_bf16, int fq, char *buf
            (int)a->Dv, a->in_bf16, out_bf16, fq == 16 ? " -DFQ=16" : "");
 }
 
-clmoe_status mla_plan_fwd_tiles(clmoe_ctx *ctx, mla_plan *p, int rows)
-{
-  if (p->fwd_tiles && p->fq == rows) return CLMOE_OK;
-  clmoe__scratch_release(ctx, p->fwd_tiles, p->fwd_bytes);
-  p->fwd_tiles = NULL;
-  CLMOE_TRY(mla_build_tiles(ctx, p, rows, 1, &p->fwd_tiles, &p->fwd_bytes, &p->nfwd));
-  p->fq = rows;
-  return CLMOE_OK;
-}
-
-clmoe_status mla_attn_fwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, clmoe_tensor *o,
-                                   clmoe_tensor *lse)
-{
-  const char *op = "MLA attention forward";
-  int fq;
-  CLMOE_TRY(check_device(ctx, op, a, &fq));
-  if (p->M == 0) return CLMOE_OK;
-  CLMOE_TRY(mla_plan_fwd_tiles(ctx, p, fq));
-  return mla_attn_fwd_launch(ctx, a, fq, p->fwd_tiles, p->nfwd, o, lse);
-}
-
-/* The fast path (issue 9): the tile kernel (mla_tc.c) when it is on for these operands
- * (forced by CLMOE_FASTPATH=1, or bf16 operands on a matrix unit: fp32 callers keep fp32
- * products unless they ask) and covers the call, else the portable kernel, the reference. A tile kernel that does not build falls back
- * too (nothing was launched; clmoe_mla_attention_path reports such errors). */
-clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, clmoe_tensor *o,
-                              clmoe_tensor *lse)
-{
-  if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
-    clmoe_status st = mla_tc_fwd_run(ctx, a, p, 0, o, lse);
-    if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
-    clmoe_clear_error();
-  }
-  return mla_attn_fwd_portable(ctx, a, p, o, lse);
-}
-
-clmoe_status mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq)
-{
-  return check_device(ctx, op, a, fq);
-}
-
-clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq, cl_mem tiles, int ntiles,
-                                 clmoe_tensor *o, clmoe_tensor *lse)
+clmoe_status clmoe__mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq,
+                                        cl_mem tiles, int ntiles, clmoe_tensor *o, clmoe_tensor *lse)
 {
   if (ntiles == 0) return CLMOE_OK;
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, fq, opts, sizeof opts);
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_attn_fwd", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_attn_fwd", &k));
   cl_int H = (cl_int)a->H, has_lse = lse != NULL;
   float sl2 = a->scale * 1.4426950408889634f;
   cl_mem lm = lse ? lse->buf : o->buf;
@@ -167,37 +66,38 @@ clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq,
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
-enum { BW_D, BW_KR, BW_COUNT };
-
-/* As the forward: the tile kernels (mla_tc.c) on the fast path when they cover the call. */
-clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
-                              const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq,
-                              mla_operand dkn, mla_operand dv, clmoe_tensor *dkr)
+/* The portable forward (kernels_cl/mla/mla_fwd.cl) whatever the fast path says. */
+static clmoe_status attn_fwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                      clmoe_tensor *o, clmoe_tensor *lse)
 {
-  if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
-    clmoe_status st = mla_tc_bwd_run(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
-    if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
-    clmoe_clear_error();
-  }
-  return mla_attn_bwd_portable(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
+  const char *op = "MLA attention forward";
+  int fq;
+  CLMOE_TRY(check_device(ctx, op, a, &fq));
+  if (p->M == 0) return CLMOE_OK;
+  CLMOE_TRY(clmoe__mla_plan_fwd_tiles(ctx, p, fq));
+  return clmoe__mla_attn_fwd_launch(ctx, a, fq, p->fwd_tiles, p->nfwd, o, lse);
 }
 
-clmoe_status mla_attn_bwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
-                                   const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq,
-                                   mla_operand dkn, mla_operand dv, clmoe_tensor *dkr)
+enum { BW_D, BW_KR, BW_COUNT };
+
+/* The portable backward (kernels_cl/mla/mla_bwd.cl) whatever the fast path says. */
+static clmoe_status attn_bwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                      const clmoe_tensor *o, const clmoe_tensor *lse,
+                                      const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                      mla_operand dv, clmoe_tensor *dkr)
 {
   const char *op = "MLA attention backward";
   int fq;
   CLMOE_TRY(check_device(ctx, op, a, &fq));
   if (p->M == 0) return CLMOE_OK;
-  if (!p->bwd_tiles) CLMOE_TRY(mla_build_tiles(ctx, p, MLA_TILE, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
+  if (!p->bwd_tiles) CLMOE_TRY(clmoe__mla_build_tiles(ctx, p, MLA_BB, 0, &p->bwd_tiles, &p->bwd_bytes, &p->nbwd));
   char opts[160];
   attn_options(a, o->dtype == CLMOE_BF16, 0, opts, sizeof opts);
   cl_kernel kdot, kkv, kq, kred;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_bwd_dot", &kdot));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_attn_bwd_kv", &kkv));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_attn_bwd_q", &kq));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", opts, "mla_krope_reduce", &kred));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_bwd_dot", &kdot));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_attn_bwd_kv", &kkv));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_attn_bwd_q", &kq));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", opts, "mla_krope_reduce", &kred));
   /* Scratch: D [M, H] and the per-head k_rope gradients [M, H, Dr]. */
   const size_t bytes[BW_COUNT] = {(size_t)(p->M * a->H) * 4, (size_t)(p->M * a->H * a->Dr) * 4};
   cl_mem m[BW_COUNT] = {NULL, NULL};
@@ -239,6 +139,44 @@ done:
   return st;
 }
 
+/* ---- dispatch --------------------------------------------------------------------------- */
+
+/* The fast path: the tile kernel (mla_tile.c) when it is on for these operands (forced by
+ * CLMOE_FASTPATH=1, or bf16 operands on a matrix unit: fp32 callers keep fp32 products
+ * unless they ask) and covers the call, else the portable kernel, the reference. A tile
+ * kernel that does not build falls back too (nothing was launched;
+ * clmoe_mla_attention_path reports such errors). */
+clmoe_status clmoe__mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     clmoe_tensor *o, clmoe_tensor *lse)
+{
+  if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
+    clmoe_status st = clmoe__mla_tile_fwd_run(ctx, a, p, 0, o, lse);
+    if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
+    clmoe_clear_error();
+  }
+  return attn_fwd_portable(ctx, a, p, o, lse);
+}
+
+/* As the forward: the tile kernels (mla_tile.c) on the fast path when they cover the call. */
+clmoe_status clmoe__mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     const clmoe_tensor *o, const clmoe_tensor *lse,
+                                     const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                     mla_operand dv, clmoe_tensor *dkr)
+{
+  if (clmoe_ctx_fastpath_for(ctx, a->in_bf16)) {
+    clmoe_status st = clmoe__mla_tile_bwd_run(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
+    if (st != CLMOE_ERR_UNSUPPORTED && st != CLMOE_ERR_BUILD) return st;
+    clmoe_clear_error();
+  }
+  return attn_bwd_portable(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
+}
+
+clmoe_status clmoe__mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a,
+                                       int *fq)
+{
+  return check_device(ctx, op, a, fq);
+}
+
 /* ---- the public op over contiguous tensors ---------------------------------------------- */
 
 static mla_operand contiguous_operand(const clmoe_tensor *t, int64_t ts, int64_t hs)
@@ -248,9 +186,9 @@ static mla_operand contiguous_operand(const clmoe_tensor *t, int64_t ts, int64_t
 }
 
 /* Validates the inputs and the outputs' shapes, fills the descriptor and the plan. */
-static clmoe_status attn_setup(clmoe_ctx *ctx, const char *op, float scale, const clmoe_mla_attn_inputs *in,
-                               const clmoe_tensor *o, const clmoe_tensor *lse, int o_bf16_ok,
-                               mla_attn_desc *a, mla_plan *p)
+static clmoe_status attn_setup(clmoe_ctx *ctx, const char *op, float scale,
+                               const clmoe_mla_attn_inputs *in, const clmoe_tensor *o,
+                               const clmoe_tensor *lse, int o_bf16_ok, mla_attn_desc *a, mla_plan *p)
 {
   char desc[96];
   memset(a, 0, sizeof *a);
@@ -287,7 +225,7 @@ static clmoe_status attn_setup(clmoe_ctx *ctx, const char *op, float scale, cons
   a->kn = contiguous_operand(kn, H * a->Dn, a->Dn);
   a->kr = contiguous_operand(in->k_rope, a->Dr, 0);
   a->v = contiguous_operand(in->v, H * a->Dv, a->Dv);
-  CLMOE_TRY(mla_plan_make(ctx, op, B, T, in->cu_seqlens, p));
+  CLMOE_TRY(clmoe__mla_plan_make(ctx, op, B, T, in->cu_seqlens, p));
   a->M = p->M;
   return CLMOE_OK;
 }
@@ -298,8 +236,8 @@ clmoe_status clmoe_mla_attention(clmoe_ctx *ctx, float scale, const clmoe_mla_at
   mla_attn_desc a;
   mla_plan p;
   CLMOE_TRY(attn_setup(ctx, "clmoe_mla_attention", scale, in, o, lse, 1, &a, &p));
-  clmoe_status st = mla_attn_fwd_run(ctx, &a, &p, o, lse);
-  mla_plan_release(ctx, &p);
+  clmoe_status st = clmoe__mla_attn_fwd_run(ctx, &a, &p, o, lse);
+  clmoe__mla_plan_release(ctx, &p);
   return st;
 }
 
@@ -313,15 +251,28 @@ clmoe_status clmoe_mla_attention_path(clmoe_ctx *ctx, clmoe_mla_attn_path path, 
   mla_plan p;
   CLMOE_TRY(attn_setup(ctx, "clmoe_mla_attention_path", scale, in, o, lse, 1, &a, &p));
   clmoe_status st;
-  if (path == CLMOE_MLA_ATTN_AUTO) st = mla_attn_fwd_run(ctx, &a, &p, o, lse);
-  else if (path == CLMOE_MLA_ATTN_PORTABLE) st = mla_attn_fwd_portable(ctx, &a, &p, o, lse);
-  else st = mla_tc_fwd_run(ctx, &a, &p, bq[path], o, lse);
-  mla_plan_release(ctx, &p);
+  if (path == CLMOE_MLA_ATTN_AUTO) st = clmoe__mla_attn_fwd_run(ctx, &a, &p, o, lse);
+  else if (path == CLMOE_MLA_ATTN_PORTABLE) st = attn_fwd_portable(ctx, &a, &p, o, lse);
+  else st = clmoe__mla_tile_fwd_run(ctx, &a, &p, bq[path], o, lse);
+  clmoe__mla_plan_release(ctx, &p);
   return st;
 }
 
-static clmoe_status attn_backward(clmoe_ctx *ctx, const char *op, clmoe_mla_attn_path path, float scale,
-                                  const clmoe_mla_attn_inputs *in, const clmoe_tensor *o, const clmoe_tensor *lse,
+const char *clmoe_mla_attn_path_name(clmoe_mla_attn_path path)
+{
+  switch (path) {
+  case CLMOE_MLA_ATTN_AUTO: return "auto";
+  case CLMOE_MLA_ATTN_PORTABLE: return "portable";
+  case CLMOE_MLA_ATTN_TILE: return "tile";
+  case CLMOE_MLA_ATTN_TILE64: return "tile64";
+  case CLMOE_MLA_ATTN_TILE128: return "tile128";
+  }
+  return "?";
+}
+
+static clmoe_status attn_backward(clmoe_ctx *ctx, const char *op, clmoe_mla_attn_path path,
+                                  float scale, const clmoe_mla_attn_inputs *in,
+                                  const clmoe_tensor *o, const clmoe_tensor *lse,
                                   const clmoe_tensor *dout, const clmoe_mla_attn_grads *g)
 {
   mla_attn_desc a;
@@ -338,12 +289,12 @@ static clmoe_status attn_backward(clmoe_ctx *ctx, const char *op, clmoe_mla_attn
   CLMOE_TRY_GOTO(st, clmoe__want_shape(g->dv, op, "dv", 0, 4, B, T, H, a.Dv), done);
   const mla_operand dkn = contiguous_operand(g->dk_nope, H * a.Dn, a.Dn);
   const mla_operand dv = contiguous_operand(g->dv, H * a.Dv, a.Dv);
-  if (path == CLMOE_MLA_ATTN_AUTO) st = mla_attn_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
+  if (path == CLMOE_MLA_ATTN_AUTO) st = clmoe__mla_attn_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
   else if (path == CLMOE_MLA_ATTN_PORTABLE)
-    st = mla_attn_bwd_portable(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
-  else st = mla_tc_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
+    st = attn_bwd_portable(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
+  else st = clmoe__mla_tile_bwd_run(ctx, &a, &p, o, lse, dout, g->dq, dkn, dv, g->dk_rope);
 done:
-  mla_plan_release(ctx, &p);
+  clmoe__mla_plan_release(ctx, &p);
   return st;
 }
 
@@ -395,9 +346,9 @@ clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale, const clmoe_
   char opts[160];
   attn_options(&a, o->dtype == CLMOE_BF16, 32, opts, sizeof opts);
   cl_kernel ks, kp, kv;
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_naive_scores", &ks), done);
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_naive_softmax", &kp), done);
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla+mla_fwd", opts, "mla_naive_pv", &kv), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_naive_scores", &ks), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_naive_softmax", &kp), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_fwd", opts, "mla_naive_pv", &kv), done);
   cl_int H = (cl_int)a.H, L = (cl_int)p.max_len, has_lse = lse != NULL;
   cl_mem lm = lse ? lse->buf : o->buf;
   cl_ulong lo = lse ? (cl_ulong)lse->offset : 0, oo = (cl_ulong)o->offset;
@@ -417,7 +368,7 @@ done:
   clmoe__scratch_release(ctx, start, start_bytes);
   clmoe__scratch_release(ctx, S, s_bytes);
   free(hs);
-  mla_plan_release(ctx, &p);
+  clmoe__mla_plan_release(ctx, &p);
   return st;
 }
 
@@ -426,15 +377,4 @@ double clmoe_mla_attention_flops(const int64_t *lengths, int64_t nseq, int64_t H
   double pairs = 0.0;
   for (int64_t n = 0; n < nseq; n++) pairs += (double)lengths[n] * (double)(lengths[n] + 1) / 2.0;
   return 2.0 * pairs * (double)H * (double)(Dqk + Dv);
-}
-
-void mla_strided_view(const clmoe_tensor *base, int64_t offset, int64_t d0, int64_t d1, int64_t d2,
-                      int64_t s0, int64_t s1, clmoe_tensor *out)
-{
-  *out = *base;
-  out->ndim = 3;
-  out->shape[0] = d0, out->shape[1] = d1, out->shape[2] = d2, out->shape[3] = 1;
-  out->stride[0] = s0, out->stride[1] = s1, out->stride[2] = 1, out->stride[3] = 1;
-  out->offset = base->offset + offset;
-  out->is_view = 1;
 }

@@ -1,7 +1,7 @@
 /* MLA chunked prefill in the training form ("flash extend"): new tokens of sequences whose
  * latent cache already holds a prefix, attended like the one-pass prefill does rather than
  * in absorbed form. Per pass:
- *   1. the new tokens' c and k_r are appended to the cache (mla_extend_append);
+ *   1. the new tokens' c and k_r are appended to the cache (clmoe__mla_extend_append);
  *   2. the whole context of every extended sequence (prefix and new tokens) is read back
  *      from the cache into contiguous f32 c [K, dc] and k_r [K, Dr] (bf16 rows as stored),
  *      K = sum of the extended sequences' lengths;
@@ -67,15 +67,15 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
   const int64_t H = cfg->n_heads, dn = cfg->qk_nope, dr = cfg->qk_rope, dv = cfg->v_dim, dqk = dn + dr;
   const int64_t dkv = dn + dv, dc = cfg->kv_rank;
   int64_t K = 0, ntmax = 0;
-  mla_attn_desc a = {M, H, dn, dr, dv, 0, mla_scale(cfg), {0}, {0}, {0}, {0}};
+  mla_attn_desc a = {M, H, dn, dr, dv, 0, clmoe__mla_scale(cfg), {0}, {0}, {0}, {0}};
   int fq, bq = 0, maxc = 0;
-  CLMOE_TRY(mla_attn_fwd_shape(ctx, op, &a, &fq));
+  CLMOE_TRY(clmoe__mla_attn_fwd_shape(ctx, op, &a, &fq));
   for (int64_t n = 0; n < c->nseq; n++) maxc = counts[n] > maxc ? (int)counts[n] : maxc;
-  /* The tile kernel (issue 9) on the fast path: the operands here are fp32 (decompressed
+  /* The tile kernel on the fast path: the operands here are fp32 (decompressed
    * K/V), rounded to bf16 by the kernel, so only when the fast path is forced or the cache
    * is bf16 already. Tiles of bq rows; else the portable kernel's fq. */
   if (clmoe_ctx_fastpath_for(ctx, c->dtype == CLMOE_BF16)) {
-    if (mla_tc_fwd_prepare(ctx, &a, maxc, &bq) == CLMOE_OK) fq = bq;
+    if (clmoe__mla_tile_fwd_prepare(ctx, &a, maxc, &bq) == CLMOE_OK) fq = bq;
     else bq = 0, clmoe_clear_error();
   }
   for (int64_t n = 0; n < c->nseq; n++)
@@ -99,7 +99,7 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
     st = clmoe__error(CLMOE_ERR_INTERNAL, "%s: scratch tensors must start their buffers", op);
     goto done;
   }
-  CLMOE_TRY_GOTO(st, mla_cache_gather(ctx, c, map, K, &lat, &kr), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_cache_gather(ctx, c, map, K, &lat, &kr), done);
   /* per head [k_n; v] = W_ukv c, for every context token, in blocks of rows: one product
    * over a million keys (n = 10^6 in CLBlast's column-major view) is beyond what its
    * kernels' launch sizes were made for */
@@ -116,9 +116,9 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
   a.v = (mla_operand){kv.buf, (cl_ulong)(kv.offset + dn), (cl_uint)(H * dkv), (cl_uint)dkv};
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, tbytes, &dt), done);
   CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, dt, CL_TRUE, 0, tbytes, tiles, 0, NULL, NULL), done);
-  if (bq) CLMOE_TRY_GOTO(st, mla_tc_fwd_launch(ctx, &a, bq, dt, (int)nt, &o, NULL), done);
-  else CLMOE_TRY_GOTO(st, mla_attn_fwd_launch(ctx, &a, fq, dt, (int)nt, &o, NULL), done);
-  st = mla_output(ctx, w, &s->gate, &o, &u, y);
+  if (bq) CLMOE_TRY_GOTO(st, clmoe__mla_tile_fwd_launch(ctx, &a, bq, dt, (int)nt, &o, NULL), done);
+  else CLMOE_TRY_GOTO(st, clmoe__mla_attn_fwd_launch(ctx, &a, fq, dt, (int)nt, &o, NULL), done);
+  st = clmoe__mla_output(ctx, w, &s->gate, &o, &u, y);
 done:
   clmoe__scratch_release(ctx, dt, tbytes);
   clmoe_tensor *t[] = {&lat, &kr, &kv, &o, &u};
@@ -140,7 +140,7 @@ clmoe_status clmoe_mla_extend_flash(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   memset(&s, 0, sizeof s);
   cl_int *pos;
   int64_t M;
-  CLMOE_TRY(mla_extend_append(ctx, op, cfg, w, c, x, counts, y, &s, &pos, &M));
+  CLMOE_TRY(clmoe__mla_extend_append(ctx, op, cfg, w, c, x, counts, y, &s, &pos, &M));
   if (M == 0) return CLMOE_OK;
   free(pos);
   clmoe_status st = flash_attend(ctx, op, cfg, w, c, counts, &s, M, y);

@@ -1,14 +1,27 @@
-/* Internal to the MLA host code (mla.c, mla_attn.c, mla_decode.c, mla_extend*.c): strided
- * operands, the sequence plan with its tile tables, the attention entry points the layer uses
- * with column slices of its projections, and the paged cache shared by decode and extend. */
+/* Internal to the MLA host code (lib/mla/): strided operands, the sequence plan with its
+ * tile tables, the attention entry points the layer uses with column slices of its
+ * projections, and the paged cache shared by decode and extend. Each function is declared
+ * under the file that defines it.
+ *
+ * Files and who calls whom (an arrow: calls functions defined in); no cycle:
+ *
+ *   mla_extend_flash -> mla_extend, mla_attn, mla_tile, mla_layer, mla_cache, mla
+ *   mla_extend       -> mla_absorbed, mla_layer, mla_cache, mla
+ *   mla_decode       -> mla_absorbed, mla_layer, mla_attn_plan, mla_cache, mla
+ *   mla_absorbed     -> mla_layer, mla_cache, mla
+ *   mla_cache        -> mla
+ *   mla_layer        -> mla_attn, mla_attn_plan, mla
+ *   mla_attn         -> mla_tile, mla_attn_plan
+ *   mla_tile         -> mla_attn_plan
+ *   mla_attn_plan, mla (config and weights): the bottom
+ */
 #ifndef CLMOE_MLA_INTERNAL_H
 #define CLMOE_MLA_INTERNAL_H
 
 #include "runtime/internal.h"
 #include "clmoe/mla.h"
+#include "kernels_cl/mla/mla_layout.cl" /* MLA_WG, MLA_BB and the kernels' local memory */
 
-#define MLA_WG 256 /* kernels_cl/mla/mla.cl */
-#define MLA_TILE 16 /* BK = BB = 16 in kernels_cl/mla/mla.cl */
 #define MLA_MAX_DQK 256
 #define MLA_MAX_DV 256
 #define MLA_DECODE_SPLIT 256 /* cache tokens per decode work-group (fixes the merge order) */
@@ -31,10 +44,6 @@ typedef struct mla_plan {
   int nfwd, nbwd, fq;   /* tile counts; FQ rows of the forward's query tiles */
 } mla_plan;
 
-clmoe_status mla_plan_make(clmoe_ctx *ctx, const char *op, int64_t B, int64_t T,
-                           const clmoe_tensor *cu, mla_plan *p);
-void mla_plan_release(clmoe_ctx *ctx, mla_plan *p);
-
 /* Everything the attention kernels need, validated. */
 typedef struct mla_attn_desc {
   int64_t M, H, Dn, Dr, Dv;
@@ -43,75 +52,85 @@ typedef struct mla_attn_desc {
   mla_operand q, kn, kr, v;
 } mla_attn_desc;
 
-/* Forward over a plan: o [M, H, Dv] (f32 or bf16, contiguous), lse [M, H] f32 or NULL. */
-clmoe_status mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
-                              clmoe_tensor *o, clmoe_tensor *lse);
-/* The forward's query rows per tile (FQ) on this device, after checking its limits. */
-clmoe_status mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a, int *fq);
-/* The forward over an explicit device tile table of ntiles int4 tiles of at most fq rows
- * (kernels_cl/mla/mla_fwd.cl: x first key of the sequence, y first query row, z rows, w the
- * queries' key shift): o [rows, H, Dv] contiguous, lse [rows, H] f32 or NULL. */
-clmoe_status mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq, cl_mem tiles, int ntiles,
-                                 clmoe_tensor *o, clmoe_tensor *lse);
-/* The portable forward (kernels_cl/mla/mla_fwd.cl) whatever the fast path says. */
-clmoe_status mla_attn_fwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
-                                   clmoe_tensor *o, clmoe_tensor *lse);
+/* ---- mla.c: configuration and weights ---------------------------------------------------- */
+
+float clmoe__mla_scale(const clmoe_mla_config *cfg);
+float clmoe__mla_eps(const clmoe_mla_config *cfg);
+clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cfg,
+                                      const clmoe_mla_weights *w);
+
+/* ---- mla_attn_plan.c: the plan and its tile tables --------------------------------------- */
+
+clmoe_status clmoe__mla_plan_make(clmoe_ctx *ctx, const char *op, int64_t B, int64_t T,
+                                  const clmoe_tensor *cu, mla_plan *p);
+void clmoe__mla_plan_release(clmoe_ctx *ctx, mla_plan *p);
 /* A device table (*count int4 tiles, *bytes from the scratch pool) of `rows`-row tiles over
  * every sequence of p (see kernels_cl/mla/mla.cl); fwd: w = 0, else w = the sequence's end. */
-clmoe_status mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd, cl_mem *mem, size_t *bytes,
-                             int *count);
+clmoe_status clmoe__mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows, int fwd,
+                                    cl_mem *mem, size_t *bytes, int *count);
 /* Makes p->fwd_tiles the forward's table of tiles of `rows` query rows (p->fq = rows). */
-clmoe_status mla_plan_fwd_tiles(clmoe_ctx *ctx, mla_plan *p, int rows);
-/* The forward on the tile interface (mla_tc.c, kernels_cl/mla/mla_tc.cl) with query tiles of bq
+clmoe_status clmoe__mla_plan_fwd_tiles(clmoe_ctx *ctx, mla_plan *p, int rows);
+
+/* ---- mla_tile.c: attention on the tile interface ----------------------------------------- */
+
+/* The forward on the tile interface (kernels_cl/mla/mla_tile.cl) with query tiles of bq
  * rows (64 or 128; 0: chosen from the plan). Returns CLMOE_ERR_UNSUPPORTED, having launched
  * nothing, when the tile kernel does not cover the shape on this device. */
+clmoe_status clmoe__mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
+                                     clmoe_tensor *o, clmoe_tensor *lse);
 /* Checks that the tile kernel covers the call and builds it; *bq 0: chosen from the longest
  * sequence (128 rows from 1024 tokens, else 64), then set. UNSUPPORTED when not covered. */
-clmoe_status mla_tc_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len, int *bq);
-/* The tile forward over an explicit tile table (as mla_attn_fwd_launch, tiles of at most bq
- * rows, the queries' key shift in w): chunked prefill attending to a cached prefix. */
-clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, cl_mem tiles, int ntiles,
-                               clmoe_tensor *o, clmoe_tensor *lse);
-clmoe_status mla_tc_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
-                            clmoe_tensor *o, clmoe_tensor *lse);
-/* The backward on the tile interface (mla_tc.c, kernels_cl/mla/mla_tc_bwd.cl), arguments as
- * mla_attn_bwd_run's; CLMOE_ERR_UNSUPPORTED (nothing launched) when not covered. */
-clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
-                            const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
-                            mla_operand dv, clmoe_tensor *dkr);
-/* The portable backward (mla_bwd.cl) whatever the fast path says. */
-clmoe_status mla_attn_bwd_portable(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
-                                   const clmoe_tensor *o, const clmoe_tensor *lse,
-                                   const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
-                                   mla_operand dv, clmoe_tensor *dkr);
+clmoe_status clmoe__mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len,
+                                         int *bq);
+/* The tile forward over an explicit tile table (as clmoe__mla_attn_fwd_launch, tiles of at
+ * most bq rows, the queries' key shift in w): chunked prefill attending to a cached prefix. */
+clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq,
+                                        cl_mem tiles, int ntiles, clmoe_tensor *o,
+                                        clmoe_tensor *lse);
+/* The backward on the tile interface (kernels_cl/mla/mla_tile_bwd.cl), arguments as
+ * clmoe__mla_attn_bwd_run's; CLMOE_ERR_UNSUPPORTED (nothing launched) when not covered. */
+clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     const clmoe_tensor *o, const clmoe_tensor *lse,
+                                     const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                     mla_operand dv, clmoe_tensor *dkr);
+
+/* ---- mla_attn.c: the portable kernels and the dispatch ----------------------------------- */
+
+/* Forward over a plan: o [M, H, Dv] (f32 or bf16, contiguous), lse [M, H] f32 or NULL. */
+clmoe_status clmoe__mla_attn_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     clmoe_tensor *o, clmoe_tensor *lse);
 /* Backward: dq [M, H, Dqk] contiguous f32; dk_nope and dv as strided operands (f32);
  * dkr [M, Dr] contiguous f32. */
-clmoe_status mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
-                              const clmoe_tensor *o, const clmoe_tensor *lse,
-                              const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
-                              mla_operand dv, clmoe_tensor *dkr);
+clmoe_status clmoe__mla_attn_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     const clmoe_tensor *o, const clmoe_tensor *lse,
+                                     const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                     mla_operand dv, clmoe_tensor *dkr);
+/* The portable forward's query rows per tile (FQ) on this device, after checking its limits. */
+clmoe_status clmoe__mla_attn_fwd_shape(clmoe_ctx *ctx, const char *op, const mla_attn_desc *a,
+                                       int *fq);
+/* The portable forward over an explicit device tile table of ntiles int4 tiles of at most fq
+ * rows (kernels_cl/mla/mla_fwd.cl: x first key of the sequence, y first query row, z rows,
+ * w the queries' key shift): o [rows, H, Dv] contiguous, lse [rows, H] f32 or NULL. */
+clmoe_status clmoe__mla_attn_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int fq,
+                                        cl_mem tiles, int ntiles, clmoe_tensor *o,
+                                        clmoe_tensor *lse);
 
-/* A strided 3-D view [d0, d1, d2] of base's buffer with the given element strides, starting
- * `offset` elements after base's first (for head-batched GEMMs over interleaved columns). */
-void mla_strided_view(const clmoe_tensor *base, int64_t offset, int64_t d0, int64_t d1, int64_t d2,
-                      int64_t s0, int64_t s1, clmoe_tensor *out);
+/* ---- mla_layer.c: the layer internals shared with prefill, decode and extend ------------- */
 
-/* Layer internals shared with prefill and decode (mla.c). */
-float mla_scale(const clmoe_mla_config *cfg);
-float mla_eps(const clmoe_mla_config *cfg);
-clmoe_status mla_check_weights(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_weights *w);
 /* The layer forward over a plan into y, filling s (every tensor created here). */
-clmoe_status mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                               const clmoe_tensor *x2, mla_plan *p, clmoe_tensor *y2, clmoe_mla_saved *s);
+clmoe_status clmoe__mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                      const clmoe_mla_weights *w, const clmoe_tensor *x2,
+                                      mla_plan *p, clmoe_tensor *y2, clmoe_mla_saved *s);
 /* The query, latent and gate projections of M tokens x2 [M, d] (no attention): q [M, H Dqk],
  * c [M, dc], kr [M, Dr], gate [M, H Dv] (sigmoid applied), created here. */
-clmoe_status mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                         const clmoe_tensor *x2, clmoe_mla_saved *s, int keep_raw);
+clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                const clmoe_mla_weights *w, const clmoe_tensor *x2,
+                                clmoe_mla_saved *s, int keep_raw);
 /* y [M, d] = W_o (gate * o); u [M, H Dv] receives gate * o. */
-clmoe_status mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const clmoe_tensor *gate,
-                        const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2);
+clmoe_status clmoe__mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const clmoe_tensor *gate,
+                               const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2);
 
-/* ---- the paged latent cache (mla_decode.c) and chunked prefill (mla_extend.c) ---- */
+/* ---- mla_cache.c: the paged latent cache ------------------------------------------------- */
 
 #define CBLK CLMOE_MLA_CACHE_BLOCK
 
@@ -131,22 +150,27 @@ struct clmoe_mla_cache {
   int table_dirty, len_dirty;
 };
 
-static inline int64_t blocks_for(int64_t tokens) { return (tokens + CBLK - 1) / CBLK; }
-
-clmoe_status mla_check_cache(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_cache *c);
+clmoe_status clmoe__mla_check_cache(const char *op, const clmoe_mla_config *cfg,
+                                    const clmoe_mla_cache *c);
 /* Makes room for `tokens` tokens in sequence s (blocks from the pool, table widened). */
-clmoe_status mla_cache_reserve(clmoe_mla_cache *c, int64_t s, int64_t tokens);
+clmoe_status clmoe__mla_cache_reserve(clmoe_mla_cache *c, int64_t s, int64_t tokens);
 /* Uploads the block table and the lengths if the host changed them. */
-clmoe_status mla_cache_sync(clmoe_mla_cache *c);
+clmoe_status clmoe__mla_cache_sync(clmoe_mla_cache *c);
 /* Writes c [M, dc] and kr [M, Dr] of M tokens at map[i] = (sequence, position), or with map
  * NULL (a decode step, M = nseq) at the end of every sequence (device lengths advance). */
-clmoe_status mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat, const clmoe_tensor *kr,
-                             const cl_int *map, int64_t M);
-
+clmoe_status clmoe__mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat,
+                                    const clmoe_tensor *kr, const cl_int *map, int64_t M);
 /* Reads the rows at map[i] = (sequence, position), i < keys, into contiguous f32 lat
  * [keys, dc] and kr [keys, Dr] (both starting their buffers); bf16 rows as stored. */
-clmoe_status mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl_int *map, int64_t keys,
-                              clmoe_tensor *lat, clmoe_tensor *kr);
+clmoe_status clmoe__mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl_int *map,
+                                     int64_t keys, clmoe_tensor *lat, clmoe_tensor *kr);
+/* The decode program (kernels_cl/mla/mla_decode.cl, which holds the cache kernels too):
+ * heads per work-group (*hg) and rows per tile (*bt) of the decode kernel that fit the
+ * device's local memory, and its build options for them. */
+clmoe_status clmoe__mla_decode_shape(clmoe_ctx *ctx, const clmoe_mla_cache *c, int *hg, int *bt);
+void clmoe__mla_decode_options(const clmoe_mla_cache *c, int hg, int bt, char *buf, size_t len);
+
+/* ---- mla_absorbed.c: attention of absorbed queries over the cache ------------------------ */
 
 /* New tokens of an extend, already in the cache, packed by sequence: counts[n] tokens of
  * sequence n (nseq entries), token i at cache position pos[i] (sees positions <= pos[i]). */
@@ -156,22 +180,21 @@ typedef struct mla_extend_rows {
   int64_t M;
 } mla_extend_rows;
 
+/* The absorbed attention and output of N new tokens whose c and k_r are already cached and
+ * whose projections are in s: y [N, d]. rows NULL: a decode step (one row per sequence). */
+clmoe_status clmoe__mla_absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                 const clmoe_mla_weights *w, clmoe_mla_cache *c, clmoe_mla_saved *s,
+                                 int64_t N, const mla_extend_rows *rows, clmoe_tensor *y);
+
+/* ---- mla_extend.c: chunked prefill ------------------------------------------------------- */
+
 /* The first half of either extend form: checks the arguments, projects x [M, d] into s
  * (q, c, kr, gate), appends the new tokens' c and k_r to the cache and fills pos [M] (each
  * token's cache position). *M receives the token count (0: nothing to do, s untouched). */
-clmoe_status mla_extend_append(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
-                               const clmoe_mla_weights *w, clmoe_mla_cache *c, const clmoe_tensor *x,
-                               const int64_t *counts, const clmoe_tensor *y, clmoe_mla_saved *s, cl_int **pos,
-                               int64_t *M);
-/* oc [M, H, dc] = the absorbed attention of qc [M, H, dc] and q_r (in q [M, H Dqk]) of the
- * new rows over their sequences' caches, by the tiled kernel (kernels_cl/mla/mla_extend.cl). */
-clmoe_status mla_extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
-                               const mla_extend_rows *rows, const clmoe_tensor *qc, const clmoe_tensor *q,
-                               clmoe_tensor *oc);
-/* The absorbed attention and output of N new tokens whose c and k_r are already cached and
- * whose projections are in s: y [N, d]. rows NULL: a decode step (one row per sequence). */
-clmoe_status mla_absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                          clmoe_mla_cache *c, clmoe_mla_saved *s, int64_t N, const mla_extend_rows *rows,
-                          clmoe_tensor *y);
+clmoe_status clmoe__mla_extend_append(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
+                                      const clmoe_mla_weights *w, clmoe_mla_cache *c,
+                                      const clmoe_tensor *x, const int64_t *counts,
+                                      const clmoe_tensor *y, clmoe_mla_saved *s, cl_int **pos,
+                                      int64_t *M);
 
 #endif

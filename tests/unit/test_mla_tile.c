@@ -1,6 +1,6 @@
-/* CUnit suite: MLA attention forward and backward on the tile interface (issue 9;
- * kernels_cl/mla/mla_tc.cl, mla_tc_bwd.cl, lib/mla/mla_tc.c). The context's fast path is forced
- * on, so on a device without a matrix unit (PoCL in CI) the kernels run on the portable
+/* CUnit suite: MLA attention forward and backward on the tile interface
+ * (kernels_cl/mla/mla_tile.cl, mla_tile_bwd.cl, lib/mla/mla_tile.c). The context's fast path
+ * is forced on, so on a device without a matrix unit (PoCL in CI) the kernels run on the portable
  * tiles (tile.cl) and their logic is checked everywhere.
  *
  * Against the double-precision reference on fresh random inputs (uniform in +-2) and
@@ -8,41 +8,28 @@
  * sequences, 1 to 3 heads, the report's head sizes (qk 128 + 64, v 128), small ones and odd
  * ones (padding, scalar staging), f32 and bf16 storage, both query tiles (64, 128 rows).
  * Tolerance 1e-2 on o and lse (ck_compare's measure, NaN fails) against the reference of
- * the inputs as the kernel sees them (fp32 inputs rounded to bf16: see check_mla_tc.c);
+ * the inputs as the kernel sees them (fp32 inputs rounded to bf16: see check_mla_tile.c);
  * with bf16 inputs the products are exact, and lse (fp32 statistics) is held to 1e-3. The
  * tile backward against the reference and the portable backward (3e-2: dO, P and dS are
  * rounded to bf16 as well). Also: the fast path's dispatch and its fallback, the portable
  * backward fed with the tile forward's o and lse, the whole layer forward and backward
- * (strided operands) with the fast path on, and the conformance checks "mla_tc". */
+ * (strided operands) with the fast path on, and the conformance checks "mla_tile". */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check/check_mla.h"
+#include "check/check_mla_tile.h"
 #include "tile/tile_internal.h" /* clmoe__local_mem_optin */
 #include "clmoe/paths.h"
 #include "test_common.h"
-
-/* Defined in check/check_mla_tc.c (same struct). */
-typedef struct ck_mla_tc_case {
-  int64_t B, T, H, Dn, Dr, Dv;
-  const int32_t *lens;
-  int nlens;
-  clmoe_dtype dtype, odtype;
-  clmoe_mla_attn_path path;
-  int vs_portable;
-} ck_mla_tc_case;
-clmoe_status ck_mla_tc_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tc_case *c);
-
-clmoe_status ck_mla_tc_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tc_case *c,
-                                double tol);
 
 /* The tile backward: T 1, 17, 64, 300 packed, 1-3 heads, small, odd and f32 / bf16 inputs,
  * against the reference and the portable backward on the same o, lse: 3e-2. */
 static void test_backward_tiles(void)
 {
   static const int32_t lens[4] = {17, 1, 300, 64}, odd[2] = {70, 41};
-  const ck_mla_tc_case cs[4] = {
+  const ck_mla_tile_case cs[4] = {
       {1, 0, 3, 16, 8, 16, lens, 4, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1},
       {1, 0, 1, 16, 8, 16, lens, 4, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE128, 1},
       {2, 64, 2, 5, 3, 7, NULL, 0, CLMOE_F32, CLMOE_BF16, CLMOE_MLA_ATTN_PORTABLE, 1},
@@ -50,7 +37,7 @@ static void test_backward_tiles(void)
   for (int i = 0; i < 4; i++) {
     clmoe_check_result res;
     memset(&res, 0, sizeof res);
-    TEST_OK(ck_mla_tc_backward(test_ctx, test_seed + 700 + (uint64_t)i, &res, &cs[i], 3e-2));
+    TEST_OK(ck_mla_tile_backward(test_ctx, test_seed + 700 + (uint64_t)i, &res, &cs[i], 3e-2));
     if (!(res.max_err <= res.tolerance))
       fprintf(stderr, "\n  backward case %d (seed %llu): error %.3g > %.3g at %s\n", i,
               (unsigned long long)(test_seed + 700 + (uint64_t)i), res.max_err, res.tolerance, res.worst);
@@ -58,11 +45,11 @@ static void test_backward_tiles(void)
   }
 }
 
-static void run_case(const ck_mla_tc_case *c, uint64_t seed)
+static void run_case(const ck_mla_tile_case *c, uint64_t seed)
 {
   clmoe_check_result res;
   memset(&res, 0, sizeof res);
-  TEST_OK(ck_mla_tc_forward(test_ctx, seed, &res, c));
+  TEST_OK(ck_mla_tile_forward(test_ctx, seed, &res, c));
   const int ok = res.max_err <= res.tolerance;
   if (!ok)
     fprintf(stderr, "\n  B %lld T %lld H %lld qk %lld+%lld v %lld %s/%s %s (seed %llu): error %.3g > %.3g at %s\n",
@@ -79,8 +66,8 @@ static void test_lengths(void)
   for (int i = 0; i < 4; i++)
     for (int dt = 0; dt < 2; dt++) {
       const clmoe_dtype d = dt ? CLMOE_BF16 : CLMOE_F32;
-      const ck_mla_tc_case c = {i == 1 ? 2 : 1, Ts[i], 1 + (i + dt) % 3, 16, 8, 16, NULL, 0, d, d,
-                                dt ? CLMOE_MLA_ATTN_TILE128 : CLMOE_MLA_ATTN_TILE64, 1};
+      const ck_mla_tile_case c = {i == 1 ? 2 : 1, Ts[i], 1 + (i + dt) % 3, 16, 8, 16, NULL, 0, d, d,
+                                  dt ? CLMOE_MLA_ATTN_TILE128 : CLMOE_MLA_ATTN_TILE64, 1};
       run_case(&c, test_seed + (uint64_t)(10 * i + dt));
     }
 }
@@ -89,8 +76,8 @@ static void test_lengths(void)
 static void test_model_dims_packed(void)
 {
   static const int32_t lens[5] = {17, 300, 1, 64, 130};
-  const ck_mla_tc_case c64 = {1, 0, 2, 128, 64, 128, lens, 5, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1};
-  const ck_mla_tc_case c128 = {1, 0, 1, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE128, 1};
+  const ck_mla_tile_case c64 = {1, 0, 2, 128, 64, 128, lens, 5, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1};
+  const ck_mla_tile_case c128 = {1, 0, 1, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE128, 1};
   run_case(&c64, test_seed + 100);
   run_case(&c128, test_seed + 101);
 }
@@ -100,10 +87,10 @@ static void test_model_dims_packed(void)
 static void test_odd_dims(void)
 {
   static const int32_t lens[3] = {70, 5, 129};
-  const ck_mla_tc_case a = {1, 0, 3, 5, 3, 7, lens, 3, CLMOE_F32, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1};
-  const ck_mla_tc_case b = {1, 0, 2, 20, 12, 24, lens, 3, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE128, 1};
+  const ck_mla_tile_case a = {1, 0, 3, 5, 3, 7, lens, 3, CLMOE_F32, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1};
+  const ck_mla_tile_case b = {1, 0, 2, 20, 12, 24, lens, 3, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE128, 1};
   /* qk 208: the widest that fits 48 KB of local memory with v 120 (qk 256 needs ~51 KB) */
-  const ck_mla_tc_case c = {1, 100, 1, 160, 48, 120, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE, 0};
+  const ck_mla_tile_case c = {1, 100, 1, 160, 48, 120, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE, 0};
   run_case(&a, test_seed + 200);
   run_case(&b, test_seed + 201);
   run_case(&c, test_seed + 202);
@@ -302,13 +289,13 @@ static void test_layer_fastpath(void)
 
 /* One forward case against the reference (its tolerance: 1e-2), profiled from a clear
  * table, so that test_kernel_ran tells which kernel took it. */
-static void forward_case(clmoe_ctx *ctx, uint64_t seed, const ck_mla_tc_case *c, const char *label, int i)
+static void forward_case(clmoe_ctx *ctx, uint64_t seed, const ck_mla_tile_case *c, const char *label, int i)
 {
   clmoe_check_result res;
   memset(&res, 0, sizeof res);
   clmoe_ctx_profile_clear(ctx);
   TEST_OK(clmoe_ctx_profile_begin(ctx));
-  TEST_OK(ck_mla_tc_forward(ctx, seed, &res, c));
+  TEST_OK(ck_mla_tile_forward(ctx, seed, &res, c));
   double secs;
   TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
   if (!(res.max_err <= res.tolerance))
@@ -316,14 +303,14 @@ static void forward_case(clmoe_ctx *ctx, uint64_t seed, const ck_mla_tc_case *c,
   CU_ASSERT(res.max_err <= res.tolerance);
 }
 
-/* The double-buffered forward (mla_tc_async.cl) takes bf16 inputs with 8-aligned strides
- * and Dv a multiple of 16; CLMOE_MLA_TC_ASYNC=0 sends them to mla_tc_fwd; f32 inputs and
+/* The double-buffered forward (mla_tile_async.cl) takes bf16 inputs with 8-aligned strides
+ * and Dv a multiple of 16; CLMOE_MLA_TC_ASYNC=0 sends them to mla_tile_fwd; f32 inputs and
  * odd sizes always go there (the warp-group kernel off). The report's sizes packed (128-row
  * tiles), small sizes with partial key blocks (64-row tiles), an f32 case. */
 static void test_async_forward(void)
 {
   static const int32_t lens[5] = {17, 300, 1, 64, 130};
-  const ck_mla_tc_case cs[3] = {
+  const ck_mla_tile_case cs[3] = {
       {1, 0, 1, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE128, 1},
       {2, 97, 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1},
       {1, 75, 1, 16, 8, 16, NULL, 0, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1}};
@@ -336,8 +323,8 @@ static void test_async_forward(void)
     for (int i = 0; i < 3; i++) {
       forward_case(ctx, test_seed + 900 + (uint64_t)i, &cs[i], off ? "async off" : "async on", i);
       const int async = !off && cs[i].dtype == CLMOE_BF16;
-      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tc_fwd_async"), async);
-      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tc_fwd"), !async);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd_async"), async);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd"), !async);
     }
   }
   test_env_restore("CLMOE_MLA_TC_ASYNC", keep);
@@ -345,14 +332,14 @@ static void test_async_forward(void)
   clmoe_ctx_destroy(ctx);
 }
 
-/* The warp-group forward (mla_tc_wgmma.cl: wgmma on sm_90, the same layouts through
+/* The warp-group forward (mla_tile_wgmma.cl: wgmma on sm_90, the same layouts through
  * tile_mma elsewhere) with CLMOE_MLA_TC_WGMMA set: the report's sizes packed (128-row
  * tiles), a partial key block and odd lengths with 64-row tiles and a K row of one
  * 64-column block; Dv other than 128 goes to the other kernels. */
 static void test_wgmma_forward(void)
 {
   static const int32_t lens[5] = {17, 300, 1, 64, 130};
-  const ck_mla_tc_case cs[3] = {
+  const ck_mla_tile_case cs[3] = {
       {1, 0, 1, 128, 64, 128, lens, 5, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE128, 1},
       {2, 97, 3, 32, 16, 128, NULL, 0, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1},
       {1, 75, 1, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1}};
@@ -375,7 +362,7 @@ static void test_wgmma_forward(void)
     char *keep_per = test_env_set("CLMOE_MLA_TC_TILES_PER_LAUNCH", t == 0 ? "2" : NULL);
     forward_case(ctx, test_seed + 950 + (uint64_t)t, &cs[i], cfg[t], i);
     test_env_restore("CLMOE_MLA_TC_TILES_PER_LAUNCH", keep_per);
-    if (t < 3 || roomy) CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tc_fwd_wgmma"), cs[i].Dv == 128);
+    if (t < 3 || roomy) CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd_wgmma"), cs[i].Dv == 128);
   }
   test_env_restore("CLMOE_MLA_TC_WGMMA", keep);
   clmoe_ctx_destroy(ctx);
@@ -395,7 +382,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "the portable backward consumes the tile forward's o and lse", test_backward_consumes);
   CU_add_test(suite, "layer forward and backward on the fast path (strided operands)", test_layer_fastpath);
   CU_add_test(suite, "tile backward: lengths, heads, odd sizes, f32 and bf16", test_backward_tiles);
-  test_add_checks(suite, "mla_tc");
+  test_add_checks(suite, "mla_tile");
 }
 
-int main(void) { return test_main("mla_tc", add_tests); }
+int main(void) { return test_main("mla_tile", add_tests); }

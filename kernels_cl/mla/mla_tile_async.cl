@@ -1,10 +1,10 @@
-/* mla_tc_async.cl: the MLA attention forward on tiles with asynchronous, double-buffered
- * K/V blocks (issue 9), built as "tile+mla+mla_tc+mla_tc_async" with mla_tc.cl's options
- * and -DTC_ASYNC=1. Same arguments, tile table, results and lse as mla_tc_fwd; it takes
- * bf16 storage whose offsets and strides are multiples of 8 elements (16-byte copies) and
- * Dv a multiple of 16 (the host checks).
+/* mla_tile_async.cl: the MLA attention forward on tiles with asynchronous, double-buffered
+ * K/V blocks, built as "tile+mla_layout+mla+mla_tile+mla_tile_async" with mla_tile.cl's
+ * options and -DMT_ASYNC=1. Same arguments, tile table, results and lse as mla_tile_fwd; it
+ * takes bf16 storage whose offsets and strides are multiples of 8 elements (16-byte copies)
+ * and Dv a multiple of 16 (the host checks).
  *
- * Differences from mla_tc_fwd (mla_tc.cl):
+ * Differences from mla_tile_fwd (mla_tile.cl):
  *   - key blocks of TA_BK = 32 (or 16) keys in TA_STAGES = 2 (or 3) local stages: while a
  *     block is multiplied, the next ones' K (k_nope of the head, then the shared k_rope) and V are in flight as 16-byte
  *     asynchronous copies (cp.async under PTX; plain copies elsewhere); one barrier per
@@ -15,23 +15,25 @@
  *     rows a load reads hit 8 different bank groups;
  *   - Q fragments in tile.cl's k order (the same order as the K fragments).
  * The softmax (base 2, fp32 statistics, per-lane partial row sums) and the stores are
- * mla_tc_fwd's (tc_softmax_block, tc_store_rows in mla_tc.cl). */
-#if defined(TC_ASYNC) && TC_ASYNC && (!defined(TC_BWD) || !TC_BWD)
+ * mla_tile_fwd's (mt_softmax_block, mt_store_rows in mla_tile.cl); the prologue (Q
+ * fragments, the tile, the head's offsets) is MT_FWD_PROLOGUE there, shared with
+ * mla_tile_wgmma.cl. */
+#if defined(MT_ASYNC) && MT_ASYNC && (!defined(MT_BWD) || !MT_BWD)
 #ifndef TA_BK
-#define TA_BK 32                        /* keys per block: 16 or 32 */
+#define TA_BK MLA_TILE_ASYNC_BK         /* keys per block: 16 or 32 */
 #endif
 #ifndef TA_STAGES
-#define TA_STAGES 2                     /* blocks in local memory: 2 or 3 */
+#define TA_STAGES MLA_TILE_ASYNC_STAGES /* blocks in local memory: 2 or 3 */
 #endif
 #if !STORE_BF16 || DN % 8 || DR % 8 || DV % 16 || (TA_BK != 16 && TA_BK != 32) || TA_STAGES < 2 || TA_STAGES > 3
-#error "TC_ASYNC needs bf16 storage, Dn and Dr multiples of 8, Dv a multiple of 16 (and TA_BK 16 or 32, TA_STAGES 2 or 3)"
+#error "MT_ASYNC needs bf16 storage, Dn and Dr multiples of 8, Dv a multiple of 16 (and TA_BK 16 or 32, TA_STAGES 2 or 3)"
 #endif
-#define TA_KROW ((DQP + 63) / 64 * 64)  /* K row in local memory (whole groups of 8 chunks) */
-#define TA_VROW ((DV + 63) / 64 * 64)
-#define TA_STAGE (TA_BK * (TA_KROW + TA_VROW)) /* ushorts: K block, then V block */
+#define TA_KROW MLA_TILE_ASYNC_ROW(DQP) /* K row in local memory (whole groups of 8 chunks) */
+#define TA_VROW MLA_TILE_ASYNC_ROW(DV)
+#define TA_STAGE MLA_TILE_ASYNC_STAGE(DQK, DV, TA_BK) /* ushorts: K block, then V block */
 #define TA_NSN (TA_BK / 8)              /* 8-key tiles of S */
 /* Q is staged 64 rows at a time through the same memory. */
-#define TA_ELEMS (64 * KLD > TA_STAGES * TA_STAGE ? 64 * KLD : TA_STAGES * TA_STAGE)
+#define TA_ELEMS MLA_TILE_ASYNC_ELEMS(DQK, DV, TA_BK, TA_STAGES)
 #if TA_STAGES == 2
 #define TA_WAIT() TILE_CP_WAIT(0)
 #else
@@ -53,7 +55,7 @@ inline void ta_issue(__local ushort *st, int kb, int nk, __global const store_t 
                      __global const store_t *kr, ulong kro, uint kr_ts, __global const store_t *v, ulong vo,
                      uint v_ts, int lid)
 {
-  for (int e = lid; e < TA_BK * (TA_KROW / 8); e += TC_WG) {
+  for (int e = lid; e < TA_BK * (TA_KROW / 8); e += MT_WG) {
     const int r = e / (TA_KROW / 8), d = 8 * (e % (TA_KROW / 8));
     const ulong row = (ulong)(kb + r);
     __global const store_t *src = kn;
@@ -63,7 +65,7 @@ inline void ta_issue(__local ushort *st, int kb, int nk, __global const store_t 
     tile_cp16(st + ta_k(r, d), src, bytes);
   }
   __local ushort *vs = st + TA_BK * TA_KROW;
-  for (int e = lid; e < TA_BK * (TA_VROW / 8); e += TC_WG) {
+  for (int e = lid; e < TA_BK * (TA_VROW / 8); e += MT_WG) {
     const int r = e / (TA_VROW / 8), d = 8 * (e % (TA_VROW / 8));
     const int ok = r < nk && d < DV;
     tile_cp16(vs + ta_v(r, d), ok ? v + vo + (ulong)(kb + r) * v_ts + d : v, ok ? 16 : 0);
@@ -114,41 +116,20 @@ inline void ta_frag_v(__local const ushort *vs, int kk, int nb, int lane, tile_b
 }
 #endif
 
-__kernel __attribute__((reqd_work_group_size(TC_WG, 1, 1)))
-void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
+__kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
+void mla_tile_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
                       __global const store_t *kn, ulong kno, uint kn_ts, uint kn_hs,
                       __global const store_t *kr, ulong kro, uint kr_ts,
                       __global const store_t *v, ulong vo, uint v_ts, uint v_hs,
                       __global const int4 *tiles, int ntiles, int H, float sl2,
                       __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
-  __local uint4 sm4[(TA_ELEMS + 7) / 8];
-  __local ushort *sm = (__local ushort *)sm4;
-  __local float2 red[TC_WG];          /* portable quad reductions (unused under PTX) */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-  __local float *pscr = NULL;
-#else
-  __local float pscr_all[TC_NW * 256]; /* portable P scratch, 16 x 16 fp32 per warp */
-#endif
-  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
-  const int g = lane >> 2;
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
-  __local float *pscr = pscr_all + 256 * w;
-#endif
-  int h;
-  const int4 tl = tc_fwd_tile(tiles, ntiles, &h);
-  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
-  __local float2 *wred = red + 32 * w;
-  const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
-
-  tile_a qf[NKS];
-  tc_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);
-
-  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
+  __local uint4 sm4[MLA_TILE_U4(TA_ELEMS)];
+  MT_FWD_PROLOGUE;
   const int wq_first = t0 + 16 * w + shift, wq_last = wq_first + 15;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   tile_c acc[NON];
-  TC_UNROLL
+  MT_UNROLL
   for (int j = 0; j < NON; j++) acc[j] = tile_c_zero();
 
   const int nblocks = (kend - s0 + TA_BK - 1) / TA_BK;
@@ -171,11 +152,11 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     if (kb > wq_last) continue; /* this warp's rows all precede the block */
 #endif
     tile_c s[TA_NSN];
-    TC_UNROLL
+    MT_UNROLL
     for (int n = 0; n < TA_NSN; n++) s[n] = tile_c_zero();
-    TC_UNROLL
+    MT_UNROLL
     for (int kstep = 0; kstep < NKS; kstep++) {
-      TC_UNROLL
+      MT_UNROLL
       for (int n = 0; n < TA_NSN; n += 2) {
         tile_b b0, b1;
         ta_frag_k(ks, 8 * n, kstep, lane, &b0, &b1);
@@ -183,12 +164,12 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
         tile_mma(&s[n + 1], qf[kstep], b1);
       }
     }
-    tc_softmax_block(s, TA_NSN, acc, NON, kb, kb + TA_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1, wred,
+    mt_softmax_block(s, TA_NSN, acc, NON, kb, kb + TA_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1, wred,
                      lane);
-    TC_UNROLL
+    MT_UNROLL
     for (int kk = 0; kk < TA_BK / 16; kk++) {
-      const tile_a pa = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
-      TC_UNROLL
+      const tile_a pa = MT_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+      MT_UNROLL
       for (int j = 0; j < NON; j += 2) {
         tile_b b0, b1;
         ta_frag_v(vs, kk, 8 * j, lane, &b0, &b1);
@@ -198,6 +179,6 @@ void mla_tc_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     }
   }
 
-  tc_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
+  mt_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
 }
 #endif

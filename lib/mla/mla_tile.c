@@ -1,4 +1,5 @@
-/* MLA attention forward on the tile interface (issue 9): host side of kernels_cl/mla/mla_tc.cl.
+/* MLA attention on the tile interface: host side of kernels_cl/mla/mla_tile.cl (forward,
+ * with its double-buffered and warp-group variants) and mla_tile_bwd.cl (backward).
  * Decides whether the tile kernel covers a call (head sizes, local memory, work-group
  * size), picks the query tile (64 or 128 rows) and the staging width, and launches one
  * work-group per (query tile, head) over the plan's tile table. */
@@ -11,24 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TC_BK 64       /* keys per block (mla_tc.cl) */
-#define TC_MAX_DQK 256 /* A fragments of Q in registers: 16 k-steps at most */
-#define TC_MAX_DV 128  /* O accumulators in registers: 16 tiles of 8 columns at most */
+#define TILE_MAX_DQK 256 /* A fragments of Q in registers: 16 k-steps at most */
+#define TILE_MAX_DV 128  /* O accumulators in registers: 16 tiles of 8 columns at most */
 
-static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+/* The local memory sizes come from kernels_cl/mla/mla_layout.cl, the kernels' own; the
+ * checks against the device keep 64 bytes of slack beyond them. */
+static size_t dqk_of(const mla_attn_desc *a) { return (size_t)(a->Dn + a->Dr); }
 
-/* Local memory of mla_tc_fwd with bq query rows (see KS_ELEMS, VS_ELEMS, red there). */
-static size_t tc_local_bytes(const mla_attn_desc *a, int bq)
+/* Local memory of mla_tile_fwd with bq query rows. */
+static size_t tile_local_bytes(const mla_attn_desc *a, int bq)
 {
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), dvp = round_up(a->Dv, 8), nw = bq / 16;
-  int64_t ks = TC_BK * ((dqp + 47) / 64 * 64 + 16);
-  if (ks < nw * 512) ks = nw * 512;
-  return (size_t)(2 * ks + 2 * dvp * TC_BK + 8 * 32 * nw) + 64;
+  return MLA_TILE_FWD_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, (size_t)bq) + 64;
 }
 
 /* 1 when every operand offset, stride and head size is a multiple of 4 elements (so the
  * kernel stages 4 elements per load: 8 bytes of bf16 or 16 of fp32, naturally aligned). */
-static int tc_vec_ok(const mla_attn_desc *a)
+static int tile_vec_ok(const mla_attn_desc *a)
 {
   const cl_ulong v[] = {(cl_ulong)a->Dn, (cl_ulong)a->Dr, (cl_ulong)a->Dv, a->q.off, a->q.ts, a->q.hs,
                         a->kn.off, a->kn.ts, a->kn.hs, a->kr.off, a->kr.ts, a->v.off, a->v.ts, a->v.hs};
@@ -38,14 +37,14 @@ static int tc_vec_ok(const mla_attn_desc *a)
 }
 
 /* Shape and device limits for tiles of bq rows; an UNSUPPORTED status says which. */
-static clmoe_status tc_covers(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
+static clmoe_status tile_covers(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
 {
   const char *op = "MLA attention forward (tiles)";
-  if (a->Dn + a->Dr > TC_MAX_DQK || a->Dv > TC_MAX_DV)
+  if (a->Dn + a->Dr > TILE_MAX_DQK || a->Dv > TILE_MAX_DV)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: Dn + Dr = %lld, Dv = %lld; the tile kernel covers Dn + Dr "
-                        "<= %d and Dv <= %d", op, (long long)(a->Dn + a->Dr), (long long)a->Dv, TC_MAX_DQK,
-                        TC_MAX_DV);
-  const size_t wg = (size_t)bq * 2, need = tc_local_bytes(a, bq);
+                        "<= %d and Dv <= %d", op, (long long)(a->Dn + a->Dr), (long long)a->Dv, TILE_MAX_DQK,
+                        TILE_MAX_DV);
+  const size_t wg = MLA_TILE_WG((size_t)bq), need = tile_local_bytes(a, bq);
   if (ctx->caps.max_work_group_size < wg)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %d-row query tiles need work-groups of %zu work-items; the "
                         "device allows %zu", op, bq, wg, ctx->caps.max_work_group_size);
@@ -56,11 +55,11 @@ static clmoe_status tc_covers(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
   return CLMOE_OK;
 }
 
-/* 1 when the double-buffered kernel (kernels_cl/mla/mla_tc_async.cl) takes the call: bf16
+/* 1 when the double-buffered kernel (kernels_cl/mla/mla_tile_async.cl) takes the call: bf16
  * storage, every offset and stride a multiple of 8 elements (16-byte copies), Dn and Dr
  * multiples of 8, Dv of 16, its local memory on the device; CLMOE_MLA_TC_ASYNC=0 turns it
- * off (to compare with mla_tc_fwd). */
-static int tc_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
+ * off (to compare with mla_tile_fwd). */
+static int tile_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
 {
   const char *e = getenv("CLMOE_MLA_TC_ASYNC");
   if ((e && !strcmp(e, "0")) || !a->in_bf16 || a->Dn % 8 || a->Dr % 8 || a->Dv % 16) return 0;
@@ -68,35 +67,31 @@ static int tc_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
                         a->v.off, a->v.ts, a->v.hs};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (v[i] % 8) return 0;
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
-  const int64_t stage = 32 * (round_up(dqp, 64) + round_up(a->Dv, 64));
-  const int64_t elems = 2 * stage > 64 * kld ? 2 * stage : 64 * kld;
   const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
-  const size_t need = (size_t)(2 * elems + 16 * bq + (portable ? (bq / 16) * 1024 : 0)) + 64;
+  const size_t need =
+      MLA_TILE_ASYNC_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, (size_t)bq, !portable) + 64;
   return need <= ctx->caps.local_mem_bytes;
 }
 
-/* The warp-group kernel's pipeline (kernels_cl/mla/mla_tc_wgmma.cl): keys per block, blocks
+/* The warp-group kernel's pipeline (kernels_cl/mla/mla_tile_wgmma.cl): keys per block, blocks
  * copied ahead, the warp groups taking turns (a V buffer more). */
-typedef struct tc_wgmma_cfg {
+typedef struct tile_wgmma_cfg {
   int bk, ahead, pp;
-} tc_wgmma_cfg;
+} tile_wgmma_cfg;
 
-static size_t tc_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, const tc_wgmma_cfg *cfg)
+static size_t tile_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, const tile_wgmma_cfg *cfg)
 {
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), kld = (dqp + 47) / 64 * 64 + 16;
-  const int64_t bufs = (cfg->ahead + 1) * ((dqp + 63) / 64) * cfg->bk * 64 + (cfg->ahead + 2 + cfg->pp) * 2 * cfg->bk * 64;
-  const int64_t elems = bufs > 64 * kld ? bufs : 64 * kld;
   const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
-  return (size_t)(2 * elems + (portable ? 16 * bq + (bq / 16) * 1024 : 0));
+  return MLA_TILE_WGMMA_LOCAL_BYTES(dqk_of(a), (size_t)cfg->bk, (size_t)cfg->ahead, (size_t)cfg->pp,
+                                    (size_t)bq, !portable);
 }
 
 /* 1 when the pipeline fits the local memory the device grants (clmoe__local_mem_optin);
  * turns need two warp groups, so 64-row tiles drop them. */
-static int tc_wgmma_fits(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_cfg *cfg)
+static int tile_wgmma_fits(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tile_wgmma_cfg *cfg)
 {
   cfg->pp = cfg->pp && bq == 128;
-  return tc_wgmma_local(ctx, a, bq, cfg) <= clmoe__local_mem_optin(ctx);
+  return tile_wgmma_local(ctx, a, bq, cfg) <= clmoe__local_mem_optin(ctx);
 }
 
 /* 1 when the warp-group kernel takes the call, with its pipeline in *cfg. By default on
@@ -108,58 +103,63 @@ static int tc_wgmma_fits(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmm
  * layouts: tests); "bk,ahead[,turns]" that pipeline. Also the double-buffered kernel's
  * conditions and Dv = 128; the local memory counted without the 1 KB the compiler may add
  * to align it. */
-static int tc_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tc_wgmma_cfg *cfg)
+static int tile_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tile_wgmma_cfg *cfg)
 {
   const char *e = getenv("CLMOE_MLA_TC_WGMMA");
   if (e && !strcmp(e, "0")) return 0;
   if (!e && (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9 || !clmoe__wgmma_usable(ctx)))
     return 0;
-  if (!tc_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
+  if (!tile_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
   if (e && strcmp(e, "1")) {
-    *cfg = (tc_wgmma_cfg){0, 0, 1};
+    *cfg = (tile_wgmma_cfg){0, 0, 1};
     const int n = sscanf(e, "%d,%d,%d", &cfg->bk, &cfg->ahead, &cfg->pp);
     if (n < 2 || (cfg->bk != 32 && cfg->bk != 64) || cfg->ahead < 1 || cfg->ahead > 3 || cfg->pp < 0 || cfg->pp > 1)
       return 0;
-    return tc_wgmma_fits(ctx, a, bq, cfg);
+    return tile_wgmma_fits(ctx, a, bq, cfg);
   }
-  static const tc_wgmma_cfg order[] = {{64, 1, 1}, {64, 1, 0}, {32, 1, 1}, {32, 1, 0}};
+  static const tile_wgmma_cfg order[] = {{64, 1, 1}, {64, 1, 0}, {32, 1, 1}, {32, 1, 0}};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     *cfg = order[i];
-    if (tc_wgmma_fits(ctx, a, bq, cfg)) return 1;
+    if (tile_wgmma_fits(ctx, a, bq, cfg)) return 1;
   }
   return 0;
 }
 
 /* Builds (or finds) the kernel for tiles of bq rows and checks that the compiled kernel
  * runs work-groups of that size (registers permitting). */
-static clmoe_status tc_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, int out_bf16, cl_kernel *k)
+static clmoe_status tile_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, int out_bf16, cl_kernel *k)
 {
   char opts[384], wgopts[96] = "";
-  tc_wgmma_cfg cfg;
-  const int wg = tc_wgmma_ok(ctx, a, bq, &cfg), async = !wg && tc_async_ok(ctx, a, bq);
+  tile_wgmma_cfg cfg;
+  const int wg = tile_wgmma_ok(ctx, a, bq, &cfg), async = !wg && tile_async_ok(ctx, a, bq);
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   if (wg)
-    snprintf(wgopts, sizeof wgopts, " -DTC_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d -DTW_PP=%d%s", cfg.bk, cfg.ahead,
+    snprintf(wgopts, sizeof wgopts, " -DMT_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d -DTW_PP=%d%s", cfg.bk, cfg.ahead,
              cfg.pp, ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
-  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=%d -DTC_VEC=%d%s %s",
-           (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tc_vec_ok(a),
-           wg ? wgopts : async ? " -DTC_ASYNC=1" : "", clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DMT_BQ=%d -DMT_VEC=%d%s %s",
+           (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, bq, tile_vec_ok(a),
+           wg ? wgopts : async ? " -DMT_ASYNC=1" : "", clmoe__tile_options(ctx));
   if (wg) {
-    clmoe_status st = clmoe__wgmma_kernel(ctx, "tile+mla+mla_tc+mla_tc_wgmma", opts, "mla_tc_fwd_wgmma",
-                                          "CLMOE_MLA_TC_WGMMA", k);
-    if (st == CLMOE_ERR_UNSUPPORTED) return tc_kernel(ctx, a, bq, out_bf16, k); /* the async kernel */
+    clmoe_status st = clmoe__wgmma_kernel(ctx, "tile+mla_layout+mla+mla_tile+mla_tile_wgmma", opts,
+                                          "mla_tile_fwd_wgmma", "CLMOE_MLA_TC_WGMMA", k);
+    if (st == CLMOE_ERR_UNSUPPORTED) return tile_kernel(ctx, a, bq, out_bf16, k); /* the async kernel */
     CLMOE_TRY(st);
-  } else if (async) CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_async", opts, "mla_tc_fwd_async", k));
-  else CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc", opts, "mla_tc_fwd", k));
+  } else if (async) {
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+mla_layout+mla+mla_tile+mla_tile_async", opts, "mla_tile_fwd_async",
+                            k));
+  } else {
+    CLMOE_TRY(clmoe__kernel(ctx, "tile+mla_layout+mla+mla_tile", opts, "mla_tile_fwd", k));
+  }
   size_t kmax = 0;
   CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL));
-  if (kmax < (size_t)bq * 2)
+  if (kmax < MLA_TILE_WG((size_t)bq))
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "MLA attention forward (tiles): the compiled kernel runs at most "
-                        "%zu work-items per group; %d-row tiles need %d", kmax, bq, bq * 2);
+                        "%zu work-items per group; %d-row tiles need %d", kmax, bq, MLA_TILE_WG(bq));
   return CLMOE_OK;
 }
 
-clmoe_status mla_tc_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len, int *bq)
+clmoe_status clmoe__mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len,
+                                         int *bq)
 {
   if (*bq != 0 && *bq != 64 && *bq != 128)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MLA attention forward (tiles): query tiles of %d rows; "
@@ -168,22 +168,22 @@ clmoe_status mla_tc_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t 
   if (*bq == 0) {
     /* 128 rows halve the K/V traffic per query; 64 keep more work-groups on short inputs
      * and waste less on a sequence's last tile. */
-    *bq = max_len >= 1024 && tc_covers(ctx, a, 128) == CLMOE_OK ? 128 : 64;
-    if (*bq == 128 && tc_kernel(ctx, a, 128, 0, &k) != CLMOE_OK) {
+    *bq = max_len >= 1024 && tile_covers(ctx, a, 128) == CLMOE_OK ? 128 : 64;
+    if (*bq == 128 && tile_kernel(ctx, a, 128, 0, &k) != CLMOE_OK) {
       clmoe_clear_error();
       *bq = 64;
     }
   }
-  CLMOE_TRY(tc_covers(ctx, a, *bq));
-  return tc_kernel(ctx, a, *bq, 0, &k);
+  CLMOE_TRY(tile_covers(ctx, a, *bq));
+  return tile_kernel(ctx, a, *bq, 0, &k);
 }
 
-clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, cl_mem tiles, int ntiles,
-                               clmoe_tensor *o, clmoe_tensor *lse)
+clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq,
+                                        cl_mem tiles, int ntiles, clmoe_tensor *o, clmoe_tensor *lse)
 {
   cl_kernel k = NULL;
-  CLMOE_TRY(tc_covers(ctx, a, bq));
-  CLMOE_TRY(tc_kernel(ctx, a, bq, o->dtype == CLMOE_BF16, &k));
+  CLMOE_TRY(tile_covers(ctx, a, bq));
+  CLMOE_TRY(tile_kernel(ctx, a, bq, o->dtype == CLMOE_BF16, &k));
   if (ntiles == 0) return CLMOE_OK;
   cl_int H = (cl_int)a->H, has_lse = lse != NULL, nt = ntiles;
   float sl2 = a->scale * 1.4426950408889634f;
@@ -193,7 +193,7 @@ clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, c
                         KA(a->kn.off), KA(a->kn.ts), KA(a->kn.hs), KA(a->kr.buf), KA(a->kr.off), KA(a->kr.ts),
                         KA(a->v.buf), KA(a->v.off), KA(a->v.ts), KA(a->v.hs), KA(tiles), KA(nt), KA(H),
                         KA(sl2), KA(o->buf), KA(oo), KA(lm), KA(lo), KA(has_lse)));
-  /* heads in dimension 0 (started first: tc_fwd_tile), tiles in dimension 1, at most
+  /* heads in dimension 0 (started first: tile_fwd_tile), tiles in dimension 1, at most
    * 65535 of them per launch (CLMOE_MLA_TC_TILES_PER_LAUNCH: fewer, for tests); argument 16
    * (ntiles) counts the tiles not yet launched, the longest first */
   const char *e = getenv("CLMOE_MLA_TC_TILES_PER_LAUNCH");
@@ -202,81 +202,69 @@ clmoe_status mla_tc_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, c
   for (int done = 0; done < ntiles; done += per) {
     cl_int left = ntiles - done;
     CLMOE_CL(clSetKernelArg(k, 16, sizeof left, &left));
-    size_t global[2] = {(size_t)a->H * (size_t)bq * 2, (size_t)(left < per ? left : per)};
-    size_t local[2] = {(size_t)bq * 2, 1};
+    size_t global[2] = {(size_t)a->H * MLA_TILE_WG((size_t)bq), (size_t)(left < per ? left : per)};
+    size_t local[2] = {MLA_TILE_WG((size_t)bq), 1};
     CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
   }
   return CLMOE_OK;
 }
 
-clmoe_status mla_tc_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq, clmoe_tensor *o,
-                            clmoe_tensor *lse)
+clmoe_status clmoe__mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
+                                     clmoe_tensor *o, clmoe_tensor *lse)
 {
-  CLMOE_TRY(mla_tc_fwd_prepare(ctx, a, p->max_len, &bq));
+  CLMOE_TRY(clmoe__mla_tile_fwd_prepare(ctx, a, p->max_len, &bq));
   if (p->M == 0) return CLMOE_OK;
-  CLMOE_TRY(mla_plan_fwd_tiles(ctx, p, bq));
-  return mla_tc_fwd_launch(ctx, a, bq, p->fwd_tiles, p->nfwd, o, lse);
+  CLMOE_TRY(clmoe__mla_plan_fwd_tiles(ctx, p, bq));
+  return clmoe__mla_tile_fwd_launch(ctx, a, bq, p->fwd_tiles, p->nfwd, o, lse);
 }
 
-const char *clmoe_mla_attn_path_name(clmoe_mla_attn_path path)
+/* ---- backward (kernels_cl/mla/mla_tile_bwd.cl) ---------------------------------------------- */
+
+#define TILE_BWD_WG MLA_TILE_WG(64) /* 4 warps: 64 keys (dK/dV) or 64 queries (dQ) per work-group */
+
+static size_t tile_bwd_local_bytes(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
-  switch (path) {
-  case CLMOE_MLA_ATTN_AUTO: return "auto";
-  case CLMOE_MLA_ATTN_PORTABLE: return "portable";
-  case CLMOE_MLA_ATTN_TILE: return "tile";
-  case CLMOE_MLA_ATTN_TILE64: return "tile64";
-  case CLMOE_MLA_ATTN_TILE128: return "tile128";
-  }
-  return "?";
-}
-
-/* ---- backward (kernels_cl/mla/mla_tc_bwd.cl) ------------------------------------------------ */
-
-#define TC_BWD_WG 128 /* 4 warps: 64 keys (dK/dV) or 64 queries (dQ) per work-group */
-
-static size_t tc_bwd_local_bytes(clmoe_ctx *ctx, const mla_attn_desc *a)
-{
-  const int64_t dqp = round_up(a->Dn + a->Dr, 16), dvk = round_up(a->Dv, 16);
-  const int64_t kld = (dqp + 47) / 64 * 64 + 16, old = (dvk + 47) / 64 * 64 + 16;
-  const size_t scratch = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA ? 0 : 4 * 256 * 4;
-  return (size_t)(2 * TC_BK * (kld + old) + 8 * TC_BK) + scratch + 64;
+  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  return MLA_TILE_BWD_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, ptx) + 64;
 }
 
 enum { TB_D, TB_KR, TB_COUNT };
 
-clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, const clmoe_tensor *o,
-                            const clmoe_tensor *lse, const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
-                            mla_operand dv, clmoe_tensor *dkr)
+clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     const clmoe_tensor *o, const clmoe_tensor *lse,
+                                     const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                     mla_operand dv, clmoe_tensor *dkr)
 {
   const char *op = "MLA attention backward (tiles)";
-  if (a->Dn + a->Dr > TC_MAX_DQK || a->Dv > TC_MAX_DV)
+  if (a->Dn + a->Dr > TILE_MAX_DQK || a->Dv > TILE_MAX_DV)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: Dn + Dr = %lld, Dv = %lld; the tile kernels cover Dn + Dr "
-                        "<= %d and Dv <= %d", op, (long long)(a->Dn + a->Dr), (long long)a->Dv, TC_MAX_DQK,
-                        TC_MAX_DV);
-  const size_t need = tc_bwd_local_bytes(ctx, a);
-  if (need > ctx->caps.local_mem_bytes || ctx->caps.max_work_group_size < TC_BWD_WG)
+                        "<= %d and Dv <= %d", op, (long long)(a->Dn + a->Dr), (long long)a->Dv, TILE_MAX_DQK,
+                        TILE_MAX_DV);
+  const size_t need = tile_bwd_local_bytes(ctx, a);
+  if (need > ctx->caps.local_mem_bytes || ctx->caps.max_work_group_size < TILE_BWD_WG)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: needs %zu bytes of local memory and work-groups of %d; the "
-                        "device has %llu and %zu", op, need, TC_BWD_WG,
+                        "device has %llu and %zu", op, need, TILE_BWD_WG,
                         (unsigned long long)ctx->caps.local_mem_bytes, ctx->caps.max_work_group_size);
-  const int out_bf16 = o->dtype == CLMOE_BF16, vec = tc_vec_ok(a) && dout->offset % 4 == 0;
+  const int out_bf16 = o->dtype == CLMOE_BF16, vec = tile_vec_ok(a) && dout->offset % 4 == 0;
   char opts[256], bopts[160];
-  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DTC_BQ=64 -DTC_VEC=%d "
-           "-DTC_BWD=1 %s", (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, vec, clmoe__tile_options(ctx));
+  snprintf(opts, sizeof opts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d -DMT_BQ=64 -DMT_VEC=%d "
+           "-DMT_BWD=1 %s", (int)a->Dn, (int)a->Dr, (int)a->Dv, a->in_bf16, out_bf16, vec, clmoe__tile_options(ctx));
   /* the portable backward's program (mla_attn.c's options) for the k_rope sum over heads */
   snprintf(bopts, sizeof bopts, "-DDN=%d -DDR=%d -DDV=%d -DSTORE_BF16=%d -DOUT_BF16=%d", (int)a->Dn, (int)a->Dr,
            (int)a->Dv, a->in_bf16, out_bf16);
   cl_kernel kkv, kq, kdot, kred;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_bwd", opts, "mla_tc_bwd_kv", &kkv));
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_bwd", opts, "mla_tc_bwd_q", &kq));
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+mla+mla_tc+mla_tc_bwd", opts, "mla_tc_bwd_dot", &kdot));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla+mla_bwd", bopts, "mla_krope_reduce", &kred));
+  const char *family = "tile+mla_layout+mla+mla_tile+mla_tile_bwd";
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_kv", &kkv));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_q", &kq));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_dot", &kdot));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", bopts, "mla_krope_reduce", &kred));
   for (int i = 0; i < 2; i++) {
     size_t kmax = 0;
     CLMOE_CL(clGetKernelWorkGroupInfo(i ? kq : kkv, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax,
                                       NULL));
-    if (kmax < TC_BWD_WG)
+    if (kmax < TILE_BWD_WG)
       return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the compiled kernels run at most %zu work-items per group; "
-                          "they need %d", op, kmax, TC_BWD_WG);
+                          "they need %d", op, kmax, TILE_BWD_WG);
   }
   if (p->M == 0) return CLMOE_OK;
   const size_t bytes[TB_COUNT] = {(size_t)(p->M * a->H) * 4, (size_t)(p->M * a->H * a->Dr) * 4};
@@ -285,8 +273,8 @@ clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
   int nkv = 0, nq = 0;
   clmoe_status st = CLMOE_OK;
   for (int i = 0; i < TB_COUNT; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
-  CLMOE_TRY_GOTO(st, mla_build_tiles(ctx, p, TC_BK, 0, &tkv, &bkv, &nkv), done);
-  CLMOE_TRY_GOTO(st, mla_build_tiles(ctx, p, TC_BK, 1, &tq, &bq, &nq), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, MLA_TILE_BK, 0, &tkv, &bkv, &nkv), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_build_tiles(ctx, p, MLA_TILE_BK, 1, &tq, &bq, &nq), done);
   cl_int rows = (cl_int)(p->M * a->H), H = (cl_int)a->H, M = (cl_int)p->M;
   cl_ulong oo = (cl_ulong)o->offset, doo = (cl_ulong)dout->offset, lo = (cl_ulong)lse->offset;
   cl_ulong dqo = (cl_ulong)dq->offset, dkro = (cl_ulong)dkr->offset;
@@ -294,7 +282,7 @@ clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
   float sl2 = a->scale * 1.4426950408889634f, scale = a->scale;
   CLMOE_TRY_GOTO(st, clmoe__args(kdot, 6, KA(o->buf), KA(oo), KA(dout->buf), KA(doo), KA(rows), KA(m[TB_D])), done);
   CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, kdot, (size_t)rows), done);
-  /* the 24 arguments both kernels share (TC_BWD_ARGS), then each one's outputs */
+  /* the 24 arguments both kernels share (MT_BWD_ARGS), then each one's outputs */
   cl_kernel both[2] = {kkv, kq};
   cl_int nt[2] = {nkv, nq};
   cl_mem tt[2] = {tkv, tq};
@@ -311,8 +299,8 @@ clmoe_status mla_tc_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
   CLMOE_CL_GOTO(st, clSetKernelArg(kq, 24, sizeof scale, &scale), done);
   CLMOE_CL_GOTO(st, clSetKernelArg(kq, 25, sizeof dq->buf, &dq->buf), done);
   CLMOE_CL_GOTO(st, clSetKernelArg(kq, 26, sizeof dqo, &dqo), done);
-  size_t lwg[2] = {TC_BWD_WG, 1};
-  size_t gkv[2] = {(size_t)nkv * TC_BWD_WG, (size_t)a->H}, gq[2] = {(size_t)nq * TC_BWD_WG, (size_t)a->H};
+  size_t lwg[2] = {TILE_BWD_WG, 1};
+  size_t gkv[2] = {(size_t)nkv * TILE_BWD_WG, (size_t)a->H}, gq[2] = {(size_t)nq * TILE_BWD_WG, (size_t)a->H};
   if (nkv) CLMOE_TRY_GOTO(st, clmoe__launch(ctx, kkv, 2, gkv, lwg), done);
   if (nq) CLMOE_TRY_GOTO(st, clmoe__launch(ctx, kq, 2, gq, lwg), done);
   CLMOE_TRY_GOTO(st, clmoe__args(kred, 6, KA(m[TB_KR]), KA(H), KA(M), KA(dkr->buf), KA(dkro), KA(dkr_ts)), done);

@@ -1,16 +1,16 @@
-/* mla_tc_wgmma.cl: the MLA attention forward on Hopper's warp-group matrix instructions
- * (issue 9), built as "tile+mla+mla_tc+mla_tc_wgmma" with mla_tc.cl's options and
- * -DTC_WGMMA=1 (plus -DCLMOE_PTX_SM90A=1 under PTX: tile.cl's warp-group section). Same
- * arguments, tile table, results and lse as mla_tc_fwd; it takes bf16 storage whose
+/* mla_tile_wgmma.cl: the MLA attention forward on Hopper's warp-group matrix instructions,
+ * built as "tile+mla_layout+mla+mla_tile+mla_tile_wgmma" with mla_tile.cl's options and
+ * -DMT_WGMMA=1 (plus -DCLMOE_PTX_SM90A=1 under PTX: tile.cl's warp-group section). Same
+ * arguments, tile table, results and lse as mla_tile_fwd; it takes bf16 storage whose
  * offsets and strides are multiples of 8 elements, Dn and Dr multiples of 8 and Dv = 128
  * (the host checks).
  *
  * Each 64-row half of the 128 (or 64) query rows is one warp group (4 warps, warp w of the
- * work-group owning rows 16 w .. 16 w + 15 as in mla_tc_fwd). Per block of TW_BK keys
+ * work-group owning rows 16 w .. 16 w + 15 as in mla_tile_fwd). Per block of TW_BK keys
  * (32 or 64):
  *   S[64 x TW_BK] = Q K^T: DQP / 16 wgmma m64nTW_BKk16, Q from registers (this warp's
  *     fragments, loaded once), K from local memory through descriptors;
- *   the online softmax (tc_softmax_p, tc_rescale in mla_tc.cl: base 2, fp32 statistics);
+ *   the online softmax (mt_softmax_p, mt_rescale in mla_tile.cl: base 2, fp32 statistics);
  *   O[64 x 128] += P V: TW_BK / 16 wgmma m64n128k16, P from S's accumulators rounded to
  *     bf16 (they are the A fragments), V from local memory.
  * Block j's S is issued together with block j - 1's P V, and the softmax of block j runs
@@ -24,8 +24,9 @@
  * 64, each block TW_BK key rows of 128 bytes, 16-byte chunk c of key r at c ^ (r % 8)
  * (tw_off): K-major for K (S's B operand, k = head dimension), N-major for V (O's B
  * operand, k = keys). The portable tiles compute the same products with tile_mma from the
- * same layouts. */
-#if defined(TC_WGMMA) && TC_WGMMA && (!defined(TC_BWD) || !TC_BWD)
+ * same layouts. The prologue is mla_tile.cl's MT_FWD_PROLOGUE, shared with
+ * mla_tile_async.cl. */
+#if defined(MT_WGMMA) && MT_WGMMA && (!defined(MT_BWD) || !MT_BWD)
 #ifndef TW_BK
 #define TW_BK 32                        /* keys per block: 32 or 64 */
 #endif
@@ -33,23 +34,21 @@
 #define TW_AHEAD 1                      /* blocks whose copies are in flight: 1 .. 3 */
 #endif
 #if !STORE_BF16 || DN % 8 || DR % 8 || DV != 128 || (TW_BK != 32 && TW_BK != 64) || TW_AHEAD < 1 || TW_AHEAD > 3
-#error "TC_WGMMA needs bf16 storage, Dn and Dr multiples of 8, Dv = 128, TW_BK 32 or 64, TW_AHEAD 1 to 3"
+#error "MT_WGMMA needs bf16 storage, Dn and Dr multiples of 8, Dv = 128, TW_BK 32 or 64, TW_AHEAD 1 to 3"
 #endif
-#define TW_NDB ((DQP + 63) / 64)        /* 64-column blocks of a K row */
-#define TW_KBLK (TW_NDB * TW_BK * 64)   /* ushorts of a K block */
-#define TW_VBLK (2 * TW_BK * 64)        /* ushorts of a V block (128 columns) */
-#define TW_KST (TW_AHEAD + 1)
+#define TW_KBLK MLA_TILE_WGMMA_KBLK(DQK, TW_BK) /* ushorts of a K block (64-column blocks) */
+#define TW_VBLK MLA_TILE_WGMMA_VBLK(TW_BK) /* ushorts of a V block (128 columns) */
+#define TW_KST MLA_TILE_WGMMA_KST(TW_AHEAD)
 #ifndef TW_PP
 #define TW_PP 0                         /* 1: the two warp groups take turns (see the loop) */
 #endif
-#if TW_PP && TC_NW != 8
+#if TW_PP && MT_NW != 8
 #error "TW_PP needs two warp groups (128-row tiles)"
 #endif
-#define TW_VST (TW_AHEAD + 2 + TW_PP)
-#define TW_BUFS (TW_KST * TW_KBLK + TW_VST * TW_VBLK)
+#define TW_VST MLA_TILE_WGMMA_VST(TW_AHEAD, TW_PP)
 #define TW_NSN (TW_BK / 8)              /* 8-key tiles of S */
 /* Q is staged 64 rows at a time through the same memory. */
-#define TW_ELEMS (64 * KLD > TW_BUFS ? 64 * KLD : TW_BUFS)
+#define TW_ELEMS MLA_TILE_WGMMA_ELEMS(DQK, TW_BK, TW_AHEAD, TW_PP)
 #if TW_AHEAD == 1
 #define TW_WAIT_COPY() TILE_CP_WAIT(0)
 #elif TW_AHEAD == 2
@@ -71,22 +70,22 @@ inline void tw_issue(__local ushort *kst, __local ushort *vst, int kb, int nk, _
                      ulong kno, uint kn_ts, __global const store_t *kr, ulong kro, uint kr_ts,
                      __global const store_t *v, ulong vo, uint v_ts, int lid)
 {
-  TC_UNROLL
-  for (int e = lid; e < TW_BK * TW_CN; e += TC_WG) {
+  MT_UNROLL
+  for (int e = lid; e < TW_BK * TW_CN; e += MT_WG) {
     const int r = e / TW_CN, c = e - r * TW_CN, ok = r < nk;
     tile_cp16(kst + tw_off(r, 8 * c), ok ? kn + kno + (ulong)(kb + r) * kn_ts + 8 * c : kn, ok ? 16 : 0);
   }
-  TC_UNROLL
-  for (int e = lid; e < TW_BK * TW_CR; e += TC_WG) {
+  MT_UNROLL
+  for (int e = lid; e < TW_BK * TW_CR; e += MT_WG) {
     const int r = e / TW_CR, c = e - r * TW_CR, ok = r < nk;
     tile_cp16(kst + tw_off(r, DN + 8 * c), ok ? kr + kro + (ulong)(kb + r) * kr_ts + 8 * c : kr, ok ? 16 : 0);
   }
 #if DQP > DQK
-  for (int e = lid; e < TW_BK * ((DQP - DQK) / 8); e += TC_WG)
+  for (int e = lid; e < TW_BK * ((DQP - DQK) / 8); e += MT_WG)
     tile_cp16(kst + tw_off(e / ((DQP - DQK) / 8), DQK + 8 * (e % ((DQP - DQK) / 8))), kn, 0);
 #endif
-  TC_UNROLL
-  for (int e = lid; e < TW_BK * 16; e += TC_WG) {
+  MT_UNROLL
+  for (int e = lid; e < TW_BK * 16; e += MT_WG) {
     const int r = e >> 4, c = e & 15, ok = r < nk;
     tile_cp16(vst + tw_off(r, 8 * c), ok ? v + vo + (ulong)(kb + r) * v_ts + 8 * c : v, ok ? 16 : 0);
   }
@@ -162,41 +161,20 @@ inline void tw_o_portable(tile_c *acc, tile_a pa, __local const ushort *vs, int 
 #define tw_pin_o(acc) ((void)0)
 #endif
 
-__kernel __attribute__((reqd_work_group_size(TC_WG, 1, 1)))
-void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
+__kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
+void mla_tile_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
                       __global const store_t *kn, ulong kno, uint kn_ts, uint kn_hs,
                       __global const store_t *kr, ulong kro, uint kr_ts,
                       __global const store_t *v, ulong vo, uint v_ts, uint v_hs,
                       __global const int4 *tiles, int ntiles, int H, float sl2,
                       __global out_t *o, ulong oo, __global float *lse, ulong lo, int has_lse)
 {
-  __local uint4 sm4[(TW_ELEMS + 7) / 8] __attribute__((aligned(1024)));
-  __local ushort *sm = (__local ushort *)sm4;
-  __local float2 red[TC_WG];          /* portable quad reductions (unused under PTX) */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-  __local float *pscr = NULL;
-#else
-  __local float pscr_all[TC_NW * 256]; /* portable P scratch, 16 x 16 fp32 per warp */
-#endif
-  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
-  const int g = lane >> 2;
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
-  __local float *pscr = pscr_all + 256 * w;
-#endif
-  int h;
-  const int4 tl = tc_fwd_tile(tiles, ntiles, &h);
-  const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
-  __local float2 *wred = red + 32 * w;
-  const ulong kno_h = kno + (ulong)h * kn_hs, vo_h = vo + (ulong)h * v_hs;
-
-  tile_a qf[NKS];
-  tc_q_frags(qf, sm, t0, rows, q, qo + (ulong)h * q_hs, q_ts, w, lane, lid);
-
-  const int qp0 = t0 + 16 * w + g + shift, qp1 = qp0 + 8;
+  __local uint4 sm4[MLA_TILE_U4(TW_ELEMS)] __attribute__((aligned(1024)));
+  MT_FWD_PROLOGUE;
   const int wq_first = t0 + 16 * w + shift;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   tile_c acc[NON];
-  TC_UNROLL
+  MT_UNROLL
   for (int j = 0; j < NON; j++) acc[j] = tile_c_zero();
 
   const int nblocks = (kend - s0 + TW_BK - 1) / TW_BK;
@@ -223,11 +201,11 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
    * first P V multiplies P = 0 by a zeroed V buffer, so that no product sits on a path
    * ptxas cannot prove uniform (it serialises wgmma there: warning C7520). */
   tile_a pp[TW_BK / 16]; /* P of the block whose P V is pending */
-  TC_UNROLL
-  for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(tile_c_zero(), tile_c_zero(), pscr, lane);
+  MT_UNROLL
+  for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = MT_A_FROM_C(tile_c_zero(), tile_c_zero(), pscr, lane);
   {
     __local uint *vz = (__local uint *)TW_VBUF(TW_VST - 1); /* "block -1" */
-    for (int i = lid; i < TW_VBLK / 2; i += TC_WG) vz[i] = 0u;
+    for (int i = lid; i < TW_VBLK / 2; i += MT_WG) vz[i] = 0u;
   }
   TW_SYNC(0, barrier(CLK_LOCAL_MEM_FENCE));
 #if TW_PP && defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
@@ -250,25 +228,25 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     TW_SYNC_BEFORE(j);
     __local const ushort *ks = TW_KBUF(j), *vp = TW_VBUF(j + TW_VST - 1);
     tile_c s[TW_NSN];
-    TC_UNROLL
+    MT_UNROLL
     for (int n = 0; n < TW_NSN; n++) s[n] = tile_c_zero();
     tile_wg_fence();
-    TC_UNROLL
+    MT_UNROLL
     for (int kstep = 0; kstep < NKS; kstep++) TW_S(s, qf[kstep], ks, kstep, lane);
     tile_wg_commit();
-    TC_UNROLL
+    MT_UNROLL
     for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vp, kk, lane);
     tile_wg_commit();
     TILE_WG_WAIT(1); /* S is in; P V may still run */
     tw_pin_s(s);
     TW_SYNC_AFTER(j);
-    const float2 c = tc_softmax_p(s, TW_NSN, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1,
+    const float2 c = mt_softmax_p(s, TW_NSN, kb, kb + TW_BK - 1 > wq_first, sl2, qp0, qp1, &m0, &m1, &l0, &l1,
                                   wred, lane);
     TILE_WG_WAIT(0);
     tw_pin_o(acc);
-    tc_rescale(acc, NON, c);
-    TC_UNROLL
-    for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = TC_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
+    mt_rescale(acc, NON, c);
+    MT_UNROLL
+    for (int kk = 0; kk < TW_BK / 16; kk++) pp[kk] = MT_A_FROM_C(s[2 * kk], s[2 * kk + 1], pscr, lane);
   }
 #undef TW_SYNC_BEFORE
 #undef TW_SYNC_AFTER
@@ -276,7 +254,7 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   { /* the last block's P V (no copies follow the loop: its V is still in) */
     __local const ushort *vs = TW_VBUF(nblocks - 1);
     tile_wg_fence();
-    TC_UNROLL
+    MT_UNROLL
     for (int kk = 0; kk < TW_BK / 16; kk++) TW_O(acc, pp[kk], vs, kk, lane);
     tile_wg_commit();
     TILE_WG_WAIT(0);
@@ -286,6 +264,6 @@ void mla_tc_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
 #undef TW_KBUF
 #undef TW_VBUF
 
-  tc_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
+  mt_store_rows(acc, m0, m1, l0, l1, w, lane, t0, rows, H, h, o, oo, lse, lo, has_lse, wred);
 }
 #endif

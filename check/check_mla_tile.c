@@ -1,13 +1,14 @@
-/* Conformance checks: MLA attention on the tile interface (issue 9; kernels_cl/mla/mla_tc.cl)
+/* Conformance checks: MLA attention on the tile interface (kernels_cl/mla/mla_tile.cl)
  * against the double-precision reference (check/ref/ref_mla.c) and against the portable
  * kernel (kernels_cl/mla/mla_fwd.cl) on the same inputs, whatever the context's fast path:
- *   mla_tc.fwd.f32   the report's head sizes (qk 128 + 64, v 128), fp32 inputs and output,
- *                    packed sequences of 300, 64, 17 and 1 tokens, 2 heads;
- *   mla_tc.fwd.bf16  small heads (qk 16 + 8, v 16), bf16 inputs and output, 2 sequences of
- *                    150 tokens, 3 heads, 128-row query tiles;
- *   mla_tc.bwd       the tile backward (mla_tc_bwd.cl) after the tile forward, the report's
- *                    head sizes, bf16 inputs, packed 150, 1 and 90 tokens, 2 heads:
- *                    dq, dk_nope, dk_rope, dv to 3e-2 (dO, P and dS rounded to bf16 too).
+ *   mla_tile.fwd.f32   the report's head sizes (qk 128 + 64, v 128), fp32 inputs and
+ *                      output, packed sequences of 300, 64, 17 and 1 tokens, 2 heads;
+ *   mla_tile.fwd.bf16  small heads (qk 16 + 8, v 16), bf16 inputs and output, 2 sequences
+ *                      of 150 tokens, 3 heads, 128-row query tiles;
+ *   mla_tile.bwd       the tile backward (mla_tile_bwd.cl) after the tile forward, the
+ *                      report's head sizes, bf16 inputs, packed 150, 1 and 90 tokens, 2
+ *                      heads: dq, dk_nope, dk_rope, dv to 3e-2 (dO, P and dS rounded to bf16
+ *                      too).
  * The tile kernel rounds fp32 inputs to bf16 on load, so the reference (and the portable
  * kernel) are given the rounded values: what is checked is the kernel's arithmetic, to 1e-2
  * (P rounded to bf16 before P V; fp32 sums) on o and lse with ck_compare's measure. The
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "check_mla.h"
+#include "check_mla_tile.h"
 #include "conformance.h"
 #include "clmoe/paths.h"
 
@@ -32,20 +34,9 @@ static double round_bf16(double x)
   return f;
 }
 
-/* One forward case; also run by tests/unit/test_mla_tc.c. */
-typedef struct ck_mla_tc_case {
-  int64_t B, T, H, Dn, Dr, Dv;
-  const int32_t *lens;      /* packed sequence lengths (then B = 1, T = their sum) */
-  int nlens;
-  clmoe_dtype dtype;        /* storage of q, k, v */
-  clmoe_dtype odtype;       /* storage of o */
-  clmoe_mla_attn_path path; /* the kernel under test */
-  int vs_portable;          /* also compare with the portable kernel's o and lse */
-} ck_mla_tc_case;
-
-clmoe_status ck_mla_tc_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tc_case *c);
-
-clmoe_status ck_mla_tc_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tc_case *c)
+/* One forward case; also run by tests/unit/test_mla_tile.c. */
+clmoe_status ck_mla_tile_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
+                                 const ck_mla_tile_case *c)
 {
   clmoe_status st = CLMOE_OK;
   enum { Q, KN, KR, V, O, LSE, PO, PLSE, NT };
@@ -116,11 +107,8 @@ done:
  * the reference see the same numbers; the forward of c->path gives o and lse, then the
  * tile backward the gradients, compared with the reference's (and with the portable
  * backward's on the same o, lse when c->vs_portable). */
-clmoe_status ck_mla_tc_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tc_case *c,
-                                double tol);
-
-clmoe_status ck_mla_tc_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const ck_mla_tc_case *c,
-                                double tol)
+clmoe_status ck_mla_tile_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
+                                  const ck_mla_tile_case *c, double tol)
 {
   clmoe_status st = CLMOE_OK;
   enum { Q, KN, KR, V, DO, O, LSE, DQ, DKN, DKR, DV, PQ, PKN, PKR, PV, NT };
@@ -191,31 +179,31 @@ done:
 static clmoe_status check_fwd_f32(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
   static const int32_t lens[4] = {300, 64, 17, 1}, small[4] = {130, 64, 17, 1}; /* (3 query tiles) */
-  const ck_mla_tc_case c = {1, 0, 2, 128, 64, 128, clmoe_check_small() ? small : lens, 4, CLMOE_F32, CLMOE_F32,
-                            CLMOE_MLA_ATTN_TILE, 1};
-  return ck_mla_tc_forward(ctx, seed, res, &c);
+  const ck_mla_tile_case c = {1, 0, 2, 128, 64, 128, clmoe_check_small() ? small : lens, 4, CLMOE_F32, CLMOE_F32,
+                              CLMOE_MLA_ATTN_TILE, 1};
+  return ck_mla_tile_forward(ctx, seed, res, &c);
 }
 
 static clmoe_status check_fwd_bf16(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  const ck_mla_tc_case c = {2, CK_SIZE(150, 130), 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16,
-                            CLMOE_MLA_ATTN_TILE128, 1};
-  return ck_mla_tc_forward(ctx, seed, res, &c);
+  const ck_mla_tile_case c = {2, CK_SIZE(150, 130), 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16,
+                              CLMOE_MLA_ATTN_TILE128, 1};
+  return ck_mla_tile_forward(ctx, seed, res, &c);
 }
 
 static clmoe_status check_bwd(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
   static const int32_t lens[3] = {150, 1, 90}, small[3] = {80, 1, 40}; /* (2 tiles and a partial) */
-  const ck_mla_tc_case c = {1, 0, 2, 128, 64, 128, clmoe_check_small() ? small : lens, 3, CLMOE_BF16, CLMOE_F32,
-                            CLMOE_MLA_ATTN_TILE, 1};
-  return ck_mla_tc_backward(ctx, seed, res, &c, 3e-2);
+  const ck_mla_tile_case c = {1, 0, 2, 128, 64, 128, clmoe_check_small() ? small : lens, 3, CLMOE_BF16, CLMOE_F32,
+                              CLMOE_MLA_ATTN_TILE, 1};
+  return ck_mla_tile_backward(ctx, seed, res, &c, 3e-2);
 }
 
-const clmoe_check clmoe_checks_mla_tc[] = {
-    {"mla_tc.fwd.f32", "tile attention forward, qk 128+64 v 128, f32, packed 300/64/17/1, H 2 (1e-2)",
+const clmoe_check clmoe_checks_mla_tile[] = {
+    {"mla_tile.fwd.f32", "tile attention forward, qk 128+64 v 128, f32, packed 300/64/17/1, H 2 (1e-2)",
      check_fwd_f32},
-    {"mla_tc.fwd.bf16", "tile attention forward (128-row tiles), qk 16+8 v 16, bf16 in/out, B 2 T 150, H 3 (1e-2)",
+    {"mla_tile.fwd.bf16", "tile attention forward (128-row tiles), qk 16+8 v 16, bf16 in/out, B 2 T 150, H 3 (1e-2)",
      check_fwd_bf16},
-    {"mla_tc.bwd", "tile attention backward, qk 128+64 v 128, bf16 in, packed 150/1/90, H 2 (3e-2)", check_bwd},
+    {"mla_tile.bwd", "tile attention backward, qk 128+64 v 128, bf16 in, packed 150/1/90, H 2 (3e-2)", check_bwd},
     {NULL},
 };
