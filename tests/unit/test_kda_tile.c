@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check/check_kda_tc.h"
+#include "check/check_kda_tile.h"
 #include "clmoe/paths.h"
 #include "test_common.h"
 

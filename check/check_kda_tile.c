@@ -4,7 +4,7 @@
  * reference's analytic backward, every gradient. Tolerances TOL_KDA_TC and TOL_KDA_TC_BWD
  * (check_kda_tc.h) relative to each output's largest magnitude: bf16 operand rounding
  * (2^-9) through a few chained products. */
-#include "check_kda_tc.h"
+#include "check_kda_tile.h"
 
 #include <math.h>
 #include <stdio.h>

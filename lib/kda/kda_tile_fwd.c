@@ -241,7 +241,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d %s",
            base, step, warps, lookahead, stages, prod, save, stsm, clmoe__tile_options(ctx));
-  const char *family = "tile+kda_common+kda_tc+kda_tc_state";
+  const char *family = "tile+kda_common+kda_tile+kda_tile_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_state", &ks));

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check/check_kda_tc.h"
+#include "check/check_kda_tile.h"
 #include "kda/kda_internal.h" /* kda_kept_saved */
 #include "clmoe/kda_layer.h"
 #include "clmoe/paths.h"

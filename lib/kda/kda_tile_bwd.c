@@ -138,7 +138,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   const int ns = fit_ring(ctx, p, stages, prod, stsm, &w);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d -DTC_STSM=%d %s", base,
            w, ns, prod, stsm, clmoe__tile_options(ctx));
-  const char *prog = "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd";
+  const char *prog = "tile+kda_common+kda_tile+kda_tile_state+kda_tile_bwd";
   cl_kernel kp;
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
   if (prep) CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U, NULL));
@@ -205,7 +205,7 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   kda_options(p, 0, opts, sizeof opts);
   snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d -DTD_NS=%d %s", opts, pair, ns, clmoe__tile_options(ctx));
   cl_kernel k, k1, k2;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc_warp+kda_tc_bwdc", topts, "kda_tcb_chunk", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk", topts, "kda_tcb_chunk", &k));
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
   CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_alog_reduce", &k2));
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
