@@ -1,5 +1,6 @@
 /* KDA backward on the tile interface (issue 9): host side of kernels_cl/kda/kda_tc_bwd.cl and
- * kda_tc_bwdc.cl. The plan (argument checks, chunk and sequence tables) is kda.c's. Steps:
+ * kda_tc_bwdc.cl. The plan (argument checks, chunk and sequence tables) is kda_plan.c's, the
+ * prep's launch kda_tile_common.c's, the kept factors' layout kda_tile_kept.c's. Steps:
  *   1. kda_tc_prep (kda_tc.cl built with -DTC_BWD=1, token-parallel): the per-chunk factors
  *      W, Kd, gl, Qg, Aqk as one bf16 block per (chunk, head) in the passes' layout, U^T fp32;
  *   2-3. two independent head-parallel passes, kda_tcb_fwd_save (the states entering each
@@ -14,14 +15,13 @@
  * (clmoe_kda_tc_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
  * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K], with
  * Tm and P in fp32) and U^T. */
-#include "clmoe/paths.h"
+#include "kda_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tile/tile_internal.h"
-#include "kda_internal.h"
 
 #define TD_WG 256 /* kda_tcb_chunk's (kernels_cl/kda/kda_tc_bwdc.cl) */
 
@@ -34,21 +34,18 @@ static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_b
   const size_t sizes[KB_COUNT] = {kept ? f : nch * K * V * hf, kept ? f : nch * C * V * hf, nch * K * V * hf,
                                   nch * C * V * f,
                                   f, f, f, f, f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
-  return kda_bwd_buffers_alloc(ctx, b, sizes);
+  return clmoe__kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
 /* Local memory (bytes) of the tile kernels as declared in kda_tc_bwd.cl and kda_tc_bwdc.cl:
- * a block (ushorts, kda_common.cl's KDA_BB_SIZE: the save pass's part, the reverse pass's,
- * Tm and P); kda_tcb_states (ns stages of the reverse pass's part, the larger, w computing
- * warps' dO rows, and the portable tiles' scratch), kda_tcb_chunk (a pool for its steps'
- * operands, dU, six fp32 16 x 16 matrices, reductions; the portable tiles' scratch). */
-static size_t save_ushorts(size_t K) { return 34 * K; }
-static size_t rev_ushorts(size_t K) { return 50 * K + 256; }
-static size_t block_ushorts(size_t K) { return save_ushorts(K) + rev_ushorts(K) + 1024; }
+ * kda_tcb_states (ns stages of the reverse pass's part of a block (kda_tile_kept.c), the
+ * larger, w computing warps' dO rows, and the portable tiles' scratch), kda_tcb_chunk (a pool
+ * for its steps' operands, dU, six fp32 16 x 16 matrices, reductions; the portable tiles'
+ * scratch). */
 static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx, int stsm)
 {
-  return ns * rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4) +
-         kda_tc_stsm_bytes(K, w, stsm);
+  return ns * clmoe__kda_tile_rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4) +
+         clmoe__kda_tile_stsm_bytes(K, w, stsm);
 }
 static size_t chunk_bytes(size_t K, size_t V, int ptx, size_t ns)
 {
@@ -57,7 +54,7 @@ static size_t chunk_bytes(size_t K, size_t V, int ptx, size_t ns)
          16 * 4 + (ptx ? 0 : 8 * 16 * 17 * 4);
 }
 
-int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
+int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p)
 {
   if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
@@ -65,7 +62,7 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   size_t need = chunk_bytes(K, (size_t)p->V, ptx, 2);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, kda_tc_stsm(ctx)), kda_tc_prep_local_bytes(K, (size_t)p->V)};
+  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, clmoe__kda_tile_stsm(ctx)), clmoe__kda_tile_prep_local_bytes(K, (size_t)p->V)};
   for (int i = 0; i < 2; i++)
     if (mine[i] > need) need = mine[i];
   return c->max_work_group_size >= TD_WG && c->local_mem_bytes >= need + 256;
@@ -87,7 +84,7 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int both)
       warps = 1;
       while (warps < 4 && cols / (size_t)(2 * warps) >= units) warps *= 2;
     } else {
-      warps = kda_tc_spread_warps(ctx, p, 4);
+      warps = clmoe__kda_tile_spread_warps(ctx, p, 4);
     }
   }
   while (warps > 1 && p->V % (16 * warps)) warps /= 2;
@@ -132,8 +129,8 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
                               const clmoe_tensor *dht, clmoe_tensor *dh0, int warps, int stages)
 {
   char opts[320], base[128];
-  kda_options(p, 0, base, sizeof base);
-  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA, stsm = kda_tc_stsm(ctx);
+  clmoe__kda_options(p, 0, base, sizeof base);
+  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA, stsm = clmoe__kda_tile_stsm(ctx);
   int w = pick_warps(ctx, p, warps, prep);
   const int ns = fit_ring(ctx, p, stages, prod, stsm, &w);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d -DTC_STSM=%d %s", base,
@@ -141,7 +138,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   const char *prog = "tile+kda_common+kda_tile+kda_tile_state+kda_tile_bwd";
   cl_kernel kp;
   CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
-  if (prep) CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U, NULL));
+  if (prep) CLMOE_TRY(clmoe__kda_tile_prep_launch(ctx, p, in, kp, blk, U, NULL));
   cl_int H = (cl_int)p->H;
   /* (V / 16 / w, H, N) work-groups of w computing warps + the producer per pass */
   const size_t cols = (size_t)(p->V / 16 / w), wg = (size_t)(32 * (w + prod));
@@ -195,19 +192,17 @@ static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 }
 
 /* Step 4: kda_tcb_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
- * reductions. */
+ * reductions (kda_chunk.c). */
 static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
                                    cl_mem Sm, cl_mem Vm, const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
 {
   char opts[128], topts[256];
   int ns;
   const int pair = pick_pair(ctx, p, &ns);
-  kda_options(p, 0, opts, sizeof opts);
+  clmoe__kda_options(p, 0, opts, sizeof opts);
   snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d -DTD_NS=%d %s", opts, pair, ns, clmoe__tile_options(ctx));
-  cl_kernel k, k1, k2;
+  cl_kernel k;
   CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk", topts, "kda_tcb_chunk", &k));
-  CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
-  CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_alog_reduce", &k2));
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
   cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
   cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
@@ -226,46 +221,22 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   const size_t groups = ((size_t)p->nchunks + (size_t)pair - 1) / (size_t)pair;
   size_t global[2] = {groups * TD_WG * (size_t)pair, (size_t)p->H}, local[2] = {TD_WG * (size_t)pair, 1};
   CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
-  cl_ulong ddto = (cl_ulong)g->ddt_bias->offset, dao = (cl_ulong)g->dA_log->offset;
-  CLMOE_TRY(clmoe__args(k1, 7, KA(b->m[KB_PDDT]), KA(b->m[KB_PDA]), KA(nch), KA(H), KA(g->ddt_bias->buf),
-                        KA(ddto), KA(b->m[KB_TMP])));
-  CLMOE_TRY(clmoe__launch1d(ctx, k1, (size_t)(p->H * p->K)));
-  CLMOE_TRY(clmoe__args(k2, 4, KA(b->m[KB_TMP]), KA(H), KA(g->dA_log->buf), KA(dao)));
-  return clmoe__launch1d(ctx, k2, (size_t)p->H);
+  return clmoe__kda_param_reduce(ctx, p, b, g);
 }
 
-void kda_tc_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4])
-{
-  const size_t k = (size_t)K, v = (size_t)V, hf = sizeof(cl_ushort), C = KDA_CHUNK;
-  sizes[0] = nch * block_ushorts(k) * hf; /* the backward's blocks */
-  sizes[1] = nch * C * v * sizeof(float); /* U^T */
-  sizes[2] = nch * v * k * hf;            /* S_c^T */
-  sizes[3] = nch * v * C * hf;            /* Vnew^T */
-}
-
-size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V)
-{
-  if (K < 16 || V < 16 || K % 16 || V % 16 || K > 128 || V > 128) return 0;
-  size_t sz[4];
-  kda_tc_kept_sizes(1, K, V, sz);
-  return sz[0] + sz[1] + sz[2] + sz[3];
-}
-
-clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
-                            const clmoe_tensor *dout, const clmoe_tensor *dht,
-                            const clmoe_kda_grads *g, int warps, int lookahead,
-                            const clmoe_kda_tc_saved *saved)
+clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                     const clmoe_tensor *dout, const clmoe_tensor *dht,
+                                     const clmoe_kda_grads *g, int warps, int lookahead,
+                                     const clmoe_kda_tc_saved *saved)
 {
   if (p->nchunks == 0) return CLMOE_OK; /* (callers handle the empty case) */
   const int stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
   /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tc_saved, when they are
    * this plan's, with the states) */
   size_t ks[4];
-  kda_tc_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
+  clmoe__kda_tile_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
   const size_t blk_bytes = ks[0], u_bytes = ks[1];
-  const int kept = saved && saved->nchunks == p->nchunks && saved->H == p->H && saved->K == p->K &&
-                   saved->V == p->V && saved->blocks_bytes == ks[0] && saved->ut_bytes == ks[1] &&
-                   saved->states_bytes == ks[2] && saved->vnew_bytes == ks[3];
+  const int kept = clmoe__kda_tile_kept_matches(saved, p);
   cl_mem blk = NULL, U = NULL;
   kda_bwd_buffers b = {0};
   clmoe_status st;
@@ -279,7 +250,7 @@ clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmo
   st = run_chunk_tail(ctx, p, in, bk, kept ? saved->states : b.m[KB_SAVE], kept ? saved->vnew : b.m[KB_VN], &b,
                       dout, g);
 done:
-  kda_bwd_buffers_release(ctx, &b);
+  clmoe__kda_bwd_buffers_release(ctx, &b);
   clmoe__scratch_release(ctx, blk, blk_bytes);
   clmoe__scratch_release(ctx, U, u_bytes);
   return st;
@@ -292,10 +263,10 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
 {
   const char *op = "clmoe_kda_backward_tc";
   kda_plan p;
-  CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
+  CLMOE_TRY(clmoe__kda_plan_make(ctx, op, opts, in, &p));
   clmoe_status st = CLMOE_OK;
-  CLMOE_TRY_GOTO(st, kda_check_grads(op, &p, dout, dfinal_state, grads), done);
-  if (!kda_tc_bwd_covers(ctx, &p)) {
+  CLMOE_TRY_GOTO(st, clmoe__kda_check_grads(op, &p, dout, dfinal_state, grads), done);
+  if (!clmoe__kda_tile_bwd_covers(ctx, &p)) {
     st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs the bounded gate, K, V "
                       "multiples of 16 up to 128, work-groups of 256 and about 48 KB of local "
                       "memory (K = %lld, V = %lld, %s gate)", op, (long long)p.K, (long long)p.V,
@@ -303,12 +274,12 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
     goto done;
   }
   if (p.nchunks == 0) {
-    st = kda_backward_empty(dfinal_state, grads);
+    st = clmoe__kda_backward_empty(dfinal_state, grads);
     goto done;
   }
-  st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,
+  st = clmoe__kda_tile_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,
                       cfg ? cfg->saved : NULL);
 done:
-  kda_plan_release(ctx, &p);
+  clmoe__kda_plan_release(ctx, &p);
   return st;
 }

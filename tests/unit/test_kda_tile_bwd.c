@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check/check_kda_tile.h"
-#include "kda/kda_internal.h" /* kda_kept_saved */
+#include "kda/kda_internal.h" /* clmoe__kda_kept_saved */
 #include "clmoe/kda_layer.h"
 #include "clmoe/paths.h"
 #include "test_common.h"
@@ -299,7 +299,7 @@ static int64_t layer_grads(clmoe_kda_layer *L, const clmoe_tensor *x, clmoe_tens
   for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) TEST_OK(clmoe_tensor_fill(gt[i], 0.0));
   TEST_OK(clmoe_tensor_fill(dx, 0.0));
   TEST_OK(clmoe_kda_layer_forward(test_ctx, L, x, NULL, y, &cache, NULL));
-  clmoe_kda_tc_saved *kept = kda_kept_saved(cache.kda_kept);
+  clmoe_kda_tc_saved *kept = clmoe__kda_kept_saved(cache.kda_kept);
   const int64_t chunks = kept ? kept->nchunks : 0;
   if (forget && kept) kept->nchunks = 0;
   TEST_OK(clmoe_kda_layer_backward(test_ctx, L, x, NULL, &cache, dy, G, dx));
