@@ -46,9 +46,9 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 /* Chunk table entries: (first token, rows) of a chunk in the flattened [B*T] token axis;
  * sequence table entries: (first chunk, chunks) of a sequence. */
 
-/* The backward's per-(chunk, head) block of factors (ushorts), written by kda_tc.cl's prep
- * built with -DTC_BWD=1 and read by kda_tc_bwd.cl's two state passes: B operands of
- * tile_mma in fragment order (kda_tc.cl's TC_FO), then gl. The save pass's part:
+/* The backward's per-(chunk, head) block of factors (ushorts), written by kda_tile.cl's prep
+ * built with -DTC_BWD=1 and read by kda_tile_bwd.cl's two state passes: B operands of
+ * tile_mma in fragment order (kda_tile.cl's TC_FO), then gl. The save pass's part:
  *   S0  -W     [2 token tiles][KD / 16 k-steps]  B[k][n] = -W[8 nt + n][16 ks + k]
  *   S1  Kd     [KD / 8 column tiles]             B[k][n] = Kd[k][8 nt + n]
  *   S2  gl     [KD] fp32
@@ -58,7 +58,7 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
  *   R2  -W     [KD / 8 column tiles]             B[k][n] = -W[k][8 nt + n]
  *   R3  Aqk    [2 token tiles]                   B[k][n] = Aqk[k][8 nt + n]
  *   R4  gl     [KD] fp32 again,
- * and for kda_tc_bwdc.cl's kda_tcb_chunk Tm = (I + Akk)^-1 and P (fp32, row-major). */
+ * and for kda_tile_bwd_chunk.cl's kda_tile_bwd_chunk Tm = (I + Akk)^-1 and P (fp32, row-major). */
 #define KDA_BB_S0 0
 #define KDA_BB_S1 (16 * KD)
 #define KDA_BB_S2 (32 * KD)
@@ -69,7 +69,7 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 #define KDA_BB_R3 (KDA_BB_R2 + 16 * KD)
 #define KDA_BB_R4 (KDA_BB_R3 + 256)
 #define KDA_BB_REND (KDA_BB_R4 + 2 * KD) /* the end of the reverse pass's part */
-#define KDA_BB_TM KDA_BB_REND              /* Tm [16][16] fp32, for kda_tcb_chunk */
+#define KDA_BB_TM KDA_BB_REND              /* Tm [16][16] fp32, for kda_tile_bwd_chunk */
 #define KDA_BB_PM (KDA_BB_TM + 512)        /* P = Kp Km^T (c < r, else 0) [16][16] fp32 */
 #define KDA_BB_SIZE (KDA_BB_PM + 512)
 

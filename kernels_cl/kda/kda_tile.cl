@@ -1,18 +1,18 @@
-/* kda_tc.cl: the KDA forward on the tile interface (issue 9), in the two kernels of the
- * FlashKDA split. Built as "tile+kda_common+kda_tc+kda_tc_state" with kda_common's -DKD -DVD
+/* kda_tile.cl: the KDA forward on the tile interface, in the two kernels of the
+ * FlashKDA split. Built as "tile+kda_common+kda_tile+kda_tile_state" with kda_common's -DKD -DVD
  * -DSTORE_BF16 -DOUT_BF16 (KD, VD multiples of 16, <= 128), the tile implementation's
  * options, -DTC_NW (warps of a state work-group) and -DTC_PF (chunks of look-ahead). Every
  * matrix product is tile_mma (D[16 x 8] += A[16 x 16] B[16 x 8], bf16 operands, fp32
  * accumulators); chunks are the 16-token tiles of kda_fwd.cl (same chunk table, same
  * anchored factors).
  *
- * -DTC_STEP (16 or 64) picks the state pass: 16, kda_tc_state below; 64, the one of
- * kda_tc_state.cl (appended to this file in the program), with the prep's outputs laid out
+ * -DTC_STEP (16 or 64) picks the state pass: 16, kda_tile_state below; 64, the one of
+ * kda_tile_state.cl (appended to this file in the program), with the prep's outputs laid out
  * for it (see TC_IW below). -DTC_BWD=1 builds the prep alone for the backward
- * (lib/kda/kda_tc_bwd.c), its outputs in the backward's block (kda_common.cl's KDA_BB_*);
+ * (lib/kda/kda_tile_bwd.c), its outputs in the backward's block (kda_common.cl's KDA_BB_*);
  * -DTC_SAVE=1 has the forward's prep write that block too (bbg), for a later backward.
  *
- * kda_tc_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
+ * kda_tile_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
  *   L2 norms, sigmoid of beta, in-chunk cumulative gate G, then with G0 = G of the first row
  *     Akk = beta Kp Km^T (c < r),  Aqk = scale Qp Km^T (c <= r),
  *     Kp = kn e^(G - G0) (<= 1),   Qp = qn e^(G - G0),   Km = kn e^(G0 - G) (<= e^75),
@@ -22,7 +22,7 @@
  *   operand of the state update), Aqk [16][16], then gl fp32 [KD] (TC_BLK ushorts); U fp32
  *   [chunks, H, 16, VD] apart (its error would add directly to Vnew, so it keeps fp32).
  *   (The TC_STEP 16 layout; TC_STEP 64 reorders both, same sizes: TC_IW below.)
- * kda_tc_state with TC_STEP 16, head-parallel (work-group: TC_NW warps of one (sequence,
+ * kda_tile_state with TC_STEP 16, head-parallel (work-group: TC_NW warps of one (sequence,
  *   head), each warp owning 8 columns of V): walks the chunks with its columns of the
  *   state S [KD, 8] in fp32 accumulators (KD / 16 tiles per lane) and a bf16 copy in local
  *   memory (the B operand of the next chunk):
@@ -35,7 +35,7 @@
 #define TC_STEP 16
 #endif
 #if KD % 16 || VD % 16
-#error "kda_tc needs KD and VD multiples of 16"
+#error "kda_tile needs KD and VD multiples of 16"
 #endif
 
 /* Diagnostic builds only (-DTC_DIAG=bits, wrong results): 16-token pass: 1 no block loads,
@@ -44,7 +44,7 @@
 #ifndef TC_DIAG
 #define TC_DIAG 0
 #endif
-#define TC_PREP_WG 128          /* kda_tc_prep: 4 warps */
+#define TC_PREP_WG 128          /* kda_tile_prep: 4 warps */
 #define TC_LDK (KD + 8)         /* padded bf16 row of local K-wide tiles (bank spread) */
 #define TC_LDV (VD + 8)
 #define TC_LDA 24               /* padded bf16 row of 16-wide local tiles */
@@ -76,7 +76,7 @@
 #if (defined(TC_BWD) && TC_BWD) || (defined(TC_SAVE) && TC_SAVE)
 #define TC_BB 1
 /* The backward's block at bb (kda_common.cl's KDA_BB_*: each factor where its passes read
- * it), written by -DTC_BWD=1 (the prep alone for the backward, lib/kda/kda_tc_bwd.c) and by
+ * it), written by -DTC_BWD=1 (the prep alone for the backward, lib/kda/kda_tile_bwd.c) and by
  * -DTC_SAVE=1 (the forward's prep keeping it for a later backward, besides its own block).
  * The save pass's part (S0..S2) only with TC_BWD: a forward that keeps the blocks keeps the
  * states too (its state pass writes them), so no save pass reads that part then. */
@@ -168,16 +168,16 @@
 #define TC_PUT_GL(d, x) (((__global float *)(blk + TC_OGL))[d] = (x))
 #endif
 
-/* ---- kda_tc_prep ------------------------------------------------------------------------ */
+/* ---- kda_tile_prep ------------------------------------------------------------------------ */
 
 __kernel __attribute__((reqd_work_group_size(TC_PREP_WG, 1, 1)))
-void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
+void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
                  __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
                  __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
                  __global const float *dtb, ulong dto, __global const int2 *chunks, int H,
                  float scale, float lb, __global ushort *blkg, __global float *Ug, __global ushort *bbg)
 {
-  /* (lib/kda/kda_tc.c counts these bytes to decide whether a device can run the kernels) */
+  /* (lib/kda/kda_tile_fwd.c counts these bytes to decide whether a device can run the kernels) */
   __local float G[CH][KD + 8]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
   __local float E0[KD], EL[KD]; /* e^G0, e^(G_last - G0) per column */
   /* bf16 operands; 4-byte aligned for the paired loads of the PTX tiles */
@@ -307,7 +307,7 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
 #undef NJV
 }
 
-/* ---- kda_tc_state (TC_STEP 16) ----------------------------------------------------------- */
+/* ---- kda_tile_state (TC_STEP 16) ----------------------------------------------------------- */
 #if TC_STEP != 64 && !(defined(TC_BWD) && TC_BWD)
 
 /* The block's uint4 e in local memory: rows of W and Qg padded to TC_LDK, the 16-wide
@@ -413,14 +413,14 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
 #endif
 
 __kernel __attribute__((reqd_work_group_size(TC_NT, 1, 1)))
-void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
+void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
                   __global const int2 *chunks, __global const int2 *seqs, int H,
                   __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
                   __global float *ht, ulong hto, int has_ht, __global ushort *Ssave_unused,
                   __global ushort *Vnsave_unused) /* (the 64-token pass's, which saves) */
 {
   (void)Ssave_unused, (void)Vnsave_unused;
-  __local uint4 tl[TC_LOC4]; /* (byte count also in lib/kda/kda_tc.c) */
+  __local uint4 tl[TC_LOC4]; /* (byte count also in lib/kda/kda_tile_fwd.c) */
   __local ushort St[TC_NW][8][TC_LDK] TC_AL; /* bf16 S^T of each warp's 8 columns */
   __local ushort Vt[TC_NW][8][TC_LDA] TC_AL; /* bf16 Vnew^T */
   __local const ushort *Wl = (__local const ushort *)tl, *Ql = Wl + 16 * TC_LDK;

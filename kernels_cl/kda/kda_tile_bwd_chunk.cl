@@ -1,9 +1,9 @@
-/* kda_tc_bwdc.cl: the per-chunk part of the KDA backward on the tile interface (issue 9),
+/* kda_tile_bwd_chunk.cl: the per-chunk part of the KDA backward on the tile interface,
  * the tile counterpart of kda_bwd.cl's kda_bwd_chunk. Built as
- * "tile+kda_common+kda_tc_warp+kda_tc_bwdc" (kda_tc_warp.cl: the warp-level helpers)
+ * "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk" (kda_tile_warp.cl: the warp-level helpers)
  * with kda_common's -DKD -DVD (multiples of 16, <= 128) and the tile options; bounded gate.
  *
- * kda_tcb_chunk, token-parallel, 8 warps per (chunk, head). Warp w owns the 16 columns
+ * kda_tile_bwd_chunk, token-parallel, 8 warps per (chunk, head). Warp w owns the 16 columns
  * 16 w .. 16 w + 15 of K (and of V): every per-element quantity lives in registers in the
  * accumulator layout of two 16 x 8 tiles (element e = 4 n + i of a lane: row
  * tile_c_row(lane, i), column 16 w + 8 n + tile_c_col(lane, i)), so that the products whose
@@ -24,13 +24,13 @@
  * dP^T Kp + tA^T Qp (dP = d(Kp Km^T), tA = d(Qp Km^T)); fp32: the gradient through the
  * 16 x 16 inverse, the elementwise work. */
 #if KD % 16 || VD % 16 || KD > 128 || VD > 128
-#error "kda_tc_bwdc needs KD and VD multiples of 16 up to 128"
+#error "kda_tile_bwd_chunk needs KD and VD multiples of 16 up to 128"
 #endif
 
 #define TD_WG 256          /* 8 warps per (chunk, head); warp w owns columns 16 w .. 16 w + 15 */
 #define TD_NW 8
 #ifndef TD_PAIR
-#define TD_PAIR 1          /* (chunk, head) pairs per work-group: 1 or 2 (lib/kda/kda_tc_bwd.c) */
+#define TD_PAIR 1          /* (chunk, head) pairs per work-group: 1 or 2 (lib/kda/kda_tile_bwd.c) */
 #endif
 #define TD_LDK (KD + 8)    /* padded bf16 rows of K-wide local tiles */
 #define TD_LDV (VD + 8)
@@ -77,7 +77,7 @@ inline float td_red_get(__local const float (*rq)[CH], int row)
 }
 
 __kernel __attribute__((reqd_work_group_size(TD_WG * TD_PAIR, 1, 1)))
-void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
+void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
                    __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
                    __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
                    __global const float *dtb, ulong dto, __global const int2 *chunks, int nch, int H,
@@ -89,7 +89,7 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
                    __global float *dv, ulong dvo, __global float *dz, ulong dzo,
                    __global float *dbeta, ulong dbo, __global float *pddt, __global float *pdA)
 {
-  /* (lib/kda/kda_tc_bwd.c counts these bytes) Step 1's ring, dO and Vnew^T share a pool with
+  /* (lib/kda/kda_tile_bwd.c counts these bytes) Step 1's ring, dO and Vnew^T share a pool with
    * step 2's bf16 factors. With TD_PAIR 2 the halves of the work-group take two chunks
    * (every array twice): 512 work-items hold the compiler to 128 registers, so that the
    * SM runs 16 warps of this kernel (not 8 at 150-180 registers and 256 work-items). */

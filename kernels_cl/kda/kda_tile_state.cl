@@ -1,8 +1,8 @@
-/* kda_tc_state.cl: the register-state pass of the KDA forward on tiles (TC_STEP 64),
- * appended to kda_tc.cl in the program ("tile+kda_common+kda_tc+kda_tc_state"), whose prep
- * writes the blocks it reads (fragment order, -W, U^T: TC_IW in kda_tc.cl).
+/* kda_tile_state.cl: the register-state pass of the KDA forward on tiles (TC_STEP 64),
+ * appended to kda_tile.cl in the program ("tile+kda_common+kda_tile+kda_tile_state"), whose prep
+ * writes the blocks it reads (fragment order, -W, U^T: TC_IW in kda_tile.cl).
  *
- * kda_tc_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
+ * kda_tile_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
  * owning 16 columns of V). The state is kept transposed, S^T [16 V columns x KD], as KD / 8
  * fp32 accumulator tiles per lane, so that every product takes S^T or Vnew^T as its A
  * operand straight from accumulators (two tiles packed to bf16 pairs: tile_a_from_c's
@@ -19,7 +19,7 @@
  * global latency and local stores were most of its time (docs/benchmarks-tiles.md). The
  * portable tiles cannot exchange fragments between lanes without memory: there S^T and
  * Vnew^T also go through a per-warp local scratch (2 more barriers a chunk). The backward's
- * program (-DTC_BWD=1) appends kda_tc_bwd.cl and uses the helpers below (tc_frag,
+ * program (-DTC_BWD=1) appends kda_tile_bwd.cl and uses the helpers below (tc_frag,
  * tc_a_pair, TC_CP_WAIT) for its reverse pass, without this file's kernel. */
 #if TC_STEP == 64
 
@@ -261,17 +261,17 @@ inline void tc_issue(__local uint4 *st, __global const uint4 *blkg, __global con
 }
 
 /* Grid (VD / 16 / TC_NW work-groups, H, sequences); the same arguments as TC_STEP 16's, then,
- * with -DTC_SAVE=1, where the backward's states go (kda_tc_bwd.cl's save pass's outputs, so
+ * with -DTC_SAVE=1, where the backward's states go (kda_tile_bwd.cl's save pass's outputs, so
  * that the backward skips that pass): S_c^T [chunks, H, VD, KD] entering each chunk and
  * Vnew^T [chunks, H, VD, 16], bf16 (unused otherwise). */
 __kernel __attribute__((reqd_work_group_size(TC_NWG, 1, 1)))
-void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
+void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
                   __global const int2 *chunks, __global const int2 *seqs, int H,
                   __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
                   __global float *ht, ulong hto, int has_ht, __global ushort *Ssave,
                   __global ushort *Vnsave)
 {
-  /* (byte counts also in lib/kda/kda_tc.c) */
+  /* (byte counts also in lib/kda/kda_tile_fwd.c) */
   __local uint4 ring[TC_NS][TC_STG4];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);

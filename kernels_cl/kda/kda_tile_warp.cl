@@ -1,6 +1,6 @@
-/* kda_tc_warp.cl: warp-level helpers of kda_tc_bwdc.cl's kda_tcb_chunk (issue 9), prepended
- * to it in the program "tile+kda_common+kda_tc_warp+kda_tc_bwdc". A warp holds a 16 x 16
- * block as 8 values per lane in the accumulator layout of two 16 x 8 tiles (tile.cl): element
+/* kda_tile_warp.cl: warp-level helpers of kda_tile_bwd_chunk.cl's kda_tile_bwd_chunk, prepended
+ * to it in the program "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk". A warp holds a 16 x
+ * 16 block as 8 values per lane in the accumulator layout of two 16 x 8 tiles (tile.cl): element
  * e = 4 n + i of lane (g = lane / 4, t = lane % 4) is row TD_ROW(e) = g (+ 8 for i >= 2),
  * column TD_COL(e) = 8 n + 2 t + i % 2 of the warp's 16. Column scans, a row's values,
  * column sums and row sums of such blocks: warp shuffles on PTX (shfl.sync), a per-warp

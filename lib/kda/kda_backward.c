@@ -84,7 +84,7 @@ clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
 clmoe_status clmoe__kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                       const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                       const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
-                                      const clmoe_kda_tc_saved *saved)
+                                      const clmoe_kda_tile_saved *saved)
 {
   const char *op = "clmoe_kda_backward";
   kda_plan p;

@@ -1,5 +1,5 @@
 /* Causal depthwise short convolution with SiLU (KDA's ShortConv4): argument checks and the
- * launches of kernels_cl/kda/conv.cl.
+ * launches of kernels_cl/kda/kda_conv.cl.
  *
  * dw is a sum over every token. It is made deterministic without atomics: the backward
  * splits the tokens into chunks whose size depends only on the shapes (B T, C, W), each
@@ -64,7 +64,7 @@ static clmoe_status conv_plan_make(const char *op, const clmoe_tensor *x, const 
 }
 
 /* Build options. p->vec: the device's preferred float vector width (1 on GPUs, the SIMD
- * width on CPUs), halved until it divides C. CONV_SYNC on CPUs: see conv.cl. */
+ * width on CPUs), halved until it divides C. CONV_SYNC on CPUs: see kda_conv.cl. */
 static void conv_build_options(clmoe_ctx *ctx, conv_plan *p, int out_bf16, char *buf, size_t len)
 {
   const unsigned pref = ctx->caps.float_vector_width;

@@ -34,7 +34,7 @@ clmoe_status clmoe_kda_forward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
 
 clmoe_status clmoe__kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                      const clmoe_kda_inputs *in, clmoe_tensor *o,
-                                     clmoe_tensor *final_state, clmoe_kda_tc_saved *saved)
+                                     clmoe_tensor *final_state, clmoe_kda_tile_saved *saved)
 {
   const char *op = "clmoe_kda_forward";
   kda_plan p;

@@ -22,7 +22,7 @@
 #define KDA_WG 256
 #define KDA_MAX_K 128
 #define KDA_MAX_V 128
-#define KDA_TILE_PREP_WG 128 /* kda_tc_prep's work-group (kernels_cl/kda/kda_tile.cl) */
+#define KDA_TILE_PREP_WG 128 /* kda_tile_prep's work-group (kernels_cl/kda/kda_tile.cl) */
 
 /* ---- kda_plan.c: the plan, build options, gradient checks, the backward's scratch ---- */
 
@@ -96,7 +96,7 @@ clmoe_status clmoe__kda_param_reduce(clmoe_ctx *ctx, const kda_plan *p, const kd
 
 /* ---- kda_tile_common.c: what the tile forward and backward share ---- */
 
-/* The tile prep (kda_tc_prep, kernel kp of a kda_tile.cl build) into blk and U, laid out as
+/* The tile prep (kda_tile_prep, kernel kp of a kda_tile.cl build) into blk and U, laid out as
  * that build says (the forward's, or the backward's with -DTC_BWD=1), with -DTC_SAVE=1 the
  * backward's block into bb too (else NULL); its local bytes. */
 clmoe_status clmoe__kda_tile_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
@@ -113,22 +113,22 @@ int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most);
 
 /* ---- kda_tile_kept.c: the factors a tile forward keeps for the tile backward ---- */
 
-/* The byte sizes of what a tile forward keeps (clmoe_kda_tc_saved) for nch (chunk, head)
+/* The byte sizes of what a tile forward keeps (clmoe_kda_tile_saved) for nch (chunk, head)
  * pairs: blocks, U^T, states, Vnew. */
 void clmoe__kda_tile_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4]);
 /* ushorts of the reverse pass's part of the backward's block. */
 size_t clmoe__kda_tile_rev_ushorts(size_t K);
 /* 1 when saved holds what a forward of the plan's shapes kept (else the backward recomputes). */
-int clmoe__kda_tile_kept_matches(const clmoe_kda_tc_saved *saved, const kda_plan *p);
+int clmoe__kda_tile_kept_matches(const clmoe_kda_tile_saved *saved, const kda_plan *p);
 /* Whether a tile forward of the plan keeps the factors into s (*save 1: s's buffers sized
  * for it); within CLMOE_KDA_KEEP_MAX_MB, and never a failure when they cannot be had. */
-clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tc_saved *s,
+clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tile_saved *s,
                                          int *save);
 /* The KDA layer's holder of kept factors: clmoe__kda_kept_new remembers its context (NULL
  * when memory runs out; also NULL when CLMOE_KDA_KEEP=0 asks for none); clmoe__kda_kept_saved
  * its factors (NULL for NULL); clmoe__kda_kept_free releases it (NULL: nothing). */
 void *clmoe__kda_kept_new(clmoe_ctx *ctx);
-struct clmoe_kda_tc_saved *clmoe__kda_kept_saved(void *kept);
+struct clmoe_kda_tile_saved *clmoe__kda_kept_saved(void *kept);
 void clmoe__kda_kept_free(void *kept);
 
 /* ---- kda_tile_fwd.c: the forward on the tile interface ---- */
@@ -140,7 +140,7 @@ void clmoe__kda_kept_free(void *kept);
 int clmoe__kda_tile_fwd_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status clmoe__kda_tile_fwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                      clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead,
-                                     clmoe_kda_tc_saved *saved);
+                                     clmoe_kda_tile_saved *saved);
 
 /* ---- kda_tile_bwd.c: the backward on the tile interface ---- */
 
@@ -150,19 +150,19 @@ int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p);
 clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                      const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
                                      const clmoe_kda_grads *grads, int warps, int lookahead,
-                                     const clmoe_kda_tc_saved *saved);
+                                     const clmoe_kda_tile_saved *saved);
 
 /* ---- kda_forward.c, kda_backward.c: the dispatchers ---- */
 
 /* clmoe_kda_forward / clmoe_kda_backward with the factors the tile forward keeps for the
- * tile backward (paths.h's clmoe_kda_tc_saved; NULL: none), for the KDA layer's training
+ * tile backward (paths.h's clmoe_kda_tile_saved; NULL: none), for the KDA layer's training
  * path. */
 clmoe_status clmoe__kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                      const clmoe_kda_inputs *in, clmoe_tensor *o,
-                                     clmoe_tensor *final_state, clmoe_kda_tc_saved *saved);
+                                     clmoe_tensor *final_state, clmoe_kda_tile_saved *saved);
 clmoe_status clmoe__kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                       const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                       const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
-                                      const clmoe_kda_tc_saved *saved);
+                                      const clmoe_kda_tile_saved *saved);
 
 #endif

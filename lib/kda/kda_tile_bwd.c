@@ -1,20 +1,21 @@
-/* KDA backward on the tile interface (issue 9): host side of kernels_cl/kda/kda_tc_bwd.cl and
- * kda_tc_bwdc.cl. The plan (argument checks, chunk and sequence tables) is kda_plan.c's, the
- * prep's launch kda_tile_common.c's, the kept factors' layout kda_tile_kept.c's. Steps:
- *   1. kda_tc_prep (kda_tc.cl built with -DTC_BWD=1, token-parallel): the per-chunk factors
+/* KDA backward on the tile interface: host side of kernels_cl/kda/kda_tile_bwd.cl and
+ * kda_tile_bwd_chunk.cl. The plan (argument checks, chunk and sequence tables) is
+ * kda_plan.c's, the prep's launch kda_tile_common.c's, the kept factors' layout
+ * kda_tile_kept.c's. Steps:
+ *   1. kda_tile_prep (kda_tile.cl built with -DTC_BWD=1, token-parallel): the per-chunk factors
  *      W, Kd, gl, Qg, Aqk as one bf16 block per (chunk, head) in the passes' layout, U^T fp32;
- *   2-3. two independent head-parallel passes, kda_tcb_fwd_save (the states entering each
- *      chunk and Vnew) and kda_tcb_state_bwd (reverse: dVnew and every chunk's dS), or both
- *      in one launch (kda_tcb_states) when they leave compute units idle;
- *   4. kda_tcb_chunk (kda_tc_bwdc.cl, token-parallel): the factor gradients from the saved
- *      states, then back through the 16 x 16 factors, the gate, beta and the L2 norms;
- *      kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the per-chunk partials of
+ *   2-3. two independent head-parallel passes, kda_tile_fwd_save (the states entering each
+ *      chunk and Vnew) and kda_tile_state_bwd (reverse: dVnew and every chunk's dS), or both
+ *      in one launch (kda_tile_states) when they leave compute units idle;
+ *   4. kda_tile_bwd_chunk (kda_tile_bwd_chunk.cl, token-parallel): the factor gradients from
+ *      the saved states, then back through the 16 x 16 factors, the gate, beta and the L2
+ *      norms; kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the per-chunk partials of
  *      ddt_bias and dA_log.
- * Steps 1-3 are one program (kda_tc.cl's prep with -DTC_BWD=1, kda_tc_state.cl's fragment
- * helpers, kda_tc_bwd.cl). When the forward kept its factors and states
- * (clmoe_kda_tc_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
- * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K], with
- * Tm and P in fp32) and U^T. */
+ * Steps 1-3 are one program (kda_tile.cl's prep with -DTC_BWD=1, kda_tile_state.cl's fragment
+ * helpers, kda_tile_bwd.cl). When the forward kept its factors and states
+ * (clmoe_kda_tile_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory:
+ * S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks, H, V, 16], dU fp32 [chunks, H, 16,
+ * V], the blocks (bf16, about [chunks, H, 5, 16, K], with Tm and P in fp32) and U^T. */
 #include "kda_internal.h"
 
 #include <stdio.h>
@@ -23,10 +24,10 @@
 
 #include "tile/tile_internal.h"
 
-#define TD_WG 256 /* kda_tcb_chunk's (kernels_cl/kda/kda_tc_bwdc.cl) */
+#define TD_WG 256 /* kda_tile_bwd_chunk's (kernels_cl/kda/kda_tile_bwd_chunk.cl) */
 
 /* kept: the forward kept S_c^T and Vnew^T (KB_SAVE, KB_VN then hold nothing) */
-static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_bwd_buffers *b)
+static clmoe_status tile_bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_bwd_buffers *b)
 {
   const size_t nch = (size_t)p->nchunks * (size_t)p->H, K = (size_t)p->K, V = (size_t)p->V;
   const size_t f = sizeof(float), hf = sizeof(cl_ushort), C = KDA_CHUNK;
@@ -37,9 +38,9 @@ static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_b
   return clmoe__kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
-/* Local memory (bytes) of the tile kernels as declared in kda_tc_bwd.cl and kda_tc_bwdc.cl:
- * kda_tcb_states (ns stages of the reverse pass's part of a block (kda_tile_kept.c), the
- * larger, w computing warps' dO rows, and the portable tiles' scratch), kda_tcb_chunk (a pool
+/* Local memory (bytes) of the tile kernels as declared in kda_tile_bwd.cl and kda_tile_bwd_chunk.cl:
+ * kda_tile_states (ns stages of the reverse pass's part of a block (kda_tile_kept.c), the
+ * larger, w computing warps' dO rows, and the portable tiles' scratch), kda_tile_bwd_chunk (a pool
  * for its steps' operands, dU, six fp32 16 x 16 matrices, reductions; the portable tiles'
  * scratch). */
 static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx, int stsm)
@@ -108,7 +109,7 @@ static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int st
   return 2;
 }
 
-/* The two passes in one launch (kda_tcb_states) while their work-groups together leave
+/* The two passes in one launch (kda_tile_states) while their work-groups together leave
  * compute units free for more (at most 2 per unit), else one after the other: on the H200 at
  * T 16384, one launch took 1.31 ms against 0.84 + 0.96 at H 16 (256 work-groups of 1
  * warp), 2.44 against 1.08 + 1.36 at H 32 (512), and 4.52 against 2.04 + 2.09 at H 64 (512
@@ -137,7 +138,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
            w, ns, prod, stsm, clmoe__tile_options(ctx));
   const char *prog = "tile+kda_common+kda_tile+kda_tile_state+kda_tile_bwd";
   cl_kernel kp;
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
+  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_prep", &kp));
   if (prep) CLMOE_TRY(clmoe__kda_tile_prep_launch(ctx, p, in, kp, blk, U, NULL));
   cl_int H = (cl_int)p->H;
   /* (V / 16 / w, H, N) work-groups of w computing warps + the producer per pass */
@@ -150,7 +151,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   cl_int has_h0 = h0 != NULL, has_dht = dht != NULL, has_dh0 = dh0 != NULL;
   if (prep && pick_fused(ctx, p, cols)) {
     cl_kernel ks;
-    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_states", &ks));
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_states", &ks));
     CLMOE_TRY(clmoe__args(ks, 20, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o),
                           KA(has_h0), KA(dout->buf), KA(doo), KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_SAVE]),
                           KA(b->m[KB_VN]), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
@@ -159,12 +160,12 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   } else { /* the save pass unless the forward kept the states, then the reverse pass */
     cl_kernel kf, kr;
     if (prep) {
-      CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
+      CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_fwd_save", &kf));
       CLMOE_TRY(clmoe__args(kf, 9, KA(blk), KA(U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0),
                             KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
       CLMOE_TRY(clmoe__launch(ctx, kf, 3, gs, ls));
     }
-    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &kr));
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_state_bwd", &kr));
     CLMOE_TRY(clmoe__args(kr, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
                           KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
                           KA(dh0o), KA(has_dh0)));
@@ -173,7 +174,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   return CLMOE_OK;
 }
 
-/* kda_tcb_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
+/* kda_tile_bwd_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
  * compiler to 128 registers: 16 warps per SM instead of 8) where the matrix unit is NVIDIA's
  * and twice its local memory fits, else 1; then the stages of its warps' copy rings: 3 where
  * they fit, else 2. CLMOE_KDA_TCB_PAIR=1 / 2 and CLMOE_KDA_TCB_STAGES=2 / 3 (read at every
@@ -191,7 +192,7 @@ static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
   return pair;
 }
 
-/* Step 4: kda_tcb_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
+/* Step 4: kda_tile_bwd_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
  * reductions (kda_chunk.c). */
 static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
                                    cl_mem Sm, cl_mem Vm, const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
@@ -202,7 +203,8 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
   clmoe__kda_options(p, 0, opts, sizeof opts);
   snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d -DTD_NS=%d %s", opts, pair, ns, clmoe__tile_options(ctx));
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk", topts, "kda_tcb_chunk", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk", topts,
+                          "kda_tile_bwd_chunk", &k));
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
   cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
   cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
@@ -227,11 +229,11 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
 clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                      const clmoe_tensor *dout, const clmoe_tensor *dht,
                                      const clmoe_kda_grads *g, int warps, int lookahead,
-                                     const clmoe_kda_tc_saved *saved)
+                                     const clmoe_kda_tile_saved *saved)
 {
   if (p->nchunks == 0) return CLMOE_OK; /* (callers handle the empty case) */
   const int stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
-  /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tc_saved, when they are
+  /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tile_saved, when they are
    * this plan's, with the states) */
   size_t ks[4];
   clmoe__kda_tile_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
@@ -245,7 +247,7 @@ clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const cl
     CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
   }
   cl_mem bk = kept ? saved->blocks : blk, uk = kept ? saved->ut : U;
-  CLMOE_TRY_GOTO(st, tcb_alloc(ctx, p, kept, &b), done);
+  CLMOE_TRY_GOTO(st, tile_bwd_alloc(ctx, p, kept, &b), done);
   CLMOE_TRY_GOTO(st, run_tiles(ctx, p, in, bk, uk, !kept, &b, dout, dht, g->dinitial_state, warps, stages), done);
   st = run_chunk_tail(ctx, p, in, bk, kept ? saved->states : b.m[KB_SAVE], kept ? saved->vnew : b.m[KB_VN], &b,
                       dout, g);
@@ -256,12 +258,12 @@ done:
   return st;
 }
 
-clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+clmoe_status clmoe_kda_backward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                    const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                    const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
-                                   const clmoe_kda_tc_config *cfg)
+                                   const clmoe_kda_tile_config *cfg)
 {
-  const char *op = "clmoe_kda_backward_tc";
+  const char *op = "clmoe_kda_backward_tile";
   kda_plan p;
   CLMOE_TRY(clmoe__kda_plan_make(ctx, op, opts, in, &p));
   clmoe_status st = CLMOE_OK;

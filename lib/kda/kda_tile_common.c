@@ -1,5 +1,5 @@
 /* What the KDA tile forward (kda_tile_fwd.c) and backward (kda_tile_bwd.c) share: the launch
- * of the tile prep (kernel kda_tc_prep of kernels_cl/kda/kda_tile.cl) and its local memory,
+ * of the tile prep (kernel kda_tile_prep of kernels_cl/kda/kda_tile.cl) and its local memory,
  * the stmatrix staging of the state passes' saved rows, and how the state passes spread
  * their warps over the device. */
 #include "kda_internal.h"
@@ -33,7 +33,7 @@ int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most)
   return warps;
 }
 
-/* kda_tc_prep (kernel kp, from a kda_tile.cl build) on every (chunk, head) of the plan:
+/* kda_tile_prep (kernel kp, from a kda_tile.cl build) on every (chunk, head) of the plan:
  * the blocks into blk and U into U (their layouts: the build's). */
 clmoe_status clmoe__kda_tile_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                          cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb)

@@ -19,7 +19,7 @@ static size_t state_local_bytes(size_t K, size_t warps)
 {
   return (32 * ((K + 8) / 8) + 3 * K + 48 + K / 4) * 16 + warps * 8 * (K + 8) * 2 + warps * 8 * 24 * 2;
 }
-/* The register-state pass (kernels_cl/kda/kda_tc_state.cl): a ring of `stages` blocks and
+/* The register-state pass (kernels_cl/kda/kda_tile_state.cl): a ring of `stages` blocks and
  * U^T rows, plus a per-warp scratch with the portable tiles. */
 static size_t state64_local_bytes(size_t K, size_t warps, size_t stages, int ptx, int stsm)
 {
@@ -62,9 +62,9 @@ static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int stsm, int *
 }
 
 /* The state pass: the register-state pass fed by a ring of asynchronous copies
- * (kda_tc_state.cl, "step 64" for history: it first ran 4 chunks per step), unless
+ * (kda_tile_state.cl, "step 64" for history: it first ran 4 chunks per step), unless
  * CLMOE_KDA_TC_STEP=16 (read at every call, so one process can time both) selects the
- * 16-token pass with S staged through local memory (kda_tc.cl). On the H200 at H 16,
+ * 16-token pass with S staged through local memory (kda_tile.cl). On the H200 at H 16,
  * T 16384 the state pass takes 0.57 ms (with the producer warp) against 1.49
  * (docs/benchmarks-kda-ring.md). With step 64 the config's warps are warps of 16 columns
  * of V and its lookahead the chunks copied ahead (1, 2 or 3; default 2). */
@@ -87,12 +87,12 @@ static int pick_producer(void)
 
 static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                              clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead,
-                             clmoe_kda_tc_saved *saved)
+                             clmoe_kda_tile_saved *saved)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   if (saved && step != 64) saved->nchunks = 0; /* (the 16-token pass's U is not U^T) */
   /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32 (step 64: the
-   * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda/kda_tc.cl). */
+   * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda/kda_tile.cl). */
   const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
   const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
@@ -106,7 +106,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
     fit_ring(ctx, p, ptx, stsm, &warps, &stages);
     if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx)) {
-      if (save) clmoe_kda_tc_saved_release(ctx, saved);
+      if (save) clmoe_kda_tile_saved_release(ctx, saved);
       return run_step(ctx, p, in, o, ht, 16, 0, 0, saved); /* too little local memory */
     }
   } else if (lookahead != 1 && lookahead != 2) {
@@ -120,8 +120,8 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
            base, step, warps, lookahead, stages, prod, save, stsm, clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tile+kda_tile_state";
   cl_kernel kp, ks;
-  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_prep", &kp));
-  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tc_state", &ks));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tile_prep", &kp));
+  CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tile_state", &ks));
 
   cl_mem blk = NULL, U = NULL, bb = NULL;
   clmoe_status st = CLMOE_OK;
@@ -157,18 +157,18 @@ done:
 
 clmoe_status clmoe__kda_tile_fwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                      clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead,
-                                     clmoe_kda_tc_saved *saved)
+                                     clmoe_kda_tile_saved *saved)
 {
   if (saved) saved->nchunks = 0;
   if (p->N == 0) return CLMOE_OK;
   return run_step(ctx, p, in, o, ht, pick_step(), warps, lookahead, saved);
 }
 
-clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+clmoe_status clmoe_kda_forward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                   const clmoe_kda_inputs *in, clmoe_tensor *o,
-                                  clmoe_tensor *final_state, const clmoe_kda_tc_config *cfg)
+                                  clmoe_tensor *final_state, const clmoe_kda_tile_config *cfg)
 {
-  const char *op = "clmoe_kda_forward_tc";
+  const char *op = "clmoe_kda_forward_tile";
   kda_plan p;
   CLMOE_TRY(clmoe__kda_plan_make(ctx, op, opts, in, &p));
   clmoe_status st = CLMOE_OK;

@@ -1,4 +1,4 @@
-/* The factors a KDA tile forward keeps for the tile backward (paths.h's clmoe_kda_tc_saved),
+/* The factors a KDA tile forward keeps for the tile backward (paths.h's clmoe_kda_tile_saved),
  * in one place: the layout and byte sizes of what is kept (the backward's per-(chunk, head)
  * block, U^T, the states entering each chunk, Vnew), whether a forward keeps them
  * (CLMOE_KDA_KEEP_MAX_MB) and into which buffers, whether a backward's plan matches them, and
@@ -23,7 +23,7 @@ void clmoe__kda_tile_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4
   sizes[3] = nch * v * C * hf;            /* Vnew^T */
 }
 
-size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V)
+size_t clmoe_kda_tile_kept_bytes(int64_t K, int64_t V)
 {
   if (K < 16 || V < 16 || K % 16 || V % 16 || K > 128 || V > 128) return 0;
   size_t sz[4];
@@ -31,7 +31,7 @@ size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V)
   return sz[0] + sz[1] + sz[2] + sz[3];
 }
 
-int clmoe__kda_tile_kept_matches(const clmoe_kda_tc_saved *saved, const kda_plan *p)
+int clmoe__kda_tile_kept_matches(const clmoe_kda_tile_saved *saved, const kda_plan *p)
 {
   size_t ks[4];
   clmoe__kda_tile_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
@@ -40,7 +40,7 @@ int clmoe__kda_tile_kept_matches(const clmoe_kda_tc_saved *saved, const kda_plan
          saved->states_bytes == ks[2] && saved->vnew_bytes == ks[3];
 }
 
-void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s)
+void clmoe_kda_tile_saved_release(clmoe_ctx *ctx, clmoe_kda_tile_saved *s)
 {
   if (!s) return;
   clmoe__scratch_release(ctx, s->blocks, s->blocks_bytes);
@@ -51,12 +51,12 @@ void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s)
 }
 
 /* saved's buffers at the plan's sizes (kept when they already are), marked empty. */
-static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tc_saved *s)
+static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tile_saved *s)
 {
   size_t sz[4];
   clmoe__kda_tile_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, sz);
   if (s->blocks_bytes != sz[0] || s->ut_bytes != sz[1] || s->states_bytes != sz[2] || s->vnew_bytes != sz[3]) {
-    clmoe_kda_tc_saved_release(ctx, s);
+    clmoe_kda_tile_saved_release(ctx, s);
     cl_mem *mem[4] = {&s->blocks, &s->ut, &s->states, &s->vnew};
     size_t *bytes[4] = {&s->blocks_bytes, &s->ut_bytes, &s->states_bytes, &s->vnew_bytes};
     for (int i = 0; i < 4; i++) {
@@ -72,7 +72,8 @@ static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tc_sa
  * CLMOE_KDA_KEEP_MAX_MB (MiB, read at every call; unset: no cap) and where their buffers can
  * be had; otherwise saved is emptied and the backward recomputes them (keeping is only a
  * shortcut, never a reason for the forward to fail). */
-clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tc_saved *s, int *save)
+clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tile_saved *s,
+                                         int *save)
 {
   const char *env = getenv("CLMOE_KDA_KEEP_MAX_MB");
   *save = 0;
@@ -81,14 +82,15 @@ clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmo
     const double mb = strtod(env, &end);
     if (!end || *end || !(mb >= 0.0 && mb < 1e15))
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "CLMOE_KDA_KEEP_MAX_MB: '%s' is not a number of MiB", env);
-    const double need = (double)p->nchunks * (double)p->H * (double)clmoe_kda_tc_kept_bytes(p->K, p->V);
+    const double need =
+        (double)p->nchunks * (double)p->H * (double)clmoe_kda_tile_kept_bytes(p->K, p->V);
     if (need > mb * 1048576.0) {
-      clmoe_kda_tc_saved_release(ctx, s);
+      clmoe_kda_tile_saved_release(ctx, s);
       return CLMOE_OK;
     }
   }
   if (saved_fit(ctx, p, s) != CLMOE_OK) {
-    clmoe_kda_tc_saved_release(ctx, s);
+    clmoe_kda_tile_saved_release(ctx, s);
     return CLMOE_OK;
   }
   *save = 1;
@@ -98,7 +100,7 @@ clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmo
 /* The KDA layer's holder of kept factors (kda_internal.h). */
 typedef struct kda_kept {
   clmoe_ctx *ctx;
-  clmoe_kda_tc_saved s;
+  clmoe_kda_tile_saved s;
 } kda_kept;
 
 void *clmoe__kda_kept_new(clmoe_ctx *ctx)
@@ -110,12 +112,12 @@ void *clmoe__kda_kept_new(clmoe_ctx *ctx)
   return k;
 }
 
-clmoe_kda_tc_saved *clmoe__kda_kept_saved(void *kept) { return kept ? &((kda_kept *)kept)->s : NULL; }
+clmoe_kda_tile_saved *clmoe__kda_kept_saved(void *kept) { return kept ? &((kda_kept *)kept)->s : NULL; }
 
 void clmoe__kda_kept_free(void *kept)
 {
   if (!kept) return;
   kda_kept *k = kept;
-  clmoe_kda_tc_saved_release(k->ctx, &k->s);
+  clmoe_kda_tile_saved_release(k->ctx, &k->s);
   free(k);
 }
