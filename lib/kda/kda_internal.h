@@ -127,9 +127,10 @@ clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmo
 /* The KDA layer's holder of kept factors: clmoe__kda_kept_new remembers its context (NULL
  * when memory runs out; also NULL when CLMOE_KDA_KEEP=0 asks for none); clmoe__kda_kept_saved
  * its factors (NULL for NULL); clmoe__kda_kept_free releases it (NULL: nothing). */
-void *clmoe__kda_kept_new(clmoe_ctx *ctx);
-struct clmoe_kda_tile_saved *clmoe__kda_kept_saved(void *kept);
-void clmoe__kda_kept_free(void *kept);
+struct clmoe_kda_kept; /* include/clmoe/kda_layer.h's opaque holder */
+struct clmoe_kda_kept *clmoe__kda_kept_new(clmoe_ctx *ctx);
+clmoe_kda_tile_saved *clmoe__kda_kept_saved(struct clmoe_kda_kept *kept);
+void clmoe__kda_kept_free(struct clmoe_kda_kept *kept);
 
 /* ---- kda_tile_fwd.c: the forward on the tile interface ---- */
 

@@ -97,27 +97,29 @@ clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmo
   return CLMOE_OK;
 }
 
-/* The KDA layer's holder of kept factors (kda_internal.h). */
-typedef struct kda_kept {
+/* The KDA layer's holder of kept factors (include/clmoe/kda_layer.h's opaque type). */
+struct clmoe_kda_kept {
   clmoe_ctx *ctx;
   clmoe_kda_tile_saved s;
-} kda_kept;
+};
 
-void *clmoe__kda_kept_new(clmoe_ctx *ctx)
+struct clmoe_kda_kept *clmoe__kda_kept_new(clmoe_ctx *ctx)
 {
   const char *env = getenv("CLMOE_KDA_KEEP");
   if (env && !strcmp(env, "0")) return NULL;
-  kda_kept *k = calloc(1, sizeof *k);
+  struct clmoe_kda_kept *k = calloc(1, sizeof *k);
   if (k) k->ctx = ctx;
   return k;
 }
 
-clmoe_kda_tile_saved *clmoe__kda_kept_saved(void *kept) { return kept ? &((kda_kept *)kept)->s : NULL; }
+clmoe_kda_tile_saved *clmoe__kda_kept_saved(struct clmoe_kda_kept *kept)
+{
+  return kept ? &kept->s : NULL;
+}
 
-void clmoe__kda_kept_free(void *kept)
+void clmoe__kda_kept_free(struct clmoe_kda_kept *kept)
 {
   if (!kept) return;
-  kda_kept *k = kept;
-  clmoe_kda_tile_saved_release(k->ctx, &k->s);
-  free(k);
+  clmoe_kda_tile_saved_release(kept->ctx, &kept->s);
+  free(kept);
 }
