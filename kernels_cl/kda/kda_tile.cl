@@ -44,12 +44,13 @@
 #ifndef TC_DIAG
 #define TC_DIAG 0
 #endif
-#define TC_PREP_WG 128          /* kda_tile_prep: 4 warps */
-#define TC_LDK (KD + 8)         /* padded bf16 row of local K-wide tiles (bank spread) */
-#define TC_LDV (VD + 8)
-#define TC_LDA 24               /* padded bf16 row of 16-wide local tiles */
-#define TC_LDT 17               /* fp32 16 x 16 tiles */
-#define TC_BLK (48 * KD + 256 + 2 * KD) /* ushorts per (chunk, head) block */
+/* (sizes from kda_common.cl's layouts, which the host reads too) */
+#define TC_PREP_WG KDA_TILE_PREP_WG   /* kda_tile_prep: 4 warps */
+#define TC_LDK KDA_TILE_LDK(KD)       /* padded bf16 row of local K-wide tiles (bank spread) */
+#define TC_LDV KDA_TILE_LDV(VD)
+#define TC_LDA KDA_TILE_LD16          /* padded bf16 row of 16-wide local tiles */
+#define TC_LDT KDA_TILE_LDT           /* fp32 16 x 16 tiles */
+#define TC_BLK KDA_TILE_FWD_BLOCK(KD) /* ushorts per (chunk, head) block */
 #define TC_BLK4 (TC_BLK / 8)            /* ... in uint4 */
 #define TC_NMT (KD / 16)                /* 16-row tiles of S */
 #define TC_AL __attribute__((aligned(16)))
@@ -172,13 +173,13 @@
 
 __kernel __attribute__((reqd_work_group_size(TC_PREP_WG, 1, 1)))
 void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
-                 __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
-                 __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
-                 __global const float *dtb, ulong dto, __global const int2 *chunks, int H,
-                 float scale, float lb, __global ushort *blkg, __global float *Ug, __global ushort *bbg)
+                   __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
+                   __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
+                   __global const float *dtb, ulong dto, __global const int2 *chunks, int H,
+                   float scale, float lb, __global ushort *blkg, __global float *Ug, __global ushort *bbg)
 {
-  /* (lib/kda/kda_tile_fwd.c counts these bytes to decide whether a device can run the kernels) */
-  __local float G[CH][KD + 8]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
+  /* (KDA_TILE_PREP_LOCAL_BYTES: how the host decides whether a device can run the kernels) */
+  __local float G[CH][TC_LDK]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
   __local float E0[KD], EL[KD]; /* e^G0, e^(G_last - G0) per column */
   /* bf16 operands; 4-byte aligned for the paired loads of the PTX tiles */
   __local ushort Qp[CH][TC_LDK] TC_AL, Kp[CH][TC_LDK] TC_AL; /* A operands */
@@ -186,6 +187,12 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
   __local ushort Bk[CH][TC_LDK] TC_AL, Bv[CH][TC_LDV] TC_AL; /* B operands (row-major) */
   __local float Akk[CH][TC_LDT], Tm[CH][TC_LDT];
   __local float red[2][CH][8], nq[CH], nk[CH], bt[CH];
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof G + sizeof E0 + sizeof EL + sizeof Qp + sizeof Kp + sizeof Km +
+                       sizeof Bk + sizeof Bv + sizeof Akk + sizeof Tm + sizeof red + sizeof nq +
+                       sizeof nk + sizeof bt ==
+                   KDA_TILE_PREP_LOCAL_BYTES(KD, VD));
+#endif
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int r = lid >> 3, s = lid & 7; /* elementwise: row r, columns s + 8 j */
   const int c = (int)get_group_id(0), h = (int)get_group_id(1);
@@ -311,12 +318,12 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
 #if TC_STEP != 64 && !(defined(TC_BWD) && TC_BWD)
 
 /* The block's uint4 e in local memory: rows of W and Qg padded to TC_LDK, the 16-wide
- * rows of Kd^T and Aqk to TC_LDA, gl packed after them. */
+ * rows of Kd^T and Aqk to TC_LDA, gl packed after them (kda_common.cl's KDA_TILE_S16_*). */
 #define TC_RS4 (TC_LDK / 8)
-#define TC_KT4 (32 * TC_RS4)
-#define TC_LA4 (TC_KT4 + KD * (TC_LDA / 8))
-#define TC_GL4 (TC_LA4 + 16 * (TC_LDA / 8))
-#define TC_LOC4 (TC_GL4 + KD / 4)
+#define TC_KT4 KDA_TILE_S16_KT4(KD)
+#define TC_LA4 KDA_TILE_S16_LA4(KD)
+#define TC_GL4 KDA_TILE_S16_GL4(KD)
+#define TC_LOC4 KDA_TILE_S16_LOC4(KD)
 inline int tc_local4(int e)
 {
   if (e < 4 * KD) return (e / (KD / 8)) * TC_RS4 + e % (KD / 8);
@@ -414,15 +421,18 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
 
 __kernel __attribute__((reqd_work_group_size(TC_NT, 1, 1)))
 void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
-                  __global const int2 *chunks, __global const int2 *seqs, int H,
-                  __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-                  __global float *ht, ulong hto, int has_ht, __global ushort *Ssave_unused,
-                  __global ushort *Vnsave_unused) /* (the 64-token pass's, which saves) */
+                    __global const int2 *chunks, __global const int2 *seqs, int H,
+                    __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
+                    __global float *ht, ulong hto, int has_ht, __global ushort *Ssave_unused,
+                    __global ushort *Vnsave_unused) /* (the 64-token pass's, which saves) */
 {
   (void)Ssave_unused, (void)Vnsave_unused;
-  __local uint4 tl[TC_LOC4]; /* (byte count also in lib/kda/kda_tile_fwd.c) */
+  __local uint4 tl[TC_LOC4]; /* (bytes in all: KDA_TILE_STATE16_LOCAL_BYTES) */
   __local ushort St[TC_NW][8][TC_LDK] TC_AL; /* bf16 S^T of each warp's 8 columns */
   __local ushort Vt[TC_NW][8][TC_LDA] TC_AL; /* bf16 Vnew^T */
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof tl + sizeof St + sizeof Vt == KDA_TILE_STATE16_LOCAL_BYTES(KD, TC_NW));
+#endif
   __local const ushort *Wl = (__local const ushort *)tl, *Ql = Wl + 16 * TC_LDK;
   __local const ushort *Kl = (__local const ushort *)(tl + TC_KT4); /* Kd^T, rows TC_LDA */
   __local const ushort *Al = (__local const ushort *)(tl + TC_LA4);

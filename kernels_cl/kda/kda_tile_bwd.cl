@@ -53,7 +53,7 @@
 #define TB_AL __attribute__((aligned(16)))
 #define TB_BLK4 (KDA_BB_SIZE / 8)                 /* uint4 of a block */
 #define TB_FWD4 (KDA_BB_SAVE / 8)                 /* ... of the save pass's part */
-#define TB_REV4 ((KDA_BB_REND - KDA_BB_SAVE) / 8) /* ... of the reverse pass's, after it */
+#define TB_REV4 (KDA_TILE_BWD_REV_PART(KD) / 8)   /* ... of the reverse pass's, after it */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #if TB_NS == 2
@@ -210,7 +210,7 @@ ts_pass(__local uint4 *ring, __local float *sS, __local float *sV, int gx, __glo
 
 /* ---- the reverse pass ------------------------------------------------------------------ */
 
-#define TR_LDO 24 /* bf16 row of a warp's dO scratch */
+#define TR_LDO KDA_TILE_LD16 /* bf16 row of a warp's dO scratch */
 
 /* One chunk of a warp's 16 columns: dS^T in dS, the reverse part of the chunk's block at rb
  * (ring), this chunk's dO rows (bf16) in dol. Stores dS^T (after the chunk, for
@@ -314,10 +314,10 @@ tr_pass(__local uint4 *ring, __local ushort *dO, __local float *sS, __local floa
 /* Grid (VD / 16 / TB_NW work-groups, H, sequences) each. */
 __kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
 void kda_tile_fwd_save(__global const uint4 *blkg, __global const float *Ug, __global const int2 *seqs,
-                      int H, __global const float *h0, ulong h0o, int has_h0, __global ushort *Ssave,
-                      __global ushort *Vnsave)
+                       int H, __global const float *h0, ulong h0o, int has_h0, __global ushort *Ssave,
+                       __global ushort *Vnsave)
 {
-  __local uint4 ring[TB_NS * TB_FWD4]; /* (lib/kda/kda_tile_bwd.c counts these bytes) */
+  __local uint4 ring[TB_NS * TB_FWD4]; /* (the reverse pass's ring is the larger) */
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0; /* (the producer: 0) */
   TB_SCRATCH(TB_NW);
   ts_pass(ring, sS, sV, (int)get_group_id(0), blkg, Ug, seqs, H, h0, h0o, has_h0, Ssave, Vnsave);
@@ -325,14 +325,18 @@ void kda_tile_fwd_save(__global const uint4 *blkg, __global const float *Ug, __g
 
 __kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
 void kda_tile_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs,
-                       int H, __global const float *dout, ulong doo, __global const float *dht,
-                       ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
-                       __global float *dh0, ulong dh0o, int has_dh0)
+                        int H, __global const float *dout, ulong doo, __global const float *dht,
+                        ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
+                        __global float *dh0, ulong dh0o, int has_dh0)
 {
-  __local uint4 ring[TB_NS * TB_REV4];
+  __local uint4 ring[TB_NS * TB_REV4]; /* (bytes in all: KDA_TILE_BWD_STATES_LOCAL_BYTES) */
   __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
   TB_SCRATCH(TB_NW);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof ring + sizeof dO + sizeof scr_ ==
+                   KDA_TILE_BWD_STATES_LOCAL_BYTES(KD, TB_NW, TB_NS, 0, 0));
+#endif
   tr_pass(ring, dO, sS, sV, (int)get_group_id(0), blkg, chunks, seqs, H, dout, doo, dht, dhto, has_dht, dUg,
           dSsave, dh0, dh0o, has_dh0);
 }
@@ -345,15 +349,19 @@ void kda_tile_state_bwd(__global const uint4 *blkg, __global const int2 *chunks,
  * ms against 0.84 + 0.96 one after the other, H 32 2.44 against 1.08 + 1.36. */
 __kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
 void kda_tile_states(__global const uint4 *blkg, __global const float *Ug, __global const int2 *chunks,
-                    __global const int2 *seqs, int H, __global const float *h0, ulong h0o, int has_h0,
-                    __global const float *dout, ulong doo, __global const float *dht, ulong dhto,
-                    int has_dht, __global ushort *Ssave, __global ushort *Vnsave, __global float *dUg,
-                    __global ushort *dSsave, __global float *dh0, ulong dh0o, int has_dh0)
+                     __global const int2 *seqs, int H, __global const float *h0, ulong h0o, int has_h0,
+                     __global const float *dout, ulong doo, __global const float *dht, ulong dhto,
+                     int has_dht, __global ushort *Ssave, __global ushort *Vnsave, __global float *dUg,
+                     __global ushort *dSsave, __global float *dh0, ulong dh0o, int has_dh0)
 {
-  __local uint4 ring[TB_NS * TB_REV4];
+  __local uint4 ring[TB_NS * TB_REV4]; /* (bytes in all: KDA_TILE_BWD_STATES_LOCAL_BYTES) */
   __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
   TB_SCRATCH(TB_NW);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof ring + sizeof dO + sizeof scr_ ==
+                   KDA_TILE_BWD_STATES_LOCAL_BYTES(KD, TB_NW, TB_NS, 0, 0));
+#endif
   const int gx = (int)get_group_id(0), nsave = VD / 16 / TB_NW;
   if (gx < nsave)
     ts_pass(ring, sS, sV, gx, blkg, Ug, seqs, H, h0, h0o, has_h0, Ssave, Vnsave);

@@ -34,15 +34,15 @@
 #define TC_PROD 0
 #endif
 #define TC_NWG (TC_NT + 32 * TC_PROD) /* work-group size */
-#define TC_LDS (KD + 4)  /* fp32 row of the portable S^T scratch */
+#define TC_LDS KDA_TILE_LDS(KD) /* fp32 row of the portable S^T scratch */
 #ifndef TC_NS
 #define TC_NS 3          /* stages of the copy ring (2..4) */
 #endif
 #if TC_NS < 2 || TC_NS > 4
 #error "TC_NS must be 2, 3 or 4"
 #endif
-#define TC_U4 (TC_NW * 16 * CH / 4)  /* uint4 of the work-group's U^T rows */
-#define TC_STG4 (TC_BLK4 + TC_U4)     /* uint4 of one stage: the block, then U^T */
+#define TC_U4 KDA_TILE_S64_U4(TC_NW)           /* uint4 of the work-group's U^T rows */
+#define TC_STG4 KDA_TILE_S64_STAGE4(KD, TC_NW) /* uint4 of one stage: the block, then U^T */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define TC_UNROLL _Pragma("unroll")
@@ -130,7 +130,7 @@ inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, in
 #define TC_STSM 0
 #endif
 #define TC_STG_AL __attribute__((aligned(16)))
-#define TC_LDG (KD + 8) /* staging row (ushorts): 16-byte shift a row, no bank conflicts */
+#define TC_LDG KDA_TILE_LDK(KD) /* staging row (ushorts): 16-byte shift a row, no bank conflicts */
 #if TC_STSM
 inline void tc_save_rows(const tile_c *x, int n, __global ushort *p, __local ushort *stg, int lane)
 {
@@ -266,12 +266,12 @@ inline void tc_issue(__local uint4 *st, __global const uint4 *blkg, __global con
  * Vnew^T [chunks, H, VD, 16], bf16 (unused otherwise). */
 __kernel __attribute__((reqd_work_group_size(TC_NWG, 1, 1)))
 void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
-                  __global const int2 *chunks, __global const int2 *seqs, int H,
-                  __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-                  __global float *ht, ulong hto, int has_ht, __global ushort *Ssave,
-                  __global ushort *Vnsave)
+                    __global const int2 *chunks, __global const int2 *seqs, int H,
+                    __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
+                    __global float *ht, ulong hto, int has_ht, __global ushort *Ssave,
+                    __global ushort *Vnsave)
 {
-  /* (byte counts also in lib/kda/kda_tile_fwd.c) */
+  /* (bytes in all: KDA_TILE_STATE64_LOCAL_BYTES) */
   __local uint4 ring[TC_NS][TC_STG4];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
@@ -288,6 +288,8 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
 #else
   __local float scr[TC_NW][16 * TC_LDS + 16 * CH];
   __local float *sS = scr[warp], *sV = scr[warp] + 16 * TC_LDS;
+  KDA_LAYOUT_CHECK(sizeof ring + sizeof scr ==
+                   KDA_TILE_STATE64_LOCAL_BYTES(KD, TC_NW, TC_NS, 0, 0));
 #endif
   /* S^T [16 x KD]: tile nt holds S^T[row][8 nt + col] = S[8 nt + col][j0 + row]. */
   const int load_h0 = TC_PROD ? has_h0 && warp < TC_NW : has_h0; /* (not the producer) */

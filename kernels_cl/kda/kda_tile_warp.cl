@@ -7,8 +7,8 @@
  * 16 x 16 scratch in local memory with work-group barriers on the portable tiles (every
  * work-item calls them in uniform control flow there). td_pair_b: the B fragments of both
  * 8-column halves of a 16 x 16 bf16 slice (ldmatrix.trans on PTX). */
-#define TD_LDF (CH + 1)    /* fp32 16 x 16 matrices */
-#define TD_LDR 24          /* bf16 rows of a warp's 16 x 16 slice (48 bytes: no bank conflicts) */
+#define TD_LDF KDA_TILE_LDT  /* fp32 16 x 16 matrices */
+#define TD_LDR KDA_TILE_LD16 /* bf16 rows of a warp's 16 x 16 slice (48 bytes: no bank conflicts) */
 #define TD_ROW(e) (g + (((e) & 2) << 2))               /* row of element e of a lane */
 #define TD_COL(e) (8 * ((e) >> 2) + 2 * t + ((e) & 1)) /* its column within the warp's 16 */
 #define TD_CI(e) (2 * ((e) >> 2) + ((e) & 1))           /* its column's index 0..3 in the lane */

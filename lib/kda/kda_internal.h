@@ -17,12 +17,12 @@
 #include "clmoe/paths.h"
 #include "runtime/internal.h"
 
-#define KDA_CHUNK 16
-#define KDA_VS 16   /* V columns per state-pass work-group (kernels_cl/kda/kda_common.cl) */
-#define KDA_WG 256
+/* The kernels' layouts (its first section; the rest is the device's): KDA_CHUNK, KDA_VS,
+ * KDA_WG, the tile kernels' work-groups, blocks and local memory (KDA_TILE_*). */
+#include "kernels_cl/kda/kda_common.cl"
+
 #define KDA_MAX_K 128
 #define KDA_MAX_V 128
-#define KDA_TILE_PREP_WG 128 /* kda_tile_prep's work-group (kernels_cl/kda/kda_tile.cl) */
 
 /* ---- kda_plan.c: the plan, build options, gradient checks, the backward's scratch ---- */
 
@@ -98,15 +98,12 @@ clmoe_status clmoe__kda_param_reduce(clmoe_ctx *ctx, const kda_plan *p, const kd
 
 /* The tile prep (kda_tile_prep, kernel kp of a kda_tile.cl build) into blk and U, laid out as
  * that build says (the forward's, or the backward's with -DTC_BWD=1), with -DTC_SAVE=1 the
- * backward's block into bb too (else NULL); its local bytes. */
+ * backward's block into bb too (else NULL). */
 clmoe_status clmoe__kda_tile_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
                                          cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
-size_t clmoe__kda_tile_prep_local_bytes(size_t K, size_t V);
 /* 1 when the state passes store the saved rows through stmatrix (-DTC_STSM=1: PTX tiles on
- * sm_90 or newer; CLMOE_KDA_TC_STSM=0, read at every call, turns it off); the local bytes
- * of their staging for `warps` warps (0 without). */
+ * sm_90 or newer; CLMOE_KDA_TC_STSM=0, read at every call, turns it off). */
 int clmoe__kda_tile_stsm(clmoe_ctx *ctx);
-size_t clmoe__kda_tile_stsm_bytes(size_t K, size_t warps, int stsm);
 /* The fewest warps (a power of 2 up to `most`) of 16 columns of V per work-group that leave
  * no more work-groups than compute units: how the state passes spread over the device. */
 int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most);
@@ -116,8 +113,6 @@ int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most);
 /* The byte sizes of what a tile forward keeps (clmoe_kda_tile_saved) for nch (chunk, head)
  * pairs: blocks, U^T, states, Vnew. */
 void clmoe__kda_tile_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4]);
-/* ushorts of the reverse pass's part of the backward's block. */
-size_t clmoe__kda_tile_rev_ushorts(size_t K);
 /* 1 when saved holds what a forward of the plan's shapes kept (else the backward recomputes). */
 int clmoe__kda_tile_kept_matches(const clmoe_kda_tile_saved *saved, const kda_plan *p);
 /* Whether a tile forward of the plan keeps the factors into s (*save 1: s's buffers sized

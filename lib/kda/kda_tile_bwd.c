@@ -24,7 +24,6 @@
 
 #include "tile/tile_internal.h"
 
-#define TD_WG 256 /* kda_tile_bwd_chunk's (kernels_cl/kda/kda_tile_bwd_chunk.cl) */
 
 /* kept: the forward kept S_c^T and Vnew^T (KB_SAVE, KB_VN then hold nothing) */
 static clmoe_status tile_bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_bwd_buffers *b)
@@ -38,21 +37,18 @@ static clmoe_status tile_bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, 
   return clmoe__kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
-/* Local memory (bytes) of the tile kernels as declared in kda_tile_bwd.cl and kda_tile_bwd_chunk.cl:
- * kda_tile_states (ns stages of the reverse pass's part of a block (kda_tile_kept.c), the
- * larger, w computing warps' dO rows, and the portable tiles' scratch), kda_tile_bwd_chunk (a pool
- * for its steps' operands, dU, six fp32 16 x 16 matrices, reductions; the portable tiles'
- * scratch). */
+/* Local memory (bytes) of the tile kernels of kda_tile_bwd.cl and kda_tile_bwd_chunk.cl
+ * (kernels_cl/kda/kda_common.cl's layouts): the state passes (ns stages of the reverse pass's
+ * part of a block, the larger, w computing warps' dO rows, the portable tiles' scratch, the
+ * stmatrix staging), kda_tile_bwd_chunk per (chunk, head) (a pool for its steps' operands,
+ * dU, six fp32 16 x 16 matrices, reductions; the portable tiles' scratch). */
 static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx, int stsm)
 {
-  return ns * clmoe__kda_tile_rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4) +
-         clmoe__kda_tile_stsm_bytes(K, w, stsm);
+  return KDA_TILE_BWD_STATES_LOCAL_BYTES(K, w, ns, ptx, stsm);
 }
 static size_t chunk_bytes(size_t K, size_t V, int ptx, size_t ns)
 {
-  const size_t pool1 = 8 * ns * 2 * 16 * 24 + 16 * (V + 8) + V * 24, pool2 = 5 * 16 * (K + 8) + 16 * (V + 8);
-  return (pool1 > pool2 ? pool1 : pool2) * 2 + 16 * (V + 8) * 2 + 6 * 16 * 17 * 4 + 3 * 8 * 16 * 4 + K * 4 +
-         16 * 4 + (ptx ? 0 : 8 * 16 * 17 * 4);
+  return KDA_TILE_CHUNK_LOCAL_BYTES(K, V, ns, ptx);
 }
 
 int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p)
@@ -63,10 +59,11 @@ int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p)
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   size_t need = chunk_bytes(K, (size_t)p->V, ptx, 2);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, clmoe__kda_tile_stsm(ctx)), clmoe__kda_tile_prep_local_bytes(K, (size_t)p->V)};
+  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, clmoe__kda_tile_stsm(ctx)),
+                          KDA_TILE_PREP_LOCAL_BYTES(K, (size_t)p->V)};
   for (int i = 0; i < 2; i++)
     if (mine[i] > need) need = mine[i];
-  return c->max_work_group_size >= TD_WG && c->local_mem_bytes >= need + 256;
+  return c->max_work_group_size >= KDA_TILE_CHUNK_WG && c->local_mem_bytes >= need + 256;
 }
 
 /* Computing warps of the two head-parallel passes (1, 2 or 4), 16 columns of V each. By
@@ -183,7 +180,8 @@ static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   const size_t K = (size_t)p->K, V = (size_t)p->V, avail = clmoe__local_mem_optin(ctx);
-  const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail && clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * TD_WG;
+  const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail &&
+                   clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * KDA_TILE_CHUNK_WG;
   const char *env = getenv("CLMOE_KDA_TCB_PAIR"), *env_s = getenv("CLMOE_KDA_TCB_STAGES");
   int pair = ptx && fits ? 2 : 1;
   if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) pair = env[0] == '2' && fits ? 2 : 1;
@@ -221,7 +219,8 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
                         KA(g->dv->buf), KA(dvo), KA(g->dg->buf), KA(dzo), KA(g->dbeta->buf), KA(dbo),
                         KA(b->m[KB_PDDT]), KA(b->m[KB_PDA])));
   const size_t groups = ((size_t)p->nchunks + (size_t)pair - 1) / (size_t)pair;
-  size_t global[2] = {groups * TD_WG * (size_t)pair, (size_t)p->H}, local[2] = {TD_WG * (size_t)pair, 1};
+  size_t global[2] = {groups * KDA_TILE_CHUNK_WG * (size_t)pair, (size_t)p->H};
+  size_t local[2] = {KDA_TILE_CHUNK_WG * (size_t)pair, 1};
   CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
   return clmoe__kda_param_reduce(ctx, p, b, g);
 }

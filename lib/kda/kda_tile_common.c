@@ -1,7 +1,7 @@
 /* What the KDA tile forward (kda_tile_fwd.c) and backward (kda_tile_bwd.c) share: the launch
- * of the tile prep (kernel kda_tile_prep of kernels_cl/kda/kda_tile.cl) and its local memory,
- * the stmatrix staging of the state passes' saved rows, and how the state passes spread
- * their warps over the device. */
+ * of the tile prep (kernel kda_tile_prep of kernels_cl/kda/kda_tile.cl), whether the state
+ * passes stage their saved rows for stmatrix, and how they spread their warps over the
+ * device. (The kernels' local memory: kernels_cl/kda/kda_common.cl's layouts.) */
 #include "kda_internal.h"
 
 #include <stdlib.h>
@@ -9,21 +9,12 @@
 
 #include "tile/tile_internal.h"
 
-/* Local memory of the prep (bytes, as declared in kernels_cl/kda/kda_tile.cl). */
-size_t clmoe__kda_tile_prep_local_bytes(size_t K, size_t V)
-{
-  return 16 * (K + 8) * 4 + 2 * K * 4 + 4 * 16 * (K + 8) * 2 + 16 * (V + 8) * 2 + 2 * 16 * 17 * 4 +
-         2 * 16 * 8 * 4 + 3 * 16 * 4;
-}
-
 int clmoe__kda_tile_stsm(clmoe_ctx *ctx)
 {
   const char *env = getenv("CLMOE_KDA_TC_STSM");
   if (env && !strcmp(env, "0")) return 0;
   return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && clmoe_ctx_caps(ctx)->nv_cc_major >= 9;
 }
-
-size_t clmoe__kda_tile_stsm_bytes(size_t K, size_t warps, int stsm) { return stsm ? warps * 16 * (K + 8) * 2 : 0; }
 
 int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most)
 {

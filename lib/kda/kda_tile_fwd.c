@@ -11,28 +11,22 @@
 
 #include "tile/tile_internal.h"
 
-/* ushorts of one (chunk, head) block: bf16 W, Qg, Kd [3][16][K], Aqk [16][16], gl f32 [K]. */
-static size_t block_ushorts(int64_t K) { return (size_t)(48 * K + 256 + 2 * K); }
-
-/* Local memory of the 16-token state pass (bytes, as declared in kernels_cl/kda/kda_tile.cl). */
-static size_t state_local_bytes(size_t K, size_t warps)
-{
-  return (32 * ((K + 8) / 8) + 3 * K + 48 + K / 4) * 16 + warps * 8 * (K + 8) * 2 + warps * 8 * 24 * 2;
-}
-/* The register-state pass (kernels_cl/kda/kda_tile_state.cl): a ring of `stages` blocks and
- * U^T rows, plus a per-warp scratch with the portable tiles. */
+/* Local memory of the register-state pass (kernels_cl/kda/kda_tile_state.cl, bytes): a ring
+ * of `stages` blocks and U^T rows, the portable tiles' per-warp scratch, the stmatrix staging
+ * (kernels_cl/kda/kda_common.cl's layouts). */
 static size_t state64_local_bytes(size_t K, size_t warps, size_t stages, int ptx, int stsm)
 {
-  return stages * (block_ushorts((int64_t)K) * 2 + warps * 16 * KDA_CHUNK * 4) +
-         (ptx ? 0 : warps * (16 * (K + 4) + 16 * 16) * 4) + clmoe__kda_tile_stsm_bytes(K, warps, stsm);
+  return KDA_TILE_STATE64_LOCAL_BYTES(K, warps, stages, ptx, stsm);
 }
 
 int clmoe__kda_tile_fwd_covers(clmoe_ctx *ctx, const kda_plan *p)
 {
   if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
-  size_t need = clmoe__kda_tile_prep_local_bytes((size_t)p->K, (size_t)p->V);
-  if (state_local_bytes((size_t)p->K, 4) > need) need = state_local_bytes((size_t)p->K, 4);
+  /* the prep and the 16-token state pass of 4 warps (kernels_cl/kda/kda_common.cl's layouts) */
+  const size_t K = (size_t)p->K, prep = KDA_TILE_PREP_LOCAL_BYTES(K, (size_t)p->V);
+  const size_t state = KDA_TILE_STATE16_LOCAL_BYTES(K, (size_t)4);
+  const size_t need = prep > state ? prep : state;
   return c->max_work_group_size >= KDA_TILE_PREP_WG && c->local_mem_bytes >= need + 256;
 }
 
@@ -94,7 +88,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32 (step 64: the
    * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda/kda_tile.cl). */
   const size_t nch = (size_t)(p->nchunks ? p->nchunks : 1) * (size_t)p->H;
-  const size_t blk_bytes = nch * block_ushorts(p->K) * sizeof(cl_ushort);
+  const size_t blk_bytes = nch * KDA_TILE_FWD_BLOCK((size_t)p->K) * sizeof(cl_ushort);
   const size_t u_bytes = nch * KDA_CHUNK * (size_t)p->V * sizeof(float);
   int save = 0;
   if (saved && step == 64 && p->nchunks > 0) CLMOE_TRY(clmoe__kda_tile_keep_or_not(ctx, p, saved, &save));

@@ -8,16 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ushorts of the backward's block (kernels_cl/kda/kda_common.cl's KDA_BB_*): the save
- * pass's part, the reverse pass's, then Tm and P in fp32. */
-static size_t save_ushorts(size_t K) { return 34 * K; }
-size_t clmoe__kda_tile_rev_ushorts(size_t K) { return 50 * K + 256; }
-static size_t block_ushorts(size_t K) { return save_ushorts(K) + clmoe__kda_tile_rev_ushorts(K) + 1024; }
-
 void clmoe__kda_tile_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4])
 {
   const size_t k = (size_t)K, v = (size_t)V, hf = sizeof(cl_ushort), C = KDA_CHUNK;
-  sizes[0] = nch * block_ushorts(k) * hf; /* the backward's blocks */
+  sizes[0] = nch * KDA_TILE_BWD_BLOCK(k) * hf; /* the backward's blocks (kda_common.cl) */
   sizes[1] = nch * C * v * sizeof(float); /* U^T */
   sizes[2] = nch * v * k * hf;            /* S_c^T */
   sizes[3] = nch * v * C * hf;            /* Vnew^T */
