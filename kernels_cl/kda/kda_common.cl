@@ -176,6 +176,52 @@ inline float2 kda_gate_grads(float z, float ea, float b, float lb, int unbounded
 
 #define NM ((KD + 15) / 16) /* key columns per work-item: d = lane + 16 m */
 
+/* The state passes' shared parts (kda_fwd.cl's kda_state, kda_bwd.cl's kda_state_bwd): one
+ * work-group of KDA_WG work-items per (sequence, head, VS columns of V from j0) walks the
+ * chunks with a slice S [KD][VS] of the state, or of its gradient, in local memory, the next
+ * chunk's tiles travelling through registers. */
+#define NPF ((CH * KD + KDA_WG - 1) / KDA_WG) /* tile elements per work-item */
+
+/* S from the [KD, VD] state at rows row0.. of src (element off onwards), where has; zero
+ * where not and past VD. */
+inline void kda_slice_load(__local float (*S)[VS], __global const float *src, ulong off, int has,
+                           ulong row0, int j0, int lid)
+{
+  for (int e = lid; e < KD * VS; e += KDA_WG) {
+    int d = e / VS, jc = e % VS;
+    S[d][jc] = has && j0 + jc < VD ? src[off + (row0 + d) * VD + j0 + jc] : 0.0f;
+  }
+}
+
+/* S into the [KD, VD] state at rows row0.. of dst (element off onwards), columns below VD. */
+inline void kda_slice_store(__global float *dst, ulong off, ulong row0, __local float (*S)[VS], int j0,
+                            int lid)
+{
+  for (int e = lid; e < KD * VS; e += KDA_WG) {
+    int d = e / VS, jc = e % VS;
+    if (j0 + jc < VD) dst[off + (row0 + d) * VD + j0 + jc] = S[d][jc];
+  }
+}
+
+/* A chunk's tiles, registers -> local memory, between two barriers: this work-item's share
+ * of W, Qg and Kd [CH][KD] (pw, pq, pk: NPF elements each), its entry of Aqk (pa, at row
+ * lid / 16, column lid % 16) and of gl (pg, lid < KD). */
+inline void kda_stage_tiles(__local float (*Wl)[KD], __local float (*Ql)[KD], __local float (*Kl)[KD],
+                            __local float (*Al)[CH + 1], __local float *gll, const float *pw,
+                            const float *pq, const float *pk, float pa, float pg, int lid)
+{
+  for (int p = 0; p < NPF; p++) {
+    const int e = lid + p * KDA_WG;
+    if (e < CH * KD) {
+      Wl[e / KD][e % KD] = pw[p];
+      Ql[e / KD][e % KD] = pq[p];
+      Kl[e / KD][e % KD] = pk[p];
+    }
+  }
+  Al[lid >> 4][lid & 15] = pa;
+  if (lid < KD) gll[lid] = pg;
+}
+
 /* Tm = (I + Akk)^-1 of a strictly lower Akk [CH][CH + 1] (fp32 forward substitution), one
  * column per work-item lid < CH: column cc needs only the earlier rows of column cc. */
 inline void kda_unit_lower_inverse(__local float (*Akk)[CH + 1], __local float (*Tm)[CH + 1], int lid)
