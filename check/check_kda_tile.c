@@ -16,7 +16,7 @@
 #include "ref/ref_kda.h"
 
 /* The case's inputs from the generator the portable KDA checks use (kda_inputs.h). */
-static clmoe_status tc_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, kda_data *d)
+static clmoe_status tile_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, kda_data *d)
 {
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,
                                -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE};
@@ -25,7 +25,7 @@ static clmoe_status tc_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case 
 
 /* Folds max |got - ref| / max(max |ref|, floor) of one output into res (NaN or Inf in got:
  * infinite), and records the output by that measure for comparing devices. */
-static void tc_compare_floor(const char *what, const double *got, const double *ref, size_t n,
+static void tile_compare_floor(const char *what, const double *got, const double *ref, size_t n,
                              double floor, clmoe_check_result *res)
 {
   double scale = floor, worst = 0.0;
@@ -44,10 +44,10 @@ static void tc_compare_floor(const char *what, const double *got, const double *
   ck_capture_scaled(what, got, ref, n, scale, res);
 }
 
-static void tc_compare(const char *what, const double *got, const double *ref, size_t n,
+static void tile_compare(const char *what, const double *got, const double *ref, size_t n,
                        clmoe_check_result *res)
 {
-  tc_compare_floor(what, got, ref, n, 0.0, res);
+  tile_compare_floor(what, got, ref, n, 0.0, res);
 }
 
 clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc,
@@ -57,7 +57,7 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
   kda_data d;
   clmoe_tensor o = {0}, ht = {0}, op = {0}, htp = {0};
   double *go = NULL, *ght = NULL, *ro = NULL, *rht = NULL, *po = NULL, *pht = NULL;
-  CK(tc_setup(ctx, seed, kc, &d));
+  CK(tile_setup(ctx, seed, kc, &d));
   const int64_t so[4] = {d.B, d.T, d.H, d.V}, sh[4] = {d.N, d.H, d.K, d.V};
   const size_t no = (size_t)(d.B * d.T * d.H * d.V), nh = (size_t)(d.N * d.H * d.K * d.V);
   CK(clmoe_tensor_create(ctx, &o, kc->out, 4, so));
@@ -77,8 +77,8 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
                      kc->lb == 0.0f ? -5.0 : (double)kc->lb, 0};
   ref_kda_forward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, ro, rht);
   res->tolerance = TOL_KDA_TILE;
-  tc_compare("o", go, ro, no, res);
-  tc_compare("final_state", ght, rht, nh, res);
+  tile_compare("o", go, ro, no, res);
+  tile_compare("final_state", ght, rht, nh, res);
   if (kc->vs_portable) { /* the portable chunked path on the same inputs */
     const int mode = clmoe_ctx_fastpath(ctx);
     CK(clmoe_tensor_create(ctx, &op, kc->out, 4, so));
@@ -89,8 +89,8 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
     CK(st);
     CK(ck_read(&op, &po));
     CK(ck_read(&htp, &pht));
-    tc_compare("o vs portable", go, po, no, res);
-    tc_compare("final_state vs portable", ght, pht, nh, res);
+    tile_compare("o vs portable", go, po, no, res);
+    tile_compare("final_state vs portable", ght, pht, nh, res);
   }
 done:
   free(go), free(ght), free(ro), free(rht), free(po), free(pht);
@@ -149,7 +149,7 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case 
   static const char *names[NG] = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dinitial_state"};
   memset(g, 0, sizeof g), memset(gp, 0, sizeof gp);
   memset(ref, 0, sizeof ref), memset(got, 0, sizeof got), memset(port, 0, sizeof port);
-  CK(tc_setup(ctx, seed, kc, &d));
+  CK(tile_setup(ctx, seed, kc, &d));
   const int64_t sv[4] = {d.B, d.T, d.H, d.V}, sh[4] = {d.N, d.H, d.K, d.V};
   const size_t nk = (size_t)(d.B * d.T * d.H * d.K), nv = (size_t)(d.B * d.T * d.H * d.V);
   const size_t count[NG] = {nk, nk, nv, nk, (size_t)(d.B * d.T * d.H), (size_t)d.H,
@@ -189,7 +189,7 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case 
   res->tolerance = TOL_KDA_TILE_BWD;
   double floor[NG] = {0};
   floor[GA] = alog_scale(&d, ref[GZ]);
-  for (int i = 0; i < NG; i++) tc_compare_floor(names[i], got[i], ref[i], count[i], floor[i], res);
+  for (int i = 0; i < NG; i++) tile_compare_floor(names[i], got[i], ref[i], count[i], floor[i], res);
   if (kc->vs_portable) { /* the portable backward on the same inputs */
     const int mode = clmoe_ctx_fastpath(ctx);
     CK(bwd_grads_create(ctx, &d, gp));
@@ -202,7 +202,7 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case 
       char what[48];
       CK(ck_read(&gp[i], &port[i]));
       snprintf(what, sizeof what, "%s vs portable", names[i]);
-      tc_compare_floor(what, got[i], port[i], count[i], floor[i], res);
+      tile_compare_floor(what, got[i], port[i], count[i], floor[i], res);
     }
   }
 done:
@@ -236,29 +236,29 @@ clmoe_status ck_kda_tile_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kd
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
-#define TC_CHECK(fname, ...)                                                              \
-  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)              \
-  {                                                                                       \
-    const kda_tile_case kc = __VA_ARGS__;                                                   \
-    return ck_kda_tile_case(c, s, &kc, r);                                                  \
+#define TILE_FWD_CHECK(fname, ...)                                                         \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
+  {                                                                                        \
+    const kda_tile_case kc = __VA_ARGS__;                                                  \
+    return ck_kda_tile_case(c, s, &kc, r);                                                 \
   }
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 3};
 
-/*                     B  T     H  K    V    lens nl h0 dtype out z                  lb    port warps ahead */
-TC_CHECK(tc_mixed,   {2, 100,  2, 64,  64,  NULL, 0, 1, F,  F,  KDA_TILE_Z_UNIFORM,  0.0f, 1, 0, 0})
-TC_CHECK(tc_packed,  {1, 0,    2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
-TC_CHECK(tc_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F,  F,  KDA_TILE_Z_EXTREME,  0.0f, 0, 0, 0})
-TC_CHECK(tc_long,    {1, 8192, 1, 16,  16,  NULL, 0, 1, BF, F,  KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0})
+/*                                 B  T     H  K    V    lens nl h0 dtype out z                  lb    port warps ahead */
+TILE_FWD_CHECK(tile_fwd_mixed,   {2, 100,  2, 64,  64,  NULL, 0, 1, F,  F,  KDA_TILE_Z_UNIFORM,  0.0f, 1, 0, 0})
+TILE_FWD_CHECK(tile_fwd_packed,  {1, 0,    2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
+TILE_FWD_CHECK(tile_fwd_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F,  F,  KDA_TILE_Z_EXTREME,  0.0f, 0, 0, 0})
+TILE_FWD_CHECK(tile_fwd_long,    {1, 8192, 1, 16,  16,  NULL, 0, 1, BF, F,  KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0})
 
-#define TC_BWD_CHECK(fname, ...)                                                          \
-  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)              \
-  {                                                                                       \
-    const kda_tile_case kc = __VA_ARGS__;                                                   \
-    return ck_kda_tile_bwd_case(c, s, &kc, r);                                              \
+#define TILE_BWD_CHECK(fname, ...)                                                         \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
+  {                                                                                        \
+    const kda_tile_case kc = __VA_ARGS__;                                                  \
+    return ck_kda_tile_bwd_case(c, s, &kc, r);                                             \
   }
-/*                        B  T    H  K   V   lens nl h0 dtype out z                 lb    port warps ahead */
-TC_BWD_CHECK(tile_bwd_mixed,  {2, 45,  2, 64, 64, NULL, 0, 1, F,  F,  KDA_TILE_Z_UNIFORM, 0.0f, 1, 0, 0})
-TC_BWD_CHECK(tile_bwd_packed, {1, 0,   2, 32, 32, lens_mixed, 6, 1, BF, F, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
+/*                               B  T    H  K   V   lens nl h0 dtype out z                 lb    port warps ahead */
+TILE_BWD_CHECK(tile_bwd_mixed,  {2, 45,  2, 64, 64, NULL, 0, 1, F,  F,  KDA_TILE_Z_UNIFORM, 0.0f, 1, 0, 0})
+TILE_BWD_CHECK(tile_bwd_packed, {1, 0,   2, 32, 32, lens_mixed, 6, 1, BF, F, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
 /* the backward on the blocks and states its forward kept (clmoe_kda_tile_saved) */
 static clmoe_status tile_bwd_kept(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
 {
@@ -270,8 +270,8 @@ const clmoe_check clmoe_checks_kda_tile[] = {
     {"kda_tile.backward.mixed", "tile backward, B 2, T 45, K = V = 64, dfinal_state, vs portable", tile_bwd_mixed},
     {"kda_tile.backward.packed", "tile backward, packed lengths 1,15,16,17,40,3, bf16, K = V = 32", tile_bwd_packed},
     {"kda_tile.backward.kept", "tile backward on the forward's kept factors and states, packed, K = V = 32", tile_bwd_kept},
-    {"kda_tile.forward.mixed", "tile forward, B 2, T 100, K = V = 64, initial state, vs portable", tc_mixed},
-    {"kda_tile.forward.packed", "tile forward, packed lengths 1,15,16,17,40,3, bf16, K = V = 128", tc_packed},
-    {"kda_tile.forward.extreme", "tile forward, gate logits of +-1e4", tc_extreme},
-    {"kda_tile.forward.long", "tile forward, 8192 tokens with g = -5 on every channel", tc_long},
+    {"kda_tile.forward.mixed", "tile forward, B 2, T 100, K = V = 64, initial state, vs portable", tile_fwd_mixed},
+    {"kda_tile.forward.packed", "tile forward, packed lengths 1,15,16,17,40,3, bf16, K = V = 128", tile_fwd_packed},
+    {"kda_tile.forward.extreme", "tile forward, gate logits of +-1e4", tile_fwd_extreme},
+    {"kda_tile.forward.long", "tile forward, 8192 tokens with g = -5 on every channel", tile_fwd_long},
     {NULL, NULL, NULL}};
