@@ -50,7 +50,7 @@
   (4 * (16 * KDA_TILE_LDK(K) + 2 * (K)) + 2 * (4 * 16 * KDA_TILE_LDK(K) + 16 * KDA_TILE_LDV(V)) + \
    4 * (2 * 16 * KDA_TILE_LDT + 2 * 16 * 8 + 3 * 16))
 
-/* The 16-token state pass (kda_tile.cl's kda_tile_state with TC_STEP 16): a block staged in
+/* The 16-token state pass (kda_tile_state16.cl's kda_tile_state): a block staged in
  * uint4 [LOC4] (rows of W and Qg padded to LDK from uint4 0, the 16-wide rows of Kd^T from
  * KT4 and of Aqk from LA4 padded to LD16, gl packed from GL4), then per warp S^T [8][LDK] and
  * Vnew^T [8][LD16] bf16. */

@@ -1,6 +1,7 @@
 /* kda_tile_state.cl: the register-state pass of the KDA forward on tiles (TC_STEP 64),
- * appended to kda_tile.cl in the program ("tile+kda_common+kda_tile+kda_tile_state"), whose prep
- * writes the blocks it reads (fragment order, -W, U^T: TC_IW in kda_tile.cl).
+ * appended to kda_tile.cl in the program ("tile+kda_common+kda_tile+kda_tile_state16+
+ * kda_tile_state"), whose prep writes the blocks it reads (fragment order, -W, U^T: TC_IW in
+ * kda_tile.cl).
  *
  * kda_tile_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
  * owning 16 columns of V). The state is kept transposed, S^T [16 V columns x KD], as KD / 8

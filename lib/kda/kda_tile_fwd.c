@@ -1,8 +1,8 @@
-/* KDA forward on the tile interface: host side of kernels_cl/kda/kda_tile.cl and
- * kda_tile_state.cl. The plan (argument checks, chunk and sequence tables) is kda_plan.c's,
- * the prep's launch kda_tile_common.c's and the kept factors kda_tile_kept.c's; this file
- * sizes the per-chunk intermediates, picks the state pass (16- or 64-token steps) and
- * launches the two kernels. */
+/* KDA forward on the tile interface: host side of kernels_cl/kda/kda_tile.cl,
+ * kda_tile_state16.cl and kda_tile_state.cl. The plan (argument checks, chunk and sequence
+ * tables) is kda_plan.c's, the prep's launch kda_tile_common.c's and the kept factors
+ * kda_tile_kept.c's; this file sizes the per-chunk intermediates, picks the state pass (16- or
+ * 64-token steps) and launches the two kernels. */
 #include "kda_internal.h"
 
 #include <stdio.h>
@@ -58,8 +58,8 @@ static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int stsm, int *
 /* The state pass: the register-state pass fed by a ring of asynchronous copies
  * (kda_tile_state.cl, "step 64" for history: it first ran 4 chunks per step), unless
  * CLMOE_KDA_TC_STEP=16 (read at every call, so one process can time both) selects the
- * 16-token pass with S staged through local memory (kda_tile.cl). On the H200 at H 16,
- * T 16384 the state pass takes 0.57 ms (with the producer warp) against 1.49
+ * 16-token pass with S staged through local memory (kda_tile_state16.cl). On the H200 at
+ * H 16, T 16384 the state pass takes 0.57 ms (with the producer warp) against 1.49
  * (docs/benchmarks-kda-ring.md). With step 64 the config's warps are warps of 16 columns
  * of V and its lookahead the chunks copied ahead (1, 2 or 3; default 2). */
 static int pick_step(void)
@@ -112,7 +112,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   clmoe__kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d %s",
            base, step, warps, lookahead, stages, prod, save, stsm, clmoe__tile_options(ctx));
-  const char *family = "tile+kda_common+kda_tile+kda_tile_state";
+  const char *family = "tile+kda_common+kda_tile+kda_tile_state16+kda_tile_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tile_prep", &kp));
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tile_state", &ks));

@@ -8,8 +8,9 @@ lib_libclmoe_impl_la_SOURCES += lib/kda/kda_internal.h lib/kda/kda_plan.c lib/kd
 clmoeinclude_HEADERS += include/clmoe/kda.h include/clmoe/conv.h include/clmoe/kda_layer.h
 CLMOE_KERNEL_FILES += kernels_cl/kda/kda_common.cl kernels_cl/kda/kda_fwd.cl \
 	kernels_cl/kda/kda_rec.cl kernels_cl/kda/kda_bwd.cl kernels_cl/kda/kda_conv.cl \
-	kernels_cl/kda/kda_tile.cl kernels_cl/kda/kda_tile_state.cl kernels_cl/kda/kda_tile_bwd.cl \
-	kernels_cl/kda/kda_tile_warp.cl kernels_cl/kda/kda_tile_bwd_chunk.cl
+	kernels_cl/kda/kda_tile.cl kernels_cl/kda/kda_tile_state16.cl \
+	kernels_cl/kda/kda_tile_state.cl kernels_cl/kda/kda_tile_bwd.cl kernels_cl/kda/kda_tile_warp.cl \
+	kernels_cl/kda/kda_tile_bwd_chunk.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_kda.h check/ref/ref_kda.c check/check_kda.c \
 	check/kda_inputs.h check/kda_inputs.c check/check_conv.c check/check_kda_tile.h \
 	check/check_kda_tile.c
