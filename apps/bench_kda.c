@@ -112,18 +112,18 @@ enum { RUN_FWD, RUN_FWD_BWD, RUN_TC, RUN_TC_BWD, RUN_REC };
 
 static int tc_warps, tc_ahead; /* --tc-warps, --tc-lookahead */
 static int tc_keep = 1;        /* fwd+bwd-tc: the forward keeps the backward's factors (--tc-recompute: no) */
-static clmoe_kda_tc_saved tc_saved;
+static clmoe_kda_tile_saved tc_saved;
 
 static void run_once(clmoe_ctx *ctx, kda_bench_tensors *t, int what)
 {
   clmoe_kda_options opts = {0};
   clmoe_kda_inputs in = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, NULL, NULL};
   if (what == RUN_TC || what == RUN_TC_BWD) {
-    clmoe_kda_tc_config cfg = {tc_warps, tc_ahead, what == RUN_TC_BWD && tc_keep ? &tc_saved : NULL};
-    APP_CHECK(clmoe_kda_forward_tc(ctx, &opts, &in, &t->o_tc, NULL, &cfg));
+    clmoe_kda_tile_config cfg = {tc_warps, tc_ahead, what == RUN_TC_BWD && tc_keep ? &tc_saved : NULL};
+    APP_CHECK(clmoe_kda_forward_tile(ctx, &opts, &in, &t->o_tc, NULL, &cfg));
     if (what == RUN_TC_BWD) {
       clmoe_kda_grads g = {&t->tq, &t->tk, &t->tv, &t->tg, &t->tbeta, &t->tA, &t->tdt, NULL};
-      APP_CHECK(clmoe_kda_backward_tc(ctx, &opts, &in, &t->dout, NULL, &g, &cfg));
+      APP_CHECK(clmoe_kda_backward_tile(ctx, &opts, &in, &t->dout, NULL, &g, &cfg));
     }
     return;
   }
@@ -172,11 +172,11 @@ static double kernel_ms(const clmoe_ctx *ctx, const char *name)
   return 0.0;
 }
 
-/* The backward's two state passes: one launch (kda_tcb_states) or two (only one form runs
+/* The backward's two state passes: one launch (kda_tile_states) or two (only one form runs
  * per call). */
 static double states_ms(const clmoe_ctx *ctx)
 {
-  return kernel_ms(ctx, "kda_tcb_states") + kernel_ms(ctx, "kda_tcb_fwd_save") + kernel_ms(ctx, "kda_tcb_state_bwd");
+  return kernel_ms(ctx, "kda_tile_states") + kernel_ms(ctx, "kda_tile_fwd_save") + kernel_ms(ctx, "kda_tile_state_bwd");
 }
 
 static double max_rel_diff(const clmoe_tensor *a, const clmoe_tensor *b)
@@ -274,7 +274,7 @@ int bench_kda(int argc, char **argv)
         int runs;
         clmoe_ctx_profile_clear(ctx);
         measure(ctx, &t, what, reps, max_s, &ks, &ws, &runs);
-        double prep_ms = kernel_ms(ctx, "kda_tc_prep"), state_ms = kernel_ms(ctx, "kda_tc_state");
+        double prep_ms = kernel_ms(ctx, "kda_tile_prep"), state_ms = kernel_ms(ctx, "kda_tile_state");
         char check[160] = "";
         double diff = -1.0;
         if (what == RUN_REC) {
@@ -288,7 +288,7 @@ int bench_kda(int argc, char **argv)
           diff = 0.0;
           for (int i = 0; i < 5; i++) diff = fmax(diff, max_rel_diff(a[i], b[i]));
           snprintf(check, sizeof check, "|tile - portable| grads %.1e; preps %.3f + state %.3f + bwd passes %.3f + "
-                   "chunk %.3f ms", diff, prep_ms, state_ms, states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
+                   "chunk %.3f ms", diff, prep_ms, state_ms, states_ms(ctx), kernel_ms(ctx, "kda_tile_bwd_chunk"));
         }
         const int fb = what == RUN_FWD_BWD || what == RUN_TC_BWD; /* no FLOP or byte model */
         double tf = fb ? 0.0 : flops / ks * 1e-12;
@@ -304,7 +304,7 @@ int bench_kda(int argc, char **argv)
           if (what == RUN_TC) fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, ", prep_ms, state_ms);
           if (what == RUN_TC_BWD)
             fprintf(jf, "\"prep_ms\": %.4f, \"state_ms\": %.4f, \"states_ms\": %.4f, \"chunk_ms\": %.4f, ",
-                    prep_ms, state_ms, states_ms(ctx), kernel_ms(ctx, "kda_tcb_chunk"));
+                    prep_ms, state_ms, states_ms(ctx), kernel_ms(ctx, "kda_tile_bwd_chunk"));
           fprintf(jf, "\"max_rel_diff_vs_chunked\": ");
           json_double(jf, diff);
           fprintf(jf, "}");
@@ -312,7 +312,7 @@ int bench_kda(int argc, char **argv)
         }
       }
       tensors_destroy(&t);
-      clmoe_kda_tc_saved_release(ctx, &tc_saved);
+      clmoe_kda_tile_saved_release(ctx, &tc_saved);
       clmoe_ctx_pool_trim(ctx); /* large shapes: give the memory back between sizes */
     }
   if (jf) {

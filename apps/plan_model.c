@@ -77,7 +77,7 @@ int plan_compute(const plan_input *in, plan_result *r, char *err, size_t err_len
     int kda_layers = 0;
     for (int l = 0; l < c->layers; l++) kda_layers += !c->is_mla[l];
     r->kda_kept = (double)kda_layers * (double)c->kda_heads *
-                  (double)clmoe_kda_tc_kept_bytes(c->kda_head_dim, c->kda_head_dim) / 16.0 * (double)in->batch_tokens;
+                  (double)clmoe_kda_tile_kept_bytes(c->kda_head_dim, c->kda_head_dim) / 16.0 * (double)in->batch_tokens;
   }
   r->total = r->weights + r->master + r->grads + r->moments + r->activations + r->kda_kept;
   r->usable = in->gpu_mem * (1.0 - in->reserve);

@@ -1,6 +1,6 @@
 /* Conformance checks of KDA: the chunked forward, the recurrent kernel and the decode step
  * against the double-precision token loop (check/ref/ref_kda.c); the backward against the
- * reference's analytic gradient. Tolerance: fp32 relative error 1e-4 (issue 3). */
+ * reference's analytic gradient. Tolerance: fp32 relative error 1e-4. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@ typedef struct kda_case {
   int saturate;        /* gate logits of +1e4 everywhere: g = lb on every channel */
 } kda_case;
 
-/* The case's inputs (the generator is shared with check_kda_tc.c: kda_inputs.h). */
+/* The case's inputs (the generator is shared with check_kda_tile.c: kda_inputs.h). */
 static clmoe_status kda_setup(clmoe_ctx *ctx, uint64_t seed, const kda_case *kc, kda_data *d)
 {
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,

@@ -1,5 +1,5 @@
 /* The inputs of a KDA conformance case, shared by the portable checks (check_kda.c) and the
- * tile-path checks (check_kda_tc.c): device tensors and their host copies as stored (so the
+ * tile-path checks (check_kda_tile.c): device tensors and their host copies as stored (so the
  * bf16 rounding is shared with the reference), from one seed. */
 #ifndef CLMOE_CHECK_KDA_INPUTS_H
 #define CLMOE_CHECK_KDA_INPUTS_H

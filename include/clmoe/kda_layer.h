@@ -50,6 +50,10 @@ CLMOE_API int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **tensors,
  * [1e-3, 0.5] over the channels (memories of ~2 to ~1000 tokens), the norm gain 1. */
 CLMOE_API clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed);
 
+/* What KDA's tile forward keeps for its backward (an opaque holder, owned by the library:
+ * made by clmoe_kda_layer_forward, released by clmoe_kda_layer_cache_destroy). */
+struct clmoe_kda_kept;
+
 /* Activations the forward keeps for the backward ([tokens, .] f32). */
 typedef struct clmoe_kda_layer_cache {
   clmoe_tensor xq, xk, xv;   /* pre-convolution projections [N, H D] */
@@ -61,7 +65,8 @@ typedef struct clmoe_kda_layer_cache {
   clmoe_tensor rstd;         /* per-head norm [N H] */
   clmoe_tensor on;           /* RMSNorm_head(o) [N, H D] */
   clmoe_tensor gs;           /* sigmoid(x W_g) [N, H D] */
-  void *kda_kept;            /* (library-owned) what KDA's tile forward keeps for its backward */
+  struct clmoe_kda_kept *kda_kept; /* (library-owned) what KDA's tile forward keeps for its
+                                      backward; NULL: nothing */
 } clmoe_kda_layer_cache;
 CLMOE_API void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c);
 

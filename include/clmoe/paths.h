@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-/* ---- KDA on the tile interface (kernels_cl/kda/kda_tc*.cl) ---------------------------------
+/* ---- KDA on the tile interface (kernels_cl/kda/kda_tile*.cl) -------------------------------
  * The FlashKDA split into a token-parallel kernel (gate, L2 norms, the 16 x 16 tiles, their
  * inverse, the WY factors) and a head-parallel one (the chunk-to-chunk state recurrence
  * with S in fp32 accumulators, the output); every matrix product is a bf16 tile product
@@ -39,39 +39,40 @@ extern "C" {
  * keeps nothing, and does not fail, where CLMOE_KDA_KEEP_MAX_MB (MiB) is below the call's
  * need or the buffers cannot be had), the backward reads it when its plan matches (chunks,
  * H, K, V) and recomputes otherwise. The buffers come from the context's pool: give them
- * back with clmoe_kda_tc_saved_release. */
-typedef struct clmoe_kda_tc_saved {
+ * back with clmoe_kda_tile_saved_release. */
+typedef struct clmoe_kda_tile_saved {
   cl_mem blocks, ut;        /* [chunks, H, block] bf16, U^T [chunks, H, V, 16] fp32 */
   cl_mem states, vnew;      /* S_c^T [chunks, H, V, K], Vnew^T [chunks, H, V, 16], bf16 */
   size_t blocks_bytes, ut_bytes, states_bytes, vnew_bytes;
   int64_t nchunks, H, K, V; /* of the forward that filled it (nchunks 0: nothing kept) */
-} clmoe_kda_tc_saved;
-CLMOE_API void clmoe_kda_tc_saved_release(clmoe_ctx *ctx, clmoe_kda_tc_saved *s);
-/* Bytes a clmoe_kda_tc_saved holds per (16-token chunk, head) at key and value sizes K, V
+} clmoe_kda_tile_saved;
+CLMOE_API void clmoe_kda_tile_saved_release(clmoe_ctx *ctx, clmoe_kda_tile_saved *s);
+/* Bytes a clmoe_kda_tile_saved holds per (16-token chunk, head) at key and value sizes K, V
  * (69120 at K = V = 128); 0 where the tile path does not cover them. For memory plans. */
-CLMOE_API size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V);
+CLMOE_API size_t clmoe_kda_tile_kept_bytes(int64_t K, int64_t V);
 
-typedef struct clmoe_kda_tc_config {
+typedef struct clmoe_kda_tile_config {
   int warps;     /* warps of a state work-group: the default pass, 16 columns of V each (1, 2,
                     4 or 8); the 16-token pass (CLMOE_KDA_TC_STEP=16), 8 columns each (1, 2
                     or 4); V must be a multiple of their columns; 0: the default (2) */
   int lookahead; /* chunks the state pass copies ahead: 1, 2 or 3 (16-token pass: 1 or 2);
                     0: the default (2) */
-  clmoe_kda_tc_saved *saved; /* forward: keep the backward's factors here; backward: read
-                                them (if they match) instead of its prep; NULL: neither */
-} clmoe_kda_tc_config;
+  clmoe_kda_tile_saved *saved; /* forward: keep the backward's factors here; backward: read
+                                  them (if they match) instead of its prep; NULL: neither */
+} clmoe_kda_tile_config;
 
 /* The forward of clmoe_kda_forward on the tile kernels; CLMOE_ERR_UNSUPPORTED (no fallback)
  * when the call is not covered. cfg may be NULL. */
-CLMOE_API clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
-                                            const clmoe_kda_inputs *in, clmoe_tensor *o,
-                                            clmoe_tensor *final_state,
-                                            const clmoe_kda_tc_config *cfg);
+CLMOE_API clmoe_status clmoe_kda_forward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                              const clmoe_kda_inputs *in, clmoe_tensor *o,
+                                              clmoe_tensor *final_state,
+                                              const clmoe_kda_tile_config *cfg);
 
-/* The backward of clmoe_kda_backward on the tile kernels (kernels_cl/kda/kda_tc.cl's prep built
- * for the backward: the per-chunk factors again; kda_tc_bwd.cl: the state recurrence again,
- * the reverse state-gradient pass, the per-chunk factor gradients; kda_tc_bwdc.cl: back
- * through the 16 x 16 factors, the gate, beta and the norms). Same coverage as the forward
+/* The backward of clmoe_kda_backward on the tile kernels (kernels_cl/kda/kda_tile.cl's prep
+ * built for the backward: the per-chunk factors again; kda_tile_bwd.cl: the state recurrence
+ * again, the reverse state-gradient pass, the per-chunk factor gradients;
+ * kda_tile_bwd_chunk.cl: back through the 16 x 16 factors, the gate, beta and the norms).
+ * Same coverage as the forward
  * (bounded gate, K, V multiples of 16 up to 128; any B, T, packed sequences, initial state
  * and dfinal_state); CLMOE_ERR_UNSUPPORTED (no fallback) otherwise. cfg may be NULL (its
  * warps: computing warps of the two state passes, 16 columns of V each, 1, 2 or 4, default
@@ -79,11 +80,12 @@ CLMOE_API clmoe_status clmoe_kda_forward_tc(clmoe_ctx *ctx, const clmoe_kda_opti
  * 1..3, default 2). clmoe_kda_backward
  * takes this path by itself when the fast path is on for the call. Results carry bf16
  * operand rounding (about 1e-2 relative to each gradient's largest magnitude). */
-CLMOE_API clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
-                                             const clmoe_kda_inputs *in, const clmoe_tensor *dout,
-                                             const clmoe_tensor *dfinal_state,
-                                             const clmoe_kda_grads *grads,
-                                             const clmoe_kda_tc_config *cfg);
+CLMOE_API clmoe_status clmoe_kda_backward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                               const clmoe_kda_inputs *in,
+                                               const clmoe_tensor *dout,
+                                               const clmoe_tensor *dfinal_state,
+                                               const clmoe_kda_grads *grads,
+                                               const clmoe_kda_tile_config *cfg);
 
 /* ---- MLA attention on the tile interface (kernels_cl/mla/mla_tile*.cl) ---------------------
  * Flash-attention-2 style: 64 or 128 query rows per work-group (16 per group of 32 lanes),

@@ -17,8 +17,6 @@
  * The anchor row G0 cancels in every product Qp Km^T and Kp Km^T, so its gradient terms
  * sum to zero exactly and are left out. */
 
-
-#define NPF ((CH * KD + KDA_WG - 1) / KDA_WG) /* tile elements per work-item */
 /* Loads chunk cc's tiles (W, Qg, Kd, this work-item's Aqk and dO entries, gl) into registers. */
 #define KDA_PREFETCH_BWD(cc)                                                                \
   do {                                                                                      \
@@ -53,10 +51,7 @@ void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global 
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
   const int j0 = (int)get_group_id(0) * VS, j = j0 + jj, jv = j < VD;
   const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
-  for (int e = lid; e < KD * VS; e += KDA_WG) {
-    int d = e / VS, jc = e % VS;
-    dS[d][jc] = has_dht && j0 + jc < VD ? dht[dhto + (sbase + d) * VD + j0 + jc] : 0.0f;
-  }
+  kda_slice_load(dS, dht, dhto, has_dht, sbase, j0, lid);
   /* The previous chunk's tiles travel through registers (see kda_state). */
   float pw[NPF], pq[NPF], pk[NPF], pa = 0.0f, pd = 0.0f, pg = 0.0f;
   const int2 sq = seqs[n];
@@ -65,21 +60,9 @@ void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global 
     const int c = sq.x + ci;
     const ulong base = (ulong)c * (ulong)H + (ulong)h;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int e = lid; e < KD * VS; e += KDA_WG) {
-      int d = e / VS, jc = e % VS;
-      if (j0 + jc < VD) dSsave[(base * KD + d) * VD + j0 + jc] = dS[d][jc];
-    }
-    for (int p = 0; p < NPF; p++) {
-      const int e = lid + p * KDA_WG;
-      if (e < CH * KD) {
-        Wl[e / KD][e % KD] = pw[p];
-        Ql[e / KD][e % KD] = pq[p];
-        Kl[e / KD][e % KD] = pk[p];
-      }
-    }
-    Al[r][jj] = pa;
+    kda_slice_store(dSsave, 0, base * KD, dS, j0, lid);
+    kda_stage_tiles(Wl, Ql, Kl, Al, gll, pw, pq, pk, pa, pg, lid);
     dOl[r][jj] = pd;
-    if (lid < KD) gll[lid] = pg;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (ci > 0) KDA_PREFETCH_BWD(c - 1);
     float acc = 0.0f;
@@ -96,11 +79,7 @@ void kda_state_bwd(__global const float *Wg, __global const float *Ag, __global 
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (has_dh0)
-    for (int e = lid; e < KD * VS; e += KDA_WG) {
-      int d = e / VS, jc = e % VS;
-      if (j0 + jc < VD) dh0[dh0o + (sbase + d) * VD + j0 + jc] = dS[d][jc];
-    }
+  if (has_dh0) kda_slice_store(dh0, dh0o, sbase, dS, j0, lid);
 }
 
 __kernel __attribute__((reqd_work_group_size(KDA_WG, 1, 1)))

@@ -63,7 +63,6 @@ void kda_prep(__global const store_t *q, ulong qo, __global const store_t *k, ul
   for (int d = lid; d < KD; d += KDA_WG) glg[base * KD + d] = E0[d] * EL[d];
 }
 
-#define NPF ((CH * KD + KDA_WG - 1) / KDA_WG) /* tile elements per work-item */
 /* Loads chunk cc's tiles (W, Qg, Kd, this work-item's U and Aqk entries, gl) into registers. */
 #define KDA_PREFETCH(cc)                                                                    \
   do {                                                                                      \
@@ -100,10 +99,7 @@ void kda_state(__global const float *Wg, __global const float *Ug, __global cons
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
   const int j0 = (int)get_group_id(0) * VS, j = j0 + jj, jv = j < VD;
   const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
-  for (int e = lid; e < KD * VS; e += KDA_WG) {
-    int d = e / VS, jc = e % VS;
-    S[d][jc] = has_h0 && j0 + jc < VD ? h0[h0o + (sbase + d) * VD + j0 + jc] : 0.0f;
-  }
+  kda_slice_load(S, h0, h0o, has_h0, sbase, j0, lid);
   /* The next chunk's tiles travel through registers: loaded from global memory while the
    * current chunk computes, stored to local memory at the top of the next iteration. */
   float pw[NPF], pq[NPF], pk[NPF], pu = 0.0f, pa = 0.0f, pg = 0.0f;
@@ -114,22 +110,9 @@ void kda_state(__global const float *Wg, __global const float *Ug, __global cons
     const int2 ch = chunks[c];
     const ulong base = (ulong)c * (ulong)H + (ulong)h;
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with the tiles and with S */
-    if (save)
-      for (int e = lid; e < KD * VS; e += KDA_WG) {
-        int d = e / VS, jc = e % VS;
-        if (j0 + jc < VD) saved[(base * KD + d) * VD + j0 + jc] = S[d][jc];
-      }
-    for (int p = 0; p < NPF; p++) {
-      const int e = lid + p * KDA_WG;
-      if (e < CH * KD) {
-        Wl[e / KD][e % KD] = pw[p];
-        Ql[e / KD][e % KD] = pq[p];
-        Kl[e / KD][e % KD] = pk[p];
-      }
-    }
+    if (save) kda_slice_store(saved, 0, base * KD, S, j0, lid);
+    kda_stage_tiles(Wl, Ql, Kl, Al, gll, pw, pq, pk, pa, pg, lid);
     Ul[r][jj] = pu;
-    Al[r][jj] = pa;
-    if (lid < KD) gll[lid] = pg;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (ci + 1 < sq.y) KDA_PREFETCH(c + 1);
     /* W S and Qg S in one pass over S. */
@@ -154,9 +137,5 @@ void kda_state(__global const float *Wg, __global const float *Ug, __global cons
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (has_ht)
-    for (int e = lid; e < KD * VS; e += KDA_WG) {
-      int d = e / VS, jc = e % VS;
-      if (j0 + jc < VD) ht[hto + (sbase + d) * VD + j0 + jc] = S[d][jc];
-    }
+  if (has_ht) kda_slice_store(ht, hto, sbase, S, j0, lid);
 }

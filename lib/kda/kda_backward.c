@@ -1,14 +1,14 @@
 /* KDA backward: recompute the forward keeping each chunk's entering state and Vnew, walk
  * the chunks in reverse for the state gradient (kda_state_bwd), then per chunk the
  * factor gradients (kda_bwd_inter) and the tile backward (kda_bwd_chunk), and sum the
- * per-chunk parameter partials in a fixed order (kda_param_reduce, kda_alog_reduce).
+ * per-chunk parameter partials in a fixed order (kda_param_reduce, kda_alog_reduce). The
+ * dispatch: the tile backward (kda_tile_bwd.c) where the fast path is on and covers the call,
+ * this portable one otherwise.
  * Memory: two [chunks, H, K, V] fp32 buffers (states and their gradients) plus per-chunk
  * tiles; about 2 T H K V / 16 x 4 bytes. */
 #include "kda_internal.h"
 
-
 #include "clmoe/tile.h"
-#include "clmoe/paths.h"
 
 static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
 {
@@ -17,34 +17,7 @@ static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers
   const size_t sizes[KB_COUNT] = {nch * K * V * f, nch * C * V * f, nch * K * V * f, nch * C * V * f,
                                   nch * C * K * f, nch * C * K * f, nch * C * K * f, nch * K * f,
                                   nch * C * C * f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
-  return kda_bwd_buffers_alloc(ctx, b, sizes);
-}
-
-clmoe_status kda_check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
-                             const clmoe_tensor *dht, const clmoe_kda_grads *g)
-{
-  if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
-  CLMOE_TRY(clmoe__want_shape(dout, op, "dout", 0, 4, p->B, p->T, p->H, p->V));
-  if (dht) CLMOE_TRY(clmoe__want_shape(dht, op, "dfinal_state", 0, 4, p->N, p->H, p->K, p->V));
-  CLMOE_TRY(clmoe__want_shape(g->dq, op, "dq", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(clmoe__want_shape(g->dk, op, "dk", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(clmoe__want_shape(g->dg, op, "dg", 0, 4, p->B, p->T, p->H, p->K));
-  CLMOE_TRY(clmoe__want_shape(g->dv, op, "dv", 0, 4, p->B, p->T, p->H, p->V));
-  CLMOE_TRY(clmoe__want_shape(g->dbeta, op, "dbeta", 0, 3, p->B, p->T, p->H, 0));
-  CLMOE_TRY(clmoe__want_shape(g->dA_log, op, "dA_log", 0, 1, p->H, 0, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(g->ddt_bias, op, "ddt_bias", 0, 2, p->H, p->K, 0, 0));
-  if (g->dinitial_state)
-    CLMOE_TRY(clmoe__want_shape(g->dinitial_state, op, "dinitial_state", 0, 4, p->N, p->H, p->K, p->V));
-  return CLMOE_OK;
-}
-
-/* No tokens at all: every gradient is zero, the state's passes straight through. */
-clmoe_status kda_backward_empty(const clmoe_tensor *dht, const clmoe_kda_grads *g)
-{
-  clmoe_tensor *zero[] = {g->dq, g->dk, g->dv, g->dg, g->dbeta, g->dA_log, g->ddt_bias};
-  for (int i = 0; i < 7; i++) CLMOE_TRY(clmoe_tensor_fill(zero[i], 0.0));
-  if (!g->dinitial_state) return CLMOE_OK;
-  return dht ? clmoe_tensor_copy(g->dinitial_state, dht) : clmoe_tensor_fill(g->dinitial_state, 0.0);
+  return clmoe__kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
 static clmoe_status run_state_bwd(clmoe_ctx *ctx, const kda_plan *p, const kda_chunk_buffers *cb,
@@ -101,61 +74,47 @@ static clmoe_status run_chunk_bwd(clmoe_ctx *ctx, const kda_plan *p, const clmoe
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
-static clmoe_status run_param_reduce(clmoe_ctx *ctx, const kda_plan *p, const kda_bwd_buffers *b,
-                                     const clmoe_kda_grads *g, const char *opts)
-{
-  cl_kernel k1, k2;
-  CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
-  CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_alog_reduce", &k2));
-  cl_int nch = p->nchunks, H = (cl_int)p->H;
-  cl_ulong ddto = (cl_ulong)g->ddt_bias->offset, dao = (cl_ulong)g->dA_log->offset;
-  CLMOE_TRY(clmoe__args(k1, 7, KA(b->m[KB_PDDT]), KA(b->m[KB_PDA]), KA(nch), KA(H), KA(g->ddt_bias->buf),
-                        KA(ddto), KA(b->m[KB_TMP])));
-  CLMOE_TRY(clmoe__launch1d(ctx, k1, (size_t)(p->H * p->K)));
-  CLMOE_TRY(clmoe__args(k2, 4, KA(b->m[KB_TMP]), KA(H), KA(g->dA_log->buf), KA(dao)));
-  return clmoe__launch1d(ctx, k2, (size_t)p->H);
-}
-
 clmoe_status clmoe_kda_backward(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                 const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                 const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads)
 {
-  return kda_backward_kept(ctx, opts, in, dout, dfinal_state, grads, NULL);
+  return clmoe__kda_backward_kept(ctx, opts, in, dout, dfinal_state, grads, NULL);
 }
 
-clmoe_status kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
-                               const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
-                               const clmoe_kda_grads *grads, const clmoe_kda_tc_saved *saved)
+clmoe_status clmoe__kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                      const clmoe_kda_inputs *in, const clmoe_tensor *dout,
+                                      const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
+                                      const clmoe_kda_tile_saved *saved)
 {
   const char *op = "clmoe_kda_backward";
   kda_plan p;
-  CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
+  CLMOE_TRY(clmoe__kda_plan_make(ctx, op, opts, in, &p));
   kda_chunk_buffers cb = {0};
   kda_bwd_buffers b = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, kda_check_grads(op, &p, dout, dfinal_state, grads), done);
+  CLMOE_TRY_GOTO(st, clmoe__kda_check_grads(op, &p, dout, dfinal_state, grads), done);
   if (p.nchunks == 0) {
-    st = kda_backward_empty(dfinal_state, grads);
+    st = clmoe__kda_backward_empty(dfinal_state, grads);
     goto done;
   }
-  /* the tile kernels (kda_tc_bwd.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a
-   * matrix unit (as the forward, kda.c) */
-  if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && kda_tc_bwd_covers(ctx, &p)) {
-    st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0, saved);
+  /* the tile kernels (kda_tile_bwd.c): forced by CLMOE_FASTPATH=1, or for bf16 inputs on a
+   * matrix unit (as the forward, kda_forward.c) */
+  if (clmoe_ctx_fastpath_for(ctx, p.in_bf16) && clmoe__kda_tile_bwd_covers(ctx, &p)) {
+    st = clmoe__kda_tile_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0, saved);
     goto done;
   }
   char kopts[128];
-  kda_options(&p, 0, kopts, sizeof kopts);
-  CLMOE_TRY_GOTO(st, kda_run_prep(ctx, &p, in, &cb), done);
+  clmoe__kda_options(&p, 0, kopts, sizeof kopts);
+  CLMOE_TRY_GOTO(st, clmoe__kda_run_prep(ctx, &p, in, &cb), done);
   CLMOE_TRY_GOTO(st, bwd_alloc(ctx, &p, &b), done);
-  CLMOE_TRY_GOTO(st, kda_run_state(ctx, &p, in, &cb, NULL, NULL, b.m[KB_SAVE], b.m[KB_VN]), done);
+  CLMOE_TRY_GOTO(st, clmoe__kda_run_state(ctx, &p, in, &cb, NULL, NULL, b.m[KB_SAVE], b.m[KB_VN]), done);
   CLMOE_TRY_GOTO(st, run_state_bwd(ctx, &p, &cb, &b, dout, dfinal_state, grads->dinitial_state, kopts), done);
   CLMOE_TRY_GOTO(st, run_inter(ctx, &p, &b, dout, kopts), done);
   CLMOE_TRY_GOTO(st, run_chunk_bwd(ctx, &p, in, &b, grads, kopts), done);
-  st = run_param_reduce(ctx, &p, &b, grads, kopts);
+  st = clmoe__kda_param_reduce(ctx, &p, &b, grads);
 done:
-  kda_bwd_buffers_release(ctx, &b);
-  kda_chunk_buffers_release(ctx, &cb);
-  kda_plan_release(ctx, &p);
+  clmoe__kda_bwd_buffers_release(ctx, &b);
+  clmoe__kda_chunk_buffers_release(ctx, &cb);
+  clmoe__kda_plan_release(ctx, &p);
   return st;
 }

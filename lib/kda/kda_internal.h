@@ -1,16 +1,30 @@
-/* Internal to the KDA host code (kda.c, kda_backward.c): validated dimensions, the chunk
- * and sequence tables, the per-chunk intermediates. */
+/* Internal to lib/kda/: the functions and types shared between the KDA host files, one
+ * section per file that defines them. The files call each other only downwards, never in a
+ * cycle; which file calls functions defined in which (a scan of the calls):
+ *
+ *   kda_layer -------> kda_forward, kda_backward, kda_tile_kept, kda_conv (its public API)
+ *   kda_forward -----> kda_tile_fwd, kda_chunk, kda_plan
+ *   kda_backward ----> kda_tile_bwd, kda_chunk, kda_plan
+ *   kda_tile_fwd ----> kda_tile_common, kda_tile_kept, kda_plan
+ *   kda_tile_bwd ----> kda_tile_common, kda_tile_kept, kda_chunk, kda_plan
+ *   kda_chunk -------> kda_plan
+ *   kda_tile_common, kda_tile_kept, kda_plan, kda_conv: none (the plan's type only)
+ *
+ * Names: clmoe__kda_<name> for what another KDA file calls, static otherwise. */
 #ifndef CLMOE_KDA_INTERNAL_H
 #define CLMOE_KDA_INTERNAL_H
 
 #include "clmoe/paths.h"
 #include "runtime/internal.h"
 
-#define KDA_CHUNK 16
-#define KDA_VS 16   /* V columns per state-pass work-group (kernels_cl/kda/kda_common.cl) */
-#define KDA_WG 256
+/* The kernels' layouts (its first section; the rest is the device's): KDA_CHUNK, KDA_VS,
+ * KDA_WG, the tile kernels' work-groups, blocks and local memory (KDA_TILE_*). */
+#include "kernels_cl/kda/kda_common.cl"
+
 #define KDA_MAX_K 128
 #define KDA_MAX_V 128
+
+/* ---- kda_plan.c: the plan, build options, gradient checks, the backward's scratch ---- */
 
 typedef struct kda_plan {
   int64_t B, T, H, K, V, N; /* N sequences (B, or cu_seqlens' count) */
@@ -27,81 +41,23 @@ typedef struct kda_plan {
 } kda_plan;
 
 /* Validates inputs and options (naming the op in messages) and builds the tables on the
- * device. Release with kda_plan_release. */
-clmoe_status kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_options *opts,
-                           const clmoe_kda_inputs *in, kda_plan *p);
-void kda_plan_release(clmoe_ctx *ctx, kda_plan *p);
+ * device. Release with clmoe__kda_plan_release. */
+clmoe_status clmoe__kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_options *opts,
+                                  const clmoe_kda_inputs *in, kda_plan *p);
+void clmoe__kda_plan_release(clmoe_ctx *ctx, kda_plan *p);
 
 /* Build options for the KDA programs. */
-void kda_options(const kda_plan *p, int out_bf16, char *buf, size_t len);
-
-/* Per-chunk intermediates of kda_prep (scratch from the pool), f32:
- * W, Qg, Kd [nchunks, H, 16, K]; U [nchunks, H, 16, V]; Aqk [nchunks, H, 16, 16]; gl [nchunks, H, K]. */
-typedef struct kda_chunk_buffers {
-  cl_mem W, U, Aqk, Qg, Kd, gl;
-  size_t bytes[6];
-} kda_chunk_buffers;
-
-clmoe_status kda_run_prep(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                          kda_chunk_buffers *cb);
-/* The state pass: o (may be NULL to skip the output), ht (may be NULL), and when saved is
- * not NULL the state entering each chunk [nchunks, H, K, V] and Vnew [nchunks, H, 16, V]
- * into saved_vn. */
-clmoe_status kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                           const kda_chunk_buffers *cb, clmoe_tensor *o, clmoe_tensor *ht,
-                           cl_mem saved, cl_mem saved_vn);
-void kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
-
-/* The tile path (kda_tc.c, kernels_cl/kda/kda_tc.cl). kda_tc_covers: 1 when it supports the
- * plan on ctx's device (bounded gate, K and V multiples of 16 up to 128, the kernels'
- * work-group and local-memory sizes). kda_tc_run: the forward into o and ht (may be NULL);
- * warps per state work-group and chunks of look-ahead, 0: default; saved (may be NULL):
- * also keep the backward's factors there (paths.h). */
-struct clmoe_kda_tc_saved;
-int kda_tc_covers(clmoe_ctx *ctx, const kda_plan *p);
-clmoe_status kda_tc_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                        clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead,
-                        struct clmoe_kda_tc_saved *saved);
-/* The tile prep (kda_tc_prep, kernel kp of a kda_tc.cl build) into blk and U, laid out as
- * that build says (the forward's, or the backward's with -DTC_BWD=1), with -DTC_SAVE=1 the
- * backward's block into bb too (else NULL); its local bytes. */
-clmoe_status kda_tc_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
-                                cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
-
-/* clmoe_kda_forward / clmoe_kda_backward with the factors the tile forward keeps for the
- * tile backward (paths.h's clmoe_kda_tc_saved; NULL: none), for the KDA layer's training
- * path. kda_kept_new: a holder that remembers its context (NULL when memory runs out; also
- * NULL when CLMOE_KDA_KEEP=0 asks for none); kda_kept_free releases it (NULL: nothing). */
-clmoe_status kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
-                              clmoe_tensor *o, clmoe_tensor *final_state, struct clmoe_kda_tc_saved *saved);
-clmoe_status kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts, const clmoe_kda_inputs *in,
-                               const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
-                               const clmoe_kda_grads *grads, const struct clmoe_kda_tc_saved *saved);
-void *kda_kept_new(clmoe_ctx *ctx);
-struct clmoe_kda_tc_saved *kda_kept_saved(void *kept);
-void kda_kept_free(void *kept);
-size_t kda_tc_prep_local_bytes(size_t K, size_t V);
-/* 1 when the state passes store the saved rows through stmatrix (-DTC_STSM=1: PTX tiles on
- * sm_90 or newer; CLMOE_KDA_TC_STSM=0, read at every call, turns it off); the local bytes
- * of their staging for `warps` warps (0 without). */
-int kda_tc_stsm(clmoe_ctx *ctx);
-size_t kda_tc_stsm_bytes(size_t K, size_t warps, int stsm);
-/* The byte sizes of what a tile forward keeps (clmoe_kda_tc_saved) for nch (chunk, head)
- * pairs: blocks, U^T, states, Vnew (kda_tc_bwd.c, which owns the block layout). */
-void kda_tc_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4]);
-/* The fewest warps (a power of 2 up to `most`) of 16 columns of V per work-group that leave
- * no more work-groups than compute units: how the state passes spread over the device. */
-int kda_tc_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most);
+void clmoe__kda_options(const kda_plan *p, int out_bf16, char *buf, size_t len);
 
 /* The backward's argument checks (dout, dfinal_state and every gradient's shape) and its
  * result for zero tokens (zero gradients, dfinal_state passed to dinitial_state), shared by
- * the portable and the tile backward (kda_backward.c). */
-clmoe_status kda_check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
-                             const clmoe_tensor *dht, const clmoe_kda_grads *g);
-clmoe_status kda_backward_empty(const clmoe_tensor *dht, const clmoe_kda_grads *g);
+ * the portable and the tile backward. */
+clmoe_status clmoe__kda_check_grads(const char *op, const kda_plan *p, const clmoe_tensor *dout,
+                                    const clmoe_tensor *dht, const clmoe_kda_grads *g);
+clmoe_status clmoe__kda_backward_empty(const clmoe_tensor *dht, const clmoe_kda_grads *g);
 
 /* Scratch of a KDA backward (the portable one in kda_backward.c, the tile one in
- * kda_tc_bwd.c, each with its own sizes and storage types): entering states, Vnew, their
+ * kda_tile_bwd.c, each with its own sizes and storage types): entering states, Vnew, their
  * gradients, the factor gradients and the per-chunk parameter partials, allocated and
  * released together. */
 enum { KB_SAVE, KB_VN, KB_DSAVE, KB_DU, KB_DQG, KB_DW, KB_DKD, KB_DGL, KB_DA, KB_PDDT, KB_PDA, KB_TMP, KB_COUNT };
@@ -111,23 +67,98 @@ typedef struct kda_bwd_buffers {
   size_t bytes[KB_COUNT];
 } kda_bwd_buffers;
 
-static inline clmoe_status kda_bwd_buffers_alloc(clmoe_ctx *ctx, kda_bwd_buffers *b, const size_t *sizes)
-{
-  for (int i = 0; i < KB_COUNT; i++) b->bytes[i] = sizes[i];
-  return clmoe__scratch_set(ctx, KB_COUNT, b->m, b->bytes);
-}
-static inline void kda_bwd_buffers_release(clmoe_ctx *ctx, kda_bwd_buffers *b)
-{
-  clmoe__scratch_release_set(ctx, KB_COUNT, b->m, b->bytes);
-}
+clmoe_status clmoe__kda_bwd_buffers_alloc(clmoe_ctx *ctx, kda_bwd_buffers *b, const size_t *sizes);
+void clmoe__kda_bwd_buffers_release(clmoe_ctx *ctx, kda_bwd_buffers *b);
 
-/* The tile backward for kda_backward.c. covers: 1 when the tile
- * backward supports it on ctx's device; run: the backward for a plan with chunks, the
- * arguments already checked (warps, lookahead 0: defaults). */
-int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p);
-clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
-                            const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
-                            const clmoe_kda_grads *grads, int warps, int lookahead,
-                            const clmoe_kda_tc_saved *saved);
+/* ---- kda_chunk.c: the portable chunk passes (kernels_cl/kda/kda_fwd.cl) ---- */
+
+/* Per-chunk intermediates of kda_prep (scratch from the pool), f32:
+ * W, Qg, Kd [nchunks, H, 16, K]; U [nchunks, H, 16, V]; Aqk [nchunks, H, 16, 16]; gl [nchunks, H, K]. */
+typedef struct kda_chunk_buffers {
+  cl_mem W, U, Aqk, Qg, Kd, gl;
+  size_t bytes[6];
+} kda_chunk_buffers;
+
+clmoe_status clmoe__kda_run_prep(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                 kda_chunk_buffers *cb);
+/* The state pass: o (may be NULL to skip the output), ht (may be NULL), and when saved is
+ * not NULL the state entering each chunk [nchunks, H, K, V] and Vnew [nchunks, H, 16, V]
+ * into saved_vn. */
+clmoe_status clmoe__kda_run_state(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                  const kda_chunk_buffers *cb, clmoe_tensor *o, clmoe_tensor *ht,
+                                  cl_mem saved, cl_mem saved_vn);
+void clmoe__kda_chunk_buffers_release(clmoe_ctx *ctx, kda_chunk_buffers *cb);
+/* The last step of both backwards: the per-chunk partials b->m[KB_PDDT], b->m[KB_PDA] summed
+ * in chunk order into g->ddt_bias and g->dA_log (kda_param_reduce, kda_alog_reduce of
+ * kernels_cl/kda/kda_bwd.cl). */
+clmoe_status clmoe__kda_param_reduce(clmoe_ctx *ctx, const kda_plan *p, const kda_bwd_buffers *b,
+                                     const clmoe_kda_grads *g);
+
+/* ---- kda_tile_common.c: what the tile forward and backward share ---- */
+
+/* The tile prep (kda_tile_prep, kernel kp of a kda_tile.cl build) into blk and U, laid out as
+ * that build says (the forward's, or the backward's with -DTC_BWD=1), with -DTC_SAVE=1 the
+ * backward's block into bb too (else NULL). */
+clmoe_status clmoe__kda_tile_prep_launch(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                         cl_kernel kp, cl_mem blk, cl_mem U, cl_mem bb);
+/* 1 when the state passes store the saved rows through stmatrix (-DTC_STSM=1: PTX tiles on
+ * sm_90 or newer; CLMOE_KDA_TC_STSM=0, read at every call, turns it off). */
+int clmoe__kda_tile_stsm(clmoe_ctx *ctx);
+/* The fewest warps (a power of 2 up to `most`) of 16 columns of V per work-group that leave
+ * no more work-groups than compute units: how the state passes spread over the device. */
+int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most);
+
+/* ---- kda_tile_kept.c: the factors a tile forward keeps for the tile backward ---- */
+
+/* The byte sizes of what a tile forward keeps (clmoe_kda_tile_saved) for nch (chunk, head)
+ * pairs: blocks, U^T, states, Vnew. */
+void clmoe__kda_tile_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4]);
+/* 1 when saved holds what a forward of the plan's shapes kept (else the backward recomputes). */
+int clmoe__kda_tile_kept_matches(const clmoe_kda_tile_saved *saved, const kda_plan *p);
+/* Whether a tile forward of the plan keeps the factors into s (*save 1: s's buffers sized
+ * for it); within CLMOE_KDA_KEEP_MAX_MB, and never a failure when they cannot be had. */
+clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tile_saved *s,
+                                         int *save);
+/* The KDA layer's holder of kept factors: clmoe__kda_kept_new remembers its context (NULL
+ * when memory runs out; also NULL when CLMOE_KDA_KEEP=0 asks for none); clmoe__kda_kept_saved
+ * its factors (NULL for NULL); clmoe__kda_kept_free releases it (NULL: nothing). */
+struct clmoe_kda_kept; /* include/clmoe/kda_layer.h's opaque holder */
+struct clmoe_kda_kept *clmoe__kda_kept_new(clmoe_ctx *ctx);
+clmoe_kda_tile_saved *clmoe__kda_kept_saved(struct clmoe_kda_kept *kept);
+void clmoe__kda_kept_free(struct clmoe_kda_kept *kept);
+
+/* ---- kda_tile_fwd.c: the forward on the tile interface ---- */
+
+/* covers: 1 when the tile forward supports the plan on ctx's device (bounded gate, K and V
+ * multiples of 16 up to 128, the kernels' work-group and local-memory sizes). run: the
+ * forward into o and ht (may be NULL); warps per state work-group and chunks of look-ahead,
+ * 0: default; saved (may be NULL): also keep the backward's factors there (paths.h). */
+int clmoe__kda_tile_fwd_covers(clmoe_ctx *ctx, const kda_plan *p);
+clmoe_status clmoe__kda_tile_fwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                     clmoe_tensor *o, clmoe_tensor *ht, int warps, int lookahead,
+                                     clmoe_kda_tile_saved *saved);
+
+/* ---- kda_tile_bwd.c: the backward on the tile interface ---- */
+
+/* covers: 1 when the tile backward supports the plan on ctx's device; run: the backward for
+ * a plan with chunks, the arguments already checked (warps, lookahead 0: defaults). */
+int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p);
+clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                     const clmoe_tensor *dout, const clmoe_tensor *dfinal_state,
+                                     const clmoe_kda_grads *grads, int warps, int lookahead,
+                                     const clmoe_kda_tile_saved *saved);
+
+/* ---- kda_forward.c, kda_backward.c: the dispatchers ---- */
+
+/* clmoe_kda_forward / clmoe_kda_backward with the factors the tile forward keeps for the
+ * tile backward (paths.h's clmoe_kda_tile_saved; NULL: none), for the KDA layer's training
+ * path. */
+clmoe_status clmoe__kda_forward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                     const clmoe_kda_inputs *in, clmoe_tensor *o,
+                                     clmoe_tensor *final_state, clmoe_kda_tile_saved *saved);
+clmoe_status clmoe__kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+                                      const clmoe_kda_inputs *in, const clmoe_tensor *dout,
+                                      const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
+                                      const clmoe_kda_tile_saved *saved);
 
 #endif

@@ -117,7 +117,7 @@ void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c)
   clmoe_tensor *t[] = {&c->xq, &c->xk, &c->xv, &c->q, &c->k, &c->v, &c->za, &c->z, &c->beta, &c->o,
                        &c->rstd, &c->on, &c->gs};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
-  kda_kept_free(c->kda_kept);
+  clmoe__kda_kept_free(c->kda_kept);
   c->kda_kept = NULL;
 }
 
@@ -255,9 +255,9 @@ clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l, c
     /* With a state the op reads it first and overwrites it with the final one. For a
      * backward (cache) the tile path keeps its per-chunk factors (about 1.9 KB per token and
      * head at D = 128; CLMOE_KDA_KEEP=0: none), so that the backward skips recomputing them. */
-    if (cache && !c->kda_kept) c->kda_kept = kda_kept_new(ctx);
-    CLMOE_TRY_GOTO(st, kda_forward_kept(ctx, &l->opts, &in, &o4, state ? &state->kda : NULL,
-                                        kda_kept_saved(c->kda_kept)), done);
+    if (cache && !c->kda_kept) c->kda_kept = clmoe__kda_kept_new(ctx);
+    CLMOE_TRY_GOTO(st, clmoe__kda_forward_kept(ctx, &l->opts, &in, &o4, state ? &state->kda : NULL,
+                                               clmoe__kda_kept_saved(c->kda_kept)), done);
   }
   st = output_gate(ctx, l, &x2, c, &y2, N);
 done:
@@ -326,7 +326,8 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
     CLMOE_TRY_GOTO(st, clmoe_tensor_view(&dbeta, &db3, 3, sb, 0), done);
     clmoe_kda_inputs in = {&q4, &k4, &v4, &z4, &b3, &l->A_log, &l->dt_bias, NULL, cu_seqlens};
     clmoe_kda_grads kg = {&dq4, &dk4, &dv4, &dz4, &db3, &dA, &ddt, NULL};
-    CLMOE_TRY_GOTO(st, kda_backward_kept(ctx, &l->opts, &in, &dO4, NULL, &kg, kda_kept_saved(c->kda_kept)), done);
+    CLMOE_TRY_GOTO(st, clmoe__kda_backward_kept(ctx, &l->opts, &in, &dO4, NULL, &kg,
+                                                clmoe__kda_kept_saved(c->kda_kept)), done);
   }
   CLMOE_TRY_GOTO(st, add_into(ctx, &g->A_log, &dA), done);
   CLMOE_TRY_GOTO(st, add_into(ctx, &g->dt_bias, &ddt), done);

@@ -1,22 +1,22 @@
-/* CUnit suite: KDA on the tile interface (issue 9). clmoe_kda_forward_tc against the
+/* CUnit suite: KDA on the tile interface. clmoe_kda_forward_tile against the
  * double reference over T (1 .. 300, partial chunks), H, B, K, V, storage types, packed
  * sequences, initial states, state work-group sizes, copy-ring depths and gate extremes on
  * the default state pass (the register state fed by a copy ring); the 16-token staged pass
  * (CLMOE_KDA_TC_STEP=16) around its look-ahead's turns, packed sequences, warps and gate
  * extremes; against the portable chunked path; and the dispatch of
  * clmoe_kda_forward (the fast path forced on, so it runs on any device, with the portable
- * tiles where there is no matrix unit). Tolerance TOL_KDA_TC (1e-2, bf16 operands) in
+ * tiles where there is no matrix unit). Tolerance TOL_KDA_TILE (1e-2, bf16 operands) in
  * ck_compare's measure; NaN or Inf fails. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "check/check_kda_tc.h"
+#include "check/check_kda_tile.h"
 #include "clmoe/paths.h"
 #include "test_common.h"
 
-/* The state pass of the calls below: 16 or 64 tokens per step (lib/kda/kda_tc.c reads the
+/* The state pass of the calls below: 16 or 64 tokens per step (lib/kda/kda_tile_fwd.c reads the
  * variable at every call); 0 restores the default. */
 static void set_step(int step)
 {
@@ -24,13 +24,13 @@ static void set_step(int step)
   else unsetenv("CLMOE_KDA_TC_STEP");
 }
 
-static void run_cases_step(const kda_tc_case *cases, int n, int step)
+static void run_cases_step(const kda_tile_case *cases, int n, int step)
 {
   set_step(step);
   for (int i = 0; i < n; i++) {
     clmoe_check_result res = {0};
     res.passed = 1;
-    clmoe_status st = ck_kda_tc_case(test_ctx, test_seed + 101 * (uint64_t)i, &cases[i], &res);
+    clmoe_status st = ck_kda_tile_case(test_ctx, test_seed + 101 * (uint64_t)i, &cases[i], &res);
     if (st != CLMOE_OK)
       fprintf(stderr, "\n  case %d: %s: %s\n", i, clmoe_strerror(st), clmoe_last_error());
     CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
@@ -47,17 +47,17 @@ static void run_cases_step(const kda_tc_case *cases, int n, int step)
 
 /* Every case with the default state pass (the register state fed by the copy ring);
  * test_step16 covers the other. */
-static void run_cases(const kda_tc_case *cases, int n) { run_cases_step(cases, n, 0); }
+static void run_cases(const kda_tile_case *cases, int n) { run_cases_step(cases, n, 0); }
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
-#define UNI KDA_TC_Z_UNIFORM
+#define UNI KDA_TILE_Z_UNIFORM
 
 /* T across chunk boundaries, B 2, H 1-3, K = V = 32, with and without initial state; the
  * state pass with 1, 2 and 3 chunks copied ahead (rings of 2, 3 and 4 stages). */
 static void test_lengths(void)
 {
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 15, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 16, 3, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
@@ -72,7 +72,7 @@ static void test_lengths(void)
  * (Few distinct kernel builds: PoCL compiles each in seconds.) */
 static void test_shapes(void)
 {
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 100, 2, 64, 64, NULL, 0, 1, BF, BF, UNI, 0.0f, 0, 0, 0},
       {1, 77, 2, 32, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 1, 1},
       {2, 50, 1, 64, 32, NULL, 0, 1, BF, F, UNI, 0.0f, 0, 4, 0},
@@ -87,7 +87,7 @@ static void test_shapes(void)
 static void test_packed(void)
 {
   static const int32_t lens[] = {1, 15, 16, 17, 40, 3}, lens_empty[] = {5, 0, 33};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {1, 0, 2, 64, 64, lens, 6, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 0, 3, 32, 32, lens_empty, 3, 1, BF, BF, UNI, 0.0f, 0, 0, 0},
       {1, 0, 1, 32, 32, lens, 6, 0, F, F, UNI, 0.0f, 0, 0, 1},
@@ -99,11 +99,11 @@ static void test_packed(void)
  * anchored factors, e^75): finite and within tolerance. */
 static void test_extremes(void)
 {
-  static const kda_tc_case c[] = {
-      {2, 100, 2, 64, 64, NULL, 0, 1, F, F, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
-      {1, 300, 1, 32, 32, NULL, 0, 1, BF, BF, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
-      {1, 4096, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
-      {1, 1000, 2, 16, 16, NULL, 0, 1, BF, F, KDA_TC_Z_SATURATE, -0.5f, 0, 0, 0},
+  static const kda_tile_case c[] = {
+      {2, 100, 2, 64, 64, NULL, 0, 1, F, F, KDA_TILE_Z_EXTREME, -5.0f, 0, 0, 0},
+      {1, 300, 1, 32, 32, NULL, 0, 1, BF, BF, KDA_TILE_Z_EXTREME, -5.0f, 0, 0, 0},
+      {1, 4096, 1, 32, 32, NULL, 0, 1, F, F, KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0},
+      {1, 1000, 2, 16, 16, NULL, 0, 1, BF, F, KDA_TILE_Z_SATURATE, -0.5f, 0, 0, 0},
   };
   run_cases(c, (int)(sizeof c / sizeof c[0]));
 }
@@ -117,15 +117,15 @@ static void test_extremes(void)
 static void test_step16(void)
 {
   static const int32_t lens[] = {63, 64, 65, 1, 0, 128, 127, 17};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 63, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 65, 3, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 129, 1, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 1},
       {1, 0, 2, 64, 64, lens, 8, 1, F, F, UNI, 0.0f, 0, 0, 3},
       {1, 0, 1, 64, 64, lens, 8, 0, F, F, UNI, 0.0f, 0, 4, 2},
-      {1, 0, 1, 32, 32, lens, 8, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
-      {2, 129, 2, 64, 64, NULL, 0, 1, F, F, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
+      {1, 0, 1, 32, 32, lens, 8, 1, F, F, KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0},
+      {2, 129, 2, 64, 64, NULL, 0, 1, F, F, KDA_TILE_Z_EXTREME, -5.0f, 0, 0, 0},
   };
   run_cases_step(c, (int)(sizeof c / sizeof c[0]), 16);
 }
@@ -136,7 +136,7 @@ static void test_step16(void)
  * test_step16 made). */
 static void test_local_budget(void)
 {
-  static const kda_tc_case c = {1, 40, 1, 64, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0};
+  static const kda_tile_case c = {1, 40, 1, 64, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0};
   static const char *budgets[] = {"25000", "21000"};
   for (int i = 0; i < 2; i++) {
     clmoe_ctx *ctx = NULL;
@@ -147,7 +147,7 @@ static void test_local_budget(void)
     CU_ASSERT_EQUAL(clmoe_ctx_caps(ctx)->local_mem_bytes, (size_t)strtoul(budgets[i], NULL, 10));
     clmoe_check_result res = {0};
     res.passed = 1;
-    st = ck_kda_tc_case(ctx, test_seed + 31 * (uint64_t)i, &c, &res);
+    st = ck_kda_tile_case(ctx, test_seed + 31 * (uint64_t)i, &c, &res);
     if (st != CLMOE_OK) fprintf(stderr, "\n  budget %s: %s: %s\n", budgets[i], clmoe_strerror(st), clmoe_last_error());
     CU_ASSERT_EQUAL(st, CLMOE_OK);
     if (!(res.max_err <= res.tolerance))
@@ -162,7 +162,7 @@ static void test_local_budget(void)
 static void test_vs_portable(void)
 {
   static const int32_t lens[] = {20, 7, 64};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 45, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 0},
       {1, 0, 2, 64, 64, lens, 3, 1, BF, BF, UNI, 0.0f, 1, 0, 0},
   };
@@ -204,7 +204,7 @@ static void test_dispatch(void)
 
   clmoe_ctx_set_fastpath(test_ctx, 1);
   TEST_OK(clmoe_kda_forward(test_ctx, &bnd, &in, &o1, NULL));
-  TEST_OK(clmoe_kda_forward_tc(test_ctx, &bnd, &in, &o2, NULL, NULL));
+  TEST_OK(clmoe_kda_forward_tile(test_ctx, &bnd, &in, &o2, NULL, NULL));
   read_all(&o1, x);
   read_all(&o2, y);
   CU_ASSERT(memcmp(x, y, n * sizeof x[0]) == 0); /* the tile path was taken */
@@ -222,11 +222,11 @@ static void test_dispatch(void)
   read_all(&o1, x);
   read_all(&o2, y);
   CU_ASSERT(memcmp(x, y, n * sizeof x[0]) == 0);
-  CU_ASSERT_EQUAL(clmoe_kda_forward_tc(test_ctx, &unb, &in, &o1, NULL, NULL), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_EQUAL(clmoe_kda_forward_tile(test_ctx, &unb, &in, &o1, NULL, NULL), CLMOE_ERR_UNSUPPORTED);
 
   /* K = V = 24: not covered either. */
   clmoe_kda_inputs in2 = {&q2, &q2, &q2, &q2, &b, &A, &dt2, NULL, NULL};
-  CU_ASSERT_EQUAL(clmoe_kda_forward_tc(test_ctx, &bnd, &in2, &o3, NULL, NULL), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_EQUAL(clmoe_kda_forward_tile(test_ctx, &bnd, &in2, &o3, NULL, NULL), CLMOE_ERR_UNSUPPORTED);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "multiples of 16"));
   const size_t n2 = (size_t)(T * H * D2);
   TEST_OK(clmoe_kda_forward(test_ctx, &bnd, &in2, &o3, NULL));
@@ -252,7 +252,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "less local memory: fewer ring stages and warps, the 16-token pass", test_local_budget);
   CU_add_test(suite, "tile path against the portable path", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_forward dispatch", test_dispatch);
-  test_add_checks(suite, "kda_tc.forward"); /* kda_tc.backward: test_kda_tc_bwd */
+  test_add_checks(suite, "kda_tile.forward"); /* kda_tile.backward: test_kda_tile_bwd */
 }
 
-int main(void) { return test_main("kda_tc", add_tests); }
+int main(void) { return test_main("kda_tile", add_tests); }

@@ -1,18 +1,19 @@
-/* kda_tc.cl: the KDA forward on the tile interface (issue 9), in the two kernels of the
- * FlashKDA split. Built as "tile+kda_common+kda_tc+kda_tc_state" with kda_common's -DKD -DVD
- * -DSTORE_BF16 -DOUT_BF16 (KD, VD multiples of 16, <= 128), the tile implementation's
- * options, -DTC_NW (warps of a state work-group) and -DTC_PF (chunks of look-ahead). Every
- * matrix product is tile_mma (D[16 x 8] += A[16 x 16] B[16 x 8], bf16 operands, fp32
- * accumulators); chunks are the 16-token tiles of kda_fwd.cl (same chunk table, same
- * anchored factors).
+/* kda_tile.cl: the KDA forward on the tile interface, in the two kernels of the
+ * FlashKDA split. Built as "tile+kda_common+kda_tile+kda_tile_state16+kda_tile_state" with
+ * kda_common's -DKD -DVD -DSTORE_BF16 -DOUT_BF16 (KD, VD multiples of 16, <= 128), the tile
+ * implementation's options, -DTC_NW (warps of a state work-group) and -DTC_PF (chunks of
+ * look-ahead). Every matrix product is tile_mma (D[16 x 8] += A[16 x 16] B[16 x 8], bf16
+ * operands, fp32 accumulators); chunks are the 16-token tiles of kda_fwd.cl (same chunk
+ * table, same anchored factors).
  *
- * -DTC_STEP (16 or 64) picks the state pass: 16, kda_tc_state below; 64, the one of
- * kda_tc_state.cl (appended to this file in the program), with the prep's outputs laid out
- * for it (see TC_IW below). -DTC_BWD=1 builds the prep alone for the backward
- * (lib/kda/kda_tc_bwd.c), its outputs in the backward's block (kda_common.cl's KDA_BB_*);
- * -DTC_SAVE=1 has the forward's prep write that block too (bbg), for a later backward.
+ * -DTC_STEP (16 or 64) picks the state pass: 16, the kda_tile_state of kda_tile_state16.cl;
+ * 64, the one of kda_tile_state.cl (both appended to this file in the program), with the
+ * prep's outputs laid out for it (see TC_IW below). -DTC_BWD=1 builds the prep alone for the
+ * backward (lib/kda/kda_tile_bwd.c), its outputs in the backward's block (kda_common.cl's
+ * KDA_BB_*); -DTC_SAVE=1 has the forward's prep write that block too (bbg), for a later
+ * backward.
  *
- * kda_tc_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
+ * kda_tile_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
  *   L2 norms, sigmoid of beta, in-chunk cumulative gate G, then with G0 = G of the first row
  *     Akk = beta Kp Km^T (c < r),  Aqk = scale Qp Km^T (c <= r),
  *     Kp = kn e^(G - G0) (<= 1),   Qp = qn e^(G - G0),   Km = kn e^(G0 - G) (<= e^75),
@@ -22,7 +23,7 @@
  *   operand of the state update), Aqk [16][16], then gl fp32 [KD] (TC_BLK ushorts); U fp32
  *   [chunks, H, 16, VD] apart (its error would add directly to Vnew, so it keeps fp32).
  *   (The TC_STEP 16 layout; TC_STEP 64 reorders both, same sizes: TC_IW below.)
- * kda_tc_state with TC_STEP 16, head-parallel (work-group: TC_NW warps of one (sequence,
+ * kda_tile_state with TC_STEP 16, head-parallel (work-group: TC_NW warps of one (sequence,
  *   head), each warp owning 8 columns of V): walks the chunks with its columns of the
  *   state S [KD, 8] in fp32 accumulators (KD / 16 tiles per lane) and a bf16 copy in local
  *   memory (the B operand of the next chunk):
@@ -35,7 +36,7 @@
 #define TC_STEP 16
 #endif
 #if KD % 16 || VD % 16
-#error "kda_tc needs KD and VD multiples of 16"
+#error "kda_tile needs KD and VD multiples of 16"
 #endif
 
 /* Diagnostic builds only (-DTC_DIAG=bits, wrong results): 16-token pass: 1 no block loads,
@@ -44,12 +45,13 @@
 #ifndef TC_DIAG
 #define TC_DIAG 0
 #endif
-#define TC_PREP_WG 128          /* kda_tc_prep: 4 warps */
-#define TC_LDK (KD + 8)         /* padded bf16 row of local K-wide tiles (bank spread) */
-#define TC_LDV (VD + 8)
-#define TC_LDA 24               /* padded bf16 row of 16-wide local tiles */
-#define TC_LDT 17               /* fp32 16 x 16 tiles */
-#define TC_BLK (48 * KD + 256 + 2 * KD) /* ushorts per (chunk, head) block */
+/* (sizes from kda_common.cl's layouts, which the host reads too) */
+#define TC_PREP_WG KDA_TILE_PREP_WG   /* kda_tile_prep: 4 warps */
+#define TC_LDK KDA_TILE_LDK(KD)       /* padded bf16 row of local K-wide tiles (bank spread) */
+#define TC_LDV KDA_TILE_LDV(VD)
+#define TC_LDA KDA_TILE_LD16          /* padded bf16 row of 16-wide local tiles */
+#define TC_LDT KDA_TILE_LDT           /* fp32 16 x 16 tiles */
+#define TC_BLK KDA_TILE_FWD_BLOCK(KD) /* ushorts per (chunk, head) block */
 #define TC_BLK4 (TC_BLK / 8)            /* ... in uint4 */
 #define TC_NMT (KD / 16)                /* 16-row tiles of S */
 #define TC_AL __attribute__((aligned(16)))
@@ -76,7 +78,7 @@
 #if (defined(TC_BWD) && TC_BWD) || (defined(TC_SAVE) && TC_SAVE)
 #define TC_BB 1
 /* The backward's block at bb (kda_common.cl's KDA_BB_*: each factor where its passes read
- * it), written by -DTC_BWD=1 (the prep alone for the backward, lib/kda/kda_tc_bwd.c) and by
+ * it), written by -DTC_BWD=1 (the prep alone for the backward, lib/kda/kda_tile_bwd.c) and by
  * -DTC_SAVE=1 (the forward's prep keeping it for a later backward, besides its own block).
  * The save pass's part (S0..S2) only with TC_BWD: a forward that keeps the blocks keeps the
  * states too (its state pass writes them), so no save pass reads that part then. */
@@ -168,17 +170,17 @@
 #define TC_PUT_GL(d, x) (((__global float *)(blk + TC_OGL))[d] = (x))
 #endif
 
-/* ---- kda_tc_prep ------------------------------------------------------------------------ */
+/* ---- kda_tile_prep ------------------------------------------------------------------------ */
 
 __kernel __attribute__((reqd_work_group_size(TC_PREP_WG, 1, 1)))
-void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
-                 __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
-                 __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
-                 __global const float *dtb, ulong dto, __global const int2 *chunks, int H,
-                 float scale, float lb, __global ushort *blkg, __global float *Ug, __global ushort *bbg)
+void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
+                   __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
+                   __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
+                   __global const float *dtb, ulong dto, __global const int2 *chunks, int H,
+                   float scale, float lb, __global ushort *blkg, __global float *Ug, __global ushort *bbg)
 {
-  /* (lib/kda/kda_tc.c counts these bytes to decide whether a device can run the kernels) */
-  __local float G[CH][KD + 8]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
+  /* (KDA_TILE_PREP_LOCAL_BYTES: how the host decides whether a device can run the kernels) */
+  __local float G[CH][TC_LDK]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
   __local float E0[KD], EL[KD]; /* e^G0, e^(G_last - G0) per column */
   /* bf16 operands; 4-byte aligned for the paired loads of the PTX tiles */
   __local ushort Qp[CH][TC_LDK] TC_AL, Kp[CH][TC_LDK] TC_AL; /* A operands */
@@ -186,6 +188,12 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
   __local ushort Bk[CH][TC_LDK] TC_AL, Bv[CH][TC_LDV] TC_AL; /* B operands (row-major) */
   __local float Akk[CH][TC_LDT], Tm[CH][TC_LDT];
   __local float red[2][CH][8], nq[CH], nk[CH], bt[CH];
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof G + sizeof E0 + sizeof EL + sizeof Qp + sizeof Kp + sizeof Km +
+                       sizeof Bk + sizeof Bv + sizeof Akk + sizeof Tm + sizeof red + sizeof nq +
+                       sizeof nk + sizeof bt ==
+                   KDA_TILE_PREP_LOCAL_BYTES(KD, VD));
+#endif
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int r = lid >> 3, s = lid & 7; /* elementwise: row r, columns s + 8 j */
   const int c = (int)get_group_id(0), h = (int)get_group_id(1);
@@ -306,176 +314,3 @@ void kda_tc_prep(__global const store_t *q, ulong qo, __global const store_t *k,
 #undef NJ
 #undef NJV
 }
-
-/* ---- kda_tc_state (TC_STEP 16) ----------------------------------------------------------- */
-#if TC_STEP != 64 && !(defined(TC_BWD) && TC_BWD)
-
-/* The block's uint4 e in local memory: rows of W and Qg padded to TC_LDK, the 16-wide
- * rows of Kd^T and Aqk to TC_LDA, gl packed after them. */
-#define TC_RS4 (TC_LDK / 8)
-#define TC_KT4 (32 * TC_RS4)
-#define TC_LA4 (TC_KT4 + KD * (TC_LDA / 8))
-#define TC_GL4 (TC_LA4 + 16 * (TC_LDA / 8))
-#define TC_LOC4 (TC_GL4 + KD / 4)
-inline int tc_local4(int e)
-{
-  if (e < 4 * KD) return (e / (KD / 8)) * TC_RS4 + e % (KD / 8);
-  e -= 4 * KD;
-  if (e < 2 * KD + 32) return TC_KT4 + (e >> 1) * (TC_LDA / 8) + (e & 1);
-  return TC_GL4 + e - 2 * KD - 32;
-}
-
-#define TC_NT (32 * TC_NW)
-#define TC_NPF ((TC_BLK4 + TC_NT - 1) / TC_NT) /* uint4 of a block per work-item */
-
-/* One chunk of the state pass, its block in local memory (Wl, Ql, Kl, Al, gl), U at this
- * lane's accumulator positions in u0 (row g) and u1 (row g + 8); S^T (bf16) in st. Every
- * work-item calls it (it holds a barrier). */
-__attribute__((always_inline)) inline void
-tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, int lane,
-               __local const ushort *Wl, __local const ushort *Ql, __local const ushort *Kl,
-               __local const ushort *Al, __local const float *gl, __local ushort *st,
-               __local ushort *vt, __global out_t *o, ulong oo)
-{
-  const int g = lane >> 2;
-  /* W S and Qg S over KD in 16-row steps (two chains each, for latency). */
-  tile_c ws0 = tile_c_zero(), ws1 = tile_c_zero(), qs0 = tile_c_zero(), qs1 = tile_c_zero();
-#pragma unroll
-  for (int ks = 0; ks < TC_NMT; ks += 2) {
-    tile_b b = tile_load_bt_bf16(st + 16 * ks, TC_LDK, lane);
-    tile_mma(&ws0, tile_load_a_bf16(Wl + 16 * ks, TC_LDK, lane), b);
-    tile_mma(&qs0, tile_load_a_bf16(Ql + 16 * ks, TC_LDK, lane), b);
-    if (ks + 1 < TC_NMT) {
-      b = tile_load_bt_bf16(st + 16 * (ks + 1), TC_LDK, lane);
-      tile_mma(&ws1, tile_load_a_bf16(Wl + 16 * (ks + 1), TC_LDK, lane), b);
-      tile_mma(&qs1, tile_load_a_bf16(Ql + 16 * (ks + 1), TC_LDK, lane), b);
-    }
-  }
-  tile_c vn, oc;
-  vn.v[0] = u0.x - (ws0.v[0] + ws1.v[0]);
-  vn.v[1] = u0.y - (ws0.v[1] + ws1.v[1]);
-  vn.v[2] = u1.x - (ws0.v[2] + ws1.v[2]);
-  vn.v[3] = u1.y - (ws0.v[3] + ws1.v[3]);
-  for (int i = 0; i < 4; i++) {
-    vt[tile_c_col(lane, i) * TC_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
-    oc.v[i] = qs0.v[i] + qs1.v[i];
-  }
-  TILE_WARP_SYNC(); /* Vnew^T complete; every read of S^T is done (the warp's scratch) */
-  const tile_b bv = tile_load_bt_bf16(vt, TC_LDA, lane);
-  tile_mma(&oc, tile_load_a_bf16(Al, TC_LDA, lane), bv);
-  for (int i = 0; i < 4; i++) {
-    const int row = tile_c_row(lane, i);
-    if (row < ch.y)
-      if (!(TC_DIAG & 4)) STORE_OUT(o, oo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + j0 + tile_c_col(lane, i), oc.v[i]);
-  }
-  /* S = gl (.) S + Kd^T Vnew, then its bf16 copy for the next chunk. */
-#pragma unroll
-  for (int m = 0; m < TC_NMT; m++) {
-    const float ga = gl[16 * m + g], gb = gl[16 * m + g + 8];
-    S[m].v[0] *= ga;
-    S[m].v[1] *= ga;
-    S[m].v[2] *= gb;
-    S[m].v[3] *= gb;
-    tile_mma(&S[m], tile_load_a_bf16(Kl + 16 * m * TC_LDA, TC_LDA, lane), bv);
-    for (int i = 0; i < 4; i++)
-      if (!(TC_DIAG & 8)) st[tile_c_col(lane, i) * TC_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
-  }
-}
-
-/* Global -> registers: chunk cc's block share of this work-item and its U entries. */
-#define TC_LOAD(pf, u0, u1, cc)                                                             \
-  do {                                                                                      \
-    const ulong b_ = (ulong)(cc) * (ulong)H + (ulong)h;                                     \
-    _Pragma("unroll") for (int p = 0; p < TC_NPF; p++) {                                    \
-      const int e = lid + p * TC_NT;                                                        \
-      if (e < TC_BLK4) pf[p] = (TC_DIAG & 1) ? (uint4)(0) : blkg[b_ * TC_BLK4 + e];        \
-    }                                                                                       \
-    u0 = vload2(0, Ug + (b_ * CH + g) * VD + j0 + t2);                                      \
-    u1 = vload2(0, Ug + (b_ * CH + g + 8) * VD + j0 + t2);                                  \
-  } while (0)
-/* Registers -> local memory, between barriers (the previous chunk is done with it). */
-#define TC_STAGE(pf)                                                                        \
-  do {                                                                                      \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-    _Pragma("unroll") for (int p = 0; p < TC_NPF; p++) {                                    \
-      const int e = lid + p * TC_NT;                                                        \
-      if (e < TC_BLK4) if (!(TC_DIAG & 2)) tl[tc_local4(e)] = pf[p];                        \
-    }                                                                                       \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-  } while (0)
-#define TC_CHUNK(ci, u0, u1)                                                                \
-  tc_state_chunk(S, u0, u1, chunks[sq.x + (ci)], h, H, j0, lane, Wl, Ql, Kl, Al, gl, st, vt, o, oo)
-
-/* TC_PF: chunks of look-ahead of the block loads (1 or 2 register sets): global latency
- * is hidden behind that many chunks of compute. */
-#ifndef TC_PF
-#define TC_PF 2
-#endif
-
-__kernel __attribute__((reqd_work_group_size(TC_NT, 1, 1)))
-void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
-                  __global const int2 *chunks, __global const int2 *seqs, int H,
-                  __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-                  __global float *ht, ulong hto, int has_ht, __global ushort *Ssave_unused,
-                  __global ushort *Vnsave_unused) /* (the 64-token pass's, which saves) */
-{
-  (void)Ssave_unused, (void)Vnsave_unused;
-  __local uint4 tl[TC_LOC4]; /* (byte count also in lib/kda/kda_tc.c) */
-  __local ushort St[TC_NW][8][TC_LDK] TC_AL; /* bf16 S^T of each warp's 8 columns */
-  __local ushort Vt[TC_NW][8][TC_LDA] TC_AL; /* bf16 Vnew^T */
-  __local const ushort *Wl = (__local const ushort *)tl, *Ql = Wl + 16 * TC_LDK;
-  __local const ushort *Kl = (__local const ushort *)(tl + TC_KT4); /* Kd^T, rows TC_LDA */
-  __local const ushort *Al = (__local const ushort *)(tl + TC_LA4);
-  __local const float *gl = (__local const float *)(tl + TC_GL4);
-  const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
-  const int h = (int)get_group_id(1), n = (int)get_group_id(2);
-  const int j0 = ((int)get_group_id(0) * TC_NW + warp) * 8; /* this warp's V columns */
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
-  const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
-  __local ushort *st = &St[warp][0][0], *vt = &Vt[warp][0][0];
-
-  tile_c S[TC_NMT];
-#pragma unroll
-  for (int m = 0; m < TC_NMT; m++)
-    for (int i = 0; i < 4; i++) {
-      const int row = 16 * m + tile_c_row(lane, i), col = tile_c_col(lane, i);
-      S[m].v[i] = has_h0 ? h0[h0o + (sbase + row) * VD + j0 + col] : 0.0f;
-      st[col * TC_LDK + row] = f32_to_bf16(S[m].v[i]);
-    }
-  const int2 sq = seqs[n];
-  uint4 pa[TC_NPF];
-  float2 ua0 = (float2)(0.0f), ua1 = (float2)(0.0f), u0, u1; /* U at (g, 2t..), (g + 8, 2t..) */
-  if (sq.y > 0) TC_LOAD(pa, ua0, ua1, sq.x);
-#if TC_PF == 2
-  uint4 pb[TC_NPF];
-  float2 ub0 = (float2)(0.0f), ub1 = (float2)(0.0f);
-  if (sq.y > 1) TC_LOAD(pb, ub0, ub1, sq.x + 1);
-  for (int ci = 0; ci < sq.y; ci += 2) {
-    TC_STAGE(pa);
-    u0 = ua0, u1 = ua1;
-    if (ci + 2 < sq.y) TC_LOAD(pa, ua0, ua1, sq.x + ci + 2);
-    TC_CHUNK(ci, u0, u1);
-    if (ci + 1 < sq.y) { /* uniform over the work-group */
-      TC_STAGE(pb);
-      u0 = ub0, u1 = ub1;
-      if (ci + 3 < sq.y) TC_LOAD(pb, ub0, ub1, sq.x + ci + 3);
-      TC_CHUNK(ci + 1, u0, u1);
-    }
-  }
-#else
-  for (int ci = 0; ci < sq.y; ci++) {
-    TC_STAGE(pa);
-    u0 = ua0, u1 = ua1;
-    if (ci + 1 < sq.y) TC_LOAD(pa, ua0, ua1, sq.x + ci + 1);
-    TC_CHUNK(ci, u0, u1);
-  }
-#endif
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (has_ht) {
-#pragma unroll
-    for (int m = 0; m < TC_NMT; m++)
-      for (int i = 0; i < 4; i++)
-        ht[hto + (sbase + 16 * m + tile_c_row(lane, i)) * VD + j0 + tile_c_col(lane, i)] = S[m].v[i];
-  }
-}
-#endif /* TC_STEP != 64 && !TC_BWD */

@@ -1,14 +1,14 @@
-/* kda_tc_warp.cl: warp-level helpers of kda_tc_bwdc.cl's kda_tcb_chunk (issue 9), prepended
- * to it in the program "tile+kda_common+kda_tc_warp+kda_tc_bwdc". A warp holds a 16 x 16
- * block as 8 values per lane in the accumulator layout of two 16 x 8 tiles (tile.cl): element
+/* kda_tile_warp.cl: warp-level helpers of kda_tile_bwd_chunk.cl's kda_tile_bwd_chunk, prepended
+ * to it in the program "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk". A warp holds a 16 x
+ * 16 block as 8 values per lane in the accumulator layout of two 16 x 8 tiles (tile.cl): element
  * e = 4 n + i of lane (g = lane / 4, t = lane % 4) is row TD_ROW(e) = g (+ 8 for i >= 2),
  * column TD_COL(e) = 8 n + 2 t + i % 2 of the warp's 16. Column scans, a row's values,
  * column sums and row sums of such blocks: warp shuffles on PTX (shfl.sync), a per-warp
  * 16 x 16 scratch in local memory with work-group barriers on the portable tiles (every
  * work-item calls them in uniform control flow there). td_pair_b: the B fragments of both
  * 8-column halves of a 16 x 16 bf16 slice (ldmatrix.trans on PTX). */
-#define TD_LDF (CH + 1)    /* fp32 16 x 16 matrices */
-#define TD_LDR 24          /* bf16 rows of a warp's 16 x 16 slice (48 bytes: no bank conflicts) */
+#define TD_LDF KDA_TILE_LDT  /* fp32 16 x 16 matrices */
+#define TD_LDR KDA_TILE_LD16 /* bf16 rows of a warp's 16 x 16 slice (48 bytes: no bank conflicts) */
 #define TD_ROW(e) (g + (((e) & 2) << 2))               /* row of element e of a lane */
 #define TD_COL(e) (8 * ((e) >> 2) + 2 * t + ((e) & 1)) /* its column within the warp's 16 */
 #define TD_CI(e) (2 * ((e) >> 2) + ((e) & 1))           /* its column's index 0..3 in the lane */

@@ -1,32 +1,32 @@
-/* KDA backward on the tile interface (issue 9): host side of kernels_cl/kda/kda_tc_bwd.cl and
- * kda_tc_bwdc.cl. The plan (argument checks, chunk and sequence tables) is kda.c's. Steps:
- *   1. kda_tc_prep (kda_tc.cl built with -DTC_BWD=1, token-parallel): the per-chunk factors
+/* KDA backward on the tile interface: host side of kernels_cl/kda/kda_tile_bwd.cl and
+ * kda_tile_bwd_chunk.cl. The plan (argument checks, chunk and sequence tables) is
+ * kda_plan.c's, the prep's launch kda_tile_common.c's, the kept factors' layout
+ * kda_tile_kept.c's. Steps:
+ *   1. kda_tile_prep (kda_tile.cl built with -DTC_BWD=1, token-parallel): the per-chunk factors
  *      W, Kd, gl, Qg, Aqk as one bf16 block per (chunk, head) in the passes' layout, U^T fp32;
- *   2-3. two independent head-parallel passes, kda_tcb_fwd_save (the states entering each
- *      chunk and Vnew) and kda_tcb_state_bwd (reverse: dVnew and every chunk's dS), or both
- *      in one launch (kda_tcb_states) when they leave compute units idle;
- *   4. kda_tcb_chunk (kda_tc_bwdc.cl, token-parallel): the factor gradients from the saved
- *      states, then back through the 16 x 16 factors, the gate, beta and the L2 norms;
- *      kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the per-chunk partials of
+ *   2-3. two independent head-parallel passes, kda_tile_fwd_save (the states entering each
+ *      chunk and Vnew) and kda_tile_state_bwd (reverse: dVnew and every chunk's dS), or both
+ *      in one launch (kda_tile_states) when they leave compute units idle;
+ *   4. kda_tile_bwd_chunk (kda_tile_bwd_chunk.cl, token-parallel): the factor gradients from
+ *      the saved states, then back through the 16 x 16 factors, the gate, beta and the L2
+ *      norms; kda_param_reduce, kda_alog_reduce (kda_bwd.cl) sum the per-chunk partials of
  *      ddt_bias and dA_log.
- * Steps 1-3 are one program (kda_tc.cl's prep with -DTC_BWD=1, kda_tc_state.cl's fragment
- * helpers, kda_tc_bwd.cl). When the forward kept its factors and states
- * (clmoe_kda_tc_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory: S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks,
- * H, V, 16], dU fp32 [chunks, H, 16, V], the blocks (bf16, about [chunks, H, 5, 16, K], with
- * Tm and P in fp32) and U^T. */
-#include "clmoe/paths.h"
+ * Steps 1-3 are one program (kda_tile.cl's prep with -DTC_BWD=1, kda_tile_state.cl's fragment
+ * helpers, kda_tile_bwd.cl). When the forward kept its factors and states
+ * (clmoe_kda_tile_saved) steps 1 and 2 are skipped: the reverse pass runs alone. Memory:
+ * S_c^T, dS^T [chunks, H, V, K] bf16, Vnew^T bf16 [chunks, H, V, 16], dU fp32 [chunks, H, 16,
+ * V], the blocks (bf16, about [chunks, H, 5, 16, K], with Tm and P in fp32) and U^T. */
+#include "kda_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tile/tile_internal.h"
-#include "kda_internal.h"
 
-#define TD_WG 256 /* kda_tcb_chunk's (kernels_cl/kda/kda_tc_bwdc.cl) */
 
 /* kept: the forward kept S_c^T and Vnew^T (KB_SAVE, KB_VN then hold nothing) */
-static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_bwd_buffers *b)
+static clmoe_status tile_bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_bwd_buffers *b)
 {
   const size_t nch = (size_t)p->nchunks * (size_t)p->H, K = (size_t)p->K, V = (size_t)p->V;
   const size_t f = sizeof(float), hf = sizeof(cl_ushort), C = KDA_CHUNK;
@@ -34,30 +34,24 @@ static clmoe_status tcb_alloc(clmoe_ctx *ctx, const kda_plan *p, int kept, kda_b
   const size_t sizes[KB_COUNT] = {kept ? f : nch * K * V * hf, kept ? f : nch * C * V * hf, nch * K * V * hf,
                                   nch * C * V * f,
                                   f, f, f, f, f, nch * K * f, nch * K * f, (size_t)p->H * K * f};
-  return kda_bwd_buffers_alloc(ctx, b, sizes);
+  return clmoe__kda_bwd_buffers_alloc(ctx, b, sizes);
 }
 
-/* Local memory (bytes) of the tile kernels as declared in kda_tc_bwd.cl and kda_tc_bwdc.cl:
- * a block (ushorts, kda_common.cl's KDA_BB_SIZE: the save pass's part, the reverse pass's,
- * Tm and P); kda_tcb_states (ns stages of the reverse pass's part, the larger, w computing
- * warps' dO rows, and the portable tiles' scratch), kda_tcb_chunk (a pool for its steps'
- * operands, dU, six fp32 16 x 16 matrices, reductions; the portable tiles' scratch). */
-static size_t save_ushorts(size_t K) { return 34 * K; }
-static size_t rev_ushorts(size_t K) { return 50 * K + 256; }
-static size_t block_ushorts(size_t K) { return save_ushorts(K) + rev_ushorts(K) + 1024; }
+/* Local memory (bytes) of the tile kernels of kda_tile_bwd.cl and kda_tile_bwd_chunk.cl
+ * (kernels_cl/kda/kda_common.cl's layouts): the state passes (ns stages of the reverse pass's
+ * part of a block, the larger, w computing warps' dO rows, the portable tiles' scratch, the
+ * stmatrix staging), kda_tile_bwd_chunk per (chunk, head) (a pool for its steps' operands,
+ * dU, six fp32 16 x 16 matrices, reductions; the portable tiles' scratch). */
 static size_t states_bytes(size_t K, size_t w, size_t ns, int ptx, int stsm)
 {
-  return ns * rev_ushorts(K) * 2 + w * 16 * 24 * 2 + (ptx ? 0 : w * (16 * (K + 4) + 256) * 4) +
-         kda_tc_stsm_bytes(K, w, stsm);
+  return KDA_TILE_BWD_STATES_LOCAL_BYTES(K, w, ns, ptx, stsm);
 }
 static size_t chunk_bytes(size_t K, size_t V, int ptx, size_t ns)
 {
-  const size_t pool1 = 8 * ns * 2 * 16 * 24 + 16 * (V + 8) + V * 24, pool2 = 5 * 16 * (K + 8) + 16 * (V + 8);
-  return (pool1 > pool2 ? pool1 : pool2) * 2 + 16 * (V + 8) * 2 + 6 * 16 * 17 * 4 + 3 * 8 * 16 * 4 + K * 4 +
-         16 * 4 + (ptx ? 0 : 8 * 16 * 17 * 4);
+  return KDA_TILE_CHUNK_LOCAL_BYTES(K, V, ns, ptx);
 }
 
-int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
+int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p)
 {
   if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
@@ -65,10 +59,11 @@ int kda_tc_bwd_covers(clmoe_ctx *ctx, const struct kda_plan *p)
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   size_t need = chunk_bytes(K, (size_t)p->V, ptx, 2);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, kda_tc_stsm(ctx)), kda_tc_prep_local_bytes(K, (size_t)p->V)};
+  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, clmoe__kda_tile_stsm(ctx)),
+                          KDA_TILE_PREP_LOCAL_BYTES(K, (size_t)p->V)};
   for (int i = 0; i < 2; i++)
     if (mine[i] > need) need = mine[i];
-  return c->max_work_group_size >= TD_WG && c->local_mem_bytes >= need + 256;
+  return c->max_work_group_size >= KDA_TILE_CHUNK_WG && c->local_mem_bytes >= need + 256;
 }
 
 /* Computing warps of the two head-parallel passes (1, 2 or 4), 16 columns of V each. By
@@ -87,7 +82,7 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int both)
       warps = 1;
       while (warps < 4 && cols / (size_t)(2 * warps) >= units) warps *= 2;
     } else {
-      warps = kda_tc_spread_warps(ctx, p, 4);
+      warps = clmoe__kda_tile_spread_warps(ctx, p, 4);
     }
   }
   while (warps > 1 && p->V % (16 * warps)) warps /= 2;
@@ -111,7 +106,7 @@ static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int st
   return 2;
 }
 
-/* The two passes in one launch (kda_tcb_states) while their work-groups together leave
+/* The two passes in one launch (kda_tile_states) while their work-groups together leave
  * compute units free for more (at most 2 per unit), else one after the other: on the H200 at
  * T 16384, one launch took 1.31 ms against 0.84 + 0.96 at H 16 (256 work-groups of 1
  * warp), 2.44 against 1.08 + 1.36 at H 32 (512), and 4.52 against 2.04 + 2.09 at H 64 (512
@@ -132,16 +127,16 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
                               const clmoe_tensor *dht, clmoe_tensor *dh0, int warps, int stages)
 {
   char opts[320], base[128];
-  kda_options(p, 0, base, sizeof base);
-  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA, stsm = kda_tc_stsm(ctx);
+  clmoe__kda_options(p, 0, base, sizeof base);
+  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA, stsm = clmoe__kda_tile_stsm(ctx);
   int w = pick_warps(ctx, p, warps, prep);
   const int ns = fit_ring(ctx, p, stages, prod, stsm, &w);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d -DTC_STSM=%d %s", base,
            w, ns, prod, stsm, clmoe__tile_options(ctx));
-  const char *prog = "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd";
+  const char *prog = "tile+kda_common+kda_tile+kda_tile_state+kda_tile_bwd";
   cl_kernel kp;
-  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tc_prep", &kp));
-  if (prep) CLMOE_TRY(kda_tc_prep_launch(ctx, p, in, kp, blk, U, NULL));
+  CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_prep", &kp));
+  if (prep) CLMOE_TRY(clmoe__kda_tile_prep_launch(ctx, p, in, kp, blk, U, NULL));
   cl_int H = (cl_int)p->H;
   /* (V / 16 / w, H, N) work-groups of w computing warps + the producer per pass */
   const size_t cols = (size_t)(p->V / 16 / w), wg = (size_t)(32 * (w + prod));
@@ -153,7 +148,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   cl_int has_h0 = h0 != NULL, has_dht = dht != NULL, has_dh0 = dh0 != NULL;
   if (prep && pick_fused(ctx, p, cols)) {
     cl_kernel ks;
-    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_states", &ks));
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_states", &ks));
     CLMOE_TRY(clmoe__args(ks, 20, KA(blk), KA(U), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o),
                           KA(has_h0), KA(dout->buf), KA(doo), KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_SAVE]),
                           KA(b->m[KB_VN]), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m), KA(dh0o), KA(has_dh0)));
@@ -162,12 +157,12 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   } else { /* the save pass unless the forward kept the states, then the reverse pass */
     cl_kernel kf, kr;
     if (prep) {
-      CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_fwd_save", &kf));
+      CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_fwd_save", &kf));
       CLMOE_TRY(clmoe__args(kf, 9, KA(blk), KA(U), KA(p->seq_chunks), KA(H), KA(h0m), KA(h0o), KA(has_h0),
                             KA(b->m[KB_SAVE]), KA(b->m[KB_VN])));
       CLMOE_TRY(clmoe__launch(ctx, kf, 3, gs, ls));
     }
-    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tcb_state_bwd", &kr));
+    CLMOE_TRY(clmoe__kernel(ctx, prog, opts, "kda_tile_state_bwd", &kr));
     CLMOE_TRY(clmoe__args(kr, 14, KA(blk), KA(p->chunks), KA(p->seq_chunks), KA(H), KA(dout->buf), KA(doo),
                           KA(dhtm), KA(dhto), KA(has_dht), KA(b->m[KB_DU]), KA(b->m[KB_DSAVE]), KA(dh0m),
                           KA(dh0o), KA(has_dh0)));
@@ -176,7 +171,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
   return CLMOE_OK;
 }
 
-/* kda_tcb_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
+/* kda_tile_bwd_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
  * compiler to 128 registers: 16 warps per SM instead of 8) where the matrix unit is NVIDIA's
  * and twice its local memory fits, else 1; then the stages of its warps' copy rings: 3 where
  * they fit, else 2. CLMOE_KDA_TCB_PAIR=1 / 2 and CLMOE_KDA_TCB_STAGES=2 / 3 (read at every
@@ -185,7 +180,8 @@ static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   const size_t K = (size_t)p->K, V = (size_t)p->V, avail = clmoe__local_mem_optin(ctx);
-  const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail && clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * TD_WG;
+  const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail &&
+                   clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * KDA_TILE_CHUNK_WG;
   const char *env = getenv("CLMOE_KDA_TCB_PAIR"), *env_s = getenv("CLMOE_KDA_TCB_STAGES");
   int pair = ptx && fits ? 2 : 1;
   if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) pair = env[0] == '2' && fits ? 2 : 1;
@@ -194,20 +190,19 @@ static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
   return pair;
 }
 
-/* Step 4: kda_tcb_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
- * reductions. */
+/* Step 4: kda_tile_bwd_chunk (tiles) on the saved states and the blocks, then kda_bwd.cl's
+ * reductions (kda_chunk.c). */
 static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in, cl_mem blk,
                                    cl_mem Sm, cl_mem Vm, const kda_bwd_buffers *b, const clmoe_tensor *dout, const clmoe_kda_grads *g)
 {
   char opts[128], topts[256];
   int ns;
   const int pair = pick_pair(ctx, p, &ns);
-  kda_options(p, 0, opts, sizeof opts);
+  clmoe__kda_options(p, 0, opts, sizeof opts);
   snprintf(topts, sizeof topts, "%s -DTD_PAIR=%d -DTD_NS=%d %s", opts, pair, ns, clmoe__tile_options(ctx));
-  cl_kernel k, k1, k2;
-  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tc_warp+kda_tc_bwdc", topts, "kda_tcb_chunk", &k));
-  CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_param_reduce", &k1));
-  CLMOE_TRY(clmoe__kernel(ctx, "kda_common+kda_bwd", opts, "kda_alog_reduce", &k2));
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk", topts,
+                          "kda_tile_bwd_chunk", &k));
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
   cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
   cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;
@@ -224,48 +219,25 @@ static clmoe_status run_chunk_tail(clmoe_ctx *ctx, const kda_plan *p, const clmo
                         KA(g->dv->buf), KA(dvo), KA(g->dg->buf), KA(dzo), KA(g->dbeta->buf), KA(dbo),
                         KA(b->m[KB_PDDT]), KA(b->m[KB_PDA])));
   const size_t groups = ((size_t)p->nchunks + (size_t)pair - 1) / (size_t)pair;
-  size_t global[2] = {groups * TD_WG * (size_t)pair, (size_t)p->H}, local[2] = {TD_WG * (size_t)pair, 1};
+  size_t global[2] = {groups * KDA_TILE_CHUNK_WG * (size_t)pair, (size_t)p->H};
+  size_t local[2] = {KDA_TILE_CHUNK_WG * (size_t)pair, 1};
   CLMOE_TRY(clmoe__launch(ctx, k, 2, global, local));
-  cl_ulong ddto = (cl_ulong)g->ddt_bias->offset, dao = (cl_ulong)g->dA_log->offset;
-  CLMOE_TRY(clmoe__args(k1, 7, KA(b->m[KB_PDDT]), KA(b->m[KB_PDA]), KA(nch), KA(H), KA(g->ddt_bias->buf),
-                        KA(ddto), KA(b->m[KB_TMP])));
-  CLMOE_TRY(clmoe__launch1d(ctx, k1, (size_t)(p->H * p->K)));
-  CLMOE_TRY(clmoe__args(k2, 4, KA(b->m[KB_TMP]), KA(H), KA(g->dA_log->buf), KA(dao)));
-  return clmoe__launch1d(ctx, k2, (size_t)p->H);
+  return clmoe__kda_param_reduce(ctx, p, b, g);
 }
 
-void kda_tc_kept_sizes(size_t nch, int64_t K, int64_t V, size_t sizes[4])
-{
-  const size_t k = (size_t)K, v = (size_t)V, hf = sizeof(cl_ushort), C = KDA_CHUNK;
-  sizes[0] = nch * block_ushorts(k) * hf; /* the backward's blocks */
-  sizes[1] = nch * C * v * sizeof(float); /* U^T */
-  sizes[2] = nch * v * k * hf;            /* S_c^T */
-  sizes[3] = nch * v * C * hf;            /* Vnew^T */
-}
-
-size_t clmoe_kda_tc_kept_bytes(int64_t K, int64_t V)
-{
-  if (K < 16 || V < 16 || K % 16 || V % 16 || K > 128 || V > 128) return 0;
-  size_t sz[4];
-  kda_tc_kept_sizes(1, K, V, sz);
-  return sz[0] + sz[1] + sz[2] + sz[3];
-}
-
-clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmoe_kda_inputs *in,
-                            const clmoe_tensor *dout, const clmoe_tensor *dht,
-                            const clmoe_kda_grads *g, int warps, int lookahead,
-                            const clmoe_kda_tc_saved *saved)
+clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
+                                     const clmoe_tensor *dout, const clmoe_tensor *dht,
+                                     const clmoe_kda_grads *g, int warps, int lookahead,
+                                     const clmoe_kda_tile_saved *saved)
 {
   if (p->nchunks == 0) return CLMOE_OK; /* (callers handle the empty case) */
   const int stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
-  /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tc_saved, when they are
+  /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tile_saved, when they are
    * this plan's, with the states) */
   size_t ks[4];
-  kda_tc_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
+  clmoe__kda_tile_kept_sizes((size_t)p->nchunks * (size_t)p->H, p->K, p->V, ks);
   const size_t blk_bytes = ks[0], u_bytes = ks[1];
-  const int kept = saved && saved->nchunks == p->nchunks && saved->H == p->H && saved->K == p->K &&
-                   saved->V == p->V && saved->blocks_bytes == ks[0] && saved->ut_bytes == ks[1] &&
-                   saved->states_bytes == ks[2] && saved->vnew_bytes == ks[3];
+  const int kept = clmoe__kda_tile_kept_matches(saved, p);
   cl_mem blk = NULL, U = NULL;
   kda_bwd_buffers b = {0};
   clmoe_status st;
@@ -274,28 +246,28 @@ clmoe_status kda_tc_bwd_run(clmoe_ctx *ctx, const struct kda_plan *p, const clmo
     CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, u_bytes, &U), done);
   }
   cl_mem bk = kept ? saved->blocks : blk, uk = kept ? saved->ut : U;
-  CLMOE_TRY_GOTO(st, tcb_alloc(ctx, p, kept, &b), done);
+  CLMOE_TRY_GOTO(st, tile_bwd_alloc(ctx, p, kept, &b), done);
   CLMOE_TRY_GOTO(st, run_tiles(ctx, p, in, bk, uk, !kept, &b, dout, dht, g->dinitial_state, warps, stages), done);
   st = run_chunk_tail(ctx, p, in, bk, kept ? saved->states : b.m[KB_SAVE], kept ? saved->vnew : b.m[KB_VN], &b,
                       dout, g);
 done:
-  kda_bwd_buffers_release(ctx, &b);
+  clmoe__kda_bwd_buffers_release(ctx, &b);
   clmoe__scratch_release(ctx, blk, blk_bytes);
   clmoe__scratch_release(ctx, U, u_bytes);
   return st;
 }
 
-clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts,
+clmoe_status clmoe_kda_backward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opts,
                                    const clmoe_kda_inputs *in, const clmoe_tensor *dout,
                                    const clmoe_tensor *dfinal_state, const clmoe_kda_grads *grads,
-                                   const clmoe_kda_tc_config *cfg)
+                                   const clmoe_kda_tile_config *cfg)
 {
-  const char *op = "clmoe_kda_backward_tc";
+  const char *op = "clmoe_kda_backward_tile";
   kda_plan p;
-  CLMOE_TRY(kda_plan_make(ctx, op, opts, in, &p));
+  CLMOE_TRY(clmoe__kda_plan_make(ctx, op, opts, in, &p));
   clmoe_status st = CLMOE_OK;
-  CLMOE_TRY_GOTO(st, kda_check_grads(op, &p, dout, dfinal_state, grads), done);
-  if (!kda_tc_bwd_covers(ctx, &p)) {
+  CLMOE_TRY_GOTO(st, clmoe__kda_check_grads(op, &p, dout, dfinal_state, grads), done);
+  if (!clmoe__kda_tile_bwd_covers(ctx, &p)) {
     st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs the bounded gate, K, V "
                       "multiples of 16 up to 128, work-groups of 256 and about 48 KB of local "
                       "memory (K = %lld, V = %lld, %s gate)", op, (long long)p.K, (long long)p.V,
@@ -303,12 +275,12 @@ clmoe_status clmoe_kda_backward_tc(clmoe_ctx *ctx, const clmoe_kda_options *opts
     goto done;
   }
   if (p.nchunks == 0) {
-    st = kda_backward_empty(dfinal_state, grads);
+    st = clmoe__kda_backward_empty(dfinal_state, grads);
     goto done;
   }
-  st = kda_tc_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,
+  st = clmoe__kda_tile_bwd_run(ctx, &p, in, dout, dfinal_state, grads, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,
                       cfg ? cfg->saved : NULL);
 done:
-  kda_plan_release(ctx, &p);
+  clmoe__kda_plan_release(ctx, &p);
   return st;
 }

@@ -1,9 +1,9 @@
-/* kda_tc_bwdc.cl: the per-chunk part of the KDA backward on the tile interface (issue 9),
+/* kda_tile_bwd_chunk.cl: the per-chunk part of the KDA backward on the tile interface,
  * the tile counterpart of kda_bwd.cl's kda_bwd_chunk. Built as
- * "tile+kda_common+kda_tc_warp+kda_tc_bwdc" (kda_tc_warp.cl: the warp-level helpers)
+ * "tile+kda_common+kda_tile_warp+kda_tile_bwd_chunk" (kda_tile_warp.cl: the warp-level helpers)
  * with kda_common's -DKD -DVD (multiples of 16, <= 128) and the tile options; bounded gate.
  *
- * kda_tcb_chunk, token-parallel, 8 warps per (chunk, head). Warp w owns the 16 columns
+ * kda_tile_bwd_chunk, token-parallel, 8 warps per (chunk, head). Warp w owns the 16 columns
  * 16 w .. 16 w + 15 of K (and of V): every per-element quantity lives in registers in the
  * accumulator layout of two 16 x 8 tiles (element e = 4 n + i of a lane: row
  * tile_c_row(lane, i), column 16 w + 8 n + tile_c_col(lane, i)), so that the products whose
@@ -24,22 +24,23 @@
  * dP^T Kp + tA^T Qp (dP = d(Kp Km^T), tA = d(Qp Km^T)); fp32: the gradient through the
  * 16 x 16 inverse, the elementwise work. */
 #if KD % 16 || VD % 16 || KD > 128 || VD > 128
-#error "kda_tc_bwdc needs KD and VD multiples of 16 up to 128"
+#error "kda_tile_bwd_chunk needs KD and VD multiples of 16 up to 128"
 #endif
 
-#define TD_WG 256          /* 8 warps per (chunk, head); warp w owns columns 16 w .. 16 w + 15 */
-#define TD_NW 8
+/* (sizes from kda_common.cl's layouts, which the host reads too) */
+#define TD_WG KDA_TILE_CHUNK_WG /* 8 warps per (chunk, head); warp w: columns 16 w .. 16 w + 15 */
+#define TD_NW (TD_WG / 32)
 #ifndef TD_PAIR
-#define TD_PAIR 1          /* (chunk, head) pairs per work-group: 1 or 2 (lib/kda/kda_tc_bwd.c) */
+#define TD_PAIR 1          /* (chunk, head) pairs per work-group: 1 or 2 (lib/kda/kda_tile_bwd.c) */
 #endif
-#define TD_LDK (KD + 8)    /* padded bf16 rows of K-wide local tiles */
-#define TD_LDV (VD + 8)
-#define TD_LDN 24          /* bf16 rows of Vnew^T [V][16] */
+#define TD_LDK KDA_TILE_LDK(KD) /* padded bf16 rows of K-wide local tiles */
+#define TD_LDV KDA_TILE_LDV(VD)
+#define TD_LDN KDA_TILE_LD16    /* bf16 rows of Vnew^T [V][16] */
 #ifndef TD_NS
 #define TD_NS 2            /* stages of a warp's ring: 2 or 3 (slices in flight: TD_NS - 1) */
 #endif
-#define TD_STG (2 * 16 * TD_LDR)   /* ushorts of a stage: S, dS */
-#define TD_RING (TD_NS * TD_STG)   /* ushorts of a warp's ring */
+#define TD_STG (2 * 16 * TD_LDR)           /* ushorts of a stage: S, dS */
+#define TD_RING KDA_TILE_CHUNK_RING(TD_NS) /* ushorts of a warp's ring */
 #if TD_NS == 2
 #define TD_WAIT() TILE_CP_WAIT(1)
 #elif TD_NS == 3
@@ -77,25 +78,23 @@ inline float td_red_get(__local const float (*rq)[CH], int row)
 }
 
 __kernel __attribute__((reqd_work_group_size(TD_WG * TD_PAIR, 1, 1)))
-void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
-                   __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
-                   __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
-                   __global const float *dtb, ulong dto, __global const int2 *chunks, int nch, int H,
-                   float scale, float lb, __global const ushort *blkg,
-                   __global const ushort *Ssave, __global const ushort *dSsave,
-                   __global const ushort *Vnsave, __global const float *dUg,
-                   __global const float *dout, ulong doo,
-                   __global float *dq, ulong dqo, __global float *dk, ulong dko,
-                   __global float *dv, ulong dvo, __global float *dz, ulong dzo,
-                   __global float *dbeta, ulong dbo, __global float *pddt, __global float *pdA)
+void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
+                        __global const store_t *v, ulong vo, __global const store_t *z, ulong zo,
+                        __global const store_t *bl, ulong bo, __global const float *A_log, ulong ao,
+                        __global const float *dtb, ulong dto, __global const int2 *chunks, int nch, int H,
+                        float scale, float lb, __global const ushort *blkg,
+                        __global const ushort *Ssave, __global const ushort *dSsave,
+                        __global const ushort *Vnsave, __global const float *dUg,
+                        __global const float *dout, ulong doo,
+                        __global float *dq, ulong dqo, __global float *dk, ulong dko,
+                        __global float *dv, ulong dvo, __global float *dz, ulong dzo,
+                        __global float *dbeta, ulong dbo, __global float *pddt, __global float *pdA)
 {
-  /* (lib/kda/kda_tc_bwd.c counts these bytes) Step 1's ring, dO and Vnew^T share a pool with
-   * step 2's bf16 factors. With TD_PAIR 2 the halves of the work-group take two chunks
-   * (every array twice): 512 work-items hold the compiler to 128 registers, so that the
-   * SM runs 16 warps of this kernel (not 8 at 150-180 registers and 256 work-items). */
-#define TD_POOL_1 (TD_NW * TD_RING + CH * TD_LDV + VD * TD_LDN)
-#define TD_POOL_2 (3 * CH * TD_LDK + 2 * CH * TD_LDK + CH * TD_LDV)
-  __local ushort pool_[TD_PAIR][TD_POOL_1 > TD_POOL_2 ? TD_POOL_1 : TD_POOL_2] TD_AL;
+  /* (bytes in all: KDA_TILE_CHUNK_LOCAL_BYTES a pair) Step 1's ring, dO and Vnew^T share a
+   * pool with step 2's bf16 factors. With TD_PAIR 2 the halves of the work-group take two
+   * chunks (every array twice): 512 work-items hold the compiler to 128 registers, so that
+   * the SM runs 16 warps of this kernel (not 8 at 150-180 registers and 256 work-items). */
+  __local ushort pool_[TD_PAIR][KDA_TILE_CHUNK_POOL(KD, VD, TD_NS)] TD_AL;
   __local ushort DU_[TD_PAIR][CH][TD_LDV] TD_AL; /* dVnew (bf16) */
   __local float Tm_[TD_PAIR][CH][TD_LDF], Pm_[TD_PAIR][CH][TD_LDF], M1_[TD_PAIR][CH][TD_LDF];
   __local float M4_[TD_PAIR][CH][TD_LDF], Mm_[TD_PAIR][CH][TD_LDF], tA_[TD_PAIR][CH][TD_LDF];
@@ -115,6 +114,12 @@ void kda_tcb_chunk(__global const store_t *q, ulong qo, __global const store_t *
   const ulong base = (ulong)c * (ulong)H + (ulong)h;
   const float ea = exp(A_log[ao + h]);
   TD_SCRATCH(TD_NW);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof pool_ + sizeof DU_ + sizeof Tm_ + sizeof Pm_ + sizeof M1_ + sizeof M4_ +
+                       sizeof Mm_ + sizeof tA_ + sizeof red_ + sizeof dglL_ + sizeof btL_ +
+                       sizeof scr_ ==
+                   TD_PAIR * KDA_TILE_CHUNK_LOCAL_BYTES(KD, VD, TD_NS, 0));
+#endif
   /* step 1's views of the pool */
   __local ushort *ring = pool + warp * TD_RING, *DO = pool + TD_NW * TD_RING, *VN = DO + CH * TD_LDV;
   /* step 2's */

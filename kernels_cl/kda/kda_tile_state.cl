@@ -1,8 +1,9 @@
-/* kda_tc_state.cl: the register-state pass of the KDA forward on tiles (TC_STEP 64),
- * appended to kda_tc.cl in the program ("tile+kda_common+kda_tc+kda_tc_state"), whose prep
- * writes the blocks it reads (fragment order, -W, U^T: TC_IW in kda_tc.cl).
+/* kda_tile_state.cl: the register-state pass of the KDA forward on tiles (TC_STEP 64),
+ * appended to kda_tile.cl in the program ("tile+kda_common+kda_tile+kda_tile_state16+
+ * kda_tile_state"), whose prep writes the blocks it reads (fragment order, -W, U^T: TC_IW in
+ * kda_tile.cl).
  *
- * kda_tc_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
+ * kda_tile_state, head-parallel (work-group: TC_NW warps of one (sequence, head), each warp
  * owning 16 columns of V). The state is kept transposed, S^T [16 V columns x KD], as KD / 8
  * fp32 accumulator tiles per lane, so that every product takes S^T or Vnew^T as its A
  * operand straight from accumulators (two tiles packed to bf16 pairs: tile_a_from_c's
@@ -19,7 +20,7 @@
  * global latency and local stores were most of its time (docs/benchmarks-tiles.md). The
  * portable tiles cannot exchange fragments between lanes without memory: there S^T and
  * Vnew^T also go through a per-warp local scratch (2 more barriers a chunk). The backward's
- * program (-DTC_BWD=1) appends kda_tc_bwd.cl and uses the helpers below (tc_frag,
+ * program (-DTC_BWD=1) appends kda_tile_bwd.cl and uses the helpers below (tc_frag,
  * tc_a_pair, TC_CP_WAIT) for its reverse pass, without this file's kernel. */
 #if TC_STEP == 64
 
@@ -34,15 +35,15 @@
 #define TC_PROD 0
 #endif
 #define TC_NWG (TC_NT + 32 * TC_PROD) /* work-group size */
-#define TC_LDS (KD + 4)  /* fp32 row of the portable S^T scratch */
+#define TC_LDS KDA_TILE_LDS(KD) /* fp32 row of the portable S^T scratch */
 #ifndef TC_NS
 #define TC_NS 3          /* stages of the copy ring (2..4) */
 #endif
 #if TC_NS < 2 || TC_NS > 4
 #error "TC_NS must be 2, 3 or 4"
 #endif
-#define TC_U4 (TC_NW * 16 * CH / 4)  /* uint4 of the work-group's U^T rows */
-#define TC_STG4 (TC_BLK4 + TC_U4)     /* uint4 of one stage: the block, then U^T */
+#define TC_U4 KDA_TILE_S64_U4(TC_NW)           /* uint4 of the work-group's U^T rows */
+#define TC_STG4 KDA_TILE_S64_STAGE4(KD, TC_NW) /* uint4 of one stage: the block, then U^T */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #define TC_UNROLL _Pragma("unroll")
@@ -130,7 +131,7 @@ inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, in
 #define TC_STSM 0
 #endif
 #define TC_STG_AL __attribute__((aligned(16)))
-#define TC_LDG (KD + 8) /* staging row (ushorts): 16-byte shift a row, no bank conflicts */
+#define TC_LDG KDA_TILE_LDK(KD) /* staging row (ushorts): 16-byte shift a row, no bank conflicts */
 #if TC_STSM
 inline void tc_save_rows(const tile_c *x, int n, __global ushort *p, __local ushort *stg, int lane)
 {
@@ -261,17 +262,17 @@ inline void tc_issue(__local uint4 *st, __global const uint4 *blkg, __global con
 }
 
 /* Grid (VD / 16 / TC_NW work-groups, H, sequences); the same arguments as TC_STEP 16's, then,
- * with -DTC_SAVE=1, where the backward's states go (kda_tc_bwd.cl's save pass's outputs, so
+ * with -DTC_SAVE=1, where the backward's states go (kda_tile_bwd.cl's save pass's outputs, so
  * that the backward skips that pass): S_c^T [chunks, H, VD, KD] entering each chunk and
  * Vnew^T [chunks, H, VD, 16], bf16 (unused otherwise). */
 __kernel __attribute__((reqd_work_group_size(TC_NWG, 1, 1)))
-void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
-                  __global const int2 *chunks, __global const int2 *seqs, int H,
-                  __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
-                  __global float *ht, ulong hto, int has_ht, __global ushort *Ssave,
-                  __global ushort *Vnsave)
+void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
+                    __global const int2 *chunks, __global const int2 *seqs, int H,
+                    __global const float *h0, ulong h0o, int has_h0, __global out_t *o, ulong oo,
+                    __global float *ht, ulong hto, int has_ht, __global ushort *Ssave,
+                    __global ushort *Vnsave)
 {
-  /* (byte counts also in lib/kda/kda_tc.c) */
+  /* (bytes in all: KDA_TILE_STATE64_LOCAL_BYTES) */
   __local uint4 ring[TC_NS][TC_STG4];
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
@@ -288,6 +289,8 @@ void kda_tc_state(__global const uint4 *blkg, __global const float *Ug,
 #else
   __local float scr[TC_NW][16 * TC_LDS + 16 * CH];
   __local float *sS = scr[warp], *sV = scr[warp] + 16 * TC_LDS;
+  KDA_LAYOUT_CHECK(sizeof ring + sizeof scr ==
+                   KDA_TILE_STATE64_LOCAL_BYTES(KD, TC_NW, TC_NS, 0, 0));
 #endif
   /* S^T [16 x KD]: tile nt holds S^T[row][8 nt + col] = S[8 nt + col][j0 + row]. */
   const int load_h0 = TC_PROD ? has_h0 && warp < TC_NW : has_h0; /* (not the producer) */

@@ -1,4 +1,4 @@
-/* conv.cl: causal depthwise short convolution over time with SiLU (KDA's ShortConv4):
+/* kda_conv.cl: causal depthwise short convolution over time with SiLU (KDA's ShortConv4):
  *   y[t, c] = silu(pre[t, c]),  pre[t, c] = sum_{j < W} w[c, j] x[t - W + 1 + j, c],
  * inputs before a sequence's first token taken from its conv state [N, W - 1, C].
  * Built per width and storage: -DCONV_W=W, -DSTORE_BF16 (x), -DOUT_BF16 (y), and per

@@ -1,7 +1,7 @@
-/* kda_tc_bwd.cl: the KDA backward on the tile interface (issue 9). Appended to the forward's
- * files in the program "tile+kda_common+kda_tc+kda_tc_state+kda_tc_bwd", built with
+/* kda_tile_bwd.cl: the KDA backward on the tile interface. Appended to the forward's
+ * files in the program "tile+kda_common+kda_tile+kda_tile_state+kda_tile_bwd", built with
  * kda_common's -DKD -DVD (multiples of 16, <= 128), the tile options, -DTC_STEP=64
- * -DTC_BWD=1 (kda_tc.cl's prep writes the backward's blocks; kda_tc_state.cl gives its
+ * -DTC_BWD=1 (kda_tile.cl's prep writes the backward's blocks; kda_tile_state.cl gives its
  * fragment helpers, not its kernel), -DTB_NW (computing warps of a state pass's
  * work-group), -DTB_NS (stages of its copy ring, 2..4) and -DTB_PROD (0/1: a producer
  * warp, PTX tiles only). Every product over K or V is tile_mma (D[16 x 8] += A[16 x 16]
@@ -11,18 +11,18 @@
  *   Vnew = U - W S,  O = Qg S + Aqk Vnew,  S' = gl (.) S + Kd^T Vnew.
  *
  * The two head-parallel passes keep their state transposed in fp32 accumulators, as the
- * forward's state pass does (kda_tc_state.cl): each warp owns 16 columns of V, and every
+ * forward's state pass does (kda_tile_state.cl): each warp owns 16 columns of V, and every
  * product takes the state, dO^T or Vnew^T / dVnew^T as its A operand (accumulator pairs
  * packed to bf16, no memory on PTX) and the chunk's fragments as B. On the H200 this
  * formulation took the two passes from 1.78 + 1.88 ms (S [K, 8] with a bf16 copy in local
  * memory, 8 columns per warp) to 1.03 + 1.16 at H 16, T 16384 (2 warps per work-group).
- * kda_tcb_fwd_save / kda_tcb_state_bwd run them one after the other, kda_tcb_states both in
+ * kda_tile_fwd_save / kda_tile_state_bwd run them one after the other, kda_tile_states both in
  * one launch (they do not depend on each other).
  * The save pass (ts_pass, TB_NW warps): the forward again,
  *     Vnew^T = U^T + S^T (-W)^T,   S^T = S^T Diag(gl) + Vnew^T Kd,
  *   keeping the state entering each chunk S_c^T [chunks, H, V, K] and Vnew^T [chunks, H,
  *   V, 16], both bf16 (every later use is a bf16 tile operand; only dgl's elementwise sum
- *   sees the rounding). Not run when the forward kept them (kda_tc_state.cl's -DTC_SAVE=1
+ *   sees the rounding). Not run when the forward kept them (kda_tile_state.cl's -DTC_SAVE=1
  *   stores the same values).
  * The reverse pass (tr_pass), chunks in reverse, dS (the gradient of the state after
  *   the chunk):
@@ -34,7 +34,7 @@
  * one work-group barrier per chunk. The portable tiles pass the state and Vnew^T through a
  * per-warp fp32 scratch instead (two more barriers a chunk); with -DTC_STSM=1 the saved
  * rows leave through a per-warp staging area there (tc_save_rows).
- * kda_tc_bwdc.cl's kda_tcb_chunk (token-parallel) reads S_c^T, dS^T, Vnew^T and dU and
+ * kda_tile_bwd_chunk.cl's kda_tile_bwd_chunk (token-parallel) reads S_c^T, dS^T, Vnew^T and dU and
  * finishes the backward. */
 #ifndef TB_NW
 #define TB_NW 2
@@ -47,13 +47,13 @@
 #define TB_PROD 0
 #endif
 #if KD % 16 || VD % 16
-#error "kda_tc_bwd needs KD and VD multiples of 16"
+#error "kda_tile_bwd needs KD and VD multiples of 16"
 #endif
 #define TB_NWG (32 * TB_NW + 32 * TB_PROD) /* work-group sizes of the two passes */
 #define TB_AL __attribute__((aligned(16)))
 #define TB_BLK4 (KDA_BB_SIZE / 8)                 /* uint4 of a block */
 #define TB_FWD4 (KDA_BB_SAVE / 8)                 /* ... of the save pass's part */
-#define TB_REV4 ((KDA_BB_REND - KDA_BB_SAVE) / 8) /* ... of the reverse pass's, after it */
+#define TB_REV4 (KDA_TILE_BWD_REV_PART(KD) / 8)   /* ... of the reverse pass's, after it */
 
 #if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #if TB_NS == 2
@@ -210,11 +210,11 @@ ts_pass(__local uint4 *ring, __local float *sS, __local float *sV, int gx, __glo
 
 /* ---- the reverse pass ------------------------------------------------------------------ */
 
-#define TR_LDO 24 /* bf16 row of a warp's dO scratch */
+#define TR_LDO KDA_TILE_LD16 /* bf16 row of a warp's dO scratch */
 
 /* One chunk of a warp's 16 columns: dS^T in dS, the reverse part of the chunk's block at rb
  * (ring), this chunk's dO rows (bf16) in dol. Stores dS^T (after the chunk, for
- * kda_tcb_chunk) at dsp ([16 columns][KD]) and dVnew at dup ([16 tokens][VD], fp32). */
+ * kda_tile_bwd_chunk) at dsp ([16 columns][KD]) and dVnew at dup ([16 tokens][VD], fp32). */
 __attribute__((always_inline)) inline void
 tr_chunk(tile_c *dS, __local const ushort *rb, __local const ushort *dol, __global ushort *dsp,
          __global float *dup, int lane, __local float *sS, __local float *sV)
@@ -313,26 +313,30 @@ tr_pass(__local uint4 *ring, __local ushort *dO, __local float *sS, __local floa
 
 /* Grid (VD / 16 / TB_NW work-groups, H, sequences) each. */
 __kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
-void kda_tcb_fwd_save(__global const uint4 *blkg, __global const float *Ug, __global const int2 *seqs,
-                      int H, __global const float *h0, ulong h0o, int has_h0, __global ushort *Ssave,
-                      __global ushort *Vnsave)
+void kda_tile_fwd_save(__global const uint4 *blkg, __global const float *Ug, __global const int2 *seqs,
+                       int H, __global const float *h0, ulong h0o, int has_h0, __global ushort *Ssave,
+                       __global ushort *Vnsave)
 {
-  __local uint4 ring[TB_NS * TB_FWD4]; /* (lib/kda/kda_tc_bwd.c counts these bytes) */
+  __local uint4 ring[TB_NS * TB_FWD4]; /* (the reverse pass's ring is the larger) */
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0; /* (the producer: 0) */
   TB_SCRATCH(TB_NW);
   ts_pass(ring, sS, sV, (int)get_group_id(0), blkg, Ug, seqs, H, h0, h0o, has_h0, Ssave, Vnsave);
 }
 
 __kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
-void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs,
-                       int H, __global const float *dout, ulong doo, __global const float *dht,
-                       ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
-                       __global float *dh0, ulong dh0o, int has_dh0)
+void kda_tile_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, __global const int2 *seqs,
+                        int H, __global const float *dout, ulong doo, __global const float *dht,
+                        ulong dhto, int has_dht, __global float *dUg, __global ushort *dSsave,
+                        __global float *dh0, ulong dh0o, int has_dh0)
 {
-  __local uint4 ring[TB_NS * TB_REV4];
+  __local uint4 ring[TB_NS * TB_REV4]; /* (bytes in all: KDA_TILE_BWD_STATES_LOCAL_BYTES) */
   __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
   TB_SCRATCH(TB_NW);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof ring + sizeof dO + sizeof scr_ ==
+                   KDA_TILE_BWD_STATES_LOCAL_BYTES(KD, TB_NW, TB_NS, 0, 0));
+#endif
   tr_pass(ring, dO, sS, sV, (int)get_group_id(0), blkg, chunks, seqs, H, dout, doo, dht, dhto, has_dht, dUg,
           dSsave, dh0, dh0o, has_dh0);
 }
@@ -344,16 +348,20 @@ void kda_tcb_state_bwd(__global const uint4 *blkg, __global const int2 *chunks, 
  * reverse pass's larger ring. On the H200 at T 16384 with 1 warp per work-group: H 16 1.31
  * ms against 0.84 + 0.96 one after the other, H 32 2.44 against 1.08 + 1.36. */
 __kernel __attribute__((reqd_work_group_size(TB_NWG, 1, 1)))
-void kda_tcb_states(__global const uint4 *blkg, __global const float *Ug, __global const int2 *chunks,
-                    __global const int2 *seqs, int H, __global const float *h0, ulong h0o, int has_h0,
-                    __global const float *dout, ulong doo, __global const float *dht, ulong dhto,
-                    int has_dht, __global ushort *Ssave, __global ushort *Vnsave, __global float *dUg,
-                    __global ushort *dSsave, __global float *dh0, ulong dh0o, int has_dh0)
+void kda_tile_states(__global const uint4 *blkg, __global const float *Ug, __global const int2 *chunks,
+                     __global const int2 *seqs, int H, __global const float *h0, ulong h0o, int has_h0,
+                     __global const float *dout, ulong doo, __global const float *dht, ulong dhto,
+                     int has_dht, __global ushort *Ssave, __global ushort *Vnsave, __global float *dUg,
+                     __global ushort *dSsave, __global float *dh0, ulong dh0o, int has_dh0)
 {
-  __local uint4 ring[TB_NS * TB_REV4];
+  __local uint4 ring[TB_NS * TB_REV4]; /* (bytes in all: KDA_TILE_BWD_STATES_LOCAL_BYTES) */
   __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
   TB_SCRATCH(TB_NW);
+#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+  KDA_LAYOUT_CHECK(sizeof ring + sizeof dO + sizeof scr_ ==
+                   KDA_TILE_BWD_STATES_LOCAL_BYTES(KD, TB_NW, TB_NS, 0, 0));
+#endif
   const int gx = (int)get_group_id(0), nsave = VD / 16 / TB_NW;
   if (gx < nsave)
     ts_pass(ring, sS, sV, gx, blkg, Ug, seqs, H, h0, h0o, has_h0, Ssave, Vnsave);

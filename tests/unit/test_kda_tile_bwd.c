@@ -1,11 +1,11 @@
-/* CUnit suite: the KDA backward on the tile interface (issue 9). clmoe_kda_backward_tc
+/* CUnit suite: the KDA backward on the tile interface. clmoe_kda_backward_tile
  * against the double reference's analytic backward (check/ref/ref_kda.c), every gradient,
  * over T (1, partial chunks), B, H, K, V, storage types, packed sequences (one empty),
  * initial state with dfinal_state, state work-group sizes and the gate's bounded extremes;
  * against the portable backward; the dispatch of clmoe_kda_backward; and the conformance
- * checks "kda_tc.backward" (clmoe-xcheck's). The fast path is
+ * checks "kda_tile.backward" (clmoe-xcheck's). The fast path is
  * forced on, so the portable tiles run where there is no matrix unit (PoCL in CI).
- * Tolerance TOL_KDA_TC_BWD (3e-2 of each gradient's largest magnitude, dA_log's of the sum
+ * Tolerance TOL_KDA_TILE_BWD (3e-2 of each gradient's largest magnitude, dA_log's of the sum
  * of its terms' magnitudes; bf16 operands); the gradients start as NaN, and NaN or Inf
  * anywhere fails. Shapes stay small: PoCL compiles
  * one program per (K, V, storage, warps). */
@@ -14,23 +14,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check/check_kda_tc.h"
-#include "kda/kda_internal.h" /* kda_kept_saved */
+#include "check/check_kda_tile.h"
+#include "kda/kda_internal.h" /* clmoe__kda_kept_saved */
 #include "clmoe/kda_layer.h"
 #include "clmoe/paths.h"
 #include "test_common.h"
 
 /* kept: 0 the backward alone, 1 on the factors its forward kept, 2 after a forward that
- * must keep none (ck_kda_tc_bwd_unkept_case) */
-static void run_cases_with(const kda_tc_case *cases, int n, int kept)
+ * must keep none (ck_kda_tile_bwd_unkept_case) */
+static void run_cases_with(const kda_tile_case *cases, int n, int kept)
 {
   for (int i = 0; i < n; i++) {
     clmoe_check_result res = {0};
     res.passed = 1;
     const uint64_t seed = test_seed + 211 * (uint64_t)i;
-    clmoe_status st = kept == 1   ? ck_kda_tc_bwd_kept_case(test_ctx, seed, &cases[i], &res)
-                      : kept == 2 ? ck_kda_tc_bwd_unkept_case(test_ctx, seed, &cases[i], &res)
-                                  : ck_kda_tc_bwd_case(test_ctx, seed, &cases[i], &res);
+    clmoe_status st = kept == 1   ? ck_kda_tile_bwd_kept_case(test_ctx, seed, &cases[i], &res)
+                      : kept == 2 ? ck_kda_tile_bwd_unkept_case(test_ctx, seed, &cases[i], &res)
+                                  : ck_kda_tile_bwd_case(test_ctx, seed, &cases[i], &res);
     if (st != CLMOE_OK)
       fprintf(stderr, "\n  case %d: %s: %s\n", i, clmoe_strerror(st), clmoe_last_error());
     CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
@@ -44,17 +44,17 @@ static void run_cases_with(const kda_tc_case *cases, int n, int kept)
   }
 }
 
-static void run_cases(const kda_tc_case *cases, int n) { run_cases_with(cases, n, 0); }
+static void run_cases(const kda_tile_case *cases, int n) { run_cases_with(cases, n, 0); }
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
-#define UNI KDA_TC_Z_UNIFORM
+#define UNI KDA_TILE_Z_UNIFORM
 
 /* T = 1, one partial chunk, 16, 17 and several chunks; B 2, H 1-2, K = V = 32; with and
  * without initial state + dfinal_state. */
 static void test_lengths(void)
 {
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 15, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 0},
       {2, 16, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
@@ -69,7 +69,7 @@ static void test_lengths(void)
  * PoCL). */
 static void test_shapes(void)
 {
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {1, 33, 2, 16, 16, NULL, 0, 1, F, F, UNI, -1.0f, 0, 0, 0},
       {1, 40, 1, 32, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 2, 0},
       {1, 21, 2, 128, 64, NULL, 0, 1, BF, F, UNI, 0.0f, 0, 1, 0},
@@ -81,7 +81,7 @@ static void test_shapes(void)
 static void test_packed(void)
 {
   static const int32_t lens[] = {1, 15, 16, 17, 40, 3}, lens_empty[] = {5, 0, 33};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {1, 0, 2, 32, 32, lens, 6, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 0, 1, 32, 32, lens_empty, 3, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 0, 2, 32, 32, lens, 6, 0, F, F, UNI, 0.0f, 0, 0, 0},
@@ -93,9 +93,9 @@ static void test_packed(void)
  * largest anchored factors, e^75, and states decaying to nothing). */
 static void test_extremes(void)
 {
-  static const kda_tc_case c[] = {
-      {1, 64, 2, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_EXTREME, -5.0f, 0, 0, 0},
-      {1, 50, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0},
+  static const kda_tile_case c[] = {
+      {1, 64, 2, 32, 32, NULL, 0, 1, F, F, KDA_TILE_Z_EXTREME, -5.0f, 0, 0, 0},
+      {1, 50, 1, 32, 32, NULL, 0, 1, F, F, KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0},
   };
   run_cases(c, (int)(sizeof c / sizeof c[0]));
 }
@@ -104,7 +104,7 @@ static void test_extremes(void)
 static void test_vs_portable(void)
 {
   static const int32_t lens[] = {20, 7, 35};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 30, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 1, 0, 0},
       {1, 0, 1, 32, 32, lens, 3, 1, F, F, UNI, 0.0f, 1, 0, 0},
   };
@@ -179,7 +179,7 @@ static void test_dispatch(void)
 
   clmoe_ctx_set_fastpath(test_ctx, 1);
   TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in, &dO, NULL, &g1.g));
-  TEST_OK(clmoe_kda_backward_tc(test_ctx, &bnd, &in, &dO, NULL, &g2.g, NULL));
+  TEST_OK(clmoe_kda_backward_tile(test_ctx, &bnd, &in, &dO, NULL, &g2.g, NULL));
   CU_ASSERT(grads_equal(&g1, &g2)); /* the tile path was taken */
   clmoe_ctx_set_fastpath(test_ctx, 0);
   TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in, &dO, NULL, &g2.g));
@@ -190,7 +190,7 @@ static void test_dispatch(void)
   clmoe_ctx_set_fastpath(test_ctx, 1);
   TEST_OK(clmoe_kda_backward(test_ctx, &unb, &in, &dO, NULL, &g1.g));
   CU_ASSERT(grads_equal(&g1, &g2));
-  CU_ASSERT_EQUAL(clmoe_kda_backward_tc(test_ctx, &unb, &in, &dO, NULL, &g1.g, NULL), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_EQUAL(clmoe_kda_backward_tile(test_ctx, &unb, &in, &dO, NULL, &g1.g, NULL), CLMOE_ERR_UNSUPPORTED);
   grads_free(&g1);
   grads_free(&g2);
 
@@ -198,7 +198,7 @@ static void test_dispatch(void)
   clmoe_kda_inputs in2 = {&q2, &q2, &q2, &q2, &b, &A, &dt2, NULL, NULL};
   grads_make(&g1, D2);
   grads_make(&g2, D2);
-  CU_ASSERT_EQUAL(clmoe_kda_backward_tc(test_ctx, &bnd, &in2, &dO2, NULL, &g1.g, NULL), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_EQUAL(clmoe_kda_backward_tile(test_ctx, &bnd, &in2, &dO2, NULL, &g1.g, NULL), CLMOE_ERR_UNSUPPORTED);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "multiples of 16"));
   TEST_OK(clmoe_kda_backward(test_ctx, &bnd, &in2, &dO2, NULL, &g1.g));
   clmoe_ctx_set_fastpath(test_ctx, 0);
@@ -218,12 +218,12 @@ static void test_dispatch(void)
 static void test_ring(void)
 {
   static const int32_t lens[] = {5, 0, 33, 17};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 1, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 1},
       {2, 17, 1, 32, 32, NULL, 0, 0, F, F, UNI, 0.0f, 0, 0, 1},
       {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 1},
       {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 1},
-      {1, 90, 1, 32, 32, NULL, 0, 1, F, F, KDA_TC_Z_SATURATE, -5.0f, 0, 0, 1},
+      {1, 90, 1, 32, 32, NULL, 0, 1, F, F, KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 1},
       {1, 70, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 3},
       {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 3},
   };
@@ -236,7 +236,7 @@ static void test_ring(void)
 static void test_fuse(void)
 {
   static const int32_t lens[] = {5, 0, 33, 17};
-  static const kda_tc_case c[] = {
+  static const kda_tile_case c[] = {
       {2, 40, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 37, 1, 32, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 2, 0},
@@ -251,12 +251,12 @@ static void test_fuse(void)
 /* An odd chunk count with initial state and dfinal_state, packed sequences (one empty): the
  * cases of the two tests below (one shape: each new shape is one more program build on PoCL). */
 static const int32_t mix_lens[] = {5, 0, 33, 17};
-static const kda_tc_case mix_cases[] = {
+static const kda_tile_case mix_cases[] = {
     {1, 40, 2, 32, 32, NULL, 0, 1, F, F, UNI, 0.0f, 0, 0, 0},
     {1, 0, 2, 32, 32, mix_lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
 };
 
-/* kda_tcb_chunk with two (chunk, head) pairs per work-group (the default on NVIDIA's matrix
+/* kda_tile_bwd_chunk with two (chunk, head) pairs per work-group (the default on NVIDIA's matrix
  * unit) and copy rings of 2 stages (3 where they fit: the default elsewhere). */
 static void test_pair(void)
 {
@@ -267,7 +267,7 @@ static void test_pair(void)
   unsetenv("CLMOE_KDA_TCB_STAGES");
 }
 
-/* The backward on the factors the forward kept (clmoe_kda_tc_saved). */
+/* The backward on the factors the forward kept (clmoe_kda_tile_saved). */
 static void test_kept(void) { run_cases_with(mix_cases, (int)(sizeof mix_cases / sizeof mix_cases[0]), 1); }
 
 /* CLMOE_KDA_KEEP_MAX_MB: the first case needs 6 x 13056 bytes (3 chunks x 2 heads at K = V =
@@ -281,7 +281,7 @@ static void test_keep_cap(void)
   run_cases_with(mix_cases, 1, 1);
   free(test_env_set("CLMOE_KDA_KEEP_MAX_MB", "lots"));
   clmoe_check_result res = {0};
-  const clmoe_status st = ck_kda_tc_bwd_kept_case(test_ctx, test_seed, &mix_cases[0], &res);
+  const clmoe_status st = ck_kda_tile_bwd_kept_case(test_ctx, test_seed, &mix_cases[0], &res);
   CU_ASSERT_EQUAL(st, CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "CLMOE_KDA_KEEP_MAX_MB"));
   test_env_restore("CLMOE_KDA_KEEP_MAX_MB", old);
@@ -299,7 +299,7 @@ static int64_t layer_grads(clmoe_kda_layer *L, const clmoe_tensor *x, clmoe_tens
   for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) TEST_OK(clmoe_tensor_fill(gt[i], 0.0));
   TEST_OK(clmoe_tensor_fill(dx, 0.0));
   TEST_OK(clmoe_kda_layer_forward(test_ctx, L, x, NULL, y, &cache, NULL));
-  clmoe_kda_tc_saved *kept = kda_kept_saved(cache.kda_kept);
+  clmoe_kda_tile_saved *kept = clmoe__kda_kept_saved(cache.kda_kept);
   const int64_t chunks = kept ? kept->nchunks : 0;
   if (forget && kept) kept->nchunks = 0;
   TEST_OK(clmoe_kda_layer_backward(test_ctx, L, x, NULL, &cache, dy, G, dx));
@@ -368,7 +368,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "kept factors over CLMOE_KDA_KEEP_MAX_MB: none kept, recomputed", test_keep_cap);
   CU_add_test(suite, "KDA layer: kept factors or recomputed, same gradients", test_layer_kept);
   CU_add_test(suite, "clmoe_kda_backward dispatch", test_dispatch);
-  test_add_checks(suite, "kda_tc.backward");
+  test_add_checks(suite, "kda_tile.backward");
 }
 
-int main(void) { return test_main("kda_tc_bwd", add_tests); }
+int main(void) { return test_main("kda_tile_bwd", add_tests); }

@@ -1,10 +1,10 @@
-/* Conformance checks: KDA on the tile interface (issue 9). clmoe_kda_forward_tc (whatever
+/* Conformance checks: KDA on the tile interface. clmoe_kda_forward_tile (whatever
  * tile implementation the device has) against the double-precision token loop
- * (check/ref/ref_kda.c), outputs and final states; clmoe_kda_backward_tc against the
- * reference's analytic backward, every gradient. Tolerances TOL_KDA_TC and TOL_KDA_TC_BWD
- * (check_kda_tc.h) relative to each output's largest magnitude: bf16 operand rounding
+ * (check/ref/ref_kda.c), outputs and final states; clmoe_kda_backward_tile against the
+ * reference's analytic backward, every gradient. Tolerances TOL_KDA_TILE and TOL_KDA_TILE_BWD
+ * (check_kda_tile.h) relative to each output's largest magnitude: bf16 operand rounding
  * (2^-9) through a few chained products. */
-#include "check_kda_tc.h"
+#include "check_kda_tile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,16 +16,16 @@
 #include "ref/ref_kda.h"
 
 /* The case's inputs from the generator the portable KDA checks use (kda_inputs.h). */
-static clmoe_status tc_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc, kda_data *d)
+static clmoe_status tile_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, kda_data *d)
 {
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,
-                               -4.0f, 4.0f, kc->z == KDA_TC_Z_EXTREME, kc->z == KDA_TC_Z_SATURATE};
+                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE};
   return ck_kda_setup(ctx, seed, &spec, d);
 }
 
 /* Folds max |got - ref| / max(max |ref|, floor) of one output into res (NaN or Inf in got:
  * infinite), and records the output by that measure for comparing devices. */
-static void tc_compare_floor(const char *what, const double *got, const double *ref, size_t n,
+static void tile_compare_floor(const char *what, const double *got, const double *ref, size_t n,
                              double floor, clmoe_check_result *res)
 {
   double scale = floor, worst = 0.0;
@@ -44,20 +44,20 @@ static void tc_compare_floor(const char *what, const double *got, const double *
   ck_capture_scaled(what, got, ref, n, scale, res);
 }
 
-static void tc_compare(const char *what, const double *got, const double *ref, size_t n,
+static void tile_compare(const char *what, const double *got, const double *ref, size_t n,
                        clmoe_check_result *res)
 {
-  tc_compare_floor(what, got, ref, n, 0.0, res);
+  tile_compare_floor(what, got, ref, n, 0.0, res);
 }
 
-clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc,
                             clmoe_check_result *res)
 {
   clmoe_status st = CLMOE_OK;
   kda_data d;
   clmoe_tensor o = {0}, ht = {0}, op = {0}, htp = {0};
   double *go = NULL, *ght = NULL, *ro = NULL, *rht = NULL, *po = NULL, *pht = NULL;
-  CK(tc_setup(ctx, seed, kc, &d));
+  CK(tile_setup(ctx, seed, kc, &d));
   const int64_t so[4] = {d.B, d.T, d.H, d.V}, sh[4] = {d.N, d.H, d.K, d.V};
   const size_t no = (size_t)(d.B * d.T * d.H * d.V), nh = (size_t)(d.N * d.H * d.K * d.V);
   CK(clmoe_tensor_create(ctx, &o, kc->out, 4, so));
@@ -67,8 +67,8 @@ clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc
   clmoe_kda_inputs in = {&d.q, &d.k, &d.v, &d.z, &d.beta, &d.A_log, &d.dt_bias,
                          d.hh0 ? &d.h0 : NULL, d.cu ? &d.cu_t : NULL};
   clmoe_kda_options opts = {.lower_bound = kc->lb};
-  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead, NULL};
-  CK(clmoe_kda_forward_tc(ctx, &opts, &in, &o, &ht, &cfg));
+  clmoe_kda_tile_config cfg = {kc->warps, kc->lookahead, NULL};
+  CK(clmoe_kda_forward_tile(ctx, &opts, &in, &o, &ht, &cfg));
   CK(ck_read(&o, &go));
   CK(ck_read(&ht, &ght));
   CK_ALLOC(ro, no);
@@ -76,9 +76,9 @@ clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc
   ref_kda_shape s = {d.B, d.T, d.H, d.K, d.V, d.cu, d.N, 1.0 / sqrt((double)d.K),
                      kc->lb == 0.0f ? -5.0 : (double)kc->lb, 0};
   ref_kda_forward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, ro, rht);
-  res->tolerance = TOL_KDA_TC;
-  tc_compare("o", go, ro, no, res);
-  tc_compare("final_state", ght, rht, nh, res);
+  res->tolerance = TOL_KDA_TILE;
+  tile_compare("o", go, ro, no, res);
+  tile_compare("final_state", ght, rht, nh, res);
   if (kc->vs_portable) { /* the portable chunked path on the same inputs */
     const int mode = clmoe_ctx_fastpath(ctx);
     CK(clmoe_tensor_create(ctx, &op, kc->out, 4, so));
@@ -89,8 +89,8 @@ clmoe_status ck_kda_tc_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc
     CK(st);
     CK(ck_read(&op, &po));
     CK(ck_read(&htp, &pht));
-    tc_compare("o vs portable", go, po, no, res);
-    tc_compare("final_state vs portable", ght, pht, nh, res);
+    tile_compare("o vs portable", go, po, no, res);
+    tile_compare("final_state vs portable", ght, pht, nh, res);
   }
 done:
   free(go), free(ght), free(ro), free(rht), free(po), free(pht);
@@ -138,18 +138,18 @@ static double alog_scale(const kda_data *d, const double *rdz)
 
 /* keep: 0 the backward alone; 1 after a forward that must keep the factors; 2 after a
  * forward asked to keep them that must keep none */
-static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc, int keep,
+static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, int keep,
                              clmoe_check_result *res)
 {
   clmoe_status st = CLMOE_OK;
   kda_data d;
-  clmoe_kda_tc_saved kf = {0}; /* the factors the forward keeps */
+  clmoe_kda_tile_saved kf = {0}; /* the factors the forward keeps */
   clmoe_tensor dout = {0}, dht = {0}, o = {0}, g[NG], gp[NG];
   double *hdo = NULL, *hdht = NULL, *ref[NG], *got[NG], *port[NG];
   static const char *names[NG] = {"dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dinitial_state"};
   memset(g, 0, sizeof g), memset(gp, 0, sizeof gp);
   memset(ref, 0, sizeof ref), memset(got, 0, sizeof got), memset(port, 0, sizeof port);
-  CK(tc_setup(ctx, seed, kc, &d));
+  CK(tile_setup(ctx, seed, kc, &d));
   const int64_t sv[4] = {d.B, d.T, d.H, d.V}, sh[4] = {d.N, d.H, d.K, d.V};
   const size_t nk = (size_t)(d.B * d.T * d.H * d.K), nv = (size_t)(d.B * d.T * d.H * d.V);
   const size_t count[NG] = {nk, nk, nv, nk, (size_t)(d.B * d.T * d.H), (size_t)d.H,
@@ -160,11 +160,11 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *k
   clmoe_kda_inputs in = {&d.q, &d.k, &d.v, &d.z, &d.beta, &d.A_log, &d.dt_bias,
                          d.hh0 ? &d.h0 : NULL, d.cu ? &d.cu_t : NULL};
   clmoe_kda_options opts = {.lower_bound = kc->lb};
-  clmoe_kda_tc_config cfg = {kc->warps, kc->lookahead, keep ? &kf : NULL};
+  clmoe_kda_tile_config cfg = {kc->warps, kc->lookahead, keep ? &kf : NULL};
   clmoe_kda_grads grads = {&g[GQ], &g[GK], &g[GV], &g[GZ], &g[GB], &g[GA], &g[GDT], &g[GH0]};
   if (keep) { /* the forward keeps the factors; the backward must find them */
     CK(clmoe_tensor_create(ctx, &o, CLMOE_F32, 4, sv));
-    CK(clmoe_kda_forward_tc(ctx, &opts, &in, &o, NULL, &cfg));
+    CK(clmoe_kda_forward_tile(ctx, &opts, &in, &o, NULL, &cfg));
     if (keep == 1 && (kf.nchunks <= 0 || kf.H != d.H || kf.K != d.K || kf.V != d.V)) {
       snprintf(res->worst, sizeof res->worst, "the forward kept no factors (%lld chunks)", (long long)kf.nchunks);
       res->max_err = INFINITY;
@@ -177,7 +177,7 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *k
       goto done;
     }
   }
-  CK(clmoe_kda_backward_tc(ctx, &opts, &in, &dout, kc->h0 ? &dht : NULL, &grads, &cfg));
+  CK(clmoe_kda_backward_tile(ctx, &opts, &in, &dout, kc->h0 ? &dht : NULL, &grads, &cfg));
   for (int i = 0; i < NG; i++) {
     CK(ck_read(&g[i], &got[i]));
     CK_ALLOC(ref[i], count[i]);
@@ -186,10 +186,10 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *k
                      kc->lb == 0.0f ? -5.0 : (double)kc->lb, 0};
   ref_kda_backward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, hdo, hdht, ref[GQ],
                    ref[GK], ref[GV], ref[GZ], ref[GB], ref[GA], ref[GDT], ref[GH0]);
-  res->tolerance = TOL_KDA_TC_BWD;
+  res->tolerance = TOL_KDA_TILE_BWD;
   double floor[NG] = {0};
   floor[GA] = alog_scale(&d, ref[GZ]);
-  for (int i = 0; i < NG; i++) tc_compare_floor(names[i], got[i], ref[i], count[i], floor[i], res);
+  for (int i = 0; i < NG; i++) tile_compare_floor(names[i], got[i], ref[i], count[i], floor[i], res);
   if (kc->vs_portable) { /* the portable backward on the same inputs */
     const int mode = clmoe_ctx_fastpath(ctx);
     CK(bwd_grads_create(ctx, &d, gp));
@@ -202,7 +202,7 @@ static clmoe_status bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *k
       char what[48];
       CK(ck_read(&gp[i], &port[i]));
       snprintf(what, sizeof what, "%s vs portable", names[i]);
-      tc_compare_floor(what, got[i], port[i], count[i], floor[i], res);
+      tile_compare_floor(what, got[i], port[i], count[i], floor[i], res);
     }
   }
 done:
@@ -212,23 +212,23 @@ done:
   }
   free(hdo), free(hdht);
   clmoe_tensor_destroy(&dout), clmoe_tensor_destroy(&dht), clmoe_tensor_destroy(&o);
-  clmoe_kda_tc_saved_release(ctx, &kf);
+  clmoe_kda_tile_saved_release(ctx, &kf);
   ck_kda_data_free(&d);
   return st;
 }
 
-clmoe_status ck_kda_tc_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc, clmoe_check_result *res)
+clmoe_status ck_kda_tile_bwd_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, clmoe_check_result *res)
 {
   return bwd_case(ctx, seed, kc, 0, res);
 }
 
-clmoe_status ck_kda_tc_bwd_kept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+clmoe_status ck_kda_tile_bwd_kept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc,
                                      clmoe_check_result *res)
 {
   return bwd_case(ctx, seed, kc, 1, res);
 }
 
-clmoe_status ck_kda_tc_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tc_case *kc,
+clmoe_status ck_kda_tile_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc,
                                        clmoe_check_result *res)
 {
   return bwd_case(ctx, seed, kc, 2, res);
@@ -236,42 +236,42 @@ clmoe_status ck_kda_tc_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kda_
 
 #define F CLMOE_F32
 #define BF CLMOE_BF16
-#define TC_CHECK(fname, ...)                                                              \
-  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)              \
-  {                                                                                       \
-    const kda_tc_case kc = __VA_ARGS__;                                                   \
-    return ck_kda_tc_case(c, s, &kc, r);                                                  \
+#define TILE_FWD_CHECK(fname, ...)                                                         \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
+  {                                                                                        \
+    const kda_tile_case kc = __VA_ARGS__;                                                  \
+    return ck_kda_tile_case(c, s, &kc, r);                                                 \
   }
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 3};
 
-/*                     B  T     H  K    V    lens nl h0 dtype out z                  lb    port warps ahead */
-TC_CHECK(tc_mixed,   {2, 100,  2, 64,  64,  NULL, 0, 1, F,  F,  KDA_TC_Z_UNIFORM,  0.0f, 1, 0, 0})
-TC_CHECK(tc_packed,  {1, 0,    2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TC_Z_UNIFORM, 0.0f, 0, 0, 0})
-TC_CHECK(tc_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F,  F,  KDA_TC_Z_EXTREME,  0.0f, 0, 0, 0})
-TC_CHECK(tc_long,    {1, 8192, 1, 16,  16,  NULL, 0, 1, BF, F,  KDA_TC_Z_SATURATE, -5.0f, 0, 0, 0})
+/*                                 B  T     H  K    V    lens nl h0 dtype out z                  lb    port warps ahead */
+TILE_FWD_CHECK(tile_fwd_mixed,   {2, 100,  2, 64,  64,  NULL, 0, 1, F,  F,  KDA_TILE_Z_UNIFORM,  0.0f, 1, 0, 0})
+TILE_FWD_CHECK(tile_fwd_packed,  {1, 0,    2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
+TILE_FWD_CHECK(tile_fwd_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F,  F,  KDA_TILE_Z_EXTREME,  0.0f, 0, 0, 0})
+TILE_FWD_CHECK(tile_fwd_long,    {1, 8192, 1, 16,  16,  NULL, 0, 1, BF, F,  KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0})
 
-#define TC_BWD_CHECK(fname, ...)                                                          \
-  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)              \
-  {                                                                                       \
-    const kda_tc_case kc = __VA_ARGS__;                                                   \
-    return ck_kda_tc_bwd_case(c, s, &kc, r);                                              \
+#define TILE_BWD_CHECK(fname, ...)                                                         \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
+  {                                                                                        \
+    const kda_tile_case kc = __VA_ARGS__;                                                  \
+    return ck_kda_tile_bwd_case(c, s, &kc, r);                                             \
   }
-/*                        B  T    H  K   V   lens nl h0 dtype out z                 lb    port warps ahead */
-TC_BWD_CHECK(tcb_mixed,  {2, 45,  2, 64, 64, NULL, 0, 1, F,  F,  KDA_TC_Z_UNIFORM, 0.0f, 1, 0, 0})
-TC_BWD_CHECK(tcb_packed, {1, 0,   2, 32, 32, lens_mixed, 6, 1, BF, F, KDA_TC_Z_UNIFORM, 0.0f, 0, 0, 0})
-/* the backward on the blocks and states its forward kept (clmoe_kda_tc_saved) */
-static clmoe_status tcb_kept(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
+/*                               B  T    H  K   V   lens nl h0 dtype out z                 lb    port warps ahead */
+TILE_BWD_CHECK(tile_bwd_mixed,  {2, 45,  2, 64, 64, NULL, 0, 1, F,  F,  KDA_TILE_Z_UNIFORM, 0.0f, 1, 0, 0})
+TILE_BWD_CHECK(tile_bwd_packed, {1, 0,   2, 32, 32, lens_mixed, 6, 1, BF, F, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
+/* the backward on the blocks and states its forward kept (clmoe_kda_tile_saved) */
+static clmoe_status tile_bwd_kept(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
 {
-  const kda_tc_case kc = {1, 0, 2, 32, 32, lens_mixed, 6, 1, F, F, KDA_TC_Z_UNIFORM, 0.0f, 0, 0, 0};
-  return ck_kda_tc_bwd_kept_case(c, s, &kc, r);
+  const kda_tile_case kc = {1, 0, 2, 32, 32, lens_mixed, 6, 1, F, F, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0};
+  return ck_kda_tile_bwd_kept_case(c, s, &kc, r);
 }
 
-const clmoe_check clmoe_checks_kda_tc[] = {
-    {"kda_tc.backward.mixed", "tile backward, B 2, T 45, K = V = 64, dfinal_state, vs portable", tcb_mixed},
-    {"kda_tc.backward.packed", "tile backward, packed lengths 1,15,16,17,40,3, bf16, K = V = 32", tcb_packed},
-    {"kda_tc.backward.kept", "tile backward on the forward's kept factors and states, packed, K = V = 32", tcb_kept},
-    {"kda_tc.forward.mixed", "tile forward, B 2, T 100, K = V = 64, initial state, vs portable", tc_mixed},
-    {"kda_tc.forward.packed", "tile forward, packed lengths 1,15,16,17,40,3, bf16, K = V = 128", tc_packed},
-    {"kda_tc.forward.extreme", "tile forward, gate logits of +-1e4", tc_extreme},
-    {"kda_tc.forward.long", "tile forward, 8192 tokens with g = -5 on every channel", tc_long},
+const clmoe_check clmoe_checks_kda_tile[] = {
+    {"kda_tile.backward.mixed", "tile backward, B 2, T 45, K = V = 64, dfinal_state, vs portable", tile_bwd_mixed},
+    {"kda_tile.backward.packed", "tile backward, packed lengths 1,15,16,17,40,3, bf16, K = V = 32", tile_bwd_packed},
+    {"kda_tile.backward.kept", "tile backward on the forward's kept factors and states, packed, K = V = 32", tile_bwd_kept},
+    {"kda_tile.forward.mixed", "tile forward, B 2, T 100, K = V = 64, initial state, vs portable", tile_fwd_mixed},
+    {"kda_tile.forward.packed", "tile forward, packed lengths 1,15,16,17,40,3, bf16, K = V = 128", tile_fwd_packed},
+    {"kda_tile.forward.extreme", "tile forward, gate logits of +-1e4", tile_fwd_extreme},
+    {"kda_tile.forward.long", "tile forward, 8192 tokens with g = -5 on every channel", tile_fwd_long},
     {NULL, NULL, NULL}};

@@ -1,5 +1,5 @@
 /* Causal depthwise short convolution with SiLU (KDA's ShortConv4): argument checks and the
- * launches of kernels_cl/kda/conv.cl.
+ * launches of kernels_cl/kda/kda_conv.cl.
  *
  * dw is a sum over every token. It is made deterministic without atomics: the backward
  * splits the tokens into chunks whose size depends only on the shapes (B T, C, W), each
@@ -64,7 +64,7 @@ static clmoe_status conv_plan_make(const char *op, const clmoe_tensor *x, const 
 }
 
 /* Build options. p->vec: the device's preferred float vector width (1 on GPUs, the SIMD
- * width on CPUs), halved until it divides C. CONV_SYNC on CPUs: see conv.cl. */
+ * width on CPUs), halved until it divides C. CONV_SYNC on CPUs: see kda_conv.cl. */
 static void conv_build_options(clmoe_ctx *ctx, conv_plan *p, int out_bf16, char *buf, size_t len)
 {
   const unsigned pref = ctx->caps.float_vector_width;
@@ -117,7 +117,7 @@ clmoe_status clmoe_short_conv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe
   cl_int has_state = state_in != NULL && p.W > 1, per = FWD_TOKENS;
   cl_kernel k;
   if (a.ntok > 0) {
-    CLMOE_TRY(clmoe__kernel(ctx, "conv", opts, "conv_forward", &k));
+    CLMOE_TRY(clmoe__kernel(ctx, "kda_conv", opts, "conv_forward", &k));
     CLMOE_TRY(clmoe__args(k, 17, KA(x->buf), KA(xo), KA(w->buf), KA(wo), KA(a.bounds), KA(a.bo),
                           KA(a.has_cu), KA(a.T), KA(a.N), KA(a.ntok), KA(a.C), KA(per), KA(sin),
                           KA(so), KA(has_state), KA(y->buf), KA(yo)));
@@ -126,7 +126,7 @@ clmoe_status clmoe_short_conv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe
   /* Launched after the forward (the queue is in order), so state_out may alias state_in. */
   if (state_out && p.W > 1 && p.N > 0) {
     cl_ulong oo = (cl_ulong)state_out->offset;
-    CLMOE_TRY(clmoe__kernel(ctx, "conv", opts, "conv_state_out", &k));
+    CLMOE_TRY(clmoe__kernel(ctx, "kda_conv", opts, "conv_state_out", &k));
     CLMOE_TRY(clmoe__args(k, 12, KA(x->buf), KA(xo), KA(a.bounds), KA(a.bo), KA(a.has_cu), KA(a.T),
                           KA(a.C), KA(sin), KA(so), KA(has_state), KA(state_out->buf), KA(oo)));
     CLMOE_TRY(conv_launch(ctx, k, p.C, p.N));
@@ -164,14 +164,14 @@ static clmoe_status conv_backward_dx_dw(clmoe_ctx *ctx, const conv_plan *p, cons
   cl_ulong wo = (cl_ulong)w->offset, dyo = (cl_ulong)dy->offset, dxo = (cl_ulong)dx->offset;
   cl_ulong dwo = (cl_ulong)dw->offset;
   cl_int has_state = state_in != NULL && p->W > 1;
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "conv", opts, "conv_backward_chunks", &k), done);
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "kda_conv", opts, "conv_backward_chunks", &k), done);
   CLMOE_TRY_GOTO(st, clmoe__args(k, 21, KA(x->buf), KA(xo), KA(w->buf), KA(wo), KA(a.bounds), KA(a.bo),
                                  KA(a.has_cu), KA(a.T), KA(a.N), KA(a.ntok), KA(a.C), KA(per), KA(sin),
                                  KA(so), KA(has_state), KA(dy->buf), KA(dyo), KA(dx->buf), KA(dxo),
                                  KA(part), KA(po)), done);
   CLMOE_TRY_GOTO(st, conv_launch(ctx, k, p->C / p->vec, chunks), done);
   if (chunks > 1) {
-    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "conv", opts, "conv_dw_final", &k), done);
+    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "kda_conv", opts, "conv_dw_final", &k), done);
     CLMOE_TRY_GOTO(st, clmoe__args(k, 5, KA(part), KA(chunks), KA(n), KA(dw->buf), KA(dwo)), done);
     CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, k, (size_t)cw), done);
   }
@@ -204,7 +204,7 @@ clmoe_status clmoe_short_conv_backward(clmoe_ctx *ctx, const clmoe_tensor *x,
     cl_ulong wo = (cl_ulong)w->offset, dyo = (cl_ulong)dy->offset, dso = (cl_ulong)dstate_in->offset;
     cl_int has_state = state_in != NULL;
     cl_kernel k;
-    CLMOE_TRY(clmoe__kernel(ctx, "conv", opts, "conv_dstate", &k));
+    CLMOE_TRY(clmoe__kernel(ctx, "kda_conv", opts, "conv_dstate", &k));
     CLMOE_TRY(clmoe__args(k, 16, KA(x->buf), KA(xo), KA(w->buf), KA(wo), KA(a.bounds), KA(a.bo),
                           KA(a.has_cu), KA(a.T), KA(a.C), KA(sin), KA(so), KA(has_state),
                           KA(dy->buf), KA(dyo), KA(dstate_in->buf), KA(dso)));
@@ -237,7 +237,7 @@ clmoe_status clmoe_short_conv_step(clmoe_ctx *ctx, const clmoe_tensor *x, const 
   cl_ulong yo = (cl_ulong)y->offset;
   cl_int C = (cl_int)p.C;
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "conv", opts, "conv_step", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "kda_conv", opts, "conv_step", &k));
   CLMOE_TRY(clmoe__args(k, 9, KA(x->buf), KA(xo), KA(w->buf), KA(wo), KA(C), KA(state->buf), KA(so),
                         KA(y->buf), KA(yo)));
   return conv_launch(ctx, k, p.C, p.N);
