@@ -37,7 +37,7 @@ typedef struct plan_result {
   double activations;           /* bytes per GPU: (act_values_token x bytes + 4 vocab) x
                                    batch_tokens (the logits stay fp32) */
   double kda_kept;              /* bytes per GPU the tile KDA keeps (kda_tiles; else 0): KDA
-                                   layers x heads x clmoe_kda_tc_kept_bytes / 16 x tokens */
+                                   layers x heads x clmoe_kda_tile_kept_bytes / 16 x tokens */
   double total, usable;         /* bytes needed and bytes available (gpu_mem x (1 - reserve)) */
   double a2a_bytes;             /* dispatch + combine sent per GPU per step, fwd + bwd */
   double a2a_off_rank;          /* of which to other GPUs (uniform routing) */

@@ -107,10 +107,10 @@ clmoe_status clmoe_check_run_capture(const clmoe_check *check, clmoe_ctx *ctx, u
   res->capture = cap;
   res->passed = 1;
   /* The checks of the portable kernels (the reference, with their fp32-class tolerances)
-   * run with the fast path off, whatever the device; the tile families (tile, kda_tc,
-   * mla_tc) choose their paths themselves. */
-  const int tiles = !strncmp(check->name, "tile", 4) || !strncmp(check->name, "kda_tc", 6) ||
-                    !strncmp(check->name, "mla_tc", 6);
+   * run with the fast path off, whatever the device; the tile families (tile., kda_tile.,
+   * mla_tile.) choose their paths themselves. */
+  const int tiles = !strncmp(check->name, "tile.", 5) || !strncmp(check->name, "kda_tile.", 9) ||
+                    !strncmp(check->name, "mla_tile.", 9);
   const int setting = clmoe_ctx_fastpath_setting(ctx);
   if (!tiles) clmoe_ctx_set_fastpath(ctx, 0);
   clmoe_status st = check->run(ctx, seed, res);

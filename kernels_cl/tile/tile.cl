@@ -1,5 +1,5 @@
 /* tile.cl: the matrix-unit tile interface, prepended to the kernel families that use it
- * ("tile+gemm_tile", "tile+kda_tc", ...).
+ * ("tile+gemm_tile", "tile+kda_common+kda_tile", ...).
  *
  * One product is D[16 x 8] += A[16 x 16] B[16 x 8]: bf16 operands, fp32 accumulators,
  * computed by a group of 32 work-items ("lanes", lane = 0..31) that hold pieces of the
@@ -239,7 +239,7 @@ inline void tile_stsm_x4(__local ushort *row, uint r0, uint r1, uint r2, uint r3
  * tile_wg_commit after it, TILE_WG_WAIT(n) until at most n batches are in flight; copies
  * that wrote local memory through the generic proxy (cp.async, stores) need
  * tile_wg_proxy_fence and a barrier before a product reads them. The shapes' own asm
- * statements live with their kernels (gemm_wgmma.cl, mla_tc_wgmma.cl).
+ * statements live with their kernels (gemm_wgmma.cl, mla_tile_wgmma.cl).
  * NVIDIA's OpenCL compiler writes PTX for ".target sm_90", where these instructions do not
  * exist, so they are written as PTX comments marked TILE_WG_MARK: the compiler still
  * allocates their operands' registers; the host (lib/runtime/ptx_sm90a.c, asked for by the build
