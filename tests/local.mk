@@ -12,9 +12,10 @@ AM_CPPFLAGS += $(CUNIT_CFLAGS)
 LDADD = tests/unit/libtestcommon.la check/libclmoecheck.la lib/libclmoe_impl.la $(CUNIT_LIBS) \
 	$(OPENCL_LIBS) -lm
 
-# the installed API: headers alone in C and C++, the exported symbols
-TESTS += tests/apps/test_api.sh
-EXTRA_DIST += tests/apps/test_api.sh
+# the installed API: headers alone in C and C++, the exported symbols; the library's
+# layers (calls between subsystems go down, no call cycle between files)
+TESTS += tests/apps/test_api.sh tests/apps/test_layers.sh
+EXTRA_DIST += tests/apps/test_api.sh tests/apps/test_layers.sh
 
 # inputs of the tests: malformed configs and data files (tests/data/bad), valgrind's
 # suppressions of the drivers' own noise, the Oclgrind runner
