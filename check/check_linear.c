@@ -21,6 +21,7 @@ typedef struct linear_case {
   int bias;          /* forward: a bias; backward: dbias */
   int backward;      /* 0: the forward */
   int dx, dw;        /* backward: dX, dW wanted */
+  unsigned acc;      /* backward: CLMOE_LINEAR_ACC_* (the others are overwritten) */
 } linear_case;
 
 static clmoe_status check_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
@@ -48,6 +49,22 @@ done:
   return st;
 }
 
+/* A gradient tensor [d0, d1] ([d1] when d0 is 0) and its reference: random values in both
+ * when the backward adds to it, NaN on the device and zeros in the reference otherwise. */
+static clmoe_status grad_start(clmoe_ctx *ctx, clmoe_tensor *t, int64_t d0, int64_t d1,
+                               uint64_t seed, unsigned add, double **ref)
+{
+  const int64_t shape[2] = {d0, d1};
+  const int nd = d0 ? 2 : 1;
+  const int64_t *dims = d0 ? shape : &d1;
+  if (add) return ck_uniform(ctx, t, CLMOE_F32, nd, dims, seed, -1.0f, 1.0f, ref);
+  clmoe_status st = clmoe_tensor_create(ctx, t, CLMOE_F32, nd, dims);
+  if (st == CLMOE_OK) st = clmoe_tensor_fill(t, NAN);
+  if (st != CLMOE_OK) return st;
+  *ref = calloc((size_t)((d0 ? d0 : 1) * d1), sizeof **ref);
+  return *ref ? CLMOE_OK : CLMOE_ERR_OUT_OF_MEMORY;
+}
+
 static clmoe_status check_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
                                    const linear_case *lc)
 {
@@ -60,18 +77,16 @@ static clmoe_status check_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_check_re
   CK(ck_uniform(ctx, &W, lc->dtype, 2, (int64_t[]){lc->out, lc->in}, seed + 1, -0.5f, 0.5f, &w));
   CK(ck_uniform(ctx, &dY, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->out}, seed + 2, -1.0f, 1.0f,
                 &dy));
-  if (lc->dx) {
-    CK(clmoe_tensor_create(ctx, &dX, CLMOE_F32, 2, (int64_t[]){lc->rows, lc->in}));
-    CK(clmoe_tensor_fill(&dX, NAN)); /* dX is overwritten, never read */
-  }
-  /* dW and dbias start from earlier gradients: the backward adds to them */
-  if (lc->dw)
-    CK(ck_uniform(ctx, &dW, CLMOE_F32, 2, (int64_t[]){lc->out, lc->in}, seed + 3, -1.0f, 1.0f,
-                  &dw));
-  if (lc->bias) CK(ck_uniform(ctx, &db, CLMOE_F32, 1, &lc->out, seed + 4, -1.0f, 1.0f, &dbias));
+  /* A gradient the backward adds to starts from an earlier one (random); one it overwrites
+   * starts as NaN on the device (never read) and from zeros in the reference. */
+  if (lc->dx) CK(grad_start(ctx, &dX, lc->rows, lc->in, seed + 3, lc->acc & CLMOE_LINEAR_ACC_DX,
+                            &ref_dx));
+  if (lc->dw) CK(grad_start(ctx, &dW, lc->out, lc->in, seed + 4, lc->acc & CLMOE_LINEAR_ACC_DW,
+                            &dw));
+  if (lc->bias)
+    CK(grad_start(ctx, &db, 0, lc->out, seed + 5, lc->acc & CLMOE_LINEAR_ACC_DBIAS, &dbias));
   CK(clmoe_linear_backward(ctx, &X, &W, &dY, lc->dx ? &dX : NULL, lc->dw ? &dW : NULL,
-                           lc->bias ? &db : NULL));
-  if (lc->dx) CK_ALLOC(ref_dx, nx);
+                           lc->bias ? &db : NULL, lc->acc));
   ref_linear_backward(x, w, dy, lc->rows, lc->in, lc->out, ref_dx, dw, dbias);
   res->tolerance = lc->dtype == CLMOE_BF16 ? TOL_BF16_IN : TOL_F32;
   if (lc->dx) {
@@ -102,16 +117,20 @@ done:
     const linear_case lc = __VA_ARGS__;                                                     \
     return lc.backward ? check_backward(c, s, r, &lc) : check_forward(c, s, r, &lc);        \
   }
-/*                                rows  in out dtype bias bwd dx dw */
-LINEAR_CHECK(linear_forward, {37, 67, 45, F, 1, 0, 0, 0})
-LINEAR_CHECK(linear_forward_nobias, {64, 48, 96, F, 0, 0, 0, 0})
-LINEAR_CHECK(linear_forward_bf16, {40, 64, 24, H, 1, 0, 0, 0})
-LINEAR_CHECK(linear_forward_row, {1, 130, 7, F, 1, 0, 0, 0})
-LINEAR_CHECK(linear_backward, {37, 67, 45, F, 1, 1, 1, 1})
-LINEAR_CHECK(linear_backward_dx, {50, 33, 70, F, 0, 1, 1, 0})
-LINEAR_CHECK(linear_backward_dw, {50, 33, 70, F, 0, 1, 0, 1})
-LINEAR_CHECK(linear_backward_dbias, {300, 16, 77, F, 1, 1, 0, 0})
-LINEAR_CHECK(linear_backward_bf16, {40, 64, 24, H, 1, 1, 1, 1})
+#define ACC_WB (CLMOE_LINEAR_ACC_DW | CLMOE_LINEAR_ACC_DBIAS)
+#define ACC_ALL (CLMOE_LINEAR_ACC_DX | ACC_WB)
+/*                                rows  in out dtype bias bwd dx dw accumulate */
+LINEAR_CHECK(linear_forward, {37, 67, 45, F, 1, 0, 0, 0, 0})
+LINEAR_CHECK(linear_forward_nobias, {64, 48, 96, F, 0, 0, 0, 0, 0})
+LINEAR_CHECK(linear_forward_bf16, {40, 64, 24, H, 1, 0, 0, 0, 0})
+LINEAR_CHECK(linear_forward_row, {1, 130, 7, F, 1, 0, 0, 0, 0})
+LINEAR_CHECK(linear_backward, {37, 67, 45, F, 1, 1, 1, 1, ACC_WB})
+LINEAR_CHECK(linear_backward_dx, {50, 33, 70, F, 0, 1, 1, 0, 0})
+LINEAR_CHECK(linear_backward_dw, {50, 33, 70, F, 0, 1, 0, 1, ACC_WB})
+LINEAR_CHECK(linear_backward_dbias, {300, 16, 77, F, 1, 1, 0, 0, ACC_WB})
+LINEAR_CHECK(linear_backward_bf16, {40, 64, 24, H, 1, 1, 1, 1, ACC_WB})
+LINEAR_CHECK(linear_backward_add, {29, 40, 52, F, 1, 1, 1, 1, ACC_ALL})
+LINEAR_CHECK(linear_backward_set, {29, 40, 52, F, 1, 1, 1, 1, 0})
 
 const clmoe_check clmoe_checks_linear[] = {
     {"linear.forward", "Y = X W^T + bias, [37, 67] x [45, 67]^T", linear_forward},
@@ -119,6 +138,8 @@ const clmoe_check clmoe_checks_linear[] = {
     {"linear.forward.bf16", "bf16 X and W, fp32 Y and bias", linear_forward_bf16},
     {"linear.forward.row", "one row, in = 130", linear_forward_row},
     {"linear.backward", "dX = dY W, dW += dY^T X, dbias += column sums of dY", linear_backward},
+    {"linear.backward.add", "dX, dW and dbias all accumulated", linear_backward_add},
+    {"linear.backward.set", "dX, dW and dbias all overwritten", linear_backward_set},
     {"linear.backward.dx", "dX alone", linear_backward_dx},
     {"linear.backward.dw", "dW alone", linear_backward_dw},
     {"linear.backward.dbias", "dbias alone, 300 rows", linear_backward_dbias},

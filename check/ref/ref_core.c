@@ -77,7 +77,7 @@ void ref_linear_backward(const double *X, const double *W, const double *dY, int
     for (int64_t i = 0; i < in; i++) {
       double acc = 0.0;
       for (int64_t o = 0; o < out; o++) acc += dY[r * out + o] * W[o * in + i];
-      dX[r * in + i] = acc;
+      dX[r * in + i] += acc;
     }
   for (int64_t o = 0; dW && o < out; o++)
     for (int64_t i = 0; i < in; i++) {

@@ -21,8 +21,8 @@ void ref_sum_rows(const double *x, int64_t rows, int64_t n, double *out);
 /* Y[rows, out] = X[rows, in] W[out, in]^T (+ bias[out] when not NULL). */
 void ref_linear(const double *X, const double *W, const double *bias, int64_t rows, int64_t in,
                 int64_t out, double *Y);
-/* The backward of ref_linear from dY[rows, out]: dX = dY W (overwritten), dW += dY^T X,
- * dbias += the sum of dY's rows; each output may be NULL. */
+/* The backward of ref_linear from dY[rows, out]: dX += dY W, dW += dY^T X, dbias += the sum
+ * of dY's rows (each output accumulated: start from zeros to overwrite); each may be NULL. */
 void ref_linear_backward(const double *X, const double *W, const double *dY, int64_t rows,
                          int64_t in, int64_t out, double *dX, double *dW, double *dbias);
 

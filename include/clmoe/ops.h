@@ -47,15 +47,22 @@ CLMOE_API clmoe_status clmoe_sum_rows(clmoe_ctx *ctx, const clmoe_tensor *x, clm
  * Y = X W^T (+ bias): X [rows, in], W [out, in], bias [out] or NULL, Y [rows, out]. X, W and
  * Y may be fp32 or bf16 as clmoe_gemm takes them (rows contiguous); with a bias, bias and
  * Y are contiguous fp32.
- * Backward: dX = dY W (dX [rows, in], overwritten; may be NULL), dW += dY^T X (dW [out, in],
- * accumulated; may be NULL), dbias += the sum of dY's rows (dbias [out], fp32, accumulated;
- * may be NULL; dY contiguous fp32 then). */
+ * Backward: dX = dY W (dX [rows, in]), dW = dY^T X (dW [out, in]), dbias = the sum of dY's
+ * rows (dbias [out], fp32; dY contiguous fp32 then); each may be NULL. `accumulate` says
+ * which of them are added to instead of overwritten: CLMOE_LINEAR_ACC_DX | _DW | _DBIAS
+ * (0: all three overwritten; the usual training step accumulates dW and dbias over the
+ * uses of a weight and the microbatches). */
+enum {
+  CLMOE_LINEAR_ACC_DX = 1,   /* dX += dY W */
+  CLMOE_LINEAR_ACC_DW = 2,   /* dW += dY^T X */
+  CLMOE_LINEAR_ACC_DBIAS = 4 /* dbias += column sums of dY */
+};
 CLMOE_API clmoe_status clmoe_linear(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
                                     const clmoe_tensor *bias, clmoe_tensor *Y);
 CLMOE_API clmoe_status clmoe_linear_backward(clmoe_ctx *ctx, const clmoe_tensor *X,
                                              const clmoe_tensor *W, const clmoe_tensor *dY,
                                              clmoe_tensor *dX, clmoe_tensor *dW,
-                                             clmoe_tensor *dbias);
+                                             clmoe_tensor *dbias, unsigned accumulate);
 
 /* ---- RMSNorm over the last dimension ----
  * y = x * rstd * gain, rstd = 1 / sqrt(mean(x^2) + eps); gain [n] may be NULL (no gain).

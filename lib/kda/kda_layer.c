@@ -2,6 +2,7 @@
  * GEMMs (CLBlast), the short convolution, KDA, RMSNorm and pointwise ops. */
 #include "runtime/internal.h"
 #include "kda_internal.h"
+#include "clmoe/ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -148,19 +149,13 @@ static clmoe_status view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clm
   return clmoe_tensor_view(t, v, 2, (int64_t[]){rows, cols}, 0);
 }
 
-/* Y (+)= X W^T: weights are [out, in] (PyTorch's Linear layout). */
-static clmoe_status proj(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W, clmoe_tensor *Y, float beta)
-{
-  return clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, X, W, beta, Y);
-}
-
-/* The backward of Y = X W^T: dW += dY^T X and, when dX is not NULL, dX += dY W. */
+/* The backward of Y = X W^T (weights [out, in], PyTorch's Linear layout): dW += dY^T X and,
+ * when dX is not NULL, dX += dY W. */
 static clmoe_status proj_back(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
                               const clmoe_tensor *dY, clmoe_tensor *dW, clmoe_tensor *dX)
 {
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, 1.0f, dW));
-  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, 1.0f, dX));
-  return CLMOE_OK;
+  return clmoe_linear_backward(ctx, X, W, dY, dX, dW, NULL,
+                               CLMOE_LINEAR_ACC_DX | CLMOE_LINEAR_ACC_DW);
 }
 
 static clmoe_status check_x(const char *op, const clmoe_kda_layer *l, const clmoe_tensor *x,
@@ -203,12 +198,12 @@ static clmoe_status output_gate(clmoe_ctx *ctx, const clmoe_kda_layer *l, const 
   CLMOE_TRY(view2(&c->o, N * l->H, l->D, &o_rows));
   CLMOE_TRY(view2(&c->on, N * l->H, l->D, &on_rows));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &o_rows, &l->o_gain, l->norm_eps, &on_rows, &c->rstd));
-  CLMOE_TRY(proj(ctx, x2, &l->w_g, &c->gs, 0.0f));
+  CLMOE_TRY(clmoe_linear(ctx, x2, &l->w_g, NULL, &c->gs));
   CLMOE_TRY(clmoe_sigmoid(ctx, &c->gs, &c->gs));
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m, CLMOE_F32, 2, (int64_t[]){N, HD}), done);
   CLMOE_TRY_GOTO(st, clmoe_mul(ctx, &c->gs, &c->on, &m), done);
-  st = proj(ctx, &m, &l->w_o, y2, 0.0f);
+  st = clmoe_linear(ctx, &m, &l->w_o, NULL, y2);
 done:
   clmoe_tensor_destroy(&m);
   return st;
@@ -234,15 +229,15 @@ clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l, c
   clmoe_tensor *pre[3] = {&c->xq, &c->xk, &c->xv}, *post[3] = {&c->q, &c->k, &c->v};
   clmoe_tensor *cst[3] = {state ? &state->conv_q : NULL, state ? &state->conv_k : NULL, state ? &state->conv_v : NULL};
   for (int j = 0; j < 3; j++) {
-    CLMOE_TRY_GOTO(st, proj(ctx, &x2, W[j], pre[j], 0.0f), done);
+    CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, W[j], NULL, pre[j]), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_view(pre[j], &a3, 3, s3, 0), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_view(post[j], &b3, 3, s3, 0), done);
     CLMOE_TRY_GOTO(st, clmoe_short_conv(ctx, &a3, cw[j], cu_seqlens, cst[j], &b3, cst[j]), done);
   }
   /* The decay gate's logits through the low-rank pair, and beta. */
-  CLMOE_TRY_GOTO(st, proj(ctx, &x2, &l->w_a_down, &c->za, 0.0f), done);
-  CLMOE_TRY_GOTO(st, proj(ctx, &c->za, &l->w_a_up, &c->z, 0.0f), done);
-  CLMOE_TRY_GOTO(st, proj(ctx, &x2, &l->w_beta, &c->beta, 0.0f), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &l->w_a_down, NULL, &c->za), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &c->za, &l->w_a_up, NULL, &c->z), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &l->w_beta, NULL, &c->beta), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->q, &q4, 4, s4, 0), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->k, &k4, 4, s4, 0), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_view(&c->v, &v4, 4, s4, 0), done);
@@ -375,12 +370,12 @@ clmoe_status clmoe_kda_layer_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, cons
   clmoe_tensor *pre[3] = {&c.xq, &c.xk, &c.xv}, *post[3] = {&c.q, &c.k, &c.v};
   clmoe_tensor *cst[3] = {&state->conv_q, &state->conv_k, &state->conv_v};
   for (int j = 0; j < 3; j++) {
-    CLMOE_TRY_GOTO(st, proj(ctx, x, W[j], pre[j], 0.0f), done);
+    CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, W[j], NULL, pre[j]), done);
     CLMOE_TRY_GOTO(st, clmoe_short_conv_step(ctx, pre[j], cw[j], cst[j], post[j]), done);
   }
-  CLMOE_TRY_GOTO(st, proj(ctx, x, &l->w_a_down, &c.za, 0.0f), done);
-  CLMOE_TRY_GOTO(st, proj(ctx, &c.za, &l->w_a_up, &c.z, 0.0f), done);
-  CLMOE_TRY_GOTO(st, proj(ctx, x, &l->w_beta, &c.beta, 0.0f), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &l->w_a_down, NULL, &c.za), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &c.za, &l->w_a_up, NULL, &c.z), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &l->w_beta, NULL, &c.beta), done);
   {
     clmoe_tensor q3, k3, v3, z3, o3;
     const int64_t s3[3] = {N, H, D};

@@ -1,4 +1,4 @@
-/* Gated MLA layer: the forward and backward through clmoe_gemm, RMSNorm, the sigmoid gate
+/* Gated MLA layer: the forward and backward through clmoe_linear, RMSNorm, the sigmoid gate
  * and the tiled attention (mla_attn.c), and the projections that prefill, decode and extend
  * share. Configuration and weights are in mla.c, decoding in mla_decode.c. Shapes: M = B T
  * tokens; Dqk = Dn + Dr. */
@@ -31,12 +31,6 @@ static clmoe_status row_slice(const clmoe_tensor *w, int64_t r0, int64_t n, clmo
   return clmoe_tensor_view(w, out, 2, shape, r0 * w->shape[1]);
 }
 
-/* y = x W^T (+ beta y) */
-static clmoe_status linear(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *W, float beta, clmoe_tensor *y)
-{
-  return clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x, W, beta, y);
-}
-
 clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
                                 const clmoe_mla_weights *w, const clmoe_tensor *x2,
                                 clmoe_mla_saved *s, int keep_raw)
@@ -57,19 +51,19 @@ clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   CLMOE_TRY(mk(ctx, &s->gate, M, H * cfg->v_dim, 0));
   /* c_q = RMSNorm(W_dq x); q = W_uq c_q */
   clmoe_tensor *cq_raw = keep_raw ? &s->cq_raw : &s->cq;
-  CLMOE_TRY(linear(ctx, x2, &w->w_dq, 0.0f, cq_raw));
+  CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_dq, NULL, cq_raw));
   CLMOE_TRY(clmoe_rmsnorm(ctx, cq_raw, &w->q_norm, eps, &s->cq, keep_raw ? &s->rstd_q : NULL));
   CLMOE_TRY(as2d(&s->q, M, H * dqk, &v2));
-  CLMOE_TRY(linear(ctx, &s->cq, &w->w_uq, 0.0f, &v2));
+  CLMOE_TRY(clmoe_linear(ctx, &s->cq, &w->w_uq, NULL, &v2));
   /* [c_kv; k_r] = W_dkv x (two row blocks of W_dkv); c = RMSNorm(c_kv) */
   CLMOE_TRY(row_slice(&w->w_dkv, 0, dc, &wc));
   CLMOE_TRY(row_slice(&w->w_dkv, dc, cfg->qk_rope, &wr));
   clmoe_tensor *ckv_raw = keep_raw ? &s->ckv_raw : &s->c;
-  CLMOE_TRY(linear(ctx, x2, &wc, 0.0f, ckv_raw));
-  CLMOE_TRY(linear(ctx, x2, &wr, 0.0f, &s->kr));
+  CLMOE_TRY(clmoe_linear(ctx, x2, &wc, NULL, ckv_raw));
+  CLMOE_TRY(clmoe_linear(ctx, x2, &wr, NULL, &s->kr));
   CLMOE_TRY(clmoe_rmsnorm(ctx, ckv_raw, &w->kv_norm, eps, &s->c, keep_raw ? &s->rstd_kv : NULL));
   /* gate = sigmoid(W_g x) */
-  CLMOE_TRY(linear(ctx, x2, &w->w_g, 0.0f, &s->gate));
+  CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_g, NULL, &s->gate));
   return clmoe_sigmoid(ctx, &s->gate, &s->gate);
 }
 
@@ -77,7 +71,7 @@ clmoe_status clmoe__mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const
                                const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2)
 {
   CLMOE_TRY(clmoe_mul(ctx, gate, o2, u));
-  return linear(ctx, u, &w->w_o, 0.0f, y2);
+  return clmoe_linear(ctx, u, &w->w_o, NULL, y2);
 }
 
 /* The attention operands of the layer: k_nope and v interleaved per head in kv. */
@@ -103,7 +97,7 @@ clmoe_status clmoe__mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cf
   /* per head [k_n; v] = W_ukv c */
   CLMOE_TRY(mk(ctx, &s->kv, M, H, cfg->qk_nope + dv));
   CLMOE_TRY(as2d(&s->kv, M, H * (cfg->qk_nope + dv), &kv2));
-  CLMOE_TRY(linear(ctx, &s->c, &w->w_ukv, 0.0f, &kv2));
+  CLMOE_TRY(clmoe_linear(ctx, &s->c, &w->w_ukv, NULL, &kv2));
   CLMOE_TRY(mk(ctx, &s->o, M, H, dv));
   CLMOE_TRY(mk(ctx, &s->lse, M, H, 0));
   CLMOE_TRY(mk(ctx, &s->u, M, H * dv, 0));
@@ -163,7 +157,6 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
 {
   const int64_t M = p->M, H = cfg->n_heads, dn = cfg->qk_nope, dr = cfg->qk_rope, dv = cfg->v_dim;
   const int64_t dqk = dn + dr, dkv = dn + dv, dc = cfg->kv_rank;
-  const clmoe_trans N_ = CLMOE_NOTRANS, T_ = CLMOE_TRANS;
   CLMOE_TRY(mk(ctx, &t[G_DU], M, H * dv, 0));
   CLMOE_TRY(mk(ctx, &t[G_DGATE], M, H * dv, 0));
   CLMOE_TRY(mk(ctx, &t[G_DO], M, H, dv));
@@ -178,12 +171,10 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   CLMOE_TRY(as2d(&t[G_DQ], M, H * dqk, &dq2));
   CLMOE_TRY(as2d(&t[G_DKV], M, H * dkv, &dkv2));
   /* y = W_o u, u = gate * o, gate = sigmoid(W_g x) */
-  CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, dy2, &w->w_o, 0.0f, &t[G_DU]));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, dy2, &s->u, 0.0f, &g->w_o));
+  CLMOE_TRY(clmoe_linear_backward(ctx, &s->u, &w->w_o, dy2, &t[G_DU], &g->w_o, NULL, 0));
   CLMOE_TRY(clmoe_mul_backward(ctx, &t[G_DU], &s->gate, &o2, &t[G_DGATE], &do2));
   CLMOE_TRY(clmoe_sigmoid_backward(ctx, &s->gate, &t[G_DGATE], &t[G_DGATE]));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DGATE], x2, 0.0f, &g->w_g));
-  if (dx2) CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DGATE], &w->w_g, 0.0f, dx2));
+  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &w->w_g, &t[G_DGATE], dx2, &g->w_g, NULL, 0));
   /* attention */
   mla_attn_desc a = layer_desc(cfg, s, M);
   mla_operand dkn = {t[G_DKV].buf, (cl_ulong)t[G_DKV].offset, (cl_uint)(H * dkv), (cl_uint)dkv};
@@ -191,25 +182,18 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   dvo.off += (cl_ulong)dn;
   CLMOE_TRY(clmoe__mla_attn_bwd_run(ctx, &a, p, &s->o, &s->lse, &t[G_DO], &t[G_DQ], dkn, dvo, &t[G_DKR]));
   /* kv = W_ukv c, c = RMSNorm(c_kv), [c_kv; k_r] = W_dkv x */
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &dkv2, &s->c, 0.0f, &g->w_ukv));
-  CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &dkv2, &w->w_ukv, 0.0f, &t[G_DC]));
+  CLMOE_TRY(clmoe_linear_backward(ctx, &s->c, &w->w_ukv, &dkv2, &t[G_DC], &g->w_ukv, NULL, 0));
   CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->ckv_raw, &w->kv_norm, &s->rstd_kv, &t[G_DC], &t[G_DC], &g->kv_norm));
   CLMOE_TRY(row_slice(&w->w_dkv, 0, dc, &wc));
   CLMOE_TRY(row_slice(&w->w_dkv, dc, dr, &wr));
   CLMOE_TRY(row_slice(&g->w_dkv, 0, dc, &gwc));
   CLMOE_TRY(row_slice(&g->w_dkv, dc, dr, &gwr));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DC], x2, 0.0f, &gwc));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DKR], x2, 0.0f, &gwr));
-  if (dx2) {
-    CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DC], &wc, 1.0f, dx2));
-    CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DKR], &wr, 1.0f, dx2));
-  }
+  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wc, &t[G_DC], dx2, &gwc, NULL, CLMOE_LINEAR_ACC_DX));
+  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wr, &t[G_DKR], dx2, &gwr, NULL, CLMOE_LINEAR_ACC_DX));
   /* q = W_uq c_q, c_q = RMSNorm(W_dq x) */
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &dq2, &s->cq, 0.0f, &g->w_uq));
-  CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &dq2, &w->w_uq, 0.0f, &t[G_DCQ]));
+  CLMOE_TRY(clmoe_linear_backward(ctx, &s->cq, &w->w_uq, &dq2, &t[G_DCQ], &g->w_uq, NULL, 0));
   CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->cq_raw, &w->q_norm, &s->rstd_q, &t[G_DCQ], &t[G_DCQ], &g->q_norm));
-  CLMOE_TRY(clmoe_gemm(ctx, T_, N_, 1.0f, &t[G_DCQ], x2, 0.0f, &g->w_dq));
-  if (dx2) CLMOE_TRY(clmoe_gemm(ctx, N_, N_, 1.0f, &t[G_DCQ], &w->w_dq, 1.0f, dx2));
+  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &w->w_dq, &t[G_DCQ], dx2, &g->w_dq, NULL, CLMOE_LINEAR_ACC_DX));
   return CLMOE_OK;
 }
 

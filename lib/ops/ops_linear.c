@@ -37,9 +37,11 @@ clmoe_status clmoe_linear(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_ten
   return bias ? clmoe__ops_add_rows(ctx, op, bias, Y) : CLMOE_OK;
 }
 
-/* dbias += the sum of dY's rows, through a scratch tensor of column sums. */
-static clmoe_status bias_backward(clmoe_ctx *ctx, const clmoe_tensor *dY, clmoe_tensor *dbias)
+/* dbias = (or +=) the sum of dY's rows; added through a scratch tensor of column sums. */
+static clmoe_status bias_backward(clmoe_ctx *ctx, const clmoe_tensor *dY, clmoe_tensor *dbias,
+                                  int add)
 {
+  if (!add) return clmoe_sum_rows(ctx, dY, dbias);
   clmoe_tensor sums = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sums, CLMOE_F32, 1, &dY->shape[1]), done);
@@ -52,7 +54,7 @@ done:
 
 clmoe_status clmoe_linear_backward(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
                                    const clmoe_tensor *dY, clmoe_tensor *dX, clmoe_tensor *dW,
-                                   clmoe_tensor *dbias)
+                                   clmoe_tensor *dbias, unsigned accumulate)
 {
   static const char op[] = "clmoe_linear_backward";
   CLMOE_TRY(want_matrix(op, "X", X, -1, -1, "rows, in"));
@@ -66,7 +68,13 @@ clmoe_status clmoe_linear_backward(clmoe_ctx *ctx, const clmoe_tensor *X, const 
     CLMOE_TRY(clmoe__want_shape(dbias, op, "dbias", 0, 1, out, 0, 0, 0));
     CLMOE_TRY(clmoe__want(dY, CLMOE_F32, op, "dY (with dbias)"));
   }
-  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, 0.0f, dX));
-  if (dW) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, 1.0f, dW));
-  return dbias ? bias_backward(ctx, dY, dbias) : CLMOE_OK;
+  if (accumulate & ~(unsigned)(CLMOE_LINEAR_ACC_DX | CLMOE_LINEAR_ACC_DW | CLMOE_LINEAR_ACC_DBIAS))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: accumulate %#x has unknown bits", op,
+                        accumulate);
+  const float bx = (accumulate & CLMOE_LINEAR_ACC_DX) ? 1.0f : 0.0f;
+  const float bw = (accumulate & CLMOE_LINEAR_ACC_DW) ? 1.0f : 0.0f;
+  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, bx, dX));
+  if (dW) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, bw, dW));
+  return dbias ? bias_backward(ctx, dY, dbias, !!(accumulate & CLMOE_LINEAR_ACC_DBIAS))
+               : CLMOE_OK;
 }

@@ -73,8 +73,11 @@ static void test_linear_errors(void)
   CU_ASSERT_EQUAL(clmoe_linear(test_ctx, NULL, &W, NULL, &Y), CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(clmoe_linear(test_ctx, &X, &W, &b16, &Y), CLMOE_ERR_SHAPE);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "bias"));
-  CU_ASSERT_EQUAL(clmoe_linear_backward(test_ctx, &X, &W, &Y, NULL, &dW, NULL), CLMOE_ERR_SHAPE);
+  CU_ASSERT_EQUAL(clmoe_linear_backward(test_ctx, &X, &W, &Y, NULL, &dW, NULL, 0), CLMOE_ERR_SHAPE);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "clmoe_linear_backward: dW"));
+  CU_ASSERT_EQUAL(clmoe_linear_backward(test_ctx, &X, &W, &Y, NULL, NULL, NULL, 8),
+                  CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "accumulate"));
   clmoe_tensor_destroy(&X), clmoe_tensor_destroy(&W), clmoe_tensor_destroy(&Wbad);
   clmoe_tensor_destroy(&Y), clmoe_tensor_destroy(&b16), clmoe_tensor_destroy(&dW);
 }
@@ -95,9 +98,10 @@ static void test_linear_accumulates(void)
   TEST_OK(clmoe_tensor_zeros(test_ctx, &dW2, CLMOE_F32, 2, (int64_t[]){out, in}));
   TEST_OK(clmoe_tensor_zeros(test_ctx, &db1, CLMOE_F32, 1, &out));
   TEST_OK(clmoe_tensor_zeros(test_ctx, &db2, CLMOE_F32, 1, &out));
-  TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW1, &db1));
+  const unsigned acc = CLMOE_LINEAR_ACC_DW | CLMOE_LINEAR_ACC_DBIAS;
+  TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW1, &db1, acc));
   for (int i = 0; i < 2; i++)
-    TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW2, &db2));
+    TEST_OK(clmoe_linear_backward(test_ctx, &X, &W, &dY, NULL, &dW2, &db2, acc));
   TEST_OK(clmoe_tensor_read(&dW1, w1, sizeof w1));
   TEST_OK(clmoe_tensor_read(&dW2, w2, sizeof w2));
   TEST_OK(clmoe_tensor_read(&db1, b1, sizeof b1));
