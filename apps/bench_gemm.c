@@ -81,12 +81,11 @@ int bench_gemm(int argc, char **argv)
   const char *device = NULL, *dtype_arg = "f32", *trans_arg = "NN", *block_arg = NULL;
   int reps = 10;
   double max_seconds = 3.0;
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (app_option(argc, argv, &i, "--sizes", &v)) sizes_arg = v;
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--sizes", &v)) sizes_arg = v;
     else if (app_option(argc, argv, &i, "--backends", &v)) backends_arg = v;
     else if (app_option(argc, argv, &i, "--dtype", &v)) dtype_arg = v;
     else if (app_option(argc, argv, &i, "--trans", &v)) trans_arg = v;
@@ -95,10 +94,10 @@ int bench_gemm(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--max-seconds", &v)) {
       max_seconds = atof(v);
       if (!(max_seconds > 0)) app_usage_error("--max-seconds: '%s' is not a positive number", v);
-    } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
-    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
-    else app_usage_error("unknown argument '%s'", argv[i]);
+    } else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  device = flags.device;
+  json = flags.json;
   clmoe_dtype dtype = CLMOE_F32;
   if (!strcmp(dtype_arg, "bf16")) dtype = CLMOE_BF16;
   else if (strcmp(dtype_arg, "f32")) app_usage_error("--dtype: '%s' is not f32 or bf16", dtype_arg);

@@ -199,12 +199,11 @@ int bench_kda(int argc, char **argv)
   int nT = 2, nH = 1, reps = 10, backward = 1, tile = 1;
   double max_s = 10.0;
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16";
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (app_option(argc, argv, &i, "--batch", &v)) B = app_parse_int("--batch", v, 1, 4096);
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--batch", &v)) B = app_parse_int("--batch", v, 1, 4096);
     else if (app_option(argc, argv, &i, "--T", &v)) nT = bench_parse_list("--T", v, Ts, 1, 1 << 24);
     else if (app_option(argc, argv, &i, "--H", &v)) nH = bench_parse_list("--H", v, Hs, 1, 1024);
     else if (app_option(argc, argv, &i, "--D", &v)) D = app_parse_int("--D", v, 1, 128);
@@ -214,15 +213,15 @@ int bench_kda(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--max-seconds", &v)) {
       max_s = atof(v);
       if (!(max_s > 0)) app_usage_error("--max-seconds: '%s' is not a positive number", v);
-    } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
-    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
-    else if (!strcmp(argv[i], "--no-backward")) backward = 0;
+    } else if (!strcmp(argv[i], "--no-backward")) backward = 0;
     else if (!strcmp(argv[i], "--no-tile")) tile = 0;
     else if (app_option(argc, argv, &i, "--tc-warps", &v)) tc_warps = (int)app_parse_int("--tc-warps", v, 1, 4);
     else if (app_option(argc, argv, &i, "--tc-lookahead", &v)) tc_ahead = (int)app_parse_int("--tc-lookahead", v, 1, 3);
     else if (!strcmp(argv[i], "--tc-recompute")) tc_keep = 0;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  device = flags.device;
+  json = flags.json;
   clmoe_dtype dt = CLMOE_BF16;
   if (!strcmp(dtype_arg, "f32")) dt = CLMOE_F32;
   else if (strcmp(dtype_arg, "bf16")) app_usage_error("--dtype: '%s' is not bf16 or f32", dtype_arg);

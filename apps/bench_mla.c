@@ -344,12 +344,11 @@ int bench_mla(int argc, char **argv)
   long long Dn = 128, Dr = 64, Dv = 128, naive_max = 8192, dH = 8, d = 1024, rq = 512, dc = 512;
   bench_opts o = {10, 10.0};
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16", *cache_arg = "bf16";
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (app_option(argc, argv, &i, "--shapes", &v)) nshapes = parse_shapes(v, sH, sT);
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--shapes", &v)) nshapes = parse_shapes(v, sH, sT);
     else if (app_option(argc, argv, &i, "--T", &v)) nT = bench_parse_list("--T", v, Ts, 1, 1 << 24);
     else if (app_option(argc, argv, &i, "--H", &v)) nH = bench_parse_list("--H", v, Hs, 1, 1024);
     else if (app_option(argc, argv, &i, "--batch", &v)) nB = bench_parse_list("--batch", v, Bs, 1, 4096);
@@ -369,14 +368,14 @@ int bench_mla(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--max-seconds", &v)) {
       o.max_s = atof(v);
       if (!(o.max_s > 0)) app_usage_error("--max-seconds: '%s' is not a positive number", v);
-    } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
-    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
-    else if (!strcmp(argv[i], "--no-backward")) backward = 0;
+    } else if (!strcmp(argv[i], "--no-backward")) backward = 0;
     else if (!strcmp(argv[i], "--no-tiles")) tiles = 0;
     else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
     else if (!strcmp(argv[i], "--no-decode")) decode = 0;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  device = flags.device;
+  json = flags.json;
   clmoe_dtype dt = CLMOE_BF16, cdt = CLMOE_BF16;
   if (!strcmp(dtype_arg, "f32")) dt = CLMOE_F32;
   else if (strcmp(dtype_arg, "bf16")) app_usage_error("--dtype: '%s' is not bf16 or f32", dtype_arg);

@@ -323,12 +323,11 @@ int bench_moe(int argc, char **argv)
   int nw = 0, nt = 2, reps = 5, backward = 1, curves = 0, fresh = 0;
   double max_s = 5.0, gamma = 1e-3;
   const char *json = NULL, *device = NULL, *preset_arg = "tiny,gpu", *gemm_arg = "grouped,padded";
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (app_option(argc, argv, &i, "--preset", &v)) preset_arg = v;
+    if (app_standard_flag(argc, argv, &i, &flags)) continue;
+    if (app_option(argc, argv, &i, "--preset", &v)) preset_arg = v;
     else if (app_option(argc, argv, &i, "--tokens", &v)) nt = bench_parse_list("--tokens", v, tokens, 1, 1 << 22);
     else if (app_option(argc, argv, &i, "--experts", &v)) experts = app_parse_int("--experts", v, 1, 1 << 20);
     else if (app_option(argc, argv, &i, "--top-k", &v)) top_k = app_parse_int("--top-k", v, 1, 64);
@@ -343,12 +342,12 @@ int bench_moe(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--gamma", &v)) {
       gamma = atof(v);
       if (!(gamma > 0)) app_usage_error("--gamma: '%s' is not a positive number", v);
-    } else if (app_option(argc, argv, &i, "--device", &v)) device = v;
-    else if (app_option(argc, argv, &i, "--json", &v)) json = v;
-    else if (!strcmp(argv[i], "--no-backward")) backward = 0;
+    } else if (!strcmp(argv[i], "--no-backward")) backward = 0;
     else if (!strcmp(argv[i], "--fresh")) fresh = 1;
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
+  device = flags.device;
+  json = flags.json;
   char pbuf[256], gbuf[64], *presets[MAX_LIST], *gnames[MAX_LIST];
   snprintf(pbuf, sizeof pbuf, "%s", preset_arg);
   snprintf(gbuf, sizeof gbuf, "%s", gemm_arg);
