@@ -60,6 +60,15 @@ CLMOE_API const char *clmoe_tensor_describe(const clmoe_tensor *t, char *buf, si
  * elements after src's first. */
 CLMOE_API clmoe_status clmoe_tensor_view(const clmoe_tensor *src, clmoe_tensor *dst, int ndim,
                                          const int64_t *shape, int64_t offset);
+/* Shorthands of clmoe_tensor_view from the first element: all of a contiguous src seen as
+ * [rows, cols] or [d0, d1, d2] (the element counts must match). */
+CLMOE_API clmoe_status clmoe_tensor_view2d(const clmoe_tensor *src, clmoe_tensor *dst,
+                                           int64_t rows, int64_t cols);
+CLMOE_API clmoe_status clmoe_tensor_view3d(const clmoe_tensor *src, clmoe_tensor *dst,
+                                           int64_t d0, int64_t d1, int64_t d2);
+/* Rows [r0, r0 + n) of a contiguous matrix src [rows, cols]: a contiguous [n, cols] view. */
+CLMOE_API clmoe_status clmoe_tensor_rows(const clmoe_tensor *src, clmoe_tensor *dst, int64_t r0,
+                                         int64_t n);
 /* Elements [start, start + len) of dimension dim (the result may not be contiguous). */
 CLMOE_API clmoe_status clmoe_tensor_slice(const clmoe_tensor *src, clmoe_tensor *dst, int dim,
                                           int64_t start, int64_t len);

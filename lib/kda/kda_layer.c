@@ -143,12 +143,6 @@ void clmoe_kda_layer_state_destroy(clmoe_kda_layer_state *s)
   clmoe_tensor_destroy(&s->conv_v);
 }
 
-/* ---- helpers: a 2-D view and the three GEMM shapes of a projection ---- */
-static clmoe_status view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v)
-{
-  return clmoe_tensor_view(t, v, 2, (int64_t[]){rows, cols}, 0);
-}
-
 /* The backward of Y = X W^T (weights [out, in], PyTorch's Linear layout): dW += dY^T X and,
  * when dX is not NULL, dX += dY W. */
 static clmoe_status proj_back(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
@@ -195,8 +189,8 @@ static clmoe_status output_gate(clmoe_ctx *ctx, const clmoe_kda_layer *l, const 
 {
   clmoe_tensor o_rows, on_rows, m = {0};
   const int64_t HD = l->H * l->D;
-  CLMOE_TRY(view2(&c->o, N * l->H, l->D, &o_rows));
-  CLMOE_TRY(view2(&c->on, N * l->H, l->D, &on_rows));
+  CLMOE_TRY(clmoe_tensor_view2d(&c->o, &o_rows, N * l->H, l->D));
+  CLMOE_TRY(clmoe_tensor_view2d(&c->on, &on_rows, N * l->H, l->D));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &o_rows, &l->o_gain, l->norm_eps, &on_rows, &c->rstd));
   CLMOE_TRY(clmoe_linear(ctx, x2, &l->w_g, NULL, &c->gs));
   CLMOE_TRY(clmoe_sigmoid(ctx, &c->gs, &c->gs));
@@ -222,8 +216,8 @@ clmoe_status clmoe_kda_layer_forward(clmoe_ctx *ctx, const clmoe_kda_layer *l, c
   clmoe_status st;
   clmoe_tensor x2, y2, a3, b3, q4, k4, v4, z4, beta3, o4;
   const int64_t s3[3] = {B, T, HD}, s4[4] = {B, T, H, D}, sb[3] = {B, T, H};
-  CLMOE_TRY_GOTO(st, view2(x, N, l->d, &x2), done);
-  CLMOE_TRY_GOTO(st, view2(y, N, l->d, &y2), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, N, l->d), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(y, &y2, N, l->d), done);
   /* q, k, v: projection, then the causal convolution with SiLU (state: prefill). */
   const clmoe_tensor *W[3] = {&l->w_q, &l->w_k, &l->w_v}, *cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
   clmoe_tensor *pre[3] = {&c->xq, &c->xk, &c->xv}, *post[3] = {&c->q, &c->k, &c->v};
@@ -279,9 +273,9 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
   clmoe_tensor dza = {0}, dpre = {0}, small = {0}, dA = {0}, ddt = {0}, dconv = {0};
   const int64_t s3[3] = {B, T, HD}, s4[4] = {B, T, H, D}, sb[3] = {B, T, H};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, view2(x, N, l->d, &x2), done);
-  CLMOE_TRY_GOTO(st, view2(dx, N, l->d, &dx2), done);
-  CLMOE_TRY_GOTO(st, view2(dy, N, l->d, &dy2), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, N, l->d), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, N, l->d), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dy, &dy2, N, l->d), done);
   clmoe_tensor *nd[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dpre};
   for (size_t i = 0; i < sizeof nd / sizeof nd[0]; i++)
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, nd[i], CLMOE_F32, 2, (int64_t[]){N, HD}), done);
@@ -300,9 +294,9 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
   CLMOE_TRY_GOTO(st, clmoe_sigmoid_backward(ctx, &c->gs, &m, &m), done);
   CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_g, &m, &g->w_g, &dx2), done);
   /* on = RMSNorm_head(o) */
-  CLMOE_TRY_GOTO(st, view2(&c->o, N * H, D, &rows), done);
-  CLMOE_TRY_GOTO(st, view2(&dO, N * H, D, &drows), done);
-  CLMOE_TRY_GOTO(st, view2(&don, N * H, D, &on_rows), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(&c->o, &rows, N * H, D), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(&dO, &drows, N * H, D), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(&don, &on_rows, N * H, D), done);
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm_backward(ctx, &rows, &l->o_gain, &c->rstd, &on_rows, &drows, &small), done);
   CLMOE_TRY_GOTO(st, add_into(ctx, &g->o_gain, &small), done);
   /* KDA */

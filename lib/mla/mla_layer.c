@@ -17,20 +17,6 @@ static clmoe_status mk(clmoe_ctx *ctx, clmoe_tensor *t, int64_t d0, int64_t d1, 
   return clmoe_tensor_create(ctx, t, CLMOE_F32, d2 ? 3 : d1 ? 2 : 1, shape);
 }
 
-/* A 2-D [rows, cols] view of a contiguous tensor. */
-static clmoe_status as2d(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *out)
-{
-  int64_t shape[2] = {rows, cols};
-  return clmoe_tensor_view(t, out, 2, shape, 0);
-}
-
-/* Rows [r0, r0 + n) of a contiguous [rows, cols] matrix. */
-static clmoe_status row_slice(const clmoe_tensor *w, int64_t r0, int64_t n, clmoe_tensor *out)
-{
-  int64_t shape[2] = {n, w->shape[1]};
-  return clmoe_tensor_view(w, out, 2, shape, r0 * w->shape[1]);
-}
-
 clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
                                 const clmoe_mla_weights *w, const clmoe_tensor *x2,
                                 clmoe_mla_saved *s, int keep_raw)
@@ -53,11 +39,11 @@ clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   clmoe_tensor *cq_raw = keep_raw ? &s->cq_raw : &s->cq;
   CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_dq, NULL, cq_raw));
   CLMOE_TRY(clmoe_rmsnorm(ctx, cq_raw, &w->q_norm, eps, &s->cq, keep_raw ? &s->rstd_q : NULL));
-  CLMOE_TRY(as2d(&s->q, M, H * dqk, &v2));
+  CLMOE_TRY(clmoe_tensor_view2d(&s->q, &v2, M, H * dqk));
   CLMOE_TRY(clmoe_linear(ctx, &s->cq, &w->w_uq, NULL, &v2));
   /* [c_kv; k_r] = W_dkv x (two row blocks of W_dkv); c = RMSNorm(c_kv) */
-  CLMOE_TRY(row_slice(&w->w_dkv, 0, dc, &wc));
-  CLMOE_TRY(row_slice(&w->w_dkv, dc, cfg->qk_rope, &wr));
+  CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wc, 0, dc));
+  CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wr, dc, cfg->qk_rope));
   clmoe_tensor *ckv_raw = keep_raw ? &s->ckv_raw : &s->c;
   CLMOE_TRY(clmoe_linear(ctx, x2, &wc, NULL, ckv_raw));
   CLMOE_TRY(clmoe_linear(ctx, x2, &wr, NULL, &s->kr));
@@ -96,14 +82,14 @@ clmoe_status clmoe__mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cf
   CLMOE_TRY(clmoe__mla_project(ctx, cfg, w, x2, s, 1));
   /* per head [k_n; v] = W_ukv c */
   CLMOE_TRY(mk(ctx, &s->kv, M, H, cfg->qk_nope + dv));
-  CLMOE_TRY(as2d(&s->kv, M, H * (cfg->qk_nope + dv), &kv2));
+  CLMOE_TRY(clmoe_tensor_view2d(&s->kv, &kv2, M, H * (cfg->qk_nope + dv)));
   CLMOE_TRY(clmoe_linear(ctx, &s->c, &w->w_ukv, NULL, &kv2));
   CLMOE_TRY(mk(ctx, &s->o, M, H, dv));
   CLMOE_TRY(mk(ctx, &s->lse, M, H, 0));
   CLMOE_TRY(mk(ctx, &s->u, M, H * dv, 0));
   mla_attn_desc a = layer_desc(cfg, s, M);
   CLMOE_TRY(clmoe__mla_attn_fwd_run(ctx, &a, p, &s->o, &s->lse));
-  CLMOE_TRY(as2d(&s->o, M, H * dv, &o2));
+  CLMOE_TRY(clmoe_tensor_view2d(&s->o, &o2, M, H * dv));
   return clmoe__mla_output(ctx, w, &s->gate, &o2, &s->u, y2);
 }
 
@@ -120,10 +106,10 @@ static clmoe_status layer_setup(clmoe_ctx *ctx, const char *op, const clmoe_mla_
                         x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL");
   const int64_t B = x->shape[0], T = x->shape[1], d = cfg->d_model;
   CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 3, B, T, d, 0));
-  CLMOE_TRY(as2d(x, B * T, d, x2));
+  CLMOE_TRY(clmoe_tensor_view2d(x, x2, B * T, d));
   if (y) {
     CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 3, B, T, d, 0));
-    CLMOE_TRY(as2d(y, B * T, d, y2));
+    CLMOE_TRY(clmoe_tensor_view2d(y, y2, B * T, d));
   }
   return clmoe__mla_plan_make(ctx, op, B, T, cu, p);
 }
@@ -166,10 +152,10 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   CLMOE_TRY(mk(ctx, &t[G_DC], M, dc, 0));
   CLMOE_TRY(mk(ctx, &t[G_DCQ], M, cfg->q_rank, 0));
   clmoe_tensor o2, do2, dq2, dkv2, wc, wr, gwc, gwr;
-  CLMOE_TRY(as2d(&s->o, M, H * dv, &o2));
-  CLMOE_TRY(as2d(&t[G_DO], M, H * dv, &do2));
-  CLMOE_TRY(as2d(&t[G_DQ], M, H * dqk, &dq2));
-  CLMOE_TRY(as2d(&t[G_DKV], M, H * dkv, &dkv2));
+  CLMOE_TRY(clmoe_tensor_view2d(&s->o, &o2, M, H * dv));
+  CLMOE_TRY(clmoe_tensor_view2d(&t[G_DO], &do2, M, H * dv));
+  CLMOE_TRY(clmoe_tensor_view2d(&t[G_DQ], &dq2, M, H * dqk));
+  CLMOE_TRY(clmoe_tensor_view2d(&t[G_DKV], &dkv2, M, H * dkv));
   /* y = W_o u, u = gate * o, gate = sigmoid(W_g x) */
   CLMOE_TRY(clmoe_linear_backward(ctx, &s->u, &w->w_o, dy2, &t[G_DU], &g->w_o, NULL, 0));
   CLMOE_TRY(clmoe_mul_backward(ctx, &t[G_DU], &s->gate, &o2, &t[G_DGATE], &do2));
@@ -184,10 +170,10 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   /* kv = W_ukv c, c = RMSNorm(c_kv), [c_kv; k_r] = W_dkv x */
   CLMOE_TRY(clmoe_linear_backward(ctx, &s->c, &w->w_ukv, &dkv2, &t[G_DC], &g->w_ukv, NULL, 0));
   CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->ckv_raw, &w->kv_norm, &s->rstd_kv, &t[G_DC], &t[G_DC], &g->kv_norm));
-  CLMOE_TRY(row_slice(&w->w_dkv, 0, dc, &wc));
-  CLMOE_TRY(row_slice(&w->w_dkv, dc, dr, &wr));
-  CLMOE_TRY(row_slice(&g->w_dkv, 0, dc, &gwc));
-  CLMOE_TRY(row_slice(&g->w_dkv, dc, dr, &gwr));
+  CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wc, 0, dc));
+  CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wr, dc, dr));
+  CLMOE_TRY(clmoe_tensor_rows(&g->w_dkv, &gwc, 0, dc));
+  CLMOE_TRY(clmoe_tensor_rows(&g->w_dkv, &gwr, dc, dr));
   CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wc, &t[G_DC], dx2, &gwc, NULL, CLMOE_LINEAR_ACC_DX));
   CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wr, &t[G_DKR], dx2, &gwr, NULL, CLMOE_LINEAR_ACC_DX));
   /* q = W_uq c_q, c_q = RMSNorm(W_dq x) */
@@ -218,7 +204,7 @@ clmoe_status clmoe_mla_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
   CLMOE_TRY_GOTO(st, clmoe__mla_check_weights(op, cfg, grads), done);
   if (dx) {
     CLMOE_TRY_GOTO(st, clmoe__want_shape(dx, op, "dx", 0, 3, p.B, p.T, cfg->d_model, 0), done);
-    CLMOE_TRY_GOTO(st, as2d(dx, p.M, cfg->d_model, &dx2), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, p.M, cfg->d_model), done);
   }
   if (p.M == 0) { /* no tokens: zero gradients */
     for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) CLMOE_TRY_GOTO(st, clmoe_tensor_fill(clmoe_mla_weight_at(grads, i), 0.0), done);

@@ -377,8 +377,8 @@ clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_
   CLMOE_TRY_GOTO(st, host_alloc((void **)&h.out, m * k * l, sizeof *h.out), done);
   CLMOE_TRY_GOTO(st, host_alloc((void **)&h.z, m * l, sizeof *h.z), done);
   if (m > 0) {
-    CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), done);
-    CLMOE_TRY_GOTO(st, clmoe__moe_view2(y, m, d, &y2), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, m, d), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(y, &y2, m, d), done);
     CLMOE_TRY_GOTO(st, route_local(ctx, ep, &x2, m, train, &h, &s->local), done);
   }
   /* From here every rank takes part in the exchanges, with or without tokens. */

@@ -220,9 +220,9 @@ clmoe_status clmoe_moe_ep_backward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe
   CLMOE_TRY_GOTO(st, bhost_alloc(&h.drecv, R * l), done);
   CLMOE_TRY_GOTO(st, bhost_alloc(&h.dxl, m * l), done);
   if (m > 0) {
-    CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), done);
-    CLMOE_TRY_GOTO(st, clmoe__moe_view2(dy, m, d, &dy2), done);
-    CLMOE_TRY_GOTO(st, clmoe__moe_view2(dx, m, d, &dx2), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, m, d), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dy, &dy2, m, d), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, m, d), done);
     CLMOE_TRY_GOTO(st, tail_backward(ctx, ep, &s->local, &dy2, g, h.dz), done);
     combine_backward_host(s, m, k, l, &h);
   }

@@ -83,12 +83,6 @@ static clmoe_status grouped_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, c
 
 /* ---- padded: [R, n] buffers seen as [E, cap, n] ------------------------------------------- */
 
-static clmoe_status view3(const clmoe_tensor *t, int64_t E, int64_t cap, int64_t n, clmoe_tensor *v)
-{
-  const int64_t shape[3] = {E, cap, n};
-  return clmoe_tensor_view(t, v, 3, shape, 0);
-}
-
 static clmoe_status batched(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, const clmoe_tensor *A,
                             const clmoe_tensor *B, float beta, clmoe_tensor *C)
 {
@@ -107,11 +101,11 @@ static clmoe_status padded_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
     CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &tw, CLMOE_F32, d->rows, f), done);
     u = &tu, w = &tw;
   }
-  CLMOE_TRY_GOTO(st, view3(xs, E, cap, l, &x3), done);
-  CLMOE_TRY_GOTO(st, view3(u, E, cap, f, &u3), done);
-  CLMOE_TRY_GOTO(st, view3(w, E, cap, f, &w3), done);
-  CLMOE_TRY_GOTO(st, view3(act, E, cap, f, &a3), done);
-  CLMOE_TRY_GOTO(st, view3(ys, E, cap, l, &y3), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view3d(xs, &x3, E, cap, l), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view3d(u, &u3, E, cap, f), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view3d(w, &w3, E, cap, f), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view3d(act, &a3, E, cap, f), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view3d(ys, &y3, E, cap, l), done);
   CLMOE_TRY_GOTO(st, batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &x3, &L->w_gate, 0.0f, &u3), done);
   CLMOE_TRY_GOTO(st, batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &x3, &L->w_upp, 0.0f, &w3), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, u, w, act), done);
@@ -129,12 +123,12 @@ static clmoe_status padded_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
   const clmoe_moe_dispatch *d = &s->disp;
   const int64_t E = d->n_experts, cap = d->cap, l = L->cfg.latent, f = L->cfg.expert_ff;
   clmoe_tensor dy3, x3, a3, du3, dw3, dx3;
-  CLMOE_TRY(view3(dys, E, cap, l, &dy3));
-  CLMOE_TRY(view3(&s->xs, E, cap, l, &x3));
-  CLMOE_TRY(view3(&s->act, E, cap, f, &a3));
-  CLMOE_TRY(view3(du, E, cap, f, &du3));
-  CLMOE_TRY(view3(dw, E, cap, f, &dw3));
-  CLMOE_TRY(view3(dxs, E, cap, l, &dx3));
+  CLMOE_TRY(clmoe_tensor_view3d(dys, &dy3, E, cap, l));
+  CLMOE_TRY(clmoe_tensor_view3d(&s->xs, &x3, E, cap, l));
+  CLMOE_TRY(clmoe_tensor_view3d(&s->act, &a3, E, cap, f));
+  CLMOE_TRY(clmoe_tensor_view3d(du, &du3, E, cap, f));
+  CLMOE_TRY(clmoe_tensor_view3d(dw, &dw3, E, cap, f));
+  CLMOE_TRY(clmoe_tensor_view3d(dxs, &dx3, E, cap, l));
   /* dact into du, then SiTU's gradient in place (du = dact, dw from it) */
   CLMOE_TRY(batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, &dy3, &L->w_dn, 0.0f, &du3));
   CLMOE_TRY(clmoe__moe_situ_backward(ctx, du, &s->u, &s->w, du, dw));

@@ -40,8 +40,8 @@ clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, c
   if (m == 0) return CLMOE_OK;
   clmoe_tensor x2, y2;
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), fail);
-  CLMOE_TRY_GOTO(st, clmoe__moe_view2(y, m, d, &y2), fail);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, m, d), fail);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(y, &y2, m, d), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->u, CLMOE_F32, m, f), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->w, CLMOE_F32, m, f), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->act, CLMOE_F32, m, f), fail);
@@ -79,8 +79,8 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   CLMOE_TRY(clmoe__want_shape(&saved->act, op, "saved act", 0, 2, m, f, 0, 0));
   clmoe_tensor x2, dy2, dx2, du = {0}, dw = {0}; /* du, dw [m, f] */
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, clmoe__moe_view2(x, m, d, &x2), done);
-  CLMOE_TRY_GOTO(st, clmoe__moe_view2(dy, m, d, &dy2), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, m, d), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dy, &dy2, m, d), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du, CLMOE_F32, m, f), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw, CLMOE_F32, m, f), done);
   /* dact = dy W_dn (into du), dW_dn = dy^T act, then SiTU's gradient in place */
@@ -90,7 +90,7 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &du, &x2, 0.0f, &grad->w_gate), done);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dw, &x2, 0.0f, &grad->w_upp), done);
   if (dx) {
-    CLMOE_TRY_GOTO(st, clmoe__moe_view2(dx, m, d, &dx2), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, m, d), done);
     CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &du, &ffn->w_gate, dx_beta, &dx2), done);
     st = clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dw, &ffn->w_upp, 1.0f, &dx2);
   }

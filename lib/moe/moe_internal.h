@@ -26,8 +26,6 @@ clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const cha
                                cl_kernel *k);
 /* 2-D launch: dimension 0 over `cols` columns, dimension 1 over `rows` rows. */
 clmoe_status clmoe__moe_launch_rows(clmoe_ctx *ctx, cl_kernel k, int64_t cols, int64_t rows);
-/* A [rows, cols] view of the contiguous f32 tensor t with rows * cols elements. */
-clmoe_status clmoe__moe_view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v);
 /* A new f32 (or i32) tensor of two (or three) dimensions. */
 clmoe_status clmoe__moe_new2(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dt, int64_t a, int64_t b);
 clmoe_status clmoe__moe_new3(clmoe_ctx *ctx, clmoe_tensor *t, int64_t a, int64_t b, int64_t c);

@@ -94,8 +94,8 @@ clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
   s->tokens = m;
   if (m == 0) return CLMOE_OK;
   clmoe_tensor x2, y2;
-  CLMOE_TRY(clmoe__moe_view2(x, m, d, &x2));
-  CLMOE_TRY(clmoe__moe_view2(y, m, d, &y2));
+  CLMOE_TRY(clmoe_tensor_view2d(x, &x2, m, d));
+  CLMOE_TRY(clmoe_tensor_view2d(y, &y2, m, d));
   double t0 = clmoe__moe_now();
   clmoe_status st;
   CLMOE_TRY_GOTO(st, forward_route(ctx, L, &x2, saved != NULL, s), done);
@@ -202,9 +202,9 @@ clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const 
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: dx must not share a buffer with x or dy", op);
   if (m == 0) return zero_grads(g);
   clmoe_tensor x2, dy2, dx2;
-  CLMOE_TRY(clmoe__moe_view2(x, m, d, &x2));
-  CLMOE_TRY(clmoe__moe_view2(dy, m, d, &dy2));
-  CLMOE_TRY(clmoe__moe_view2(dx, m, d, &dx2));
+  CLMOE_TRY(clmoe_tensor_view2d(x, &x2, m, d));
+  CLMOE_TRY(clmoe_tensor_view2d(dy, &dy2, m, d));
+  CLMOE_TRY(clmoe_tensor_view2d(dx, &dx2, m, d));
   bwd_buf b;
   memset(&b, 0, sizeof b);
   clmoe_status st = backward_steps(ctx, L, &x2, s, &dy2, g, &dx2, &b);

@@ -41,7 +41,7 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens x top_k %lld exceeds 2^31", op, (long long)m,
                         (long long)k);
   clmoe_tensor x2;
-  CLMOE_TRY(clmoe__moe_view2(x, m, d, &x2));
+  CLMOE_TRY(clmoe_tensor_view2d(x, &x2, m, d));
   CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &L->w_router, 0.0f, s_all));
   cl_kernel kr;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_route", &kr));

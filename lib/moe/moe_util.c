@@ -42,12 +42,6 @@ clmoe_status clmoe__moe_launch_rows(clmoe_ctx *ctx, cl_kernel k, int64_t cols, i
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
-clmoe_status clmoe__moe_view2(const clmoe_tensor *t, int64_t rows, int64_t cols, clmoe_tensor *v)
-{
-  const int64_t shape[2] = {rows, cols};
-  return clmoe_tensor_view(t, v, 2, shape, 0);
-}
-
 clmoe_status clmoe__moe_new2(clmoe_ctx *ctx, clmoe_tensor *t, clmoe_dtype dt, int64_t a, int64_t b)
 {
   const int64_t shape[2] = {a, b};

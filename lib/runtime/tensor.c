@@ -131,6 +131,43 @@ clmoe_status clmoe_tensor_view(const clmoe_tensor *src, clmoe_tensor *dst, int n
   return CLMOE_OK;
 }
 
+/* A shorthand view must cover all of src: a wrong size is a caller's bug, named here. */
+static clmoe_status view_all(const clmoe_tensor *src, clmoe_tensor *dst, int ndim,
+                             const int64_t *shape, const char *fn)
+{
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  if (n != clmoe_tensor_numel(src)) {
+    char desc[96];
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld elements asked of %s", fn, (long long)n,
+                        clmoe_tensor_describe(src, desc, sizeof desc));
+  }
+  return clmoe_tensor_view(src, dst, ndim, shape, 0);
+}
+
+clmoe_status clmoe_tensor_view2d(const clmoe_tensor *src, clmoe_tensor *dst, int64_t rows,
+                                 int64_t cols)
+{
+  return view_all(src, dst, 2, (const int64_t[]){rows, cols}, "clmoe_tensor_view2d");
+}
+
+clmoe_status clmoe_tensor_view3d(const clmoe_tensor *src, clmoe_tensor *dst, int64_t d0,
+                                 int64_t d1, int64_t d2)
+{
+  return view_all(src, dst, 3, (const int64_t[]){d0, d1, d2}, "clmoe_tensor_view3d");
+}
+
+clmoe_status clmoe_tensor_rows(const clmoe_tensor *src, clmoe_tensor *dst, int64_t r0, int64_t n)
+{
+  if (src->ndim != 2 || r0 < 0 || n < 0 || r0 + n > src->shape[0]) {
+    char desc[96];
+    return clmoe__error(CLMOE_ERR_SHAPE, "clmoe_tensor_rows: rows [%lld, %lld) of %s",
+                        (long long)r0, (long long)(r0 + n),
+                        clmoe_tensor_describe(src, desc, sizeof desc));
+  }
+  return clmoe_tensor_view(src, dst, 2, (const int64_t[]){n, src->shape[1]}, r0 * src->shape[1]);
+}
+
 clmoe_status clmoe_tensor_slice(const clmoe_tensor *src, clmoe_tensor *dst, int dim, int64_t start,
                                 int64_t len)
 {

@@ -62,6 +62,18 @@ static void test_transfers(void)
   CU_ASSERT_FALSE(clmoe_tensor_is_contiguous(&s));
   CU_ASSERT_EQUAL(clmoe_tensor_read(&s, y, 8 * sizeof(float)), CLMOE_ERR_SHAPE);
   CU_ASSERT_EQUAL(clmoe_tensor_slice(&t, &s, 1, 5, 2), CLMOE_ERR_SHAPE);
+  /* The shorthands: all of t as [2, 12] and [2, 3, 4]; rows 2..3 of the [4, 6] matrix. */
+  TEST_OK(clmoe_tensor_view2d(&t, &v, 2, 12));
+  CU_ASSERT(v.ndim == 2 && v.shape[0] == 2 && v.shape[1] == 12 && v.offset == t.offset);
+  TEST_OK(clmoe_tensor_view3d(&t, &v, 2, 3, 4));
+  CU_ASSERT(v.ndim == 3 && v.shape[2] == 4 && v.stride[0] == 12);
+  CU_ASSERT_EQUAL(clmoe_tensor_view2d(&t, &v, 2, 11), CLMOE_ERR_SHAPE); /* not all of t */
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "clmoe_tensor_view2d"));
+  TEST_OK(clmoe_tensor_rows(&t, &v, 2, 2));
+  TEST_OK(clmoe_tensor_read(&v, y, 12 * sizeof(float)));
+  for (int i = 0; i < 12; i++) CU_ASSERT_EQUAL(y[i], x[12 + i]);
+  CU_ASSERT_EQUAL(clmoe_tensor_rows(&t, &v, 3, 2), CLMOE_ERR_SHAPE);
+  CU_ASSERT_EQUAL(clmoe_tensor_rows(&v, &s, -1, 1), CLMOE_ERR_SHAPE);
   /* Filling a view leaves the rest alone. */
   TEST_OK(clmoe_tensor_view(&t, &v, 1, (int64_t[]){5}, 3));
   TEST_OK(clmoe_tensor_fill(&v, 42.0));
