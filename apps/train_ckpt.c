@@ -57,6 +57,7 @@ void train_save(run *r, const char *why, int last)
 {
   clmoe_expert_map *next = r->loads ? rebalanced_map(r) : NULL;
   const clmoe_expert_map *write_map = next ? next : r->map;
+  if (train_metrics_sync(r)) app_die(CLMOE_ERR_IO, "the metrics file");
   char path[4096], val[64];
   snprintf(path, sizeof path, "%s/checkpoint.safetensors", r->o->out_dir);
   clmoe_ckpt_meta meta = {0};

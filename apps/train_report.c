@@ -5,42 +5,107 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train_run.h"
 
-/* A resumed run's metrics file keeps the rows up to the checkpoint's step (a run that went
- * on past its last checkpoint before it died wrote rows that are about to be redone). */
-static void metrics_truncate(const char *path, int64_t step)
+static const char metrics_header[] =
+    "step,loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s,moe_max_over_mean,moe_empty,seq_len\n";
+
+/* The step of a metrics row: its first field, digits only, then a comma; -1 when the line
+ * is not a row (the header, a torn or edited line). */
+static int64_t row_step(const char *line)
+{
+  int64_t v = 0;
+  const char *c = line;
+  for (; *c >= '0' && *c <= '9'; c++) {
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (*c - '0');
+  }
+  return c > line && *c == ',' ? v : -1;
+}
+
+/* A resumed run's metrics file keeps its header and the rows up to the checkpoint's step,
+ * by whole lines: rows a run wrote after its last checkpoint are about to be redone, and a
+ * line a kill cut short (no newline) is dropped. The file is rewritten through a temporary
+ * file (fsynced, renamed), so that a kill during the rewrite leaves the old one whole. A
+ * missing or empty file starts with the header. */
+static int metrics_truncate(const char *path, int64_t step)
 {
   FILE *f = fopen(path, "r");
-  if (!f) return; /* a new file */
-  char *keep = NULL, line[1024];
-  size_t len = 0;
-  FILE *m = open_memstream(&keep, &len);
-  if (!m) app_die(CLMOE_ERR_OUT_OF_MEMORY, "open_memstream");
-  while (fgets(line, sizeof line, f))
-    if (!(line[0] >= '0' && line[0] <= '9') || atoll(line) <= step) fputs(line, m);
-  fclose(f);
-  fclose(m);
-  f = fopen(path, "w");
-  if (!f || fwrite(keep, 1, len, f) != len || fclose(f) != 0) {
-    fprintf(stderr, "%s: cannot rewrite %s: %s\n", app_name, path, strerror(errno));
-    exit(1);
+  if (!f && errno == ENOENT) return 0; /* a new file: opened with its header */
+  if (!f) {
+    fprintf(stderr, "%s: cannot read %s: %s\n", app_name, path, strerror(errno));
+    return 1;
   }
-  free(keep);
+  char tmp[4200];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+    fclose(f);
+    fprintf(stderr, "%s: --metrics path too long: %s\n", app_name, path);
+    return 1;
+  }
+  FILE *out = fopen(tmp, "w");
+  if (!out) {
+    fprintf(stderr, "%s: cannot write %s: %s\n", app_name, tmp, strerror(errno));
+    fclose(f);
+    return 1;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  int64_t last = -1, dropped = 0;
+  fputs(metrics_header, out);
+  while ((n = getline(&line, &cap, f)) > 0) {
+    if (!strcmp(line, metrics_header)) continue;
+    const int64_t s = row_step(line);
+    /* whole rows in step order up to the checkpoint */
+    if (line[n - 1] == '\n' && s >= 0 && s <= step && s > last) {
+      fputs(line, out);
+      last = s;
+    } else
+      dropped++;
+  }
+  const int read_err = ferror(f);
+  free(line);
+  fclose(f);
+  if (read_err || fflush(out) != 0 || fsync(fileno(out)) != 0 || fclose(out) != 0 ||
+      rename(tmp, path) != 0) {
+    fprintf(stderr, "%s: cannot rewrite %s: %s\n", app_name, path, strerror(errno));
+    unlink(tmp);
+    return 1;
+  }
+  if (dropped)
+    fprintf(stderr, "%s: %s: kept the rows up to step %lld, dropped %lld line(s) after it or cut short\n",
+            app_name, path, (long long)step, (long long)dropped);
+  return 0;
 }
 
 int train_metrics_open(run *r)
 {
   const train_opts *o = r->o;
   if (!o->metrics || r->rank != 0) return 0;
-  if (r->step) metrics_truncate(o->metrics, r->step);
+  if (r->step && metrics_truncate(o->metrics, r->step)) return 1;
   r->metrics = fopen(o->metrics, r->step ? "a" : "w");
   if (!r->metrics) {
     fprintf(stderr, "%s: cannot write %s: %s\n", app_name, o->metrics, strerror(errno));
     return 1;
   }
-  if (!r->step) fprintf(r->metrics, "step,loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s,moe_max_over_mean,moe_empty,seq_len\n");
+  /* appending to a resumed file that had none (it did not exist) */
+  if (!r->step || ftell(r->metrics) == 0) fputs(metrics_header, r->metrics);
+  if (fflush(r->metrics) != 0) {
+    fprintf(stderr, "%s: writing %s: %s\n", app_name, o->metrics, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+int train_metrics_sync(run *r)
+{
+  if (!r->metrics) return 0;
+  if (fflush(r->metrics) != 0 || fsync(fileno(r->metrics)) != 0) {
+    fprintf(stderr, "%s: writing %s: %s\n", app_name, r->o->metrics, strerror(errno));
+    return 1;
+  }
   return 0;
 }
 
@@ -85,9 +150,14 @@ void train_report_step(run *r, const train_step *s, int evaluated, int last)
     if (evaluated) snprintf(vs, sizeof vs, "%.6f,%.4f", r->val, r->acc);
     snprintf(vp, sizeof vp, "%.4f (acc %.3f)", r->val, r->acc);
   }
-  if (r->metrics)
+  if (r->metrics) { /* each row flushed: a kill loses no finished row */
     fprintf(r->metrics, "%lld,%.6f,%s,%.6g,%.6g,%.1f,%.4f,%lld,%lld\n", (long long)r->step, s->loss, vs, s->lr,
             s->norm, (double)r->tokens_done / r->train_s, s->worst, (long long)s->empty, (long long)s->T);
+    if (fflush(r->metrics) != 0) {
+      fprintf(stderr, "%s: writing %s: %s\n", app_name, r->o->metrics, strerror(errno));
+      app_die(CLMOE_ERR_IO, "the metrics row");
+    }
+  }
   /* a line every log_every steps, and at least every 10 s on slow devices */
   if (!r->quiet && (r->step % t->log_every == 0 || last || app_now() - r->last_log >= 10.0)) {
     r->last_log = app_now();

@@ -74,6 +74,9 @@ void train_save(run *r, const char *why, int last);
 /* train_report.c. Opens --metrics (a resumed run's file keeps the rows up to its step);
  * returns 0, or 1 after a message. */
 int train_metrics_open(run *r);
+/* Flushes and fsyncs the metrics rows written so far (before a checkpoint is saved, so that
+ * the file holds every row up to the checkpoint's step); 1 on a write error. */
+int train_metrics_sync(run *r);
 /* The run's first lines: model, parameters, data, steps, device. */
 void train_announce(run *r);
 /* One step's metrics row (evaluated: with the evaluation's columns) and progress line. */

@@ -71,6 +71,36 @@ else
   fail "resume after SIGTERM at step $cstep differs"
 fi
 
+# 3b. kill -9 mid-run (no handler runs): the metrics file holds its header and every row up
+#     to the last checkpoint, as whole lines; a resume cuts it at the checkpoint's step (also
+#     a line cut short) and continues it, one row per step.
+"$train" $tiny --steps 400 --lr 3e-3 --eval-every 100 --checkpoint-every 4 --out "$tmp/k" > "$tmp/k.out" 2>&1 &
+pid=$!
+n=0
+while { [ ! -f "$tmp/k/checkpoint.safetensors" ] ||
+        [ "$(grep -c '^[0-9]' "$tmp/k/metrics.csv" 2>/dev/null)" -lt 10 ]; } && [ $n -lt 1200 ]; do
+  sleep 0.1; n=$((n + 1))
+done
+kill -KILL $pid
+wait $pid 2> /dev/null
+kstep=$(head -c 65536 "$tmp/k/checkpoint.safetensors" | tr -d '\000' | grep -ao '"step": *"[0-9]*"' | grep -o '[0-9][0-9]*')
+krows=$(grep '^[0-9]' "$tmp/k/metrics.csv" | cut -d, -f1 | awk -v k="${kstep:-0}" '$1 <= k' | tr '\n' ' ')
+if [ -n "$kstep" ] && [ "$kstep" -ge 4 ] && head -n 1 "$tmp/k/metrics.csv" | grep -q '^step,loss,' &&
+   [ "$krows" = "$(seq 1 "$kstep" | tr '\n' ' ')" ] && [ "$(tail -c 1 "$tmp/k/metrics.csv" | od -An -c | tr -d ' ')" = '\n' ]; then
+  pass "kill -9: metrics has its header and rows 1..$kstep of the checkpoint, whole lines"
+else
+  fail "kill -9: checkpoint step '${kstep:-none}', metrics rows up to it: $krows"; head -n 3 "$tmp/k/metrics.csv"
+fi
+printf '%s' "$((${kstep:-0} + 1)),0.5" >> "$tmp/k/metrics.csv" # a row cut short
+expect "resume after kill -9" 0 "" -- "$train" --resume "$tmp/k/checkpoint.safetensors" --out "$tmp/k" --steps 400 --stop-at $((${kstep:-0} + 3)) --quiet --sample 0
+if [ "$(grep -c '^step,' "$tmp/k/metrics.csv")" -eq 1 ] &&
+   [ "$(grep '^[0-9]' "$tmp/k/metrics.csv" | cut -d, -f1 | tr '\n' ' ')" = "$(seq 1 $((${kstep:-0} + 3)) | tr '\n' ' ')" ] &&
+   [ "$(awk -F, 'NR > 1 && NF != 10' "$tmp/k/metrics.csv" | wc -l)" -eq 0 ]; then
+  pass "resumed metrics: one header, one 10-field row per step 1..$((${kstep:-0} + 3))"
+else
+  fail "resumed metrics after kill -9 are not one row per step"; cat "$tmp/k/metrics.csv" | head -30
+fi
+
 # 3a. The hybrid recalls: on MQAR (16 keys and values, 4 pairs, 4 queries; chance 1/16) the
 #     validation recall rate is well above chance after 75 steps (of a 300-step schedule).
 expect "train tiny on the recall task" 0 "" -- "$train" --preset tiny --task mqar:keys=16,values=16,pairs=4,queries=4 \
