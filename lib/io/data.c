@@ -1,4 +1,7 @@
-/* Training data: byte files, token shards (mapped), MQAR; deterministic batches. */
+/* Training data: byte files, token shards, MQAR; deterministic batches. Files are read with
+ * pread, never mapped: a file truncated or rewritten under a running job is an error naming
+ * it (its size and modification time are checked before every batch, and a short read is
+ * an error), not a SIGBUS. */
 #include "runtime/internal.h"
 
 #include <errno.h>
@@ -7,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,26 +17,26 @@
 
 #define SHARD_HEADER 32
 #define VAL_FRACTION 0.05
+#define SCAN_TOKENS (1 << 18) /* tokens per read when the shard is checked at opening */
 
 struct clmoe_data {
   char name[512];
   const char *kind;
   int64_t vocab;
-  /* streams: mapped file */
-  const unsigned char *map;
-  size_t map_bytes;
-  const unsigned char *tokens; /* first token */
-  int token_size;              /* 1 (bytes), 2, 4 */
-  int64_t ntokens, ntrain;     /* [0, ntrain) train, [ntrain, ntokens) validation */
+  /* streams: an open file */
+  int fd;                  /* -1: synthetic */
+  struct stat opened;      /* size and modification time at opening */
+  int64_t first;           /* byte offset of the first token */
+  int token_size;          /* 1 (bytes), 2, 4 */
+  int64_t ntokens, ntrain; /* [0, ntrain) train, [ntrain, ntokens) validation */
   /* synthetic */
   clmoe_mqar mqar;
 };
 
-static uint32_t token_at(const clmoe_data *d, int64_t i)
+static uint32_t token_in(const unsigned char *p, int size)
 {
-  const unsigned char *p = d->tokens + (size_t)i * (size_t)d->token_size;
-  if (d->token_size == 1) return p[0];
-  if (d->token_size == 2) return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+  if (size == 1) return p[0];
+  if (size == 2) return (uint32_t)p[0] | (uint32_t)p[1] << 8;
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
@@ -45,12 +47,45 @@ static uint64_t le_u(const unsigned char *p, int n)
   return v;
 }
 
-static clmoe_status check_shard(clmoe_data *d)
+/* n bytes at `offset` of the file, all of them or an error naming the file. */
+static clmoe_status read_at(const clmoe_data *d, void *buf, size_t n, int64_t offset)
 {
-  const unsigned char *h = d->map;
-  if (d->map_bytes < SHARD_HEADER)
-    return clmoe__error(CLMOE_ERR_FORMAT, "%s: a token shard needs a 32-byte header, the file has %zu bytes",
-                        d->name, d->map_bytes);
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(d->fd, (char *)buf + got, n - got, (off_t)(offset + (int64_t)got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return clmoe__error(CLMOE_ERR_IO, "%s: read failed: %s", d->name, strerror(errno));
+    if (r == 0)
+      return clmoe__error(CLMOE_ERR_IO, "%s: the file ends at byte %lld, expected %lld bytes: "
+                          "it was truncated while in use", d->name,
+                          (long long)(offset + (int64_t)got), (long long)d->opened.st_size);
+    got += (size_t)r;
+  }
+  return CLMOE_OK;
+}
+
+/* The file must still be the one opened: same size, same modification time. */
+static clmoe_status check_unchanged(const clmoe_data *d)
+{
+  struct stat now;
+  if (fstat(d->fd, &now) != 0)
+    return clmoe__error(CLMOE_ERR_IO, "%s: cannot stat: %s", d->name, strerror(errno));
+  if (now.st_size != d->opened.st_size)
+    return clmoe__error(CLMOE_ERR_IO, "%s: the file changed while in use: %lld bytes, %lld when opened",
+                        d->name, (long long)now.st_size, (long long)d->opened.st_size);
+  if (now.st_mtim.tv_sec != d->opened.st_mtim.tv_sec || now.st_mtim.tv_nsec != d->opened.st_mtim.tv_nsec)
+    return clmoe__error(CLMOE_ERR_IO, "%s: the file was modified while in use (its modification time changed)",
+                        d->name);
+  return CLMOE_OK;
+}
+
+static clmoe_status check_shard(clmoe_data *d, int64_t file_bytes)
+{
+  unsigned char h[SHARD_HEADER];
+  if (file_bytes < SHARD_HEADER)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: a token shard needs a 32-byte header, the file has %lld bytes",
+                        d->name, (long long)file_bytes);
+  CLMOE_TRY(read_at(d, h, sizeof h, 0));
   uint64_t version = le_u(h + 8, 4), size = le_u(h + 12, 4), count = le_u(h + 16, 8), vocab = le_u(h + 24, 4);
   if (version != 1)
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: shard version %llu (this clmoe reads version 1)", d->name,
@@ -58,24 +93,39 @@ static clmoe_status check_shard(clmoe_data *d)
   if (size != 2 && size != 4)
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: token size %llu bytes (2 or 4 expected)", d->name,
                         (unsigned long long)size);
+  /* tokens are int32 in every batch: a vocabulary of at most 2^31 - 1 */
   if (vocab < 2 || (size == 2 && vocab > 65536))
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: vocabulary size %llu does not fit %llu-byte tokens", d->name,
                         (unsigned long long)vocab, (unsigned long long)size);
+  if (vocab > INT32_MAX)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: vocabulary size %llu is above 2^31 - 1 (batches hold int32 tokens)",
+                        d->name, (unsigned long long)vocab);
   if (le_u(h + 28, 4) != 0) return clmoe__error(CLMOE_ERR_FORMAT, "%s: header bytes 28-31 must be zero", d->name);
-  if (count > (d->map_bytes - SHARD_HEADER) / size || SHARD_HEADER + count * size != d->map_bytes)
+  const uint64_t body = (uint64_t)(file_bytes - SHARD_HEADER);
+  if (count > body / size || count * size != body)
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: the header promises %llu tokens (%llu bytes) but the file has "
-                        "%zu bytes after the header (truncated or padded)", d->name, (unsigned long long)count,
-                        (unsigned long long)(count * size), d->map_bytes - SHARD_HEADER);
+                        "%llu bytes after the header (truncated or padded)", d->name, (unsigned long long)count,
+                        (unsigned long long)(count * size), (unsigned long long)body);
   d->kind = "shard";
-  d->tokens = d->map + SHARD_HEADER;
+  d->first = SHARD_HEADER;
   d->token_size = (int)size;
   d->ntokens = (int64_t)count;
   d->vocab = (int64_t)vocab;
-  for (int64_t i = 0; i < d->ntokens; i++)
-    if (token_at(d, i) >= vocab)
-      return clmoe__error(CLMOE_ERR_FORMAT, "%s: token %lld is %u, not below the vocabulary size %llu", d->name,
-                          (long long)i, token_at(d, i), (unsigned long long)vocab);
-  return CLMOE_OK;
+  unsigned char *buf = malloc((size_t)SCAN_TOKENS * size);
+  if (!buf) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
+  clmoe_status st = CLMOE_OK;
+  for (int64_t i0 = 0; i0 < d->ntokens && st == CLMOE_OK; i0 += SCAN_TOKENS) {
+    const int64_t n = d->ntokens - i0 < SCAN_TOKENS ? d->ntokens - i0 : SCAN_TOKENS;
+    st = read_at(d, buf, (size_t)n * size, d->first + i0 * (int64_t)size);
+    for (int64_t i = 0; st == CLMOE_OK && i < n; i++) {
+      const uint32_t t = token_in(buf + i * (int64_t)size, (int)size);
+      if (t >= vocab)
+        st = clmoe__error(CLMOE_ERR_FORMAT, "%s: token %lld is %u, not below the vocabulary size %llu",
+                          d->name, (long long)(i0 + i), t, (unsigned long long)vocab);
+    }
+  }
+  free(buf);
+  return st;
 }
 
 clmoe_status clmoe_data_open(const char *path, clmoe_data **out)
@@ -85,34 +135,29 @@ clmoe_status clmoe_data_open(const char *path, clmoe_data **out)
   if (!d) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
   snprintf(d->name, sizeof d->name, "%s", path);
   clmoe_status st = CLMOE_OK;
-  int fd = open(path, O_RDONLY);
-  struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) != 0) {
+  d->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (d->fd < 0 || fstat(d->fd, &d->opened) != 0) {
     st = clmoe__error(CLMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     goto fail;
   }
-  if (!S_ISREG(sb.st_mode)) {
+  if (!S_ISREG(d->opened.st_mode)) {
     st = clmoe__error(CLMOE_ERR_IO, "%s: not a regular file", path);
     goto fail;
   }
-  d->map_bytes = (size_t)sb.st_size;
-  if (d->map_bytes == 0) {
+  const int64_t bytes = (int64_t)d->opened.st_size;
+  if (bytes == 0) {
     st = clmoe__error(CLMOE_ERR_FORMAT, "%s: the file is empty", path);
     goto fail;
   }
-  void *m = mmap(NULL, d->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (m == MAP_FAILED) {
-    st = clmoe__error(CLMOE_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
-    goto fail;
-  }
-  d->map = m;
-  if (d->map_bytes >= 8 && !memcmp(d->map, "CLMOETOK", 8)) {
-    CLMOE_TRY_GOTO(st, check_shard(d), fail);
+  char magic[8] = {0};
+  if (bytes >= 8) CLMOE_TRY_GOTO(st, read_at(d, magic, 8, 0), fail);
+  if (bytes >= 8 && !memcmp(magic, "CLMOETOK", 8)) {
+    CLMOE_TRY_GOTO(st, check_shard(d, bytes), fail);
   } else {
     d->kind = "bytes";
-    d->tokens = d->map;
+    d->first = 0;
     d->token_size = 1;
-    d->ntokens = (int64_t)d->map_bytes;
+    d->ntokens = bytes;
     d->vocab = 256;
   }
   if (d->ntokens < 2) {
@@ -120,11 +165,9 @@ clmoe_status clmoe_data_open(const char *path, clmoe_data **out)
     goto fail;
   }
   d->ntrain = d->ntokens - (int64_t)ceil(VAL_FRACTION * (double)d->ntokens);
-  close(fd);
   *out = d;
   return CLMOE_OK;
 fail:
-  if (fd >= 0) close(fd);
   clmoe_data_close(d);
   return st;
 }
@@ -141,6 +184,7 @@ clmoe_status clmoe_data_mqar(const clmoe_mqar *task, clmoe_data **out)
   snprintf(d->name, sizeof d->name, "mqar(%d keys, %d values, %d pairs, %d queries)", task->keys,
            task->values, task->pairs, task->queries);
   d->kind = "mqar";
+  d->fd = -1;
   d->mqar = *task;
   d->vocab = 2 + task->keys + task->values;
   *out = d;
@@ -150,7 +194,7 @@ clmoe_status clmoe_data_mqar(const clmoe_mqar *task, clmoe_data **out)
 void clmoe_data_close(clmoe_data *d)
 {
   if (!d) return;
-  if (d->map) munmap((void *)d->map, d->map_bytes);
+  if (d->fd >= 0) close(d->fd);
   free(d);
 }
 
@@ -159,7 +203,7 @@ const char *clmoe_data_kind(const clmoe_data *d) { return d->kind; }
 
 int64_t clmoe_data_tokens(const clmoe_data *d, clmoe_split split)
 {
-  if (!d->tokens) return 0;
+  if (d->fd < 0) return 0;
   return split == CLMOE_SPLIT_TRAIN ? d->ntrain : d->ntokens - d->ntrain;
 }
 
@@ -207,7 +251,7 @@ clmoe_status clmoe_data_batch(const clmoe_data *d, clmoe_split split, uint64_t s
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_data_batch: B, T >= 1 and index >= 0 needed");
   /* Separate random streams for the two splits. */
   const uint64_t s = rng_mix64(seed ^ (split == CLMOE_SPLIT_VAL ? 0x5eed0f0a11ULL : 0x5eed0f7ea1ULL));
-  if (!d->tokens) {
+  if (d->fd < 0) {
     for (int64_t b = 0; b < B; b++)
       mqar_sequence(&d->mqar, s, ((uint64_t)index * (uint64_t)B + (uint64_t)b) * 4096, T, inputs + b * T,
                     targets + b * T);
@@ -218,17 +262,35 @@ clmoe_status clmoe_data_batch(const clmoe_data *d, clmoe_split split, uint64_t s
   if (len < 2)
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: the %s split has %lld tokens: too few", d->name,
                         split == CLMOE_SPLIT_TRAIN ? "training" : "validation", (long long)len);
-  for (int64_t b = 0; b < B; b++) {
-    /* A window of T + 1 tokens at a random start; shorter splits wrap around. */
+  CLMOE_TRY(check_unchanged(d));
+  /* a window of T + 1 tokens, read as at most two pieces (a shorter split wraps around) */
+  const int64_t win = T + 1, ts = d->token_size;
+  unsigned char *buf = malloc((size_t)(win * ts));
+  if (!buf) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
+  clmoe_status st = CLMOE_OK;
+  for (int64_t b = 0; b < B && st == CLMOE_OK; b++) {
+    /* A window of T + 1 tokens at a random start. */
     const uint64_t r = rng_bits(s, (uint64_t)index * (uint64_t)B + (uint64_t)b);
-    const int64_t span = len > T + 1 ? len - (T + 1) + 1 : len;
+    const int64_t span = len > win ? len - win + 1 : len;
     const int64_t start = (int64_t)(r % (uint64_t)span);
-    for (int64_t t = 0; t < T; t++) {
-      inputs[b * T + t] = (int32_t)token_at(d, first + (start + t) % len);
-      targets[b * T + t] = (int32_t)token_at(d, first + (start + t + 1) % len);
+    for (int64_t got = 0; got < win && st == CLMOE_OK;) { /* pieces up to the split's end */
+      const int64_t at = (start + got) % len, n = win - got < len - at ? win - got : len - at;
+      st = read_at(d, buf + got * ts, (size_t)(n * ts), d->first + (first + at) * ts);
+      got += n;
+    }
+    for (int64_t t = 0; st == CLMOE_OK && t < win; t++) {
+      const uint32_t tok = token_in(buf + t * ts, (int)ts);
+      if (tok >= (uint64_t)d->vocab) {
+        st = clmoe__error(CLMOE_ERR_IO, "%s: token %u is not below the vocabulary size %lld: "
+                          "the file changed while in use", d->name, tok, (long long)d->vocab);
+        break;
+      }
+      if (t < T) inputs[b * T + t] = (int32_t)tok;
+      if (t > 0) targets[b * T + t - 1] = (int32_t)tok;
     }
   }
-  return CLMOE_OK;
+  free(buf);
+  return st;
 }
 
 double clmoe_lr_at(double lr, double min_lr, int64_t warmup, int64_t steps, int64_t s)

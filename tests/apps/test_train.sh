@@ -17,6 +17,8 @@ while [ $i -lt 300 ]; do
   echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."
   i=$((i + 1))
 done > "$tmp/text.txt"
+# The metrics rows a running job has written so far (0 before the file exists).
+rows_of() { n=$(grep -c '^[0-9]' "$1" 2> /dev/null); echo "${n:-0}"; }
 tiny="--preset tiny --data $tmp/text.txt --batch 4 --seq-len 64 --sample 0 --quiet"
 
 if [ -z "$wrap" ]; then # under a checker only the error cases (4, 5) run
@@ -53,7 +55,7 @@ fi
 "$train" $tiny --steps 400 --lr 3e-3 --eval-every 100 --out "$tmp/c" > "$tmp/c.out" 2>&1 &
 pid=$!
 n=0
-while [ "$(cat "$tmp/c/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -lt 3 ] && [ $n -lt 600 ]; do
+while [ "$(rows_of "$tmp/c/metrics.csv")" -lt 3 ] && [ $n -lt 600 ]; do
   sleep 0.1; n=$((n + 1))
 done
 kill -TERM $pid
@@ -78,7 +80,7 @@ fi
 pid=$!
 n=0
 while { [ ! -f "$tmp/k/checkpoint.safetensors" ] ||
-        [ "$(grep -c '^[0-9]' "$tmp/k/metrics.csv" 2>/dev/null)" -lt 10 ]; } && [ $n -lt 1200 ]; do
+        [ "$(rows_of "$tmp/k/metrics.csv")" -lt 10 ]; } && [ $n -lt 1200 ]; do
   sleep 0.1; n=$((n + 1))
 done
 kill -KILL $pid
@@ -99,6 +101,25 @@ if [ "$(grep -c '^step,' "$tmp/k/metrics.csv")" -eq 1 ] &&
   pass "resumed metrics: one header, one 10-field row per step 1..$((${kstep:-0} + 3))"
 else
   fail "resumed metrics after kill -9 are not one row per step"; cat "$tmp/k/metrics.csv" | head -30
+fi
+
+# 3c. The data file truncated under the running job: a clear error naming it, a plain exit
+#     status (not a signal).
+cp "$tmp/text.txt" "$tmp/shrinking.txt"
+"$train" --preset tiny --data "$tmp/shrinking.txt" --batch 4 --seq-len 64 --sample 0 --quiet \
+  --steps 400 --out "$tmp/t" > "$tmp/t.out" 2>&1 &
+pid=$!
+n=0
+while [ "$(rows_of "$tmp/t/metrics.csv")" -lt 2 ] && [ $n -lt 1200 ]; do
+  sleep 0.1; n=$((n + 1))
+done
+: > "$tmp/shrinking.txt"
+wait $pid
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "shrinking.txt: the file changed while in use" "$tmp/t.out"; then
+  pass "data truncated under the job: exit $rc with the file named"
+else
+  fail "data truncated under the job: exit $rc"; tail -n 5 "$tmp/t.out"
 fi
 
 # 3a. The hybrid recalls: on MQAR (16 keys and values, 4 pairs, 4 queries; chance 1/16) the

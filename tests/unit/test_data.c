@@ -3,7 +3,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_common.h"
@@ -98,6 +101,7 @@ static void test_bad_files(void)
   write_shard("padded.tok", 1, 2, 7, 100, tok, 8);
   write_shard("vocab.tok", 1, 2, 8, 5, tok, 8);
   write_shard("vocab16.tok", 1, 2, 8, 70000, tok, 8);
+  write_shard("vocab32.tok", 1, 4, 8, 0x80000000u, tok, 8);
   write_file("header.tok", "CLMOETOK\1\0", 10);
   write_file("empty.txt", "", 0);
   write_file("one.txt", "x", 1);
@@ -108,6 +112,7 @@ static void test_bad_files(void)
       {"padded.tok", "promises 7 tokens"},
       {"vocab.tok", "token 4 is 5, not below the vocabulary size 5"},
       {"vocab16.tok", "vocabulary size 70000 does not fit 2-byte tokens"},
+      {"vocab32.tok", "vocabulary size 2147483648 is above 2^31 - 1"},
       {"header.tok", "needs a 32-byte header"},
       {"empty.txt", "the file is empty"},
       {"one.txt", "too few to train on"},
@@ -124,6 +129,34 @@ static void test_bad_files(void)
   clmoe_data *d = NULL;
   CU_ASSERT_NOT_EQUAL(clmoe_data_open(dir, &d), CLMOE_OK); /* a directory */
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "not a regular file"));
+}
+
+/* A file changed under an open clmoe_data: truncated (the size differs), or rewritten with
+ * the same size (the modification time differs): the next batch is an error naming the
+ * file, never a signal; the batch before the change is served. */
+static void test_changed_file(void)
+{
+  char text[4096];
+  for (size_t i = 0; i < sizeof text; i++) text[i] = (char)('a' + i % 26);
+  for (int how = 0; how < 2; how++) {
+    write_file("changing.txt", text, sizeof text);
+    clmoe_data *d = NULL;
+    int32_t in[4 * 64], tg[4 * 64];
+    TEST_OK(clmoe_data_open(path_of("changing.txt"), &d));
+    TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 1, 0, 4, 64, in, tg));
+    if (how == 0) {
+      CU_ASSERT_EQUAL(truncate(path_of("changing.txt"), 100), 0);
+    } else {
+      text[0] = 'Z';
+      write_file("changing.txt", text, sizeof text);
+      struct timespec later[2] = {{0, UTIME_OMIT}, {time(NULL) + 10, 0}};
+      CU_ASSERT_EQUAL(utimensat(AT_FDCWD, path_of("changing.txt"), later, 0), 0);
+    }
+    CU_ASSERT_EQUAL(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 1, 1, 4, 64, in, tg), CLMOE_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "changing.txt"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), how ? "modified while in use" : "changed while in use"));
+    clmoe_data_close(d);
+  }
 }
 
 /* MQAR: every scored target is the value paired with the question's key earlier in the
@@ -175,6 +208,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "byte files", test_bytes);
   CU_add_test(suite, "token shards", test_shard);
   CU_add_test(suite, "bad data files", test_bad_files);
+  CU_add_test(suite, "a file changed while open", test_changed_file);
   CU_add_test(suite, "MQAR task", test_mqar);
   CU_add_test(suite, "learning-rate schedule", test_lr);
 }
