@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clmoe/paths.h"
 #include "test_common.h"
 
 /* ---- device choice on synthetic lists: the logic, independent of this machine ---- */
@@ -393,11 +394,11 @@ static void test_kernel_dir(void)
       "__kernel void convert_f32_to_bf16(__global const float *s, ulong so, __global ushort *d,\n"
       "                                  ulong dof, ulong n)\n"
       "{ ulong i = get_global_id(0); if (i < n) d[dof + i] = 0x4000; }\n"));
-  setenv("CLMOE_KERNEL_DIR", dir, 1);
-  setenv("CLMOE_CACHE", "0", 1);
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.no_probe = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_KERNEL_DIR", dir));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CACHE", "0"));
   clmoe_tensor a, b;
   const int64_t n = 33;
   float ones[33], back[33];
@@ -418,6 +419,8 @@ static void test_kernel_dir(void)
   /* A source that does not compile: CLMOE_ERR_BUILD with the file and the compiler log. */
   CU_ASSERT_FATAL(write_file(path, "__kernel void convert_f32_to_bf16(__global float *x) { this is not C; }\n"));
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_KERNEL_DIR", dir));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CACHE", "0"));
   TEST_OK(clmoe_tensor_create(ctx, &a, CLMOE_F32, 1, &n));
   TEST_OK(clmoe_tensor_create(ctx, &b, CLMOE_BF16, 1, &n));
   CU_ASSERT_EQUAL(clmoe_tensor_copy(&b, &a), CLMOE_ERR_BUILD);
@@ -426,8 +429,6 @@ static void test_kernel_dir(void)
   clmoe_tensor_destroy(&a);
   clmoe_tensor_destroy(&b);
   clmoe_ctx_destroy(ctx);
-  unsetenv("CLMOE_KERNEL_DIR");
-  unsetenv("CLMOE_CACHE");
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
