@@ -40,7 +40,8 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int step, in
   /* Saving the states (TC_SAVE) the stores are spread over the compute units (on the H200 at
    * T 16384, H 16: 1 warp 0.72 ms against 0.91 with 2; H 32: 2 warps; H 64: 2 or 4). */
   if (save && warps != 1 && warps != 2 && warps != 4 && warps != most) warps = clmoe__kda_tile_spread_warps(ctx, p, most);
-  if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = 2;
+  if (warps != 1 && warps != 2 && warps != 4 && warps != most)
+    warps = clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_warps; /* knobs_device.c */
   while (warps > 1 && p->V % (cols * warps)) warps /= 2;
   return warps;
 }
@@ -95,7 +96,9 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   warps = pick_warps(ctx, p, warps, step, save);
   int stages = 0;
   if (step == 64) {
-    stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
+    stages = lookahead >= 1 && lookahead <= 3
+                 ? lookahead + 1
+                 : clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_lookahead + 1;
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
     fit_ring(ctx, p, ptx, stsm, &warps, &stages);
     if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx)) {

@@ -196,7 +196,8 @@ clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, 
    * 65535 of them per launch (CLMOE_MLA_TC_TILES_PER_LAUNCH: fewer, for tests); argument 16
    * (ntiles) counts the tiles not yet launched, the longest first */
   int per = (int)clmoe__knob_int(ctx, CLMOE_K_MLA_TC_TILES_PER_LAUNCH);
-  if (per <= 0 || per > 65535) per = 65535;
+  const int most = clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->mla_tiles_per_launch;
+  if (per <= 0 || per > most) per = most;
   for (int done = 0; done < ntiles; done += per) {
     cl_int left = ntiles - done;
     CLMOE_CL(clSetKernelArg(k, 16, sizeof left, &left));

@@ -140,6 +140,28 @@ const char *clmoe__knob_getenv(clmoe__knob_id id, clmoe_status *st);
 clmoe_status clmoe__knobs_read(clmoe__knobs *k);
 void clmoe__knobs_free(clmoe__knobs *k);
 
+/* ---- per-device defaults (knobs_device.c) ---------------------------------------------
+ * The choices the tile hosts make by device when their knob is unset: one row of a small
+ * table, picked by the device's features (its tile implementation's, from
+ * lib/tile/tile_internal.h's record, and its compute units). */
+typedef struct clmoe__device_defaults {
+  const char *row;           /* the row's name */
+  int kda_warps;             /* KDA tile forward: warps per state work-group (1, 2, 4, 8) */
+  int kda_lookahead;         /* KDA tile forward and backward: chunks the state rings copy
+                              * ahead (1..3; stages: one more) */
+  int kda_bwd_pair;          /* KDA tile backward chunk kernel: (chunk, head) pairs per
+                              * work-group where they fit (CLMOE_KDA_TCB_PAIR=auto) */
+  int kda_bwd_stages;        /* ... its copy rings' stages where they fit (else 2) */
+  int kda_bwd_fuse_per_unit; /* the backward's state passes in one launch while their
+                              * work-groups are at most this many per compute unit */
+  int mla_tiles_per_launch;  /* MLA tile forward: query tiles per launch at most */
+} clmoe__device_defaults;
+
+/* The row for ctx's device with the tile implementation `tile` (clmoe__tile_features(ctx)). */
+struct clmoe_tile_features;
+const clmoe__device_defaults *clmoe__device_defaults_for(const clmoe_ctx *ctx,
+                                                         const struct clmoe_tile_features *tile);
+
 /* ---- the context -------------------------------------------------------------------- */
 typedef struct clmoe_kernel_entry {
   char name[64];

@@ -7,7 +7,7 @@ lib_libclmoe_impl_la_SOURCES += lib/runtime/internal.h lib/runtime/runtime_inter
 	lib/runtime/launch.c lib/runtime/profile.c lib/runtime/version.c lib/runtime/pool.c \
 	lib/runtime/tensor.c lib/runtime/tensor_check.c lib/runtime/random.c \
 	lib/runtime/locality.c lib/runtime/ptx_sm90a.h lib/runtime/ptx_sm90a.c \
-	lib/runtime/knobs.c
+	lib/runtime/knobs.c lib/runtime/knobs_device.c
 clmoeinclude_HEADERS += include/clmoe/clmoe.h include/clmoe/api.h include/clmoe/status.h \
 	include/clmoe/runtime.h \
 	include/clmoe/program.h include/clmoe/tensor.h include/clmoe/locality.h
