@@ -142,7 +142,7 @@ typedef struct clmoe_knob_info {
   const char *name;     /* the environment variable: "CLMOE_FASTPATH" */
   const char *kind;     /* "bool", "int", "int list", "number", "string" or "enum" */
   const char *def;      /* the default's spelling; NULL: unset (doc says what applies) */
-  const char *accepts;  /* the accepted values, in words */
+  const char *accepts;  /* the accepted values: an enum's spellings ("auto|0|1"), else words */
   const char *doc;      /* one line */
   const char *scope;    /* "user", "tuning" or "testing" */
   int process;          /* 1: read before any context exists (the device choice, MPI):

@@ -20,7 +20,8 @@ typedef struct knob_def {
   const char *def;     /* the default's spelling; NULL: unset (the doc says what that means) */
   long long lo, hi;    /* int, number: the range; int list: each element's */
   int min_n, max_n;    /* int list: how many elements */
-  const char *values;  /* enum: the spellings, '|' between them; others: shown as accepted */
+  const char *values;  /* enum: the spellings, '|' between them; others: what is accepted, in
+                        * words (bool: NULL) */
   knob_check check;
   const char *doc;
   const char *scope;   /* "user" (README), "tuning" (clmoe-info --knobs), "testing" */
@@ -82,7 +83,7 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                      "user", 1},
     [CLMOE_K_BIND] = {"CLMOE_BIND", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|none", NULL,
                       "binding of each rank's threads near its device (none: leave them)", "user", 1},
-    [CLMOE_K_LOCAL_MEM_BYTES] = {"CLMOE_LOCAL_MEM_BYTES", CLMOE__KNOB_INT, NULL, 1, BIG, 0, 0, NULL, NULL,
+    [CLMOE_K_LOCAL_MEM_BYTES] = {"CLMOE_LOCAL_MEM_BYTES", CLMOE__KNOB_INT, NULL, 1, BIG, 0, 0, "an integer >= 1", NULL,
                                  "local memory the kernels may plan for, in place of the reported size "
                                  "(unset: the reported size)", "tuning", 0},
     [CLMOE_K_CL_OPTIONS] = {"CLMOE_CL_OPTIONS", CLMOE__KNOB_STRING, NULL, 0, 0, 0, 0, "compiler options",
@@ -111,8 +112,8 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
     [CLMOE_K_KDA_KEEP] = {"CLMOE_KDA_KEEP", CLMOE__KNOB_BOOL, "1", 0, 1, 0, 0, NULL, NULL,
                           "0: the KDA layer's tile forward keeps no factors for the backward "
                           "(which recomputes them)", "tuning", 0},
-    [CLMOE_K_KDA_KEEP_MAX_MB] = {"CLMOE_KDA_KEEP_MAX_MB", CLMOE__KNOB_NUMBER, NULL, 0, BIG, 0, 0, NULL,
-                                 NULL, "MiB the KDA tile forward may keep for the backward per call "
+    [CLMOE_K_KDA_KEEP_MAX_MB] = {"CLMOE_KDA_KEEP_MAX_MB", CLMOE__KNOB_NUMBER, NULL, 0, BIG, 0, 0,
+                                 "a number >= 0", NULL, "MiB the KDA tile forward may keep for the backward per call "
                                  "(unset: no cap)", "tuning", 0},
     [CLMOE_K_KDA_TCB_FUSE] = {"CLMOE_KDA_TCB_FUSE", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1",
                               NULL, "the KDA tile backward's two state passes in one launch (1) or two "
@@ -131,7 +132,7 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                               "the MLA tile forward's warp-group kernel (unset: on sm_90; 0: never; "
                               "1: on any device; a pipeline)", "tuning", 0},
     [CLMOE_K_MLA_TC_TILES_PER_LAUNCH] = {"CLMOE_MLA_TC_TILES_PER_LAUNCH", CLMOE__KNOB_INT, "0", 0, 65535,
-                                         0, 0, NULL, NULL, "query tiles per launch of the MLA tile "
+                                         0, 0, "an integer in 0..65535", NULL, "query tiles per launch of the MLA tile "
                                          "forward (0: the most, by device)", "testing", 0},
 };
 
@@ -148,16 +149,14 @@ int clmoe__knob_lookup(const char *name)
   return -1;
 }
 
-/* Describes what a knob accepts into buf (for errors and clmoe-info). */
+#define BOOL_WORDS "0 or 1 (also no/yes, off/on, false/true)"
+
+/* Describes what a knob accepts into buf (for errors): an enum's spellings with ", "
+ * between them, else the table's words. */
 static void accepted(const knob_def *d, char *buf, size_t len)
 {
   switch (d->kind) {
-  case CLMOE__KNOB_BOOL: snprintf(buf, len, "0 or 1 (also no/yes, off/on, false/true)"); break;
-  case CLMOE__KNOB_INT:
-  case CLMOE__KNOB_NUMBER:
-    if (d->hi >= BIG) snprintf(buf, len, "%s >= %lld", d->kind == CLMOE__KNOB_INT ? "an integer" : "a number", d->lo);
-    else snprintf(buf, len, "%s in %lld..%lld", d->kind == CLMOE__KNOB_INT ? "an integer" : "a number", d->lo, d->hi);
-    break;
+  case CLMOE__KNOB_BOOL: snprintf(buf, len, BOOL_WORDS); break;
   case CLMOE__KNOB_ENUM: {
     size_t used = 0;
     buf[0] = '\0';
@@ -301,6 +300,7 @@ const clmoe__knob_value *clmoe__knob(const clmoe_ctx *ctx, clmoe__knob_id id)
 
 int clmoe__knob_is_set(const clmoe_ctx *ctx, clmoe__knob_id id)
 {
+  if ((int)id < 0 || id >= CLMOE_K_COUNT) return 0; /* (clmoe__knob_lookup of no knob) */
   const clmoe__knob_value *v = clmoe__knob(ctx, id);
   return v->source != CLMOE__KNOB_DEFAULT && v->text; /* (an override "" is the default) */
 }
@@ -330,10 +330,9 @@ clmoe_status clmoe_knob_describe(int index, clmoe_knob_info *info)
   if (index < 0 || index >= CLMOE_K_COUNT || !info)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_knob_describe: no knob %d (there are %d)", index,
                         CLMOE_K_COUNT);
-  static char acc[CLMOE_K_COUNT][256];
   const knob_def *d = &knobs[index];
-  accepted(d, acc[index], sizeof acc[index]);
-  *info = (clmoe_knob_info){d->name, kind_names[d->kind], d->def, acc[index], d->doc, d->scope, d->process};
+  *info = (clmoe_knob_info){d->name, kind_names[d->kind], d->def, d->kind == CLMOE__KNOB_BOOL ? BOOL_WORDS : d->values,
+                            d->doc, d->scope, d->process};
   return CLMOE_OK;
 }
 
