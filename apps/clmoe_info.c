@@ -1,14 +1,17 @@
 /* clmoe-info: every OpenCL platform and device with its capability record, which device
  * clmoe chooses and why, where that device sits (hwloc), and the kernel cache; with --mpi,
- * where every rank of an MPI job lands (device, NUMA node, binding). */
+ * where every rank of an MPI job lands (device, NUMA node, binding); with --knobs, the
+ * table of CLMOE_ environment variables and their values on the chosen device. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "app_common.h"
+#include "clmoe/paths.h"
 
 static void usage(void)
 {
   printf("Usage: clmoe-info [--device SPEC] [--json FILE|-] [--warm] [--no-probe] [--mpi]\n"
+         "       clmoe-info --knobs [--device SPEC] [--json FILE|-]\n"
          "\n"
          "Lists every OpenCL platform and device with the capability record clmoe uses to\n"
          "choose kernels, says which device clmoe picks and why, and shows that device's PCI\n"
@@ -30,11 +33,16 @@ static void usage(void)
          "                 as a distributed run does, and rank 0 prints each rank's host,\n"
          "                 device, PCI address, NUMA node and cpuset in rank order (--device\n"
          "                 may be a comma-separated list, one entry per local rank)\n"
+         "  --knobs        every CLMOE_ environment variable clmoe reads (user settings,\n"
+         "                 per-kernel tuning, testing): its value on the chosen device's\n"
+         "                 context, default, where the value came from, accepted values\n"
+         "                 and what it does\n"
          "  --help, --version\n"
          "\n"
          "Environment: CLMOE_DEVICE, CLMOE_CACHE_DIR, CLMOE_CACHE=0, CLMOE_KERNEL_DIR,\n"
          "CLMOE_FASTPATH=0|1|auto (the matrix-unit tile kernels);\n"
-         "with --mpi also CLMOE_BIND=auto|none and CLMOE_MPI=0|1 (docs/distributed.md).\n");
+         "with --mpi also CLMOE_BIND=auto|none and CLMOE_MPI=0|1 (docs/distributed.md);\n"
+         "the rest: clmoe-info --knobs.\n");
 }
 
 static void fmt_bytes(char *buf, size_t len, uint64_t b)
@@ -218,11 +226,77 @@ static int info_mpi(const char *device, const char *json, int *argc, char ***arg
   return 0;
 }
 
+static const char *source_name(clmoe_knob_source s)
+{
+  return s == CLMOE_KNOB_SET ? "set" : s == CLMOE_KNOB_ENV ? "environment" : "default";
+}
+
+/* --knobs: the knob table with each knob's value on a context of the chosen device. */
+static int info_knobs(const char *device, const char *json, int probe)
+{
+  clmoe_device_caps *list = NULL;
+  int n = 0, chosen = 0;
+  char why[256];
+  APP_CHECK(clmoe_devices_list(&list, &n));
+  APP_CHECK(clmoe_device_choose(list, n, device, &chosen, why, sizeof why));
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options opts = {.no_probe = !probe};
+  APP_CHECK(clmoe_ctx_create_at(&ctx, &list[chosen], &opts));
+  const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
+  FILE *f = json ? app_open_output(json) : NULL;
+  if (f) {
+    fprintf(f, "{\n  \"clmoe_version\": \"%s\",\n  \"device\": ", clmoe_version());
+    json_string(f, c->device_name);
+    fprintf(f, ",\n  \"knobs\": [\n");
+  } else {
+    printf("clmoe %s: knobs on [%d:%d] %s (README lists the user ones)\n\n", clmoe_version(),
+           c->platform_index, c->device_index, c->device_name);
+    printf("%-30s %-14s %-8s %-11s %-7s %s\n", "variable", "value", "default", "from", "scope", "what it does");
+  }
+  const int count = clmoe_knob_count();
+  for (int i = 0; i < count; i++) {
+    clmoe_knob_info k;
+    APP_CHECK(clmoe_knob_describe(i, &k));
+    char value[1024];
+    clmoe_knob_source src;
+    APP_CHECK(clmoe_ctx_knob(ctx, k.name, value, sizeof value, &src));
+    if (f) {
+      fprintf(f, "    {\"name\": ");
+      json_string(f, k.name);
+      fprintf(f, ", \"value\": ");
+      if (value[0]) json_string(f, value);
+      else fprintf(f, "null");
+      fprintf(f, ", \"default\": ");
+      if (k.def) json_string(f, k.def);
+      else fprintf(f, "null");
+      fprintf(f, ", \"from\": \"%s\", \"kind\": ", source_name(src));
+      json_string(f, k.kind);
+      fprintf(f, ", \"accepts\": ");
+      json_string(f, k.accepts);
+      fprintf(f, ", \"scope\": ");
+      json_string(f, k.scope);
+      fprintf(f, ", \"process\": %s, \"doc\": ", k.process ? "true" : "false");
+      json_string(f, k.doc);
+      fprintf(f, "}%s\n", i + 1 < count ? "," : "");
+    } else {
+      printf("%-30s %-14s %-8s %-11s %-7s %s (%s)\n", k.name, value[0] ? value : "(unset)",
+             k.def ? k.def : "(unset)", source_name(src), k.scope, k.doc, k.accepts);
+    }
+  }
+  if (f) {
+    fprintf(f, "  ]\n}\n");
+    app_close_output(f);
+  }
+  clmoe_ctx_destroy(ctx);
+  free(list);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   app_name = "clmoe-info";
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
-  int warm = 0, probe = 1, mpi = 0;
+  int warm = 0, probe = 1, mpi = 0, knobs = 0;
   for (int i = 1; i < argc; i++) {
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
     if (!strcmp(argv[i], "--warm")) {
@@ -231,12 +305,18 @@ int main(int argc, char **argv)
       probe = 0;
     } else if (!strcmp(argv[i], "--mpi")) {
       mpi = 1;
+    } else if (!strcmp(argv[i], "--knobs")) {
+      knobs = 1;
     } else {
       app_usage_error("unknown argument '%s'", argv[i]);
     }
   }
   const char *device = flags.device, *json = flags.json;
 
+  if (knobs) {
+    if (warm || mpi) app_usage_error("--knobs goes with --device and --json only");
+    return info_knobs(device, json, probe);
+  }
   if (mpi) {
     if (warm) app_usage_error("--warm and --mpi do not go together (warm the cache once per node)");
     return info_mpi(device, json, &argc, &argv);

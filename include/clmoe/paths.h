@@ -124,6 +124,45 @@ CLMOE_API clmoe_status clmoe_mla_attention_backward_path(
 /* Short name of a path ("auto", "portable", "tile", "tile64", "tile128"). */
 CLMOE_API const char *clmoe_mla_attn_path_name(clmoe_mla_attn_path path);
 
+/* ---- knobs: the environment variables as settings of a context ---------------------------
+ * Every CLMOE_ environment variable the library reads is a knob of one table (name, kind,
+ * default, accepted values, doc, scope: "user" ones are documented in README, "tuning" and
+ * "testing" ones by clmoe-info --knobs). A context reads them all once, when it is created
+ * (a bad value fails clmoe_ctx_create with a message naming the variable and what it
+ * accepts); clmoe_ctx_set_knob overrides one on one context, for tests and benchmarks that
+ * compare kernel paths without touching the process's environment. */
+
+typedef enum clmoe_knob_source {
+  CLMOE_KNOB_DEFAULT = 0, /* neither set in the environment nor overridden */
+  CLMOE_KNOB_ENV = 1,     /* from the environment, read when the context was created */
+  CLMOE_KNOB_SET = 2      /* set by clmoe_ctx_set_knob */
+} clmoe_knob_source;
+
+typedef struct clmoe_knob_info {
+  const char *name;     /* the environment variable: "CLMOE_FASTPATH" */
+  const char *kind;     /* "bool", "int", "int list", "number", "string" or "enum" */
+  const char *def;      /* the default's spelling; NULL: unset (doc says what applies) */
+  const char *accepts;  /* the accepted values: an enum's spellings ("auto|0|1"), else words */
+  const char *doc;      /* one line */
+  const char *scope;    /* "user", "tuning" or "testing" */
+  int process;          /* 1: read before any context exists (the device choice, MPI):
+                         * set only in the environment */
+} clmoe_knob_info;
+
+/* The number of knobs, and knob `index` (0 .. count - 1) of the table. */
+CLMOE_API int clmoe_knob_count(void);
+CLMOE_API clmoe_status clmoe_knob_describe(int index, clmoe_knob_info *info);
+/* Whether value is accepted for knob `name` (CLMOE_ERR_INVALID_ARGUMENT with the reason). */
+CLMOE_API clmoe_status clmoe_knob_check(const char *name, const char *value);
+/* Sets knob `name` to `value` on ctx, validated like the environment's ("": the default
+ * whatever the environment says; NULL: back to the environment's value at creation). Kernel choices read it at their next call; knobs read
+ * before any context exists are refused. */
+CLMOE_API clmoe_status clmoe_ctx_set_knob(clmoe_ctx *ctx, const char *name, const char *value);
+/* Knob `name`'s value on ctx as spelled (into buf, len bytes; "" where unset without a
+ * default spelling) and where it came from (source may be NULL). */
+CLMOE_API clmoe_status clmoe_ctx_knob(const clmoe_ctx *ctx, const char *name, char *buf,
+                                      size_t len, clmoe_knob_source *source);
+
 /* ---- pieces checked on their own ----------------------------------------------------------- */
 
 /* Sorts keys[offset, offset + n) of a device buffer of 64-bit unsigned keys (cl_ulong) in

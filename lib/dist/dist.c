@@ -135,12 +135,14 @@ clmoe_status clmoe_dist_init(clmoe_dist **dist, int *argc, char ***argv)
   *dist = NULL;
   clmoe_dist *d = calloc(1, sizeof *d);
   if (!d) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_dist_init: out of host memory");
-  const char *force = getenv("CLMOE_MPI");
-  if (force && strcmp(force, "0") && strcmp(force, "1")) {
+  clmoe__knob_value mpi; /* auto, 0 or 1 (the knob table's CLMOE_MPI) */
+  clmoe_status kst = clmoe__knob_env(CLMOE_K_MPI, &mpi);
+  if (kst != CLMOE_OK) {
     free(d);
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "CLMOE_MPI=%s: use 1 (always start MPI) or 0 "
-                        "(never); unset, MPI starts when an MPI launcher started the process", force);
+    return kst;
   }
+  const char *force = mpi.i == 1 ? "0" : mpi.i == 2 ? "1" : NULL; /* NULL: auto */
+  clmoe__knob_value_free(&mpi);
 #ifndef HAVE_MPI
   (void)argc, (void)argv;
   single_rank(d, force && !strcmp(force, "1") ? "CLMOE_MPI=1 but clmoe was built without MPI "

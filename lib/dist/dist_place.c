@@ -98,7 +98,9 @@ clmoe_status clmoe_dist_choose_device(const clmoe_device_caps *list, int count, 
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_dist_choose_device: local rank %d of %d",
                         local_rank, local_size);
   const char *source = "--device";
-  if (!spec || !*spec) spec = getenv("CLMOE_DEVICE"), source = "CLMOE_DEVICE";
+  clmoe_status kst = CLMOE_OK;
+  if (!spec || !*spec) spec = clmoe__knob_getenv(CLMOE_K_DEVICE, &kst), source = "CLMOE_DEVICE";
+  if (kst != CLMOE_OK) return kst;
   if (!spec || !*spec) {
     int n = 0, i = nth_of_class(list, count, 1, CLMOE_IMPL_OTHER, local_rank, &n);
     if (i >= 0) {
@@ -176,7 +178,9 @@ const char *clmoe_bind_source_name(clmoe_bind_source s)
 static clmoe_status parse_policy(const char *policy, int *none)
 {
   const char *source = "the bind policy";
-  if (!policy || !*policy) policy = getenv("CLMOE_BIND"), source = "CLMOE_BIND";
+  clmoe_status kst = CLMOE_OK;
+  if (!policy || !*policy) policy = clmoe__knob_getenv(CLMOE_K_BIND, &kst), source = "CLMOE_BIND";
+  if (kst != CLMOE_OK) return kst;
   if (!policy || !*policy || !strcmp(policy, "auto")) {
     *none = 0;
     return CLMOE_OK;

@@ -229,7 +229,7 @@ static clmoe_status self_check(clmoe_ctx *ctx)
  * the result when any was applied. */
 static clmoe_status clblast_tuning(clmoe_ctx *ctx)
 {
-  const char *list = getenv("CLMOE_CLBLAST_TUNING");
+  const char *list = clmoe__knob_text(ctx, CLMOE_K_CLBLAST_TUNING);
   if (!list || !*list) return CLMOE_OK;
   char *copy = strdup(list);
   if (!copy) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "CLMOE_CLBLAST_TUNING: out of host memory");

@@ -94,7 +94,7 @@ static size_t async_local_bytes(const async_block *b)
  * tuning). NULL: not used. */
 static const async_block *choose_async(clmoe_ctx *ctx, const clmoe__gemm_shape *s, async_block *own)
 {
-  const char *e = getenv("CLMOE_GEMM_ASYNC");
+  const char *e = clmoe__knob_text(ctx, CLMOE_K_GEMM_ASYNC); /* validated by knobs.c */
   if (e && !strcmp(e, "0")) return NULL;
   if (ctx->gemm_tile_bm) return NULL; /* the caller chose a block of gemm_tile */
   const async_block *b = NULL;
@@ -144,7 +144,7 @@ static size_t wgmma_local_bytes(const wgmma_block *b)
  * portable tiles run it too: tests, tuning). NULL: not used. */
 static const wgmma_block *choose_wgmma(clmoe_ctx *ctx, const clmoe__gemm_shape *s, wgmma_block *own)
 {
-  const char *e = getenv("CLMOE_GEMM_WGMMA");
+  const char *e = clmoe__knob_text(ctx, CLMOE_K_GEMM_WGMMA); /* validated by knobs.c */
   if ((e && !strcmp(e, "0")) || ctx->gemm_tile_bm || !clmoe__wgmma_usable(ctx)) return NULL;
   const wgmma_block *b = NULL;
   own->inflight = 1;

@@ -110,13 +110,14 @@ static int fit_ring(clmoe_ctx *ctx, const kda_plan *p, int most, int ptx, int st
  * compute units free for more (at most 2 per unit), else one after the other: on the H200 at
  * T 16384, one launch took 1.31 ms against 0.84 + 0.96 at H 16 (256 work-groups of 1
  * warp), 2.44 against 1.08 + 1.36 at H 32 (512), and 4.52 against 2.04 + 2.09 at H 64 (512
- * of 2 warps). CLMOE_KDA_TCB_FUSE=0 / 1 (read at every call) forces either. */
+ * of 2 warps). CLMOE_KDA_TCB_FUSE=0 / 1 (a knob of the context) forces either. */
 static int pick_fused(clmoe_ctx *ctx, const kda_plan *p, size_t cols)
 {
-  const char *env = getenv("CLMOE_KDA_TCB_FUSE");
+  const char *env = clmoe__knob_text(ctx, CLMOE_K_KDA_TCB_FUSE); /* auto, 0 or 1 */
   if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
   const size_t groups = 2 * cols * (size_t)p->H * (size_t)p->N;
-  return groups <= 2 * (size_t)clmoe_ctx_caps(ctx)->compute_units;
+  const size_t per_unit = (size_t)clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_bwd_fuse_per_unit;
+  return groups <= per_unit * (size_t)clmoe_ctx_caps(ctx)->compute_units;
 }
 
 /* Steps 1-3 in one program: the prep (blocks into blk, U) and the two ring passes (one
@@ -174,18 +175,19 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
 /* kda_tile_bwd_chunk's (chunk, head) pairs per work-group: 2 (512 work-items, which holds the
  * compiler to 128 registers: 16 warps per SM instead of 8) where the matrix unit is NVIDIA's
  * and twice its local memory fits, else 1; then the stages of its warps' copy rings: 3 where
- * they fit, else 2. CLMOE_KDA_TCB_PAIR=1 / 2 and CLMOE_KDA_TCB_STAGES=2 / 3 (read at every
- * call) force either where it fits. */
+ * they fit, else 2. CLMOE_KDA_TCB_PAIR=1 / 2 and CLMOE_KDA_TCB_STAGES=2 / 3 (knobs of the
+ * context) force either where it fits. */
 static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 {
   const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
   const size_t K = (size_t)p->K, V = (size_t)p->V, avail = clmoe__local_mem_optin(ctx);
   const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail &&
                    clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * KDA_TILE_CHUNK_WG;
-  const char *env = getenv("CLMOE_KDA_TCB_PAIR"), *env_s = getenv("CLMOE_KDA_TCB_STAGES");
-  int pair = ptx && fits ? 2 : 1;
+  const char *env = clmoe__knob_text(ctx, CLMOE_K_KDA_TCB_PAIR), *env_s = clmoe__knob_text(ctx, CLMOE_K_KDA_TCB_STAGES);
+  const clmoe__device_defaults *dd = clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx)); /* knobs_device.c */
+  int pair = fits ? dd->kda_bwd_pair : 1;
   if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) pair = env[0] == '2' && fits ? 2 : 1;
-  *ns = (size_t)pair * chunk_bytes(K, V, ptx, 3) + 256 <= avail ? 3 : 2;
+  *ns = (size_t)pair * chunk_bytes(K, V, ptx, dd->kda_bwd_stages) + 256 <= avail ? dd->kda_bwd_stages : 2;
   if (env_s && !strcmp(env_s, "2")) *ns = 2;
   return pair;
 }
@@ -231,7 +233,9 @@ clmoe_status clmoe__kda_tile_bwd_run(clmoe_ctx *ctx, const kda_plan *p, const cl
                                      const clmoe_kda_tile_saved *saved)
 {
   if (p->nchunks == 0) return CLMOE_OK; /* (callers handle the empty case) */
-  const int stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
+  const int stages = lookahead >= 1 && lookahead <= 3
+                         ? lookahead + 1
+                         : clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_lookahead + 1;
   /* the blocks and U^T (made here, or kept by a forward: clmoe_kda_tile_saved, when they are
    * this plan's, with the states) */
   size_t ks[4];

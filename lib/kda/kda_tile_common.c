@@ -11,8 +11,7 @@
 
 int clmoe__kda_tile_stsm(clmoe_ctx *ctx)
 {
-  const char *env = getenv("CLMOE_KDA_TC_STSM");
-  if (env && !strcmp(env, "0")) return 0;
+  if (!clmoe__knob_int(ctx, CLMOE_K_KDA_TC_STSM)) return 0;
   return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && clmoe_ctx_caps(ctx)->nv_cc_major >= 9;
 }
 

@@ -40,7 +40,8 @@ static int pick_warps(clmoe_ctx *ctx, const kda_plan *p, int warps, int step, in
   /* Saving the states (TC_SAVE) the stores are spread over the compute units (on the H200 at
    * T 16384, H 16: 1 warp 0.72 ms against 0.91 with 2; H 32: 2 warps; H 64: 2 or 4). */
   if (save && warps != 1 && warps != 2 && warps != 4 && warps != most) warps = clmoe__kda_tile_spread_warps(ctx, p, most);
-  if (warps != 1 && warps != 2 && warps != 4 && warps != most) warps = 2;
+  if (warps != 1 && warps != 2 && warps != 4 && warps != most)
+    warps = clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_warps; /* knobs_device.c */
   while (warps > 1 && p->V % (cols * warps)) warps /= 2;
   return warps;
 }
@@ -57,14 +58,14 @@ static void fit_ring(clmoe_ctx *ctx, const kda_plan *p, int ptx, int stsm, int *
 
 /* The state pass: the register-state pass fed by a ring of asynchronous copies
  * (kda_tile_state.cl, "step 64" for history: it first ran 4 chunks per step), unless
- * CLMOE_KDA_TC_STEP=16 (read at every call, so one process can time both) selects the
+ * CLMOE_KDA_TC_STEP=16 (a knob of the context, so one process can time both) selects the
  * 16-token pass with S staged through local memory (kda_tile_state16.cl). On the H200 at
  * H 16, T 16384 the state pass takes 0.57 ms (with the producer warp) against 1.49
  * (docs/benchmarks-kda-ring.md). With step 64 the config's warps are warps of 16 columns
  * of V and its lookahead the chunks copied ahead (1, 2 or 3; default 2). */
-static int pick_step(void)
+static int pick_step(clmoe_ctx *ctx)
 {
-  const char *env = getenv("CLMOE_KDA_TC_STEP");
+  const char *env = clmoe__knob_text(ctx, CLMOE_K_KDA_TC_STEP);
   if (env && !strcmp(env, "16")) return 16;
   return 64;
 }
@@ -73,10 +74,9 @@ static int pick_step(void)
  * on the H200 the state pass took 0.57 ms against 0.87 at H 16, T 16384 with it, the
  * computing warps' chains no longer interleaved with the copies' issue. The portable tiles
  * never take it (their chunk holds barriers that every work-item must reach). */
-static int pick_producer(void)
+static int pick_producer(clmoe_ctx *ctx)
 {
-  const char *env = getenv("CLMOE_KDA_TC_PRODUCER");
-  return !(env && !strcmp(env, "0"));
+  return (int)clmoe__knob_int(ctx, CLMOE_K_KDA_TC_PRODUCER);
 }
 
 static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_inputs *in,
@@ -96,7 +96,9 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
   warps = pick_warps(ctx, p, warps, step, save);
   int stages = 0;
   if (step == 64) {
-    stages = lookahead >= 1 && lookahead <= 3 ? lookahead + 1 : 3;
+    stages = lookahead >= 1 && lookahead <= 3
+                 ? lookahead + 1
+                 : clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_lookahead + 1;
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
     fit_ring(ctx, p, ptx, stsm, &warps, &stages);
     if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx)) {
@@ -107,7 +109,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
     /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
     lookahead = warps >= 2 ? 2 : 1;
   }
-  const int prod = step == 64 && ptx && pick_producer();
+  const int prod = step == 64 && ptx && pick_producer(ctx);
   char opts[288], base[128];
   clmoe__kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d %s",
@@ -155,7 +157,7 @@ clmoe_status clmoe__kda_tile_fwd_run(clmoe_ctx *ctx, const kda_plan *p, const cl
 {
   if (saved) saved->nchunks = 0;
   if (p->N == 0) return CLMOE_OK;
-  return run_step(ctx, p, in, o, ht, pick_step(), warps, lookahead, saved);
+  return run_step(ctx, p, in, o, ht, pick_step(ctx), warps, lookahead, saved);
 }
 
 clmoe_status clmoe_kda_forward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opts,

@@ -63,19 +63,15 @@ static clmoe_status saved_fit(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tile_
 }
 
 /* Whether the forward keeps the factors for the backward (*save): only within
- * CLMOE_KDA_KEEP_MAX_MB (MiB, read at every call; unset: no cap) and where their buffers can
+ * CLMOE_KDA_KEEP_MAX_MB (MiB, the context's knob; unset: no cap) and where their buffers can
  * be had; otherwise saved is emptied and the backward recomputes them (keeping is only a
  * shortcut, never a reason for the forward to fail). */
 clmoe_status clmoe__kda_tile_keep_or_not(clmoe_ctx *ctx, const kda_plan *p, clmoe_kda_tile_saved *s,
                                          int *save)
 {
-  const char *env = getenv("CLMOE_KDA_KEEP_MAX_MB");
   *save = 0;
-  if (env && *env) {
-    char *end = NULL;
-    const double mb = strtod(env, &end);
-    if (!end || *end || !(mb >= 0.0 && mb < 1e15))
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "CLMOE_KDA_KEEP_MAX_MB: '%s' is not a number of MiB", env);
+  if (clmoe__knob_is_set(ctx, CLMOE_K_KDA_KEEP_MAX_MB)) { /* a number of MiB >= 0 (knobs.c) */
+    const double mb = clmoe__knob(ctx, CLMOE_K_KDA_KEEP_MAX_MB)->r;
     const double need =
         (double)p->nchunks * (double)p->H * (double)clmoe_kda_tile_kept_bytes(p->K, p->V);
     if (need > mb * 1048576.0) {
@@ -99,8 +95,7 @@ struct clmoe_kda_kept {
 
 struct clmoe_kda_kept *clmoe__kda_kept_new(clmoe_ctx *ctx)
 {
-  const char *env = getenv("CLMOE_KDA_KEEP");
-  if (env && !strcmp(env, "0")) return NULL;
+  if (!clmoe__knob_int(ctx, CLMOE_K_KDA_KEEP)) return NULL;
   struct clmoe_kda_kept *k = calloc(1, sizeof *k);
   if (k) k->ctx = ctx;
   return k;

@@ -61,8 +61,7 @@ static clmoe_status tile_covers(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
  * off (to compare with mla_tile_fwd). */
 static int tile_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
 {
-  const char *e = getenv("CLMOE_MLA_TC_ASYNC");
-  if ((e && !strcmp(e, "0")) || !a->in_bf16 || a->Dn % 8 || a->Dr % 8 || a->Dv % 16) return 0;
+  if (!clmoe__knob_int(ctx, CLMOE_K_MLA_TC_ASYNC) || !a->in_bf16 || a->Dn % 8 || a->Dr % 8 || a->Dv % 16) return 0;
   const cl_ulong v[] = {a->q.off, a->q.ts, a->q.hs, a->kn.off, a->kn.ts, a->kn.hs, a->kr.off, a->kr.ts,
                         a->v.off, a->v.ts, a->v.hs};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
@@ -105,7 +104,7 @@ static int tile_wgmma_fits(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tile_
  * to align it. */
 static int tile_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tile_wgmma_cfg *cfg)
 {
-  const char *e = getenv("CLMOE_MLA_TC_WGMMA");
+  const char *e = clmoe__knob_text(ctx, CLMOE_K_MLA_TC_WGMMA); /* validated by knobs.c */
   if (e && !strcmp(e, "0")) return 0;
   if (!e && (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9 || !clmoe__wgmma_usable(ctx)))
     return 0;
@@ -196,9 +195,9 @@ clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, 
   /* heads in dimension 0 (started first: tile_fwd_tile), tiles in dimension 1, at most
    * 65535 of them per launch (CLMOE_MLA_TC_TILES_PER_LAUNCH: fewer, for tests); argument 16
    * (ntiles) counts the tiles not yet launched, the longest first */
-  const char *e = getenv("CLMOE_MLA_TC_TILES_PER_LAUNCH");
-  int per = e ? atoi(e) : 0;
-  if (per <= 0 || per > 65535) per = 65535;
+  int per = (int)clmoe__knob_int(ctx, CLMOE_K_MLA_TC_TILES_PER_LAUNCH);
+  const int most = clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->mla_tiles_per_launch;
+  if (per <= 0 || per > most) per = most;
   for (int done = 0; done < ntiles; done += per) {
     cl_int left = ntiles - done;
     CLMOE_CL(clSetKernelArg(k, 16, sizeof left, &left));

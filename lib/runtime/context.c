@@ -1,4 +1,6 @@
-/* Contexts: one OpenCL context and in-order queue on one device, plus build probes. */
+/* Contexts: one OpenCL context and in-order queue on one device, its knobs (read at creation,
+ * overridden by clmoe_ctx_set_knob: include/clmoe/paths.h), plus build probes. */
+#include "clmoe/paths.h"
 #include "clmoe/runtime.h"
 #include "internal.h"
 
@@ -17,6 +19,20 @@ static void base_options(clmoe_ctx *ctx)
            "-DCLMOE_NV_CC=%d -DCLMOE_INLINE_PTX=%d",
            c->wg_size, vendor, c->is_gpu, c->has_fp64, c->nv_cc_major * 10 + c->nv_cc_minor,
            c->inline_ptx == 1);
+}
+
+/* Applies a knob that the context keeps elsewhere too (creation, clmoe_ctx_set_knob). */
+static void knob_applied(clmoe_ctx *ctx, clmoe__knob_id id)
+{
+  if (id == CLMOE_K_LOCAL_MEM_BYTES) {
+    /* CLMOE_LOCAL_MEM_BYTES: the local memory kernels may plan for, in place of the reported
+     * size (tuning experiments: NVIDIA reports 48 KB, its compiler accepts a little more) */
+    ctx->caps.local_mem_bytes = clmoe__knob_is_set(ctx, id) ? (uint64_t)clmoe__knob_int(ctx, id)
+                                                            : ctx->reported_local_mem;
+    ctx->local_optin = 0; /* probed again from the new size */
+  } else if (id == CLMOE_K_POISON && clmoe__knob_int(ctx, id)) {
+    ctx->poison = 1;
+  }
 }
 
 clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
@@ -49,10 +65,12 @@ clmoe_status clmoe_ctx_create_at(clmoe_ctx **out, const clmoe_device_caps *dev,
   ctx->profiling = opts->profiling;
   ctx->wgmma_ok = -1;
   ctx->fastpath_mode = -2;
-  const char *poison = getenv("CLMOE_POISON");
-  ctx->poison = opts->poison || (poison && *poison && strcmp(poison, "0") != 0);
+  CLMOE_TRY_GOTO(st, clmoe__knobs_read(&ctx->knobs), fail);
+  ctx->poison = opts->poison || clmoe__knob_int(ctx, CLMOE_K_POISON);
   CLMOE_TRY_GOTO(st, clmoe__device_caps(plat, ctx->device, dev->platform_index,
                                         dev->device_index, &ctx->caps), fail);
+  ctx->reported_local_mem = ctx->caps.local_mem_bytes;
+  knob_applied(ctx, CLMOE_K_LOCAL_MEM_BYTES);
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
   cl_int err = CL_SUCCESS;
   ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
@@ -105,7 +123,31 @@ void clmoe_ctx_destroy(clmoe_ctx *ctx)
   free(ctx->programs);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->context) clReleaseContext(ctx->context);
+  clmoe__knobs_free(&ctx->knobs);
   free(ctx);
+}
+
+clmoe_status clmoe_ctx_set_knob(clmoe_ctx *ctx, const char *name, const char *value)
+{
+  const int id = clmoe__knob_lookup(name);
+  if (!ctx) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_ctx_set_knob: ctx is NULL");
+  if (id < 0)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_ctx_set_knob: no knob named %s (clmoe-info --knobs "
+                        "lists them)", name ? name : "(null)");
+  if (clmoe__knob_process((clmoe__knob_id)id))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_ctx_set_knob: %s is read before any context "
+                        "exists; set it in the environment", name);
+  clmoe__knob_value v;
+  if (!value) { /* back to the environment's value */
+    clmoe__knob_value_free(&ctx->knobs.set[id]);
+  } else {
+    CLMOE_TRY(clmoe__knob_parse((clmoe__knob_id)id, value, &v));
+    v.source = CLMOE__KNOB_SET;
+    clmoe__knob_value_free(&ctx->knobs.set[id]);
+    ctx->knobs.set[id] = v;
+  }
+  knob_applied(ctx, (clmoe__knob_id)id);
+  return CLMOE_OK;
 }
 
 const clmoe_device_caps *clmoe_ctx_caps(const clmoe_ctx *ctx) { return &ctx->caps; }

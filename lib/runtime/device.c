@@ -181,13 +181,12 @@ clmoe_status clmoe__device_caps(cl_platform_id platform, cl_device_id dev, int p
   c->max_alloc_bytes = maxalloc;
   c->local_mem_bytes = lmem;
   /* CLMOE_LOCAL_MEM_BYTES: the local memory kernels may plan for, in place of the reported
-   * size (tuning experiments: NVIDIA reports 48 KB, its compiler accepts a little more). */
-  const char *lm = getenv("CLMOE_LOCAL_MEM_BYTES");
-  if (lm && *lm) {
-    char *end = NULL;
-    unsigned long long v = strtoull(lm, &end, 10);
-    if (end && *end == '\0' && v > 0) c->local_mem_bytes = v;
-  }
+   * size (tuning experiments: NVIDIA reports 48 KB, its compiler accepts a little more);
+   * a context applies its own value of the knob (context.c). */
+  clmoe__knob_value lm;
+  CLMOE_TRY(clmoe__knob_env(CLMOE_K_LOCAL_MEM_BYTES, &lm));
+  if (lm.source == CLMOE__KNOB_ENV) c->local_mem_bytes = (uint64_t)lm.i; /* set in the environment */
+  clmoe__knob_value_free(&lm);
   c->local_mem_dedicated = ltype == CL_LOCAL;
   c->max_work_group_size = wg;
 

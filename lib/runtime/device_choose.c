@@ -215,8 +215,10 @@ clmoe_status clmoe_device_choose(const clmoe_device_caps *list, int count, const
   if (!why) why = scratch, why_len = sizeof scratch;
   const char *source = "--device";
   if (!spec || !*spec) {
-    spec = getenv("CLMOE_DEVICE");
+    clmoe_status st;
+    spec = clmoe__knob_getenv(CLMOE_K_DEVICE, &st);
     source = "CLMOE_DEVICE";
+    if (st != CLMOE_OK) return st;
   }
   if (count <= 0) return clmoe__error(CLMOE_ERR_NO_DEVICE, "no OpenCL device to choose from");
   if (!spec || !*spec) {

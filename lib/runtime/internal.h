@@ -75,6 +75,93 @@ typedef struct clmoe_kernel_source {
 extern const clmoe_kernel_source clmoe__kernel_sources[]; /* ends with {NULL, NULL, NULL} */
 extern const clmoe_kernel_source clmoe__preset_sources[]; /* the presets (presets/NAME.conf), likewise */
 
+/* ---- knobs (knobs.c) ------------------------------------------------------------------
+ * Every environment variable clmoe reads is a row of knobs.c's table (name, kind, default,
+ * accepted values, doc, scope). A context reads them all once when it is created
+ * (ctx->knobs; a bad value fails the creation, naming the variable and what it accepts),
+ * and clmoe_ctx_set_knob overrides one on that context; code reads the context's value
+ * with clmoe__knob*. The knobs read before any context exists (the device choice, MPI,
+ * binding: `process` in the table) are read with clmoe__knob_env, the same parser. */
+typedef enum clmoe__knob_id {
+  CLMOE_K_DEVICE, CLMOE_K_CACHE_DIR, CLMOE_K_CACHE, CLMOE_K_CLBLAST_TUNING, CLMOE_K_POISON,
+  CLMOE_K_KERNEL_DIR, CLMOE_K_FASTPATH, CLMOE_K_MPI, CLMOE_K_BIND,
+  CLMOE_K_LOCAL_MEM_BYTES, CLMOE_K_CL_OPTIONS, CLMOE_K_BUILD_LOG, CLMOE_K_GEMM_ASYNC,
+  CLMOE_K_GEMM_WGMMA, CLMOE_K_KDA_TC_STEP, CLMOE_K_KDA_TC_PRODUCER, CLMOE_K_KDA_TC_STSM,
+  CLMOE_K_KDA_KEEP, CLMOE_K_KDA_KEEP_MAX_MB, CLMOE_K_KDA_TCB_FUSE, CLMOE_K_KDA_TCB_PAIR,
+  CLMOE_K_KDA_TCB_STAGES, CLMOE_K_MLA_TC_ASYNC, CLMOE_K_MLA_TC_WGMMA,
+  CLMOE_K_MLA_TC_TILES_PER_LAUNCH,
+  CLMOE_K_COUNT
+} clmoe__knob_id;
+
+typedef enum clmoe__knob_kind {
+  CLMOE__KNOB_BOOL,     /* 0/1 (no/yes, off/on, false/true): i */
+  CLMOE__KNOB_INT,      /* i, within the table's range */
+  CLMOE__KNOB_INT_LIST, /* "a,b,c": list[0..n), each within the range */
+  CLMOE__KNOB_NUMBER,   /* r, within the range */
+  CLMOE__KNOB_STRING,   /* text */
+  CLMOE__KNOB_ENUM      /* one of the table's spellings: text, and i its index */
+} clmoe__knob_kind;
+
+#define CLMOE__KNOB_LIST_MAX 8
+enum { CLMOE__KNOB_DEFAULT = 0, CLMOE__KNOB_ENV = 1, CLMOE__KNOB_SET = 2 };
+
+/* One knob's value. text: its spelling (malloc'ed; the default's when not set, NULL when
+ * the knob is unset and has no default spelling: the code's own choice applies). */
+typedef struct clmoe__knob_value {
+  int source; /* CLMOE__KNOB_DEFAULT, _ENV or _SET (paths.h's clmoe_knob_source) */
+  char *text;
+  long long i;
+  double r;
+  int n;
+  long long list[CLMOE__KNOB_LIST_MAX];
+} clmoe__knob_value;
+
+/* A context's knobs: as the environment gave them at creation, and the overrides. */
+typedef struct clmoe__knobs {
+  clmoe__knob_value env[CLMOE_K_COUNT];
+  clmoe__knob_value set[CLMOE_K_COUNT]; /* source CLMOE__KNOB_SET where overridden */
+} clmoe__knobs;
+
+/* The variable's name ("CLMOE_FASTPATH"), and the id of a name (-1: none). */
+const char *clmoe__knob_name(clmoe__knob_id id);
+int clmoe__knob_lookup(const char *name);
+/* 1 for the knobs read before any context exists (never set per context). */
+int clmoe__knob_process(clmoe__knob_id id);
+/* Parses and validates a spelling (NULL or "": the default) into *v (release it with
+ * clmoe__knob_value_free); an error names the variable, the value and what it accepts. */
+clmoe_status clmoe__knob_parse(clmoe__knob_id id, const char *text, clmoe__knob_value *v);
+/* The same from the environment (source CLMOE_KNOB_ENV when the variable is set). */
+clmoe_status clmoe__knob_env(clmoe__knob_id id, clmoe__knob_value *v);
+void clmoe__knob_value_free(clmoe__knob_value *v);
+/* A process-wide knob's environment value as getenv gives it, after validation: NULL when
+ * unset, or when invalid (then *st is the error). */
+const char *clmoe__knob_getenv(clmoe__knob_id id, clmoe_status *st);
+/* Every knob from the environment (clmoe_ctx_create), and their release. */
+clmoe_status clmoe__knobs_read(clmoe__knobs *k);
+void clmoe__knobs_free(clmoe__knobs *k);
+
+/* ---- per-device defaults (knobs_device.c) ---------------------------------------------
+ * The choices the tile hosts make by device when their knob is unset: one row of a small
+ * table, picked by the device's features (its tile implementation's, from
+ * lib/tile/tile_internal.h's record, and its compute units). */
+typedef struct clmoe__device_defaults {
+  const char *row;           /* the row's name */
+  int kda_warps;             /* KDA tile forward: warps per state work-group (1, 2, 4, 8) */
+  int kda_lookahead;         /* KDA tile forward and backward: chunks the state rings copy
+                              * ahead (1..3; stages: one more) */
+  int kda_bwd_pair;          /* KDA tile backward chunk kernel: (chunk, head) pairs per
+                              * work-group where they fit (CLMOE_KDA_TCB_PAIR=auto) */
+  int kda_bwd_stages;        /* ... its copy rings' stages where they fit (else 2) */
+  int kda_bwd_fuse_per_unit; /* the backward's state passes in one launch while their
+                              * work-groups are at most this many per compute unit */
+  int mla_tiles_per_launch;  /* MLA tile forward: query tiles per launch at most */
+} clmoe__device_defaults;
+
+/* The row for ctx's device with the tile implementation `tile` (clmoe__tile_features(ctx)). */
+struct clmoe_tile_features;
+const clmoe__device_defaults *clmoe__device_defaults_for(const clmoe_ctx *ctx,
+                                                         const struct clmoe_tile_features *tile);
+
 /* ---- the context -------------------------------------------------------------------- */
 typedef struct clmoe_kernel_entry {
   char name[64];
@@ -122,10 +209,13 @@ struct clmoe_ctx {
   int prof_count, prof_cap;
   clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
   int prof_rows, prof_table_cap;
+  clmoe__knobs knobs;             /* every knob, read at creation (knobs.c) */
+  unsigned long long reported_local_mem; /* the device's local memory before
+                                          * CLMOE_LOCAL_MEM_BYTES */
   /* lib/tile */
   const struct clmoe_tile_features *tile; /* the tile implementation's record, NULL until
                                            * probed (lib/tile/tile.c) */
-  int fastpath_mode;   /* -2: from CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
+  int fastpath_mode;   /* -2: from the knob CLMOE_FASTPATH; -1 auto, 0 off, 1 on (set by the caller) */
   int wgmma_ok;        /* warp-group (sm_90a) kernels build here: -1 not tried, 0 no, 1 yes */
   size_t local_optin;  /* clmoe__local_mem_optin, 0 until probed */
   /* lib/gemm */
@@ -137,6 +227,13 @@ struct clmoe_ctx {
                                          * clmoe_ctx_destroy */
 };
 
+/* The context's value of a knob (the override, else the environment's at creation, else
+ * the default), whether it was set (environment or override), its integer (bool, int; enum:
+ * the index of its spelling) and its spelling (NULL: unset without a default spelling). */
+const clmoe__knob_value *clmoe__knob(const clmoe_ctx *ctx, clmoe__knob_id id);
+int clmoe__knob_is_set(const clmoe_ctx *ctx, clmoe__knob_id id);
+long long clmoe__knob_int(const clmoe_ctx *ctx, clmoe__knob_id id);
+const char *clmoe__knob_text(const clmoe_ctx *ctx, clmoe__knob_id id);
 /* The poison pattern, a 32-bit word repeated: a quiet NaN as fp32 (0x7FC17FC1) and as
  * each of its bf16 halves (0x7FC1), 2143387585 as an int32 index (out of every range). */
 #define CLMOE_POISON_WORD 0x7FC17FC1u

@@ -72,7 +72,7 @@ static void free_sources(program_sources *ps)
   for (int i = 0; i < ps->count; i++) free(ps->owned[i]);
 }
 
-static clmoe_status load_sources(const char *family, program_sources *ps)
+static clmoe_status load_sources(const char *family, const char *dir, program_sources *ps)
 {
   memset(ps, 0, sizeof *ps);
   char names[MAX_PARTS + 1][64];
@@ -87,7 +87,6 @@ static clmoe_status load_sources(const char *family, program_sources *ps)
     names[n][len] = '\0';
     p += len + (plus ? 1 : 0);
   }
-  const char *dir = getenv("CLMOE_KERNEL_DIR");
   for (int i = 0; i < n; i++) {
     const clmoe_kernel_source *known = embedded_source(names[i]);
     if (dir && *dir) {
@@ -183,10 +182,10 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
 {
   *out = NULL;
   program_sources ps;
-  CLMOE_TRY(load_sources(family, &ps));
+  CLMOE_TRY(load_sources(family, clmoe__knob_text(ctx, CLMOE_K_KERNEL_DIR), &ps));
   /* CLMOE_CL_OPTIONS adds compiler options to every build (e.g. -cl-nv-verbose, whose
    * register and spill counts CLMOE_BUILD_LOG=1 prints): a tool for kernel work. */
-  const char *user = getenv("CLMOE_CL_OPTIONS");
+  const char *user = clmoe__knob_text(ctx, CLMOE_K_CL_OPTIONS);
   char options[1280];
   snprintf(options, sizeof options, "%s%s%s%s%s", ctx->base_options, extra && *extra ? " " : "",
            extra ? extra : "", user && *user ? " " : "", user && *user ? user : "");
@@ -213,7 +212,7 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
       prog = retargeted;
       if (st != CLMOE_OK) goto done;
     }
-    if (getenv("CLMOE_BUILD_LOG")) print_build_log(ctx, prog, family, options);
+    if (clmoe__knob_int(ctx, CLMOE_K_BUILD_LOG)) print_build_log(ctx, prog, family, options);
     clmoe__runtime_cache_store(ctx, &slot, prog);
   }
   *out = prog;

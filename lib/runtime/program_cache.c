@@ -10,11 +10,11 @@
 #include "clmoe/program.h"
 #include "runtime_internal.h"
 
-int clmoe_cache_dir(char *out, size_t len)
+/* The cache folder for the knobs' values: CLMOE_CACHE (on), CLMOE_CACHE_DIR (dir, NULL: unset),
+ * else $XDG_CACHE_HOME/clmoe, else ~/.cache/clmoe; 0 when off or no folder can be named. */
+static int cache_dir_of(int on, const char *dir, char *out, size_t len)
 {
-  const char *off = getenv("CLMOE_CACHE");
-  if (off && !strcmp(off, "0")) return 0;
-  const char *dir = getenv("CLMOE_CACHE_DIR");
+  if (!on) return 0;
   if (dir && *dir) {
     snprintf(out, len, "%s", dir);
     return 1;
@@ -30,6 +30,20 @@ int clmoe_cache_dir(char *out, size_t len)
     return 1;
   }
   return 0;
+}
+
+int clmoe_cache_dir(char *out, size_t len)
+{
+  clmoe__knob_value on, dir;
+  int ok = 0;
+  if (clmoe__knob_env(CLMOE_K_CACHE, &on) == CLMOE_OK) {
+    if (clmoe__knob_env(CLMOE_K_CACHE_DIR, &dir) == CLMOE_OK) {
+      ok = cache_dir_of((int)on.i, dir.text, out, len);
+      clmoe__knob_value_free(&dir);
+    }
+    clmoe__knob_value_free(&on);
+  }
+  return ok;
 }
 
 /* mkdir -p; failures are left for the open() that follows to report (silently). */
@@ -169,7 +183,8 @@ static cl_program program_from_binary(clmoe_ctx *ctx, const unsigned char *data,
 void clmoe__runtime_cache_locate(const clmoe_ctx *ctx, int count, const char *const *texts,
                                  const char *options, clmoe__runtime_cache_slot *slot)
 {
-  slot->enabled = clmoe_cache_dir(slot->dir, sizeof slot->dir);
+  slot->enabled = cache_dir_of((int)clmoe__knob_int(ctx, CLMOE_K_CACHE),
+                               clmoe__knob_text(ctx, CLMOE_K_CACHE_DIR), slot->dir, sizeof slot->dir);
   slot->key = program_key(ctx, count, texts, options);
   slot->path[0] = '\0';
   if (slot->enabled) cache_path(slot->dir, &slot->key, slot->path, sizeof slot->path);

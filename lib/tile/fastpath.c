@@ -18,7 +18,7 @@ int clmoe_ctx_fastpath_setting(const clmoe_ctx *ctx) { return ctx->fastpath_mode
 static int fastpath_mode(const clmoe_ctx *ctx)
 {
   if (ctx->fastpath_mode != -2) return ctx->fastpath_mode;
-  const char *e = getenv("CLMOE_FASTPATH");
+  const char *e = clmoe__knob_text(ctx, CLMOE_K_FASTPATH); /* auto, 0 or 1 */
   return (e && !strcmp(e, "1")) ? 1 : (e && !strcmp(e, "0")) ? 0 : -1;
 }
 

@@ -164,7 +164,7 @@ clmoe_status clmoe__wgmma_kernel(clmoe_ctx *ctx, const char *family, const char 
                                  const char *env, cl_kernel *kernel)
 {
   clmoe_status st = clmoe__kernel(ctx, family, options, name, kernel);
-  if (st != CLMOE_OK && ctx->wgmma_ok < 0 && !getenv(env)) {
+  if (st != CLMOE_OK && ctx->wgmma_ok < 0 && !clmoe__knob_is_set(ctx, clmoe__knob_lookup(env))) {
     ctx->wgmma_ok = 0;
     clmoe_clear_error();
     return CLMOE_ERR_UNSUPPORTED;

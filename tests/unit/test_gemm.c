@@ -7,6 +7,7 @@
 
 #include "check/conformance.h"
 #include "check/ref/reference.h"
+#include "clmoe/paths.h"
 #include "test_common.h"
 
 static void test_shape_errors(void)
@@ -86,10 +87,10 @@ static void test_clblast_tuning(void)
 
   enum { M = 70, N = 50, K = 40 };
   snprintf(list, sizeof list, "%s:%s", other, good);
-  setenv("CLMOE_CLBLAST_TUNING", list, 1);
   clmoe_ctx *ctx = NULL;
   TEST_OK(clmoe_ctx_create_at(&ctx, clmoe_ctx_caps(test_ctx), NULL));
   CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CLBLAST_TUNING", list));
   clmoe_ctx_set_gemm_backend(ctx, CLMOE_GEMM_CLBLAST);
   clmoe_tensor A, B, C;
   TEST_OK(clmoe_tensor_create(ctx, &A, CLMOE_F32, 2, (int64_t[]){M, K}));
@@ -113,8 +114,8 @@ static void test_clblast_tuning(void)
   clmoe_tensor_destroy(&A), clmoe_tensor_destroy(&B), clmoe_tensor_destroy(&C);
   clmoe_ctx_destroy(ctx);
 
-  setenv("CLMOE_CLBLAST_TUNING", bad, 1);
   TEST_OK(clmoe_ctx_create_at(&ctx, clmoe_ctx_caps(test_ctx), NULL));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CLBLAST_TUNING", bad));
   clmoe_ctx_set_gemm_backend(ctx, CLMOE_GEMM_CLBLAST);
   TEST_OK(clmoe_tensor_create(ctx, &A, CLMOE_F32, 2, (int64_t[]){4, 4}));
   CU_ASSERT_EQUAL(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &A, 0.0f, &A), CLMOE_ERR_FORMAT);
@@ -125,8 +126,8 @@ static void test_clblast_tuning(void)
   /* wrong parameters, then the good ones again (overrides are process-wide) */
   const char *order[2] = {wrong, good};
   for (int i = 0; i < 2; i++) {
-    setenv("CLMOE_CLBLAST_TUNING", order[i], 1);
     TEST_OK(clmoe_ctx_create_at(&ctx, clmoe_ctx_caps(test_ctx), NULL));
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CLBLAST_TUNING", order[i]));
     clmoe_ctx_set_gemm_backend(ctx, CLMOE_GEMM_CLBLAST);
     TEST_OK(clmoe_tensor_create(ctx, &A, CLMOE_F32, 2, (int64_t[]){4, 4}));
     TEST_OK(clmoe_tensor_create(ctx, &B, CLMOE_F32, 2, (int64_t[]){4, 4}));
@@ -151,7 +152,6 @@ static void test_clblast_tuning(void)
     clmoe_tensor_destroy(&A), clmoe_tensor_destroy(&B);
     clmoe_ctx_destroy(ctx);
   }
-  unsetenv("CLMOE_CLBLAST_TUNING");
   unlink(good), unlink(other), unlink(bad), unlink(wrong);
 }
 

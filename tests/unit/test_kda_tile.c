@@ -16,12 +16,11 @@
 #include "clmoe/paths.h"
 #include "test_common.h"
 
-/* The state pass of the calls below: 16 or 64 tokens per step (lib/kda/kda_tile_fwd.c reads the
- * variable at every call); 0 restores the default. */
+/* The state pass of the calls below: 16 or 64 tokens per step (the knob CLMOE_KDA_TC_STEP of
+ * the test's context, read by lib/kda/kda_tile_fwd.c at every call); 0 restores the default. */
 static void set_step(int step)
 {
-  if (step) setenv("CLMOE_KDA_TC_STEP", step == 16 ? "16" : "64", 1);
-  else unsetenv("CLMOE_KDA_TC_STEP");
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TC_STEP", step ? (step == 16 ? "16" : "64") : NULL));
 }
 
 static void run_cases_step(const kda_tile_case *cases, int n, int step)
@@ -130,7 +129,7 @@ static void test_step16(void)
   run_cases_step(c, (int)(sizeof c / sizeof c[0]), 16);
 }
 
-/* Devices with less local memory (CLMOE_LOCAL_MEM_BYTES in a second context), K = V = 64:
+/* Devices with less local memory (the knob CLMOE_LOCAL_MEM_BYTES of a second context), K = V = 64:
  * 25,000 bytes (the ring with 2 stages and 1 warp; 3 stages and 2 warps need 37.6 KB with
  * the portable tiles' scratch) and 21,000 (no ring fits: the 16-token pass, whose build
  * test_step16 made). */
@@ -140,10 +139,9 @@ static void test_local_budget(void)
   static const char *budgets[] = {"25000", "21000"};
   for (int i = 0; i < 2; i++) {
     clmoe_ctx *ctx = NULL;
-    setenv("CLMOE_LOCAL_MEM_BYTES", budgets[i], 1);
     clmoe_status st = clmoe_ctx_create(&ctx, NULL);
-    unsetenv("CLMOE_LOCAL_MEM_BYTES");
     CU_ASSERT_EQUAL_FATAL(st, CLMOE_OK);
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_LOCAL_MEM_BYTES", budgets[i]));
     CU_ASSERT_EQUAL(clmoe_ctx_caps(ctx)->local_mem_bytes, (size_t)strtoul(budgets[i], NULL, 10));
     clmoe_check_result res = {0};
     res.passed = 1;

@@ -241,11 +241,11 @@ static void test_fuse(void)
       {1, 0, 2, 32, 32, lens, 4, 1, F, F, UNI, 0.0f, 0, 0, 0},
       {1, 37, 1, 32, 64, NULL, 0, 1, F, F, UNI, 0.0f, 0, 2, 0},
   };
-  setenv("CLMOE_KDA_TCB_FUSE", "1", 1);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_FUSE", "1"));
   run_cases(c, (int)(sizeof c / sizeof c[0]));
-  setenv("CLMOE_KDA_TCB_FUSE", "0", 1);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_FUSE", "0"));
   run_cases(c, (int)(sizeof c / sizeof c[0]));
-  unsetenv("CLMOE_KDA_TCB_FUSE");
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_FUSE", NULL));
 }
 
 /* An odd chunk count with initial state and dfinal_state, packed sequences (one empty): the
@@ -260,11 +260,11 @@ static const kda_tile_case mix_cases[] = {
  * unit) and copy rings of 2 stages (3 where they fit: the default elsewhere). */
 static void test_pair(void)
 {
-  setenv("CLMOE_KDA_TCB_PAIR", "2", 1);
-  setenv("CLMOE_KDA_TCB_STAGES", "2", 1);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_PAIR", "2"));
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_STAGES", "2"));
   run_cases(mix_cases, (int)(sizeof mix_cases / sizeof mix_cases[0]));
-  unsetenv("CLMOE_KDA_TCB_PAIR");
-  unsetenv("CLMOE_KDA_TCB_STAGES");
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_PAIR", NULL));
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_TCB_STAGES", NULL));
 }
 
 /* The backward on the factors the forward kept (clmoe_kda_tile_saved). */
@@ -272,19 +272,16 @@ static void test_kept(void) { run_cases_with(mix_cases, (int)(sizeof mix_cases /
 
 /* CLMOE_KDA_KEEP_MAX_MB: the first case needs 6 x 13056 bytes (3 chunks x 2 heads at K = V =
  * 32: blocks 7936, U^T 2048, states 2048, Vnew 1024), so a cap of 0.01 MiB keeps nothing and
- * the backward recomputes, 1 MiB keeps; a cap that is not a number is an error naming it. */
+ * the backward recomputes, 1 MiB keeps; a cap that is not a number is refused, naming it. */
 static void test_keep_cap(void)
 {
-  char *old = test_env_set("CLMOE_KDA_KEEP_MAX_MB", "0.01");
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_KEEP_MAX_MB", "0.01"));
   run_cases_with(mix_cases, 1, 2);
-  free(test_env_set("CLMOE_KDA_KEEP_MAX_MB", "1"));
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_KEEP_MAX_MB", "1"));
   run_cases_with(mix_cases, 1, 1);
-  free(test_env_set("CLMOE_KDA_KEEP_MAX_MB", "lots"));
-  clmoe_check_result res = {0};
-  const clmoe_status st = ck_kda_tile_bwd_kept_case(test_ctx, test_seed, &mix_cases[0], &res);
-  CU_ASSERT_EQUAL(st, CLMOE_ERR_INVALID_ARGUMENT);
-  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "CLMOE_KDA_KEEP_MAX_MB"));
-  test_env_restore("CLMOE_KDA_KEEP_MAX_MB", old);
+  CU_ASSERT_EQUAL(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_KEEP_MAX_MB", "lots"), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "CLMOE_KDA_KEEP_MAX_MB=lots"));
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_KDA_KEEP_MAX_MB", NULL));
 }
 
 /* One KDA layer forward (with a cache) + backward on the tile path: every parameter's

@@ -317,9 +317,9 @@ static void test_async_forward(void)
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.profiling = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
-  char *keep_wg = test_env_set("CLMOE_MLA_TC_WGMMA", "0"), *keep = test_env_set("CLMOE_MLA_TC_ASYNC", NULL);
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_WGMMA", "0"));
   for (int off = 0; off < 2; off++) {
-    if (off) setenv("CLMOE_MLA_TC_ASYNC", "0", 1);
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_ASYNC", off ? "0" : "")); /* "": the default */
     for (int i = 0; i < 3; i++) {
       forward_case(ctx, test_seed + 900 + (uint64_t)i, &cs[i], off ? "async off" : "async on", i);
       const int async = !off && cs[i].dtype == CLMOE_BF16;
@@ -327,8 +327,6 @@ static void test_async_forward(void)
       CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd"), !async);
     }
   }
-  test_env_restore("CLMOE_MLA_TC_ASYNC", keep);
-  test_env_restore("CLMOE_MLA_TC_WGMMA", keep_wg);
   clmoe_ctx_destroy(ctx);
 }
 
@@ -354,17 +352,14 @@ static void test_wgmma_forward(void)
   static const char *const cfg[5] = {"1", "1", "1", "32,2", "64,1,0"};
   const int roomy = clmoe__local_mem_optin(ctx) >= 96 * 1024;
   const int ncase = clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE ? 5 : 4;
-  char *keep = test_env_set("CLMOE_MLA_TC_WGMMA", NULL);
   for (int t = 0; t < ncase; t++) {
     const int i = t < 3 ? t : 0;
-    setenv("CLMOE_MLA_TC_WGMMA", cfg[t], 1);
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_WGMMA", cfg[t]));
     /* the 5 sequences' tiles in launches of 2 tiles (the host splits at 65535) */
-    char *keep_per = test_env_set("CLMOE_MLA_TC_TILES_PER_LAUNCH", t == 0 ? "2" : NULL);
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_TILES_PER_LAUNCH", t == 0 ? "2" : ""));
     forward_case(ctx, test_seed + 950 + (uint64_t)t, &cs[i], cfg[t], i);
-    test_env_restore("CLMOE_MLA_TC_TILES_PER_LAUNCH", keep_per);
     if (t < 3 || roomy) CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd_wgmma"), cs[i].Dv == 128);
   }
-  test_env_restore("CLMOE_MLA_TC_WGMMA", keep);
   clmoe_ctx_destroy(ctx);
 }
 

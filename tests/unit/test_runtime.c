@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clmoe/paths.h"
 #include "test_common.h"
 
 /* ---- device choice on synthetic lists: the logic, independent of this machine ---- */
@@ -393,11 +394,11 @@ static void test_kernel_dir(void)
       "__kernel void convert_f32_to_bf16(__global const float *s, ulong so, __global ushort *d,\n"
       "                                  ulong dof, ulong n)\n"
       "{ ulong i = get_global_id(0); if (i < n) d[dof + i] = 0x4000; }\n"));
-  setenv("CLMOE_KERNEL_DIR", dir, 1);
-  setenv("CLMOE_CACHE", "0", 1);
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options opts = {.no_probe = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_KERNEL_DIR", dir));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CACHE", "0"));
   clmoe_tensor a, b;
   const int64_t n = 33;
   float ones[33], back[33];
@@ -418,6 +419,8 @@ static void test_kernel_dir(void)
   /* A source that does not compile: CLMOE_ERR_BUILD with the file and the compiler log. */
   CU_ASSERT_FATAL(write_file(path, "__kernel void convert_f32_to_bf16(__global float *x) { this is not C; }\n"));
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_KERNEL_DIR", dir));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_CACHE", "0"));
   TEST_OK(clmoe_tensor_create(ctx, &a, CLMOE_F32, 1, &n));
   TEST_OK(clmoe_tensor_create(ctx, &b, CLMOE_BF16, 1, &n));
   CU_ASSERT_EQUAL(clmoe_tensor_copy(&b, &a), CLMOE_ERR_BUILD);
@@ -426,8 +429,6 @@ static void test_kernel_dir(void)
   clmoe_tensor_destroy(&a);
   clmoe_tensor_destroy(&b);
   clmoe_ctx_destroy(ctx);
-  unsetenv("CLMOE_KERNEL_DIR");
-  unsetenv("CLMOE_CACHE");
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
@@ -442,6 +443,124 @@ static void test_locality(void)
   if (!clmoe_ctx_caps(test_ctx)->pci_known) CU_ASSERT_EQUAL(loc.known, 0);
 }
 
+/* ---- knobs: the table of CLMOE_ variables, the environment, the per-context override ---- */
+
+/* Every knob's default validates; its fields are filled; a bad value of each kind is refused
+ * with the variable, the value and what it accepts in the message. */
+static void test_knob_table(void)
+{
+  const int n = clmoe_knob_count();
+  CU_ASSERT(n >= 20);
+  for (int i = 0; i < n; i++) {
+    clmoe_knob_info k;
+    TEST_OK(clmoe_knob_describe(i, &k));
+    CU_ASSERT(k.name && !strncmp(k.name, "CLMOE_", 6) && k.kind && k.accepts && k.doc && k.doc[0]);
+    CU_ASSERT(k.scope && (!strcmp(k.scope, "user") || !strcmp(k.scope, "tuning") || !strcmp(k.scope, "testing")));
+    if (k.def) {
+      clmoe_status st = clmoe_knob_check(k.name, k.def);
+      if (st != CLMOE_OK) fprintf(stderr, "\n  %s: default %s: %s\n", k.name, k.def, clmoe_last_error());
+      CU_ASSERT_EQUAL(st, CLMOE_OK);
+    }
+    CU_ASSERT_EQUAL(clmoe_knob_check(k.name, NULL), CLMOE_OK); /* unset */
+  }
+  CU_ASSERT_EQUAL(clmoe_knob_describe(n, &(clmoe_knob_info){0}), CLMOE_ERR_INVALID_ARGUMENT);
+  static const struct { const char *name, *value, *expect; } bad[] = {
+      {"CLMOE_FASTPATH", "maybe", "auto, 0, 1"},           /* enum */
+      {"CLMOE_POISON", "2", "0 or 1"},                     /* bool */
+      {"CLMOE_LOCAL_MEM_BYTES", "0", "an integer >= 1"},   /* int, out of range */
+      {"CLMOE_LOCAL_MEM_BYTES", "48k", "not an integer"},  /* int */
+      {"CLMOE_KDA_KEEP_MAX_MB", "lots", "not a number"},   /* number */
+      {"CLMOE_GEMM_ASYNC", "128,128", "bm,bn,warps_m"},    /* int list, shape */
+      {"CLMOE_GEMM_WGMMA", "1,x", "not a list"},           /* int list */
+      {"CLMOE_MLA_TC_WGMMA", "48,1", "bk must be 32 or 64"},
+      {"CLMOE_MLA_TC_TILES_PER_LAUNCH", "70000", "out of range"},
+      {"CLMOE_KDA_TCB_PAIR", "3", "auto, 1, 2"},
+      {"CLMOE_MPI", "maybe", "auto, 0, 1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "%s=%s", bad[i].name, bad[i].value);
+    const clmoe_status st = clmoe_knob_check(bad[i].name, bad[i].value);
+    const int ok = st == CLMOE_ERR_INVALID_ARGUMENT && strstr(clmoe_last_error(), want) &&
+                   strstr(clmoe_last_error(), bad[i].expect);
+    if (!ok) fprintf(stderr, "\n  %s: %s\n", want, clmoe_last_error());
+    CU_ASSERT(ok);
+  }
+  CU_ASSERT_EQUAL(clmoe_knob_check("CLMOE_NO_SUCH", "1"), CLMOE_ERR_INVALID_ARGUMENT);
+  TEST_OK(clmoe_knob_check("CLMOE_FASTPATH", "auto"));
+  TEST_OK(clmoe_knob_check("CLMOE_GEMM_ASYNC", "0"));
+  TEST_OK(clmoe_knob_check("CLMOE_GEMM_ASYNC", "64,64,2,2,2,16"));
+  TEST_OK(clmoe_knob_check("CLMOE_MLA_TC_WGMMA", "64,1,0"));
+  TEST_OK(clmoe_knob_check("CLMOE_KDA_KEEP_MAX_MB", "0.5"));
+}
+
+/* clmoe_ctx_set_knob: validated, per context, NULL back to the environment's value, "" the
+ * default; knobs read before any context exists are refused. */
+static void test_knob_override(void)
+{
+  clmoe_ctx *a = NULL, *b = NULL;
+  clmoe_ctx_options opts = {.no_probe = 1};
+  char *keep = test_env_set("CLMOE_KDA_TC_STEP", NULL);
+  TEST_OK(clmoe_ctx_create(&a, &opts));
+  TEST_OK(clmoe_ctx_create(&b, &opts));
+  char v[64];
+  clmoe_knob_source src;
+  TEST_OK(clmoe_ctx_knob(a, "CLMOE_KDA_TC_STEP", v, sizeof v, &src));
+  CU_ASSERT(!strcmp(v, "64") && src == CLMOE_KNOB_DEFAULT);
+  TEST_OK(clmoe_ctx_set_knob(a, "CLMOE_KDA_TC_STEP", "16"));
+  TEST_OK(clmoe_ctx_knob(a, "CLMOE_KDA_TC_STEP", v, sizeof v, &src));
+  CU_ASSERT(!strcmp(v, "16") && src == CLMOE_KNOB_SET);
+  TEST_OK(clmoe_ctx_knob(b, "CLMOE_KDA_TC_STEP", v, sizeof v, &src)); /* the other context */
+  CU_ASSERT(!strcmp(v, "64") && src == CLMOE_KNOB_DEFAULT);
+  CU_ASSERT_EQUAL(clmoe_ctx_set_knob(a, "CLMOE_KDA_TC_STEP", "32"), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "CLMOE_KDA_TC_STEP=32"));
+  TEST_OK(clmoe_ctx_knob(a, "CLMOE_KDA_TC_STEP", v, sizeof v, NULL)); /* unchanged */
+  CU_ASSERT_STRING_EQUAL(v, "16");
+  TEST_OK(clmoe_ctx_set_knob(a, "CLMOE_KDA_TC_STEP", NULL));
+  TEST_OK(clmoe_ctx_knob(a, "CLMOE_KDA_TC_STEP", v, sizeof v, &src));
+  CU_ASSERT(!strcmp(v, "64") && src == CLMOE_KNOB_DEFAULT);
+  CU_ASSERT_EQUAL(clmoe_ctx_set_knob(a, "CLMOE_DEVICE", "cpu"), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(clmoe_ctx_set_knob(a, "CLMOE_NO_SUCH", "1"), CLMOE_ERR_INVALID_ARGUMENT);
+  /* a knob the context keeps in its capability record */
+  const uint64_t reported = clmoe_ctx_caps(a)->local_mem_bytes;
+  TEST_OK(clmoe_ctx_set_knob(a, "CLMOE_LOCAL_MEM_BYTES", "12345"));
+  CU_ASSERT_EQUAL(clmoe_ctx_caps(a)->local_mem_bytes, 12345u);
+  CU_ASSERT_EQUAL(clmoe_ctx_caps(b)->local_mem_bytes, reported);
+  TEST_OK(clmoe_ctx_set_knob(a, "CLMOE_LOCAL_MEM_BYTES", ""));
+  CU_ASSERT_EQUAL(clmoe_ctx_caps(a)->local_mem_bytes, reported);
+  clmoe_ctx_destroy(a);
+  clmoe_ctx_destroy(b);
+  test_env_restore("CLMOE_KDA_TC_STEP", keep);
+}
+
+/* The environment reaches a context's knobs when it is created (and only then); a bad value
+ * fails the creation with the variable named. */
+static void test_knob_environment(void)
+{
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options opts = {.no_probe = 1};
+  char *keep = test_env_set("CLMOE_KDA_TCB_PAIR", "1");
+  TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  free(test_env_set("CLMOE_KDA_TCB_PAIR", "2")); /* too late for this context */
+  char v[64];
+  clmoe_knob_source src;
+  TEST_OK(clmoe_ctx_knob(ctx, "CLMOE_KDA_TCB_PAIR", v, sizeof v, &src));
+  CU_ASSERT(!strcmp(v, "1") && src == CLMOE_KNOB_ENV);
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_KDA_TCB_PAIR", "2"));
+  TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_KDA_TCB_PAIR", NULL)); /* back to the environment's */
+  TEST_OK(clmoe_ctx_knob(ctx, "CLMOE_KDA_TCB_PAIR", v, sizeof v, &src));
+  CU_ASSERT(!strcmp(v, "1") && src == CLMOE_KNOB_ENV);
+  clmoe_ctx_destroy(ctx);
+  free(test_env_set("CLMOE_KDA_TCB_PAIR", "two"));
+  ctx = NULL;
+  CU_ASSERT_EQUAL(clmoe_ctx_create(&ctx, &opts), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NULL(ctx);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "CLMOE_KDA_TCB_PAIR=two"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "auto, 1, 2"));
+  clmoe_ctx_destroy(ctx);
+  test_env_restore("CLMOE_KDA_TCB_PAIR", keep);
+}
+
 static void add_tests(CU_pSuite suite)
 {
   CU_add_test(suite, "device choice (synthetic lists)", test_choose);
@@ -452,6 +571,9 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "program cache: write, hit, corrupt, off", test_cache);
   CU_add_test(suite, "CLMOE_KERNEL_DIR and build errors", test_kernel_dir);
   CU_add_test(suite, "device locality (hwloc)", test_locality);
+  CU_add_test(suite, "knobs: the table, defaults, bad values", test_knob_table);
+  CU_add_test(suite, "knobs: clmoe_ctx_set_knob per context", test_knob_override);
+  CU_add_test(suite, "knobs: the environment at context creation", test_knob_environment);
 }
 
 int main(void) { return test_main("runtime", add_tests); }

@@ -11,6 +11,7 @@
 
 #include "check/tile_check.h"
 #include "check/ref/reference.h"
+#include "clmoe/paths.h"
 #include "test_common.h"
 #include "runtime/ptx_sm90a.h" /* clmoe__ptx_sm90a */
 #include "tile/tile_internal.h" /* clmoe__tile_options, clmoe__tile_features */
@@ -195,9 +196,9 @@ static void test_auto_hook(void)
 }
 
 /* Runs every layout (all four transposes on ragged shapes: K leaves a partial step, M and N
- * partial blocks; a batch with a broadcast A) for each block of cfg, set through the
- * environment variable env, and once with env = "0": kernel must run exactly when a block
- * is set (the register-staged gemm_tile when both env kernels are off). */
+ * partial blocks; a batch with a broadcast A) for each block of cfg, set through the knob
+ * env of the context, and once with env = "0": kernel must run exactly when a block is set
+ * (the register-staged gemm_tile when both knobs' kernels are off). */
 static void check_kernel_blocks(const char *env, const char *kernel, const char *const *cfg, int ncfg,
                                 uint64_t seed)
 {
@@ -205,9 +206,9 @@ static void check_kernel_blocks(const char *env, const char *kernel, const char 
   clmoe_ctx_options opts = {.profiling = 1};
   TEST_OK(clmoe_ctx_create(&ctx, &opts));
   const char *other = strcmp(env, "CLMOE_GEMM_ASYNC") ? "CLMOE_GEMM_ASYNC" : "CLMOE_GEMM_WGMMA";
-  char *keep = test_env_set(env, NULL), *keep_other = test_env_set(other, "0");
+  TEST_OK(clmoe_ctx_set_knob(ctx, other, "0"));
   for (int c = 0; c <= ncfg; c++) {
-    setenv(env, c < ncfg ? cfg[c] : "0", 1);
+    TEST_OK(clmoe_ctx_set_knob(ctx, env, c < ncfg ? cfg[c] : "0"));
     for (int t = 0; t < 4; t++) {
       tile_gemm_case g = {t >> 1, t & 1, 152, 136, 264, t == 3 ? 2 : 1, t == 3, 0,
                           t == 1 ? CLMOE_BF16 : CLMOE_F32, 1.0f, t == 2 ? 0.5f : 0.0f, 0, 0, 0, 0};
@@ -227,8 +228,6 @@ static void check_kernel_blocks(const char *env, const char *kernel, const char 
       CU_ASSERT_EQUAL(test_kernel_ran(ctx, "gemm_tile"), c == ncfg);
     }
   }
-  test_env_restore(other, keep_other);
-  test_env_restore(env, keep);
   clmoe_ctx_destroy(ctx);
 }
 
