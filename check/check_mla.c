@@ -295,6 +295,7 @@ static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 0, 3};
 static const int32_t lens_layer[] = {7, 0, 33, 1};
 static const int32_t prompts[] = {5, 0, 70};
 static const int32_t prompts_long[] = {600, 3};
+static const int32_t prompts_long_small[] = {300, 3}; /* (smallest sizes: still 2 splits) */
 
 /*                       B  T    H  Dn   Dr  Dv   lens        nl q/k/v o    what */
 ATTN_CHECK(fwd_t1,      {2, 1,   2, 16,  8,  16,  NULL,       0, F,    F,   A_FWD})
@@ -319,7 +320,7 @@ LAYER_CHECK(layer_packed,  0, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0
 LAYER_CHECK(layer_bwd,     1, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F})
 LAYER_CHECK(decode,        2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts, 3, 9, F})
 LAYER_CHECK(decode_bf16,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts, 3, 4, H16})
-LAYER_CHECK(decode_long,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts_long, 2, 2, F})
+LAYER_CHECK(decode_long,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  clmoe_check_small() ? prompts_long_small : prompts_long, 2, 2, F})
 
 const clmoe_check clmoe_checks_mla[] = {
     {"mla.attention.t1", "tiled attention forward, T = 1, 2 sequences x 2 heads", fwd_t1},
