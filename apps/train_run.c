@@ -14,6 +14,22 @@
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
+/* SIGINT and SIGTERM ask for a checkpoint and a stop after the current step; installed first
+ * of all (start-up can build kernels for minutes), once each: a second one of a kind ends
+ * the process at once (SA_RESETHAND). */
+static void catch_stop_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESETHAND | SA_RESTART; /* (system calls of drivers and compilers go on) */
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
+    fprintf(stderr, "%s: cannot install the signal handlers: %s\n", app_name, strerror(errno));
+    exit(1);
+  }
+}
+
 /* The sequence length at a step (the curriculum's, else the config's). */
 static int64_t seq_len_at(const clmoe_train_config *t, int64_t step)
 {
@@ -158,8 +174,6 @@ static int setup(run *r)
   r->targets = malloc((size_t)(t->batch * maxT) * sizeof *r->targets);
   if (!r->tokens || !r->targets) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
   if (train_metrics_open(r)) return 1;
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
   r->tty = isatty(STDERR_FILENO);
   r->quiet = o->quiet || r->rank != 0; /* one rank reports */
   r->first = r->step;
@@ -331,6 +345,7 @@ int train_run(clmoe_config *cfg, const train_opts *o)
 {
   run r = {0};
   r.cfg = cfg, r.o = o;
+  catch_stop_signals();
   int rc = setup(&r);
   if (rc) return run_end(&r, rc);
   train_announce(&r);

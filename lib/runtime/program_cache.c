@@ -104,6 +104,11 @@ static unsigned char *cache_read(const char *path, const clmoe_hash *key, size_t
       h.format != CLMOE_CACHE_FORMAT || h.key_a != key->a || h.key_b != key->b ||
       h.size == 0 || h.size > ((uint64_t)1 << 32))
     goto reject;
+  /* the claimed size against the file before allocating it: a damaged header costs nothing */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || sb.st_size < (off_t)sizeof h ||
+      (uint64_t)sb.st_size - sizeof h != h.size)
+    goto reject;
   data = malloc(h.size);
   if (!data || fread(data, 1, h.size, f) != h.size || clmoe__fnv64(data, h.size) != h.checksum)
     goto reject;

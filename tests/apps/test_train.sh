@@ -122,6 +122,20 @@ else
   fail "data truncated under the job: exit $rc"; tail -n 5 "$tmp/t.out"
 fi
 
+# 3d. SIGTERM during start-up (kernels compiling: no kernel cache): the handler is already
+#     in place, so the run still stops with a checkpoint and exit 130.
+CLMOE_CACHE=0 "$train" $tiny --steps 50 --out "$tmp/e" > "$tmp/e.out" 2>&1 &
+pid=$!
+sleep 1
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ $rc -eq 130 ] && grep -q "(interrupted)" "$tmp/e.out" && [ -f "$tmp/e/checkpoint.safetensors" ]; then
+  pass "SIGTERM during start-up: checkpoint and exit 130"
+else
+  fail "SIGTERM during start-up: exit $rc"; tail -n 5 "$tmp/e.out"
+fi
+
 # 3a. The hybrid recalls: on MQAR (16 keys and values, 4 pairs, 4 queries; chance 1/16) the
 #     validation recall rate is well above chance after 75 steps (of a 300-step schedule).
 expect "train tiny on the recall task" 0 "" -- "$train" --preset tiny --task mqar:keys=16,values=16,pairs=4,queries=4 \

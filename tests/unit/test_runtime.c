@@ -313,6 +313,27 @@ static void corrupt_files(const char *dir)
   closedir(d);
 }
 
+/* Each entry's header claims 4 GiB of payload (bytes 32-39, the payload size): the reader
+ * compares the claim with the file before it allocates, and rejects the entry. */
+static void inflate_claims(const char *dir)
+{
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[2400];
+  const uint64_t claim = (uint64_t)1 << 32;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "r+b");
+    if (!f) continue;
+    fseek(f, 32, SEEK_SET);
+    fwrite(&claim, sizeof claim, 1, f);
+    fclose(f);
+  }
+  closedir(d);
+}
+
 /* Builds the random-fill program in a fresh context and checks the numbers it makes. */
 static void fill_in_new_context(clmoe_program_stats *stats)
 {
@@ -351,6 +372,11 @@ static void test_cache(void)
   fill_in_new_context(&s); /* warm: loaded */
   CU_ASSERT(s.cache_hits >= 1 && s.builds == 0);
   corrupt_files(sub); /* corrupt: rejected silently, rebuilt, rewritten */
+  fill_in_new_context(&s);
+  CU_ASSERT(s.cache_rejects >= 1 && s.builds >= 1 && s.cache_writes >= 1);
+  fill_in_new_context(&s);
+  CU_ASSERT(s.cache_hits >= 1 && s.builds == 0);
+  inflate_claims(sub); /* a header claiming more than the file holds: rejected, rebuilt */
   fill_in_new_context(&s);
   CU_ASSERT(s.cache_rejects >= 1 && s.builds >= 1 && s.cache_writes >= 1);
   fill_in_new_context(&s);
