@@ -132,7 +132,9 @@ CLMOE_API void clmoe_st_metadata_at(const clmoe_st_file *file, int index, const 
 /* A writer collects tensors (copied to host memory when added) and metadata, and
  * clmoe_st_writer_finish writes "<path>.tmp.<pid>", flushes and fsyncs it and renames it
  * over path: path is never left half-written, and the temporary file is removed on
- * failure. It records the checksums described above. Names and metadata must be non-empty
+ * failure. Temporary files of earlier saves of path that were killed before their rename
+ * ("<path>.tmp.<pid>" of a pid that is not running, or unchanged for 6 hours) are removed
+ * first; no other file is touched. It records the checksums described above. Names and metadata must be non-empty
  * (names) valid UTF-8; names are unique and not "__metadata__"; metadata keys are not the
  * checksums'. Data is laid out largest element size first, so that every tensor is
  * aligned to its element size (the header is padded to a multiple of 8 bytes). */

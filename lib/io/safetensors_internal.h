@@ -1,6 +1,6 @@
 /* Private to the safetensors sources (safetensors_common.c at the bottom, the header parser
  * safetensors_json.c and the checksums safetensors_checksum.c above it, then the reader
- * safetensors.c and the writer safetensors_write.c): the parsed file and the helpers they
+ * safetensors.c and the writer safetensors_write.c with safetensors_stale.c): the parsed file and the helpers they
  * share. */
 #ifndef CLMOE_SAFETENSORS_INTERNAL_H
 #define CLMOE_SAFETENSORS_INTERNAL_H
@@ -64,5 +64,10 @@ clmoe_status clmoe__io_st_verify_header(clmoe_st_file *f);
 /* The data of e, read whole, had CRC-32C crc: an error naming the tensor when it is not the
  * recorded one (nothing to check in a file without checksums). */
 clmoe_status clmoe__io_st_check_data_crc(const clmoe_st_file *f, const st_entry *e, uint32_t crc);
+
+/* ---- safetensors_stale.c ---------------------------------------------------------------- */
+/* Removes the temporary files "<path>.tmp.<pid>" of earlier saves of path that were killed
+ * (pid not running, or the file unchanged for hours); best effort, returns how many. */
+int clmoe__io_st_remove_stale(const char *path);
 
 #endif

@@ -1,6 +1,7 @@
 /* safetensors writer: tensors and metadata gathered on the host, their checksums recorded
  * (safetensors_checksum.c), then written to a temporary file, flushed, fsynced and renamed
- * over the destination. */
+ * over the destination (stale temporary files of killed saves removed first,
+ * safetensors_stale.c). */
 #include "safetensors_internal.h"
 
 #include <errno.h>
@@ -333,6 +334,7 @@ clmoe_status clmoe_st_writer_finish(clmoe_st_writer *w)
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory", w->path);
     goto done;
   }
+  (void)clmoe__io_st_remove_stale(w->path); /* earlier saves' leftovers, killed before their rename */
   sprintf(tmp, "%s.tmp.%ld", w->path, (long)getpid());
   errno = 0;
   FILE *fp = fopen(tmp, "wb");

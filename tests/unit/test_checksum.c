@@ -1,10 +1,15 @@
 /* CUnit suite: checksums of files. CRC-32C against its published test vectors and a plain
  * bit-by-bit reference, in one piece and in many; safetensors files with their checksums:
  * every flipped bit refused with the tensor or "metadata" named, swapped tensors, a
- * relabelled dtype, an edited metadata value; files without checksums still load. */
+ * relabelled dtype, an edited metadata value; files without checksums still load. The
+ * writer's removal of stale temporary files of killed saves, and of nothing else. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/checksum.h"
@@ -287,6 +292,68 @@ static void test_st_absent(void)
   unlink(q);
 }
 
+/* ---- stale temporary files ---------------------------------------------------------------- */
+static void touch(const char *path, double age_s)
+{
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("partial save\n", f);
+  fclose(f);
+  if (age_s > 0) {
+    struct timespec ts[2] = {{time(NULL) - (time_t)age_s, 0}, {time(NULL) - (time_t)age_s, 0}};
+    CU_ASSERT_EQUAL(utimensat(AT_FDCWD, path, ts, 0), 0);
+  }
+}
+
+static int exists(const char *path)
+{
+  struct stat sb;
+  return lstat(path, &sb) == 0;
+}
+
+static void test_st_stale_tmp(void)
+{
+  char p[512], name[600];
+  snprintf(p, sizeof p, "%s", path_of("ckpt.safetensors"));
+  pid_t dead = fork(); /* a pid that ran and ended */
+  CU_ASSERT_FATAL(dead >= 0);
+  if (dead == 0) _exit(0);
+  CU_ASSERT_EQUAL_FATAL(waitpid(dead, NULL, 0), dead);
+  /* removed: a dead pid's, an impossible pid's, a live pid's unchanged for a day */
+  const char *gone[3];
+  char g[3][600];
+  snprintf(g[0], sizeof g[0], "%s.tmp.%ld", p, (long)dead);
+  snprintf(g[1], sizeof g[1], "%s.tmp.999999999", p);
+  snprintf(g[2], sizeof g[2], "%s.tmp.%ld", p, (long)getppid());
+  touch(g[0], 0), touch(g[1], 0), touch(g[2], 86400);
+  for (int i = 0; i < 3; i++) gone[i] = g[i];
+  /* kept: a live pid's (recent), other names, another destination's, a directory, a link */
+  const char *kept_fmt[] = {"%s.tmp.1", "%s.tmp.12ab", "%s.tmp.", "%s.tmp.0999999999", "%s.tmp.999999999.bak",
+                            "%s.tmp.-5", "%s.tmpx.999999999", "%s.old", "%sx.tmp.999999999"};
+  enum { NK = sizeof kept_fmt / sizeof *kept_fmt };
+  char kept[NK + 3][600];
+  for (int i = 0; i < NK; i++) snprintf(kept[i], sizeof kept[i], kept_fmt[i], p), touch(kept[i], 0);
+  snprintf(kept[NK], sizeof kept[NK], "%s", path_of("other.safetensors.tmp.999999999"));
+  touch(kept[NK], 86400);
+  snprintf(kept[NK + 1], sizeof kept[NK + 1], "%s.tmp.999999998", p);
+  CU_ASSERT_EQUAL(mkdir(kept[NK + 1], 0700), 0);
+  snprintf(kept[NK + 2], sizeof kept[NK + 2], "%s.tmp.999999997", p);
+  CU_ASSERT_EQUAL(symlink(kept[0], kept[NK + 2]), 0);
+  write_sample(p);
+  for (int i = 0; i < 3; i++) {
+    if (exists(gone[i])) fprintf(stderr, "\n  %s was not removed", gone[i]);
+    CU_ASSERT_FALSE(exists(gone[i]));
+  }
+  for (int i = 0; i < NK + 3; i++) {
+    if (!exists(kept[i])) fprintf(stderr, "\n  %s was removed", kept[i]);
+    CU_ASSERT(exists(kept[i]));
+  }
+  rmdir(kept[NK + 1]);
+  for (int i = 0; i < NK + 3; i++) unlink(kept[i]);
+  snprintf(name, sizeof name, "%s", p);
+  unlink(name);
+}
+
 static void cleanup(void)
 {
   const char *names[] = {"flip.safetensors", "edit.safetensors", "swap.safetensors"};
@@ -308,6 +375,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "st_edits", test_st_edits);
   CU_add_test(suite, "st_swap_table", test_st_swap_table);
   CU_add_test(suite, "st_absent", test_st_absent);
+  CU_add_test(suite, "st_stale_tmp", test_st_stale_tmp);
   CU_add_test(suite, "cleanup", cleanup);
 }
 
