@@ -297,9 +297,10 @@ int main(int argc, char **argv)
     APP_CHECK(clmoe_ctx_create(&ctx, &copts));
   }
   clmoe_model *model;
+  clmoe_ckpt_meta meta = {0};
   const double t0 = app_now();
-  clmoe_status st = app_dist ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, NULL)
-                             : clmoe_gen_load(ctx, o.ckpt, &model, NULL);
+  clmoe_status st = app_dist ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
+                             : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
   if (st != CLMOE_OK) {
     if (app_dist && clmoe_dist_size(app_dist) > 1)
       app_fail(1, "cannot load the checkpoint: %s: %s", clmoe_strerror(st), clmoe_last_error());
@@ -309,6 +310,10 @@ int main(int argc, char **argv)
     return 1;
   }
   const double load_s = app_now() - t0;
+  if (!clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
+    fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified\n",
+            app_name, o.ckpt);
+  clmoe_ckpt_meta_free(&meta);
   int rc = 0;
   if (o.nbench) rc = gen_prefill_bench(&o, model, ctx);
   else generate(&o, model, ctx, load_s);

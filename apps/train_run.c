@@ -133,6 +133,35 @@ static void start_ep(run *r)
   APP_CHECK(clmoe_model_create_ep(r->ctx, r->cfg, r->dist, r->map, &r->model));
 }
 
+/* Where a resumed run goes on: the checkpoint's "step", strictly (a whole integer, equal to
+ * the optimizer steps taken since every step takes one, and "next_batch" since batches are
+ * drawn by step, not past the run's end); exits with a message naming the file and entry. */
+static void resume_position(run *r, const clmoe_ckpt_meta *meta)
+{
+  const char *path = r->o->resume;
+  const int64_t taken = clmoe_model_params(r->model)->step, steps = r->cfg->train.steps;
+  int64_t step, next;
+  if (clmoe_ckpt_meta_int(meta, "step", 0, CLMOE_CKPT_MAX_STEP, &step) != CLMOE_OK)
+    app_fail(1, "%s: %s (a damaged or edited checkpoint?)", path, clmoe_last_error());
+  if (step != taken)
+    app_fail(1, "%s: metadata 'step' is %lld but 'optimizer_step' is %lld: every training step takes one optimizer "
+             "step (a damaged or edited checkpoint?)", path, (long long)step, (long long)taken);
+  if (clmoe_ckpt_meta_get(meta, "next_batch")) {
+    if (clmoe_ckpt_meta_int(meta, "next_batch", 0, CLMOE_CKPT_MAX_STEP, &next) != CLMOE_OK)
+      app_fail(1, "%s: %s (a damaged or edited checkpoint?)", path, clmoe_last_error());
+    if (next != step)
+      app_fail(1, "%s: metadata 'next_batch' is %lld but 'step' is %lld (a damaged or edited checkpoint?)", path,
+               (long long)next, (long long)step);
+  }
+  if (step > steps)
+    app_fail(1, "%s: the checkpoint is at step %lld, past the run's %lld steps (give --steps)", path,
+             (long long)step, (long long)steps);
+  if (!clmoe_ckpt_meta_get(meta, "clmoe_format") && r->rank == 0)
+    fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified; the "
+            "checkpoints this run writes have them\n", app_name, path);
+  r->step = step;
+}
+
 /* The context and the model (expert-parallel under --ep), initialised or resumed. */
 static void create_model(run *r)
 {
@@ -150,8 +179,7 @@ static void create_model(run *r)
   if (o->resume) {
     clmoe_ckpt_meta meta = {0};
     APP_CHECK(clmoe_params_load_dist(ps, r->dist, o->resume, &meta));
-    const char *s = clmoe_ckpt_meta_get(&meta, "step");
-    r->step = s ? atoll(s) : 0;
+    resume_position(r, &meta);
     clmoe_ckpt_meta_free(&meta);
   } else {
     APP_CHECK(clmoe_model_init(r->model, t->seed));

@@ -17,6 +17,10 @@ LDADD = tests/unit/libtestcommon.la check/libclmoecheck.la lib/libclmoe_impl.la 
 TESTS += tests/apps/test_api.sh tests/apps/test_layers.sh
 EXTRA_DIST += tests/apps/test_api.sh tests/apps/test_layers.sh
 
+# checkpoints that detect corruption, through clmoe-train and clmoe-generate
+TESTS += tests/apps/test_ckpt_integrity.sh
+EXTRA_DIST += tests/apps/test_ckpt_integrity.sh
+
 # inputs of the tests: malformed configs and data files (tests/data/bad), valgrind's
 # suppressions of the drivers' own noise, the Oclgrind runner
 EXTRA_DIST += tests/data tests/valgrind.supp tests/oclgrind.sh

@@ -36,9 +36,11 @@ extern "C" {
  * The model is for inference: its gradients and moments are released (backward fails).
  * Errors name the file and the tensor: a missing, truncated or corrupt file
  * (CLMOE_ERR_IO / CLMOE_ERR_FORMAT), no "config" entry, a config that does not parse, a
- * tensor missing or of another shape (a checkpoint whose tensors belong to another config).
- * meta (may be NULL; zero-initialised; free with clmoe_ckpt_meta_free) receives the
- * metadata ("config", "step", "data", ...). */
+ * tensor missing or of another shape or dtype (a checkpoint whose tensors belong to another
+ * config), the metadata or a tensor read that fails its checksum, a checkpoint of format 2
+ * without checksums (see include/clmoe/params.h). meta (may be NULL; zero-initialised; free
+ * with clmoe_ckpt_meta_free) receives the metadata but the checksums ("config", "step",
+ * "data", ...; no "clmoe_format": a checkpoint from before checksums, loaded unverified). */
 CLMOE_API clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model,
                                       clmoe_ckpt_meta *meta);
 /* The same with the routed experts spread over the ranks of dist (expert parallelism): each

@@ -7,11 +7,18 @@
  * moments per parameter.
  *
  * Checkpoints are safetensors files: "param/NAME", "adam_m/NAME", "adam_v/NAME",
- * "buffer/NAME", plus metadata (the config text, the step, the data position, ...).
- * They are written to a temporary file, fsynced and renamed (never a half-written file).
- * Loading checks every name, shape and dtype against the registry: a missing, extra or
- * mis-shaped tensor, or a truncated or corrupt file, is an error naming the file and the
- * tensor, and nothing is changed unless everything fits. */
+ * "buffer/NAME", plus metadata (the config text, the step, the data position, ...) and the
+ * registry's own: "clmoe_version", "clmoe_format" ("2") and "optimizer_step". They are
+ * written to a temporary file, fsynced and renamed (never a half-written file), with the
+ * CRC-32C checksums of every tensor and of the metadata (include/clmoe/safetensors.h).
+ * Loading checks every name, shape and dtype against the registry, "optimizer_step" (an
+ * integer in [0, CLMOE_CKPT_MAX_STEP]) and the checksums: a missing, extra, mis-shaped or
+ * relabelled tensor, a truncated, damaged or edited file, is an error naming the file and
+ * the tensor or metadata entry. Nothing is changed unless the header fits; a tensor whose
+ * data fails its checksum is found as it is read, and leaves the registry partly loaded
+ * (the call fails: do not use the registry then). A checkpoint of format 2 without its
+ * checksums is refused; one of format 1 (no "clmoe_format": written by clmoe before
+ * checkpoints had checksums) loads unchecked, and the next checkpoint saved has them. */
 #ifndef CLMOE_PARAMS_H
 #define CLMOE_PARAMS_H
 
@@ -84,10 +91,18 @@ typedef struct clmoe_ckpt_meta {
 CLMOE_API clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value);
 CLMOE_API const char *clmoe_ckpt_meta_get(const clmoe_ckpt_meta *m, const char *key);
 CLMOE_API void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m);
+/* The value of key as a decimal integer in [min, max], the whole string (no sign unless
+ * min < 0, no spaces, hex or exponent): CLMOE_ERR_FORMAT naming the key when it is missing
+ * or is not one. */
+CLMOE_API clmoe_status clmoe_ckpt_meta_int(const clmoe_ckpt_meta *m, const char *key, int64_t min,
+                                           int64_t max, int64_t *value);
+/* The most optimizer (and training) steps a checkpoint may record: 2^40. */
+#define CLMOE_CKPT_MAX_STEP ((int64_t)1 << 40)
 
 CLMOE_API clmoe_status clmoe_params_save(clmoe_params *ps, const char *path,
                                          const clmoe_ckpt_meta *meta);
-/* Loads into the registered tensors; meta (may be NULL) receives every metadata entry. */
+/* Loads into the registered tensors; meta (may be NULL) receives every metadata entry but
+ * the checksums. */
 CLMOE_API clmoe_status clmoe_params_load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta);
 
 /* The same over the ranks of dist (NULL: one rank), for a model whose ranks hold the same

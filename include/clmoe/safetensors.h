@@ -14,6 +14,17 @@
  * field. Tensor data is read only when loaded (a file that shrank since: CLMOE_ERR_IO).
  * Gaps between tensors are allowed.
  *
+ * Checksums: the writer records CRC-32C checksums in two metadata entries (strings, so the
+ * files stay valid for other readers): CLMOE_ST_CRC_TENSORS, "eeeeeeee:dddddddd,..." in
+ * header order, each tensor's entry (name, dtype, shape, data_offsets: e) and data bytes
+ * (d), and CLMOE_ST_CRC_METADATA, "mmmmmmmm", every other metadata entry in header order.
+ * clmoe_st_open verifies the metadata and the entries, and every read of a tensor (load,
+ * load_into, read, read_f32 read it whole) verifies its data as it streams, so a damaged
+ * byte anywhere in the header or the data is CLMOE_ERR_FORMAT naming the file and the
+ * tensor or "metadata". (A tensor loaded into a device tensor that then fails its checksum
+ * has been written already: its contents are undefined.) Files without these entries (other
+ * tools' files) load unchecked; a file with only one of them is refused.
+ *
  *   clmoe_st_file *f;
  *   clmoe_tensor q;
  *   CLMOE_TRY(clmoe_st_open("in.safetensors", &f));
@@ -54,6 +65,10 @@ CLMOE_API size_t clmoe_st_dtype_size(clmoe_st_dtype dtype);
 #define CLMOE_ST_MAX_HEADER 100000000u
 /* Most dimensions a tensor of a file may have (clmoe tensors themselves have 4). */
 #define CLMOE_ST_MAX_DIMS 64
+
+/* The metadata keys of the checksums (reserved: clmoe_st_writer_metadata refuses them). */
+#define CLMOE_ST_CRC_TENSORS "clmoe.crc32c.tensors"
+#define CLMOE_ST_CRC_METADATA "clmoe.crc32c.metadata"
 
 /* ---- reading ------------------------------------------------------------------------ */
 typedef struct clmoe_st_file clmoe_st_file;
@@ -117,8 +132,11 @@ CLMOE_API void clmoe_st_metadata_at(const clmoe_st_file *file, int index, const 
 /* A writer collects tensors (copied to host memory when added) and metadata, and
  * clmoe_st_writer_finish writes "<path>.tmp.<pid>", flushes and fsyncs it and renames it
  * over path: path is never left half-written, and the temporary file is removed on
- * failure. Names and metadata must be non-empty (names) valid UTF-8; names are unique and
- * not "__metadata__". Data is laid out largest element size first, so that every tensor is
+ * failure. Temporary files of earlier saves of path that were killed before their rename
+ * ("<path>.tmp.<pid>" of a pid that is not running, or unchanged for 6 hours) are removed
+ * first; no other file is touched. It records the checksums described above. Names and metadata must be non-empty
+ * (names) valid UTF-8; names are unique and not "__metadata__"; metadata keys are not the
+ * checksums'. Data is laid out largest element size first, so that every tensor is
  * aligned to its element size (the header is padded to a multiple of 8 bytes). */
 typedef struct clmoe_st_writer clmoe_st_writer;
 

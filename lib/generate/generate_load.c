@@ -6,7 +6,7 @@
 
 #include "clmoe/safetensors.h"
 
-/* The file's tensor for registry entry p, checked against the model's shape. */
+/* The file's tensor for registry entry p, checked against the model's shape and dtype. */
 static clmoe_status check_tensor(clmoe_st_file *f, const clmoe_config *cfg, const clmoe_param *p, char *name,
                                  size_t len)
 {
@@ -17,6 +17,11 @@ static clmoe_status check_tensor(clmoe_st_file *f, const clmoe_config *cfg, cons
                         "(tensors of another model?)", clmoe_st_path(f), name, cfg->name);
   clmoe_st_info info;
   CLMOE_TRY(clmoe_st_info_of(f, name, &info));
+  const clmoe_st_dtype dtype = clmoe__model_ckpt_dtype(p, p->value);
+  if (info.dtype != dtype)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' is %s, but the model's is %s (a damaged or edited "
+                        "checkpoint?)", clmoe_st_path(f), name, clmoe_st_dtype_name(info.dtype),
+                        clmoe_st_dtype_name(dtype));
   int same = info.ndim == p->value->ndim;
   for (int d = 0; same && d < info.ndim; d++) /* a rank's experts: rows of the whole tensor */
     same = info.shape[d] == (d == 0 && p->rows ? p->global_rows : p->value->shape[d]);
@@ -59,6 +64,7 @@ static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, con
   clmoe_config cfg;
   char name[160];
   const char *text = clmoe_st_metadata(f, "config");
+  CLMOE_TRY_GOTO(st, clmoe__model_ckpt_check_format(f), done);
   if (!text) {
     st = clmoe__error(CLMOE_ERR_FORMAT, "%s: no \"config\" metadata entry (not a clmoe-train checkpoint)", path);
     goto done;
@@ -93,11 +99,7 @@ static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, con
       goto done;
     }
   }
-  for (int i = 0; meta && i < clmoe_st_metadata_count(f); i++) {
-    const char *k, *v;
-    clmoe_st_metadata_at(f, i, &k, &v);
-    CLMOE_TRY_GOTO(st, clmoe_ckpt_meta_set(meta, k, v), done);
-  }
+  st = clmoe__model_ckpt_copy_meta(f, meta);
 done:
   clmoe_st_close(f);
   if (st != CLMOE_OK) {

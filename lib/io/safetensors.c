@@ -1,6 +1,7 @@
-/* safetensors files: opening and validating (the header parser is safetensors_json.c),
- * lazy loading with dtype conversion; the writer is safetensors_write.c, the dtype table
- * and UTF-8 checks safetensors_common.c. Every message names the file. */
+/* safetensors files: opening and validating (the header parser is safetensors_json.c, the
+ * checksums safetensors_checksum.c), lazy loading with dtype conversion and each tensor's
+ * checksum verified as it is read; the writer is safetensors_write.c, the dtype table and
+ * UTF-8 checks safetensors_common.c. Every message names the file. */
 #include "safetensors_internal.h"
 
 #include <errno.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "checksum.h"
 
 static int st_is_float(clmoe_st_dtype d)
 {
@@ -78,6 +81,7 @@ clmoe_status clmoe_st_open(const char *path, clmoe_st_file **file)
   f->data_bytes = size - 8 - n;
   CLMOE_TRY_GOTO(st, clmoe__io_st_parse_header(f, header, (size_t)n), fail);
   CLMOE_TRY_GOTO(st, clmoe__io_st_check_entries(f), fail);
+  CLMOE_TRY_GOTO(st, clmoe__io_st_verify_header(f), fail);
   free(header);
   *file = f;
   return CLMOE_OK;
@@ -159,6 +163,16 @@ void clmoe_st_metadata_at(const clmoe_st_file *f, int index, const char **key, c
   int ok = index >= 0 && index < f->nmeta;
   *key = ok ? f->meta[2 * index] : NULL;
   *value = ok ? f->meta[2 * index + 1] : NULL;
+}
+
+/* The next len bytes of tensor e's data, at off within it, into buf; *crc continues the
+ * checksum of the bytes read before (they come in order). */
+static clmoe_status read_data(const clmoe_st_file *f, const st_entry *e, uint64_t off, void *buf, size_t len,
+                              uint32_t *crc)
+{
+  CLMOE_TRY(read_at(f, f->data_start + e->begin + off, buf, len));
+  if (f->checksummed) *crc = clmoe__io_crc32c(*crc, buf, len);
+  return CLMOE_OK;
 }
 
 /* ---- element conversion ---------------------------------------------------------------- */
@@ -250,12 +264,13 @@ static clmoe_status stream(clmoe_st_file *f, const st_entry *e, clmoe_dtype dd, 
   if (chunk > total) chunk = total ? total : 1;
   unsigned char *in = malloc(chunk * es), *out = dst_t && !same ? malloc(chunk * os) : NULL;
   clmoe_status st = CLMOE_OK;
+  uint32_t crc = 0;
   if (!in || (dst_t && !same && !out))
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory", f->path);
   for (size_t start = 0; start < total && st == CLMOE_OK; start += chunk) {
     size_t cnt = total - start < chunk ? total - start : chunk;
     unsigned char *host = dst_h ? (unsigned char *)dst_h + start * os : out;
-    CLMOE_TRY_GOTO(st, read_at(f, f->data_start + e->begin + start * es, same && !dst_t ? host : in, cnt * es), done);
+    CLMOE_TRY_GOTO(st, read_data(f, e, start * es, same && !dst_t ? host : in, cnt * es, &crc), done);
     if (same && !dst_t) continue;
     if (same) host = in;
     int64_t bad = 0, at = same ? -1 : convert(in, e->dtype, cnt, dd, host, &bad);
@@ -269,6 +284,7 @@ static clmoe_status stream(clmoe_st_file *f, const st_entry *e, clmoe_dtype dd, 
       CLMOE_TRY_GOTO(st, clmoe_tensor_write(&v, host, cnt * os), done);
     }
   }
+  if (st == CLMOE_OK) st = clmoe__io_st_check_data_crc(f, e, crc);
 done:
   if (st != CLMOE_OK && st != CLMOE_ERR_FORMAT) clmoe__append_error(" (loading tensor '%.200s' of %s)", e->name, f->path);
   free(in);
@@ -314,7 +330,9 @@ clmoe_status clmoe_st_read(clmoe_st_file *f, const char *name, void *host, size_
   if (bytes != e->end - e->begin)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: tensor '%.200s' has %llu bytes, not %zu", f->path, name,
                         (unsigned long long)(e->end - e->begin), bytes);
-  return read_at(f, f->data_start + e->begin, host, bytes);
+  uint32_t crc = 0;
+  CLMOE_TRY(read_data(f, e, 0, host, bytes, &crc));
+  return clmoe__io_st_check_data_crc(f, e, crc);
 }
 
 clmoe_status clmoe_st_read_f32(clmoe_st_file *f, const char *name, float *host, size_t count)

@@ -1,5 +1,7 @@
-/* safetensors writer: tensors and metadata gathered on the host, then written to a
- * temporary file, flushed, fsynced and renamed over the destination. */
+/* safetensors writer: tensors and metadata gathered on the host, their checksums recorded
+ * (safetensors_checksum.c), then written to a temporary file, flushed, fsynced and renamed
+ * over the destination (stale temporary files of killed saves removed first,
+ * safetensors_stale.c). */
 #include "safetensors_internal.h"
 
 #include <errno.h>
@@ -10,9 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- writing ----------------------------------------------------------------------------- */
-/* This section uses only the public API and utf8_valid / host_little_endian, so that it can
- * move to a file of its own (safetensors_write.c) as it is. */
+#include "checksum.h"
+
 typedef struct st_item {
   char *name;
   clmoe_st_dtype dtype;
@@ -20,6 +21,7 @@ typedef struct st_item {
   int64_t shape[CLMOE_ST_MAX_DIMS];
   unsigned char *data; /* little-endian */
   uint64_t bytes, offset;
+  uint32_t data_crc;   /* of data, taken when added */
 } st_item;
 
 struct clmoe_st_writer {
@@ -119,6 +121,7 @@ clmoe_status clmoe_st_writer_add_host(clmoe_st_writer *w, const char *name, clmo
   }
   if (it->bytes) memcpy(it->data, data, (size_t)it->bytes);
   to_little_endian(it);
+  it->data_crc = clmoe__io_crc32c(0, it->data, (size_t)it->bytes);
   w->n++;
   return CLMOE_OK;
 }
@@ -139,15 +142,14 @@ clmoe_status clmoe_st_writer_add(clmoe_st_writer *w, const char *name, const clm
     return st;
   }
   to_little_endian(it);
+  it->data_crc = clmoe__io_crc32c(0, it->data, (size_t)it->bytes);
   w->n++;
   return CLMOE_OK;
 }
 
-clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *w, const char *key, const char *value)
+/* Sets key (any, the checksums' too) to value. */
+static clmoe_status set_metadata(clmoe_st_writer *w, const char *key, const char *value)
 {
-  if (!key || !value || !clmoe__io_st_utf8_valid(key) || !clmoe__io_st_utf8_valid(value))
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: metadata '%.200s' is missing or not UTF-8", w->path,
-                        key ? key : "(null)");
   char *v = strdup(value);
   if (!v) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory", w->path);
   for (int i = 0; i < w->nmeta; i++)
@@ -169,6 +171,17 @@ clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *w, const char *key, const
   w->meta[2 * w->nmeta] = k, w->meta[2 * w->nmeta + 1] = v;
   w->nmeta++;
   return CLMOE_OK;
+}
+
+clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *w, const char *key, const char *value)
+{
+  if (!key || !value || !clmoe__io_st_utf8_valid(key) || !clmoe__io_st_utf8_valid(value))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: metadata '%.200s' is missing or not UTF-8", w->path,
+                        key ? key : "(null)");
+  if (!strcmp(key, CLMOE_ST_CRC_TENSORS) || !strcmp(key, CLMOE_ST_CRC_METADATA))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is reserved for the file's checksums",
+                        w->path, key);
+  return set_metadata(w, key, value);
 }
 
 /* A growing string for the header; `failed` is set when an allocation failed. */
@@ -212,13 +225,38 @@ static void sb_json(sbuf *b, const char *s)
 }
 
 /* Data layout: largest element size first (stable), so each tensor is aligned to its
- * element size; the header is padded to 8 bytes. */
-static void build_header(clmoe_st_writer *w, sbuf *b)
+ * element size. */
+static void lay_out(clmoe_st_writer *w)
 {
   uint64_t off = 0;
   for (size_t size = 8; size >= 1; size /= 2)
     for (int i = 0; i < w->n; i++)
       if (clmoe_st_dtype_size(w->t[i].dtype) == size) w->t[i].offset = off, off += w->t[i].bytes;
+}
+
+/* The checksum entries (safetensors_checksum.c), after the layout: each tensor's entry and
+ * data in header order, then the metadata's (the list included), last. */
+static clmoe_status record_checksums(clmoe_st_writer *w)
+{
+  char *list = malloc((size_t)w->n * 18 + 1), hex[16];
+  if (!list) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory for the checksums", w->path);
+  list[0] = '\0';
+  for (int i = 0; i < w->n; i++) {
+    const st_item *it = &w->t[i];
+    uint32_t e = clmoe__io_st_entry_crc(it->name, it->dtype, it->ndim, it->shape, it->offset, it->offset + it->bytes);
+    snprintf(list + 18 * (size_t)i, 18, "%08x:%08x", e, it->data_crc);
+    if (i + 1 < w->n) list[18 * (size_t)i + 17] = ',';
+  }
+  clmoe_status st = set_metadata(w, CLMOE_ST_CRC_TENSORS, list);
+  free(list);
+  CLMOE_TRY(st);
+  snprintf(hex, sizeof hex, "%08x", clmoe__io_st_meta_crc(w->meta, w->nmeta));
+  return set_metadata(w, CLMOE_ST_CRC_METADATA, hex);
+}
+
+/* The JSON header of the laid-out tensors, padded to 8 bytes. */
+static void build_header(clmoe_st_writer *w, sbuf *b)
+{
   sb_str(b, "{");
   if (w->nmeta) {
     sb_str(b, "\"__metadata__\":{");
@@ -286,13 +324,17 @@ clmoe_status clmoe_st_writer_finish(clmoe_st_writer *w)
 {
   if (!w) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_st_writer_finish: NULL writer");
   sbuf hdr = {0};
+  char *tmp = NULL;
+  lay_out(w);
+  clmoe_status st = record_checksums(w);
+  if (st != CLMOE_OK) goto done;
   build_header(w, &hdr);
-  char *tmp = malloc(strlen(w->path) + 32);
-  clmoe_status st = CLMOE_OK;
+  tmp = malloc(strlen(w->path) + 32);
   if (hdr.failed || !tmp) {
     st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "%s: out of host memory", w->path);
     goto done;
   }
+  (void)clmoe__io_st_remove_stale(w->path); /* earlier saves' leftovers, killed before their rename */
   sprintf(tmp, "%s.tmp.%ld", w->path, (long)getpid());
   errno = 0;
   FILE *fp = fopen(tmp, "wb");

@@ -1,9 +1,11 @@
 /* Checkpoints of the parameter registry (include/clmoe/params.h): safetensors files written through a
- * temporary file, loaded only when everything fits; on several ranks, the row-sharded
- * parameters (one rank's experts) gathered into whole tensors on rank 0, and each rank's
- * rows picked out of them when loading. */
+ * temporary file with their checksums, loaded only when every name, shape, dtype and the
+ * metadata the registry reads fit (the data's checksums are verified as it is read); on
+ * several ranks, the row-sharded parameters (one rank's experts) gathered into whole tensors
+ * on rank 0, and each rank's rows picked out of them when loading. */
 #include "dist/dist_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,61 @@ void clmoe_ckpt_meta_free(clmoe_ckpt_meta *m)
 {
   for (int i = 0; i < m->n; i++) free(m->key[i]), free(m->value[i]);
   memset(m, 0, sizeof *m);
+}
+
+/* A decimal integer in [min, max]: an optional '-' (when min < 0) and 1 to 19 digits, the
+ * whole string (no spaces, '+', hex or exponent). 1 when it is one. */
+static int parse_int(const char *s, int64_t min, int64_t max, int64_t *v)
+{
+  const char *d = s + (s[0] == '-' && min < 0);
+  size_t n = strspn(d, "0123456789");
+  if (n == 0 || n > 19 || d[n] != '\0') return 0;
+  errno = 0;
+  long long x = strtoll(s, NULL, 10);
+  if (errno || x < min || x > max) return 0;
+  *v = x;
+  return 1;
+}
+
+clmoe_status clmoe_ckpt_meta_int(const clmoe_ckpt_meta *m, const char *key, int64_t min, int64_t max,
+                                 int64_t *value)
+{
+  const char *s = m && key ? clmoe_ckpt_meta_get(m, key) : NULL;
+  if (!s) return clmoe__error(CLMOE_ERR_FORMAT, "metadata '%s' is missing", key ? key : "(null)");
+  if (!parse_int(s, min, max, value))
+    return clmoe__error(CLMOE_ERR_FORMAT, "metadata '%s' is '%.40s', not an integer in [%lld, %lld]", key, s,
+                        (long long)min, (long long)max);
+  return CLMOE_OK;
+}
+
+/* The format of the checkpoints written now: 2 carries checksums; 1 (no "clmoe_format"
+ * entry, a "clmoe_version" one) was written before checkpoints had them. */
+#define CKPT_FORMAT "2"
+
+clmoe_status clmoe__model_ckpt_check_format(clmoe_st_file *f)
+{
+  const char *format = clmoe_st_metadata(f, "clmoe_format");
+  const int summed = clmoe_st_metadata(f, CLMOE_ST_CRC_METADATA) != NULL;
+  if (!format) return CLMOE_OK; /* format 1, or not clmoe's: loaded as before, unchecked */
+  if (strcmp(format, CKPT_FORMAT))
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata 'clmoe_format' is '%.40s': this clmoe (%s) reads "
+                        "checkpoints of format " CKPT_FORMAT " (a newer clmoe's, or a damaged header)",
+                        clmoe_st_path(f), format, clmoe_version());
+  if (!summed)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata: a clmoe checkpoint of format " CKPT_FORMAT " without "
+                        "its checksums ('%s', '%s'): they were removed or the header is damaged",
+                        clmoe_st_path(f), CLMOE_ST_CRC_TENSORS, CLMOE_ST_CRC_METADATA);
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe__model_ckpt_copy_meta(clmoe_st_file *f, clmoe_ckpt_meta *meta)
+{
+  for (int i = 0; meta && i < clmoe_st_metadata_count(f); i++) {
+    const char *k, *v;
+    clmoe_st_metadata_at(f, i, &k, &v);
+    if (strcmp(k, CLMOE_ST_CRC_TENSORS) && strcmp(k, CLMOE_ST_CRC_METADATA)) CLMOE_TRY(clmoe_ckpt_meta_set(meta, k, v));
+  }
+  return CLMOE_OK;
 }
 
 static const char *const kinds[3] = {"param", "adam_m", "adam_v"};
@@ -147,11 +204,12 @@ clmoe_status clmoe_params_save_dist(clmoe_params *ps, clmoe_dist *dist, const ch
     }
   }
   snprintf(step, sizeof step, "%lld", (long long)ps->step);
-  if (root) {
-    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "clmoe_version", clmoe_version());
-    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "optimizer_step", step);
+  if (root) { /* the registry's own entries last: a meta read from a checkpoint does not replace them */
     for (int i = 0; meta && st == CLMOE_OK && i < meta->n; i++)
       st = clmoe_st_writer_metadata(w, meta->key[i], meta->value[i]);
+    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "clmoe_version", clmoe_version());
+    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "clmoe_format", CKPT_FORMAT);
+    if (st == CLMOE_OK) st = clmoe_st_writer_metadata(w, "optimizer_step", step);
     if (st != CLMOE_OK) clmoe_st_writer_discard(w);
     else st = clmoe_st_writer_finish(w);
   }
@@ -163,8 +221,17 @@ clmoe_status clmoe_params_save(clmoe_params *ps, const char *path, const clmoe_c
   return clmoe_params_save_dist(ps, NULL, path, meta);
 }
 
-/* The file's tensor `name` must exist with exactly t's shape (rows: global_rows rows). */
-static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_tensor *t, int64_t rows)
+/* The dtype a registry tensor is stored as: its own (row-sharded ones whole, as F32). */
+clmoe_st_dtype clmoe__model_ckpt_dtype(const clmoe_param *p, const clmoe_tensor *t)
+{
+  if (p->rows || t->dtype == CLMOE_F32) return CLMOE_ST_F32;
+  return t->dtype == CLMOE_BF16 ? CLMOE_ST_BF16 : CLMOE_ST_I32;
+}
+
+/* The file's tensor `name` must exist with exactly t's shape (rows: global_rows rows) and
+ * the dtype it is written as. */
+static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_param *p, const clmoe_tensor *t,
+                                int64_t rows)
 {
   clmoe_st_info info;
   char desc[96];
@@ -172,6 +239,11 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: the checkpoint has no tensor '%s' (a different model or "
                         "config?)", clmoe_st_path(f), name);
   CLMOE_TRY(clmoe_st_info_of(f, name, &info));
+  const clmoe_st_dtype dtype = clmoe__model_ckpt_dtype(p, t);
+  if (info.dtype != dtype)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' is %s, but the model's is %s (a damaged or edited "
+                        "checkpoint?)", clmoe_st_path(f), name, clmoe_st_dtype_name(info.dtype),
+                        clmoe_st_dtype_name(dtype));
   int same = info.ndim == t->ndim;
   for (int d = 0; same && d < t->ndim; d++) same = info.shape[d] == (d == 0 && rows >= 0 ? rows : t->shape[d]);
   if (!same)
@@ -197,11 +269,25 @@ clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
   return st;
 }
 
+/* 1 when `name` is one the registry writes: "buffer/" and a buffer's name, or "param/",
+ * "adam_m/" or "adam_v/" and a parameter's. */
+static int registry_name(clmoe_params *ps, const char *name)
+{
+  const char *slash = strchr(name, '/');
+  const clmoe_param *p = slash ? clmoe_params_find(ps, slash + 1) : NULL;
+  if (!p) return 0;
+  const size_t n = (size_t)(slash - name);
+  if (!p->trainable) return n == 6 && !strncmp(name, "buffer", 6);
+  for (int k = 0; k < 3; k++)
+    if (strlen(kinds[k]) == n && !strncmp(name, kinds[k], n)) return 1;
+  return 0;
+}
+
 static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *meta)
 {
   clmoe_st_file *f = NULL;
   CLMOE_TRY(clmoe_st_open(path, &f));
-  clmoe_status st = CLMOE_OK;
+  clmoe_status st = clmoe__model_ckpt_check_format(f);
   char name[160];
   int expected = 0;
   /* Everything is checked before anything is changed. */
@@ -209,33 +295,29 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
     clmoe_param *p = &ps->p[i];
     if (!p->trainable) {
       snprintf(name, sizeof name, "buffer/%s", p->name);
-      st = want_tensor(f, name, p->value, -1);
+      st = want_tensor(f, name, p, p->value, -1);
       expected++;
       continue;
     }
+    const clmoe_tensor *t[3] = {p->value, &p->m, &p->v};
     for (int k = 0; st == CLMOE_OK && k < 3; k++) {
       snprintf(name, sizeof name, "%s/%s", kinds[k], p->name);
-      st = want_tensor(f, name, p->value, p->rows ? p->global_rows : -1);
+      st = want_tensor(f, name, p, t[k], p->rows ? p->global_rows : -1);
       expected++;
     }
   }
-  if (st == CLMOE_OK && clmoe_st_count(f) != expected) {
-    for (int i = 0; i < clmoe_st_count(f); i++) {
-      clmoe_st_info info;
-      clmoe_st_info_at(f, i, &info);
-      const char *slash = strchr(info.name, '/');
-      if (!slash || !clmoe_params_find(ps, slash + 1)) {
-        st = clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' belongs to no parameter of this model",
-                          path, info.name);
-        break;
-      }
-    }
+  for (int i = 0; st == CLMOE_OK && clmoe_st_count(f) != expected && i < clmoe_st_count(f); i++) {
+    clmoe_st_info info;
+    clmoe_st_info_at(f, i, &info);
+    if (!registry_name(ps, info.name))
+      st = clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' belongs to no parameter of this model", path, info.name);
   }
   const char *step = clmoe_st_metadata(f, "optimizer_step");
-  char *end = NULL;
-  long long s = step ? strtoll(step, &end, 10) : -1;
-  if (st == CLMOE_OK && (!step || *end || s < 0))
-    st = clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata 'optimizer_step' is missing or malformed", path);
+  int64_t s = 0;
+  if (st == CLMOE_OK && (!step || !parse_int(step, 0, CLMOE_CKPT_MAX_STEP, &s)))
+    st = clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata 'optimizer_step' is %s%.40s%s, not an integer in [0, %lld]",
+                      path, step ? "'" : "missing", step ? step : "", step ? "'" : "",
+                      (long long)CLMOE_CKPT_MAX_STEP);
   for (int i = 0; st == CLMOE_OK && i < ps->n; i++) {
     clmoe_param *p = &ps->p[i];
     if (!p->trainable) {
@@ -251,11 +333,7 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
     }
   }
   if (st == CLMOE_OK) ps->step = s;
-  for (int i = 0; meta && st == CLMOE_OK && i < clmoe_st_metadata_count(f); i++) {
-    const char *k, *v;
-    clmoe_st_metadata_at(f, i, &k, &v);
-    st = clmoe_ckpt_meta_set(meta, k, v);
-  }
+  if (st == CLMOE_OK) st = clmoe__model_ckpt_copy_meta(f, meta);
   clmoe_st_close(f);
   return st;
 }

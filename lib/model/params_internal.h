@@ -11,6 +11,15 @@
 /* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */
 clmoe_status clmoe__model_params_inference_error(const char *call);
 
+/* Checkpoint files (params_ckpt.c, also read by generate_load.c). The "clmoe_format"
+ * metadata: absent (format 1, before checksums, or not clmoe's: fine), "2" with the file's
+ * checksums, anything else refused. */
+clmoe_status clmoe__model_ckpt_check_format(clmoe_st_file *f);
+/* The dtype p's tensor t (value or moment) is written as. */
+clmoe_st_dtype clmoe__model_ckpt_dtype(const clmoe_param *p, const clmoe_tensor *t);
+/* Every metadata entry of f but the checksums into meta (NULL: nothing). */
+clmoe_status clmoe__model_ckpt_copy_meta(clmoe_st_file *f, clmoe_ckpt_meta *meta);
+
 /* A row-sharded parameter's rows (p->rows) of the file's whole [global_rows, ...] tensor
  * `name` into t, this rank's part of it [n, ...] (params_ckpt.c). */
 clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,

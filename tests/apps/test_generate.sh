@@ -33,9 +33,16 @@ ckpt="$tmp/run/checkpoint.safetensors"
 
 head -c 100000 "$ckpt" > "$tmp/truncated.safetensors"
 expect "generate on a truncated checkpoint" 1 "truncated.safetensors" -- "$gen" --ckpt "$tmp/truncated.safetensors" --prompt a
-# The same tensors under another model's config (d_model 96 instead of 64; same length, so
-# the header stays valid): the first tensor that does not fit is named.
+# The same tensors under another model's config (d_model 96 instead of 64): the checksum of
+# the metadata refuses the edit; in the format before checksums (their entries removed, the
+# header padded with spaces to its length), the first tensor that does not fit is named.
 LC_ALL=C sed 's/d_model = 64/d_model = 96/' "$ckpt" > "$tmp/other.safetensors"
+expect "generate on an edited config" 1 "other.safetensors: metadata: the entries fail their CRC-32C checksum" -- \
+  "$gen" --ckpt "$tmp/other.safetensors" --prompt a
+hlen=$(od -An -tu1 -N8 "$ckpt" | awk '{ n = 0; for (i = NF; i >= 1; i--) n = n * 256 + $i; print n }')
+tail -c +9 "$ckpt" | head -c "$hlen" | LC_ALL=C sed -e 's/d_model = 64/d_model = 96/' \
+  -e 's/,"clmoe\.crc32c\.[a-z]*":"[^"]*"//g' -e 's/,"clmoe_format":"2"//' > "$tmp/hdr"
+{ head -c 8 "$ckpt"; cat "$tmp/hdr"; printf "%$((hlen - $(wc -c < "$tmp/hdr")))s" ""; tail -c +$((hlen + 9)) "$ckpt"; } > "$tmp/other.safetensors"
 expect "generate on tensors of another config" 1 "tensor 'param/embed' is \[256, 64\]" -- "$gen" --ckpt "$tmp/other.safetensors" --prompt a
 
 expect "generate streams one prompt" 0 "decode: 11 steps x 1 sequences" -- "$gen" --ckpt "$ckpt" --prompt "0123" -n 12 --seed 5
