@@ -28,6 +28,7 @@
 #define KEY_AT 16 /* the key's 16 bytes in the entry's header */
 #define KEY_BYTES 16
 
+static char cache_dir[] = "/tmp/clmoe-fuzz-cache-XXXXXX";
 static char entry_path[4096];
 static unsigned char valid_key[KEY_BYTES];
 static unsigned char *valid;
@@ -110,13 +111,29 @@ static void write_all(const char *path, const uint8_t *data, size_t size)
   }
 }
 
+/* At exit: the folder of this process and what the library wrote there. */
+static void remove_cache_dir(void)
+{
+  DIR *d = opendir(cache_dir);
+  struct dirent *e;
+  char path[4400];
+  while (d && (e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+      unlink(path);
+    }
+  if (d) closedir(d);
+  rmdir(cache_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-  static char dir[] = "/tmp/clmoe-fuzz-cache-XXXXXX";
-  if (!mkdtemp(dir)) {
+  const char *dir = mkdtemp(cache_dir);
+  if (!dir) {
     perror("mkdtemp");
     exit(1);
   }
+  atexit(remove_cache_dir);
   setenv("CLMOE_CACHE_DIR", dir, 1);
   setenv("CLMOE_CACHE", "1", 1);
   clmoe_program_stats stats;
