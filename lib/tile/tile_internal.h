@@ -10,13 +10,14 @@
 #include "clmoe/status.h"
 #include "clmoe/tile.h"
 
-/* What a tile implementation (kernels_cl/tile/tile.cl) offers the kernels built on it: one
+/* What a tile implementation (kernels_cl/tile/tile_<impl>.cl) offers the kernels built on it: one
  * row of the table in lib/tile/tile.c, chosen for a device by the probe. Hosts choose
  * kernels and blocks by these features, not by the implementation's name. */
 typedef struct clmoe_tile_features {
   clmoe_tile_impl impl;
   const char *name;           /* clmoe_tile_impl_name(impl) */
-  const char *options;        /* build options selecting it: "" or "-DCLMOE_TILE_PTX=1" */
+  const char *options;        /* build options selecting it: -DCLMOE_TILE_IMPL=<its file>
+                               * (lib/runtime/program.c) and what the file needs */
   int lanes;                  /* work-items that compute one product together: 32 */
   int frag_m, frag_n, frag_k; /* one product D[m x n] += A[m x k] B[k x n]: 16, 8, 16 */
   int matrix_unit;            /* the products run on a matrix unit (else fp32 arithmetic) */
@@ -34,8 +35,9 @@ typedef struct clmoe_tile_features {
 /* The record of ctx's tile implementation (probed on first call, then remembered). */
 const clmoe_tile_features *clmoe__tile_features(clmoe_ctx *ctx);
 
-/* The build options selecting the tile implementation ("-DCLMOE_TILE_PTX=1" or
- * ""), to pass to clmoe__kernel for families that start with "tile+". */
+/* The build options selecting the tile implementation (the record's options:
+ * -DCLMOE_TILE_IMPL=<file> ...), to pass to clmoe__kernel for families that start with
+ * "tile+". */
 const char *clmoe__tile_options(clmoe_ctx *ctx);
 
 /* The local memory a kernel may declare statically: the reported size, or on
