@@ -222,14 +222,14 @@ inline tile_a mt_load_a_ld(__local const ushort *p, int ld, int lane)
   const uint2 x0 = *(__local const uint2 *)(p + g * ld + 4 * t);
   const uint2 x1 = *(__local const uint2 *)(p + (g + 8) * ld + 4 * t);
   tile_a a;
-  a.r[0] = x0.x, a.r[2] = x0.y, a.r[1] = x1.x, a.r[3] = x1.y;
+  TILE_A_REG(a, 0) = x0.x, TILE_A_REG(a, 2) = x0.y, TILE_A_REG(a, 1) = x1.x, TILE_A_REG(a, 3) = x1.y;
   return a;
 }
 inline tile_b mt_load_bt_ld(__local const ushort *p, int ld, int lane)
 {
   const uint2 x = *(__local const uint2 *)(p + (lane >> 2) * ld + 4 * (lane & 3));
   tile_b b;
-  b.r[0] = x.x, b.r[1] = x.y;
+  TILE_B_REG(b, 0) = x.x, TILE_B_REG(b, 1) = x.y;
   return b;
 }
 /* B[k][n] = V[key 16 kk + k][dv n0 + n] from Vt. */
@@ -238,7 +238,7 @@ inline tile_b mt_load_v(__local const ushort *vt, int kk, int n0, int lane)
   const int r = n0 + (lane >> 2), f = ((r & 3) ^ ((r >> 2) & 3)) << 2;
   const uint2 x = *(__local const uint2 *)(vt + r * MT_BK + 4 * ((4 * kk + (lane & 3)) ^ f));
   tile_b b;
-  b.r[0] = x.x, b.r[1] = x.y;
+  TILE_B_REG(b, 0) = x.x, TILE_B_REG(b, 1) = x.y;
   return b;
 }
 #else
@@ -276,13 +276,13 @@ inline float2 mt_softmax_p(tile_c *s, int nsn, int kb, int masked, float sl2, in
   for (int n = 0; n < nsn; n++) {
     if (masked) {
       MT_UNROLL
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < TILE_C_NE; i++) {
         const int key = kb + 8 * n + tile_c_col(lane, i);
-        s[n].v[i] = key <= (i < 2 ? qp0 : qp1) ? s[n].v[i] : -INFINITY;
+        TILE_C_AT(s[n], i) = key <= (i < 2 ? qp0 : qp1) ? TILE_C_AT(s[n], i) : -INFINITY;
       }
     }
-    mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
-    mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
+    mx.x = fmax(mx.x, fmax(TILE_C_AT(s[n], 0), TILE_C_AT(s[n], 1)));
+    mx.y = fmax(mx.y, fmax(TILE_C_AT(s[n], 2), TILE_C_AT(s[n], 3)));
   }
   mx = mt_quad_max(mx, wred, lane);
   const float mn0 = fmax(*m0, mx.x * sl2), mn1 = fmax(*m1, mx.y * sl2);
@@ -291,10 +291,10 @@ inline float2 mt_softmax_p(tile_c *s, int nsn, int kb, int masked, float sl2, in
   float ps0 = 0.0f, ps1 = 0.0f;
   MT_UNROLL
   for (int n = 0; n < nsn; n++) {
-    s[n].v[0] = exp2(fma(s[n].v[0], sl2, -mn0)), s[n].v[1] = exp2(fma(s[n].v[1], sl2, -mn0));
-    s[n].v[2] = exp2(fma(s[n].v[2], sl2, -mn1)), s[n].v[3] = exp2(fma(s[n].v[3], sl2, -mn1));
-    ps0 += s[n].v[0] + s[n].v[1];
-    ps1 += s[n].v[2] + s[n].v[3];
+    TILE_C_AT(s[n], 0) = exp2(fma(TILE_C_AT(s[n], 0), sl2, -mn0)), TILE_C_AT(s[n], 1) = exp2(fma(TILE_C_AT(s[n], 1), sl2, -mn0));
+    TILE_C_AT(s[n], 2) = exp2(fma(TILE_C_AT(s[n], 2), sl2, -mn1)), TILE_C_AT(s[n], 3) = exp2(fma(TILE_C_AT(s[n], 3), sl2, -mn1));
+    ps0 += TILE_C_AT(s[n], 0) + TILE_C_AT(s[n], 1);
+    ps1 += TILE_C_AT(s[n], 2) + TILE_C_AT(s[n], 3);
   }
   *l0 = *l0 * c0 + ps0, *l1 = *l1 * c1 + ps1;
   return (float2)(c0, c1);
@@ -303,8 +303,8 @@ inline void mt_rescale(tile_c *acc, int nacc, float2 c)
 {
   MT_UNROLL
   for (int j = 0; j < nacc; j++) {
-    acc[j].v[0] *= c.x, acc[j].v[1] *= c.x;
-    acc[j].v[2] *= c.y, acc[j].v[3] *= c.y;
+    TILE_C_AT(acc[j], 0) *= c.x, TILE_C_AT(acc[j], 1) *= c.x;
+    TILE_C_AT(acc[j], 2) *= c.y, TILE_C_AT(acc[j], 3) *= c.y;
   }
 }
 /* A forward work-group's head (dimension 0) and query tile (dimension 1, counted from the
@@ -337,10 +337,10 @@ inline void mt_store_rows(const tile_c *acc, float m0, float m1, float l0, float
   MT_UNROLL
   for (int j = 0; j < NON; j++) {
     MT_UNROLL
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
       if (col < DV && r < rows)
-        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
+        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, TILE_C_AT(acc[j], i) * (i < 2 ? inv0 : inv1));
     }
   }
   if (has_lse && (lane & 3) == 0) {

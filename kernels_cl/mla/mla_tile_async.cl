@@ -78,12 +78,12 @@ inline void ta_issue(__local ushort *st, int kb, int nk, __global const store_t 
 inline void ta_frag_k(__local const ushort *ks, int nb, int kstep, int lane, tile_b *b0, tile_b *b1)
 {
   const uint4 x = tile_ldsm_x4(ks + ta_k(nb + (lane & 7) + ((lane >> 4) << 3), 16 * kstep + (((lane >> 3) & 1) << 3)));
-  b0->r[0] = x.x, b0->r[1] = x.y, b1->r[0] = x.z, b1->r[1] = x.w;
+  TILE_B_REG(*b0, 0) = x.x, TILE_B_REG(*b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
 }
 inline void ta_frag_v(__local const ushort *vs, int kk, int nb, int lane, tile_b *b0, tile_b *b1)
 {
   const uint4 x = tile_ldsm_x4_trans(vs + ta_v(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3)));
-  b0->r[0] = x.x, b0->r[1] = x.y, b1->r[0] = x.z, b1->r[1] = x.w;
+  TILE_B_REG(*b0, 0) = x.x, TILE_B_REG(*b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
 }
 #else
 inline tile_b ta_frag_k1(__local const ushort *ks, int nb, int kstep, int lane)

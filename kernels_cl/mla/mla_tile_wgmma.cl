@@ -112,7 +112,7 @@ inline void tw_mma_s(tile_c *d, tile_a a, ulong db)
                TILE_WG_MARK "wgmma.mma_async.sync.aligned." TW_S_SHAPE ".f32.bf16.bf16 {" TW_S_REGS ", p, 1, 1, 0;\n"
                TILE_WG_MARK "}"
                : TW_S_ACC(d)
-               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "l"(db), "r"(1));
+               : "r"(TILE_A_REG(a, 0)), "r"(TILE_A_REG(a, 1)), "r"(TILE_A_REG(a, 2)), "r"(TILE_A_REG(a, 3)), "l"(db), "r"(1));
 }
 /* O (16 tiles) += P (64 x 16 keys, registers) V (16 keys x 128, N-major). */
 inline void tw_mma_o(tile_c *d, tile_a a, ulong db)
@@ -121,7 +121,7 @@ inline void tw_mma_o(tile_c *d, tile_a a, ulong db)
                TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" TILE_WG_R64 "}, "
                "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n" TILE_WG_MARK "}"
                : TILE_WG_C16(d)
-               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "l"(db), "r"(1));
+               : "r"(TILE_A_REG(a, 0)), "r"(TILE_A_REG(a, 1)), "r"(TILE_A_REG(a, 2)), "r"(TILE_A_REG(a, 3)), "l"(db), "r"(1));
 }
 #define tw_pin_o tile_wg_pin16
 /* Descriptors: K for head-dimension step ks (K-major, stride 8 keys); V for keys 16 kk ..

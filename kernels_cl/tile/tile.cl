@@ -17,7 +17,8 @@
  *   D[tile_c_row(lane, i)][tile_c_col(lane, i)]    read and written as TILE_C_AT(c, i)
  *   A[tile_a_row(lane, i)][tile_a_col(lane, i)]
  *   B[tile_b_row(lane, i)][tile_b_col(lane, i)]
- * Kernels index fragments only through these. Where an implementation keeps its operand
+ * and tile_c_lane(row, col) is the lane that holds D[row][col] (rows r and r + 8 in one lane),
+ * for lane shuffles. Kernels index fragments only through these. Where an implementation keeps its operand
  * elements addressable (TILE_HAS_PACKED_REGS 0), TILE_A_AT(a, i) / TILE_B_AT(b, i) are
  * the fp32 (bf16-rounded) elements; where it packs them (TILE_HAS_PACKED_REGS 1),
  * TILE_A_REG(a, j) / TILE_B_REG(b, j) are registers of two bf16 (low half first): j of
@@ -35,7 +36,15 @@
  * probabilities: tile_a_from_c_local(c0, c1, scratch, lane) through TILE_SCRATCH_FLOATS
  * of local memory (16 x 16 fp32, private to the 32 lanes; every lane of the work-group
  * calls it in uniform control flow: it holds two barriers), or in registers with
- * tile_a_from_c(c0, c1, lane) where TILE_HAS_A_FROM_C.
+ * tile_a_from_c(c0, c1, lane) (tile_a_from_c_cvt: the same values through tile_cvt2)
+ * where TILE_HAS_A_FROM_C.
+ * B operands prepared once and read many times are kept in fragment order: B[k][n] of a
+ * 16 x 8 operand at tile_b_order(k, n) of 128 bf16, read by tile_load_b_ordered(f, lane)
+ * (f 8-byte aligned).
+ * Conversions: tile_cvt2(lo, hi), two fp32 as a pair of bf16 in a uint (lo in the low
+ * half), nearest even. An accumulator's elements 2j and 2j + 1 are adjacent columns of one
+ * row (tile_c_col(lane, 2j + 1) = tile_c_col(lane, 2j) + 1), so kernels store them as one
+ * such pair.
  * Copies: tile_cp16(dst, src, bytes) moves 16 bytes from global to local memory (past
  * `bytes` zero), tile_cp_commit() closes a group of copies, TILE_CP_WAIT(n) waits until at
  * most n groups are in flight (a barrier must follow); TILE_WARP_SYNC() orders a group's

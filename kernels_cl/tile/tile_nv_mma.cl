@@ -59,6 +59,8 @@ inline int tile_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
 inline int tile_a_row(int lane, int i) { return (lane >> 2) + ((i & 2) ? 8 : 0); }
 inline int tile_a_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1) + ((i & 4) ? 8 : 0); }
 inline int tile_b_row(int lane, int i) { return ((lane & 3) << 1) + (i & 1) + ((i & 2) ? 8 : 0); }
+/* The lane whose accumulator holds D[row][col] (and D[row + 8][col]). */
+inline int tile_c_lane(int row, int col) { return ((row & 7) << 2) + ((col >> 1) & 3); }
 inline int tile_b_col(int lane, int i) { return lane >> 2; }
 
 /* ---- operands --------------------------------------------------------------------------- */
@@ -137,6 +139,25 @@ inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
   b.r[1] = tile_pack_f32(p[g * ld + t + 8], p[g * ld + t + 9]);
   return b;
 }
+/* Fragment order: a 16 x 8 B[k][n] kept in memory as 32 lanes x 4 bf16, lane
+ * 4 n + (k % 8) / 2 holding B[k][n] at (k / 8) * 2 + k % 2 (this fragment), so that a lane
+ * loads its fragment as one uint2 (f 8-byte aligned). */
+inline int tile_b_order(int k, int n) { return (n << 4) | (((k & 7) >> 1) << 2) | ((k >> 3) << 1) | (k & 1); }
+inline tile_b tile_load_b_ordered(__local const ushort *f, int lane)
+{
+  const uint2 u = ((__local const uint2 *)f)[lane];
+  tile_b b;
+  b.r[0] = u.x;
+  b.r[1] = u.y;
+  return b;
+}
+/* Two fp32 as a bf16 pair (lo in the low half), nearest even, one instruction. */
+inline uint tile_cvt2(float lo, float hi)
+{
+  uint r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 /* [c0 | c1] (D tiles of columns 0..7 and 8..15) as the A operand of a next product: the
  * accumulator layout of two tiles is the A fragment layout, so no data moves. */
 inline tile_a tile_a_from_c(tile_c c0, tile_c c1, int lane)
@@ -146,6 +167,16 @@ inline tile_a tile_a_from_c(tile_c c0, tile_c c1, int lane)
   a.r[1] = tile_pack_f32(c0.v[2], c0.v[3]);
   a.r[2] = tile_pack_f32(c1.v[0], c1.v[1]);
   a.r[3] = tile_pack_f32(c1.v[2], c1.v[3]);
+  return a;
+}
+/* tile_a_from_c with packed conversions (tile_cvt2: one instruction a pair). */
+inline tile_a tile_a_from_c_cvt(tile_c c0, tile_c c1, int lane)
+{
+  tile_a a;
+  a.r[0] = tile_cvt2(c0.v[0], c0.v[1]);
+  a.r[1] = tile_cvt2(c0.v[2], c0.v[3]);
+  a.r[2] = tile_cvt2(c1.v[0], c1.v[1]);
+  a.r[3] = tile_cvt2(c1.v[2], c1.v[3]);
   return a;
 }
 

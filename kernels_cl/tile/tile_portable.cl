@@ -52,6 +52,8 @@ inline int tile_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
 inline int tile_a_row(int lane, int i) { return (lane >> 2) + ((i & 16) ? 8 : 0); }
 inline int tile_a_col(int lane, int i) { return i & 15; }
 inline int tile_b_row(int lane, int i) { return i & 15; }
+/* The lane whose accumulator holds D[row][col] (and D[row + 8][col]). */
+inline int tile_c_lane(int row, int col) { return ((row & 7) << 2) + ((col >> 1) & 3); }
 inline int tile_b_col(int lane, int i) { return ((lane & 3) << 1) + ((i & 16) ? 1 : 0); }
 
 /* bf16 rounding of an fp32 value, returned as fp32 (what the matrix unit multiplies). */
@@ -138,6 +140,22 @@ inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
   }
   return b;
 }
+/* Fragment order: a 16 x 8 B[k][n] kept in memory as 128 bf16 in the order of the NVIDIA
+ * fragment (lane 4 n + (k % 8) / 2, element (k / 8) * 2 + k % 2), read element by element. */
+inline int tile_b_order(int k, int n) { return (n << 4) | (((k & 7) >> 1) << 2) | ((k >> 3) << 1) | (k & 1); }
+inline tile_b tile_load_b_ordered(__local const ushort *f, int lane)
+{
+  const int n = (lane & 3) << 1;
+  tile_b b;
+  TILE_UNROLL
+  for (int k = 0; k < 16; k++) {
+    b.c[0][k] = bf16_to_f32(f[tile_b_order(k, n)]);
+    b.c[1][k] = bf16_to_f32(f[tile_b_order(k, n + 1)]);
+  }
+  return b;
+}
+/* Two fp32 as a bf16 pair (lo in the low half), nearest even. */
+inline uint tile_cvt2(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
 /* (tile_a_from_c needs the other lanes' accumulators, out of reach here without memory:
  * kernels use tile_a_from_c_local, tile.cl, with TILE_SCRATCH_FLOATS of local memory.) */
 
