@@ -79,7 +79,7 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
   __local uint4 Qs4[MLA_TILE_U4(MT_BK * KLD)], Ds4[MLA_TILE_U4(MT_BK * OLD)];
   __local ushort *Qs = (__local ushort *)Qs4, *Ds = (__local ushort *)Ds4;
   __local float lq[MT_BK], dd[MT_BK];
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX) /* P^T / dS^T through local memory */
+#if !TILE_HAS_A_FROM_C /* P^T / dS^T through local memory */
   __local float scr[MT_NW * 256];
   __local float *pscr = scr + 256 * ((int)get_local_id(0) / 32);
 #endif
@@ -116,7 +116,7 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int sub = 0; sub < MT_BK / 16; sub++) {
       const int qs = qb + 16 * sub;
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_LANE_SHUFFLE && TILE_HAS_A_FROM_C /* (no barrier below with these) */
       if (qs + 15 < kw) continue; /* every query precedes every key of this warp */
 #endif
       tile_c st[2], dpt[2];
@@ -174,11 +174,11 @@ void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
 {
   __local uint4 Ks4[MLA_TILE_U4(MT_BK * KLD)], Vs4[MLA_TILE_U4(MT_BK * OLD)];
   __local ushort *Ks = (__local ushort *)Ks4, *Vs = (__local ushort *)Vs4;
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX) /* P^T / dS^T through local memory */
+#if !TILE_HAS_A_FROM_C /* P^T / dS^T through local memory */
   __local float scr[MT_NW * 256];
   __local float *pscr = scr + 256 * ((int)get_local_id(0) / 32);
 #endif
-  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32, g = lane >> 2;
+  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32, g = tile_c_row(lane, 0);
   const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)];
   const int h = (int)get_group_id(1);
   const int s0 = tl.x, t0 = tl.y, rows = tl.z, kend = t0 + rows;
@@ -210,7 +210,7 @@ void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int sub = 0; sub < MT_BK / 16; sub++) {
       const int ks0 = kb + 16 * sub;
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_LANE_SHUFFLE && TILE_HAS_A_FROM_C /* (no barrier below with these) */
       if (ks0 > wq_last) continue; /* every key follows every query of this warp */
 #endif
       tile_c s[2], dp[2];
