@@ -26,21 +26,21 @@ static const clmoe_tile_features nv_mma_sm80 = {
     .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
     .options = "-DCLMOE_TILE_IMPL=tile_nv_mma", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads"};
 static const clmoe_tile_features nv_mma_sm90 = {
     .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
     .options = "-DCLMOE_TILE_IMPL=tile_nv_mma -DTILE_NV_ARCH=90", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .matrix_store = 1, .warp_group = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .matrix_store = 1, .warp_group = 1, .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads and stores, warp-group products (wgmma)"};
 static const clmoe_tile_features nv_mma_sm100 = {
     .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
     .options = "-DCLMOE_TILE_IMPL=tile_nv_mma -DTILE_NV_ARCH=100", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .matrix_store = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .matrix_store = 1, .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads and stores"};
 

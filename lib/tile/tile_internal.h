@@ -25,6 +25,8 @@ typedef struct clmoe_tile_features {
   int async_copy;             /* global-to-local copies that bypass registers (tile_cp16) */
   int matrix_load;            /* fragments loaded as whole 8 x 8 matrices (tile_ldsm_x4) */
   int matrix_store;           /* ... and stored likewise (tile_stsm_x4) */
+  int a_from_c;               /* accumulators become A operands in registers (tile_a_from_c):
+                               * the kernels need no per-warp scratch */
   int warp_group;             /* products over 4 warps, asynchronous (tile_wg_*: wgmma);
                                * a driver may still fail to build them (clmoe__wgmma_usable) */
   int inline_ptx;             /* written in NVIDIA inline PTX: a program with warp-group
