@@ -42,9 +42,12 @@
  * 16 x 8 operand at tile_b_order(k, n) of 128 bf16, read by tile_load_b_ordered(f, lane)
  * (f 8-byte aligned).
  * Conversions: tile_cvt2(lo, hi), two fp32 as a pair of bf16 in a uint (lo in the low
- * half), nearest even. An accumulator's elements 2j and 2j + 1 are adjacent columns of one
- * row (tile_c_col(lane, 2j + 1) = tile_c_col(lane, 2j) + 1), so kernels store them as one
- * such pair.
+ * half), nearest even.
+ * What kernels may assume of the accumulator's layout beyond the accessors: TILE_C_NE is 4,
+ * a lane's elements are a 2 x 2 block, rows tile_c_row(lane, 0) (elements 0, 1) and
+ * tile_c_row(lane, 2) (elements 2, 3), columns tile_c_col(lane, 0) and that + 1 (elements
+ * 2j and 2j + 1), so that kernels load, scale and store them as pairs and reduce a row's
+ * values over the lanes tile_c_lane(row, 0 .. 7).
  * Copies: tile_cp16(dst, src, bytes) moves 16 bytes from global to local memory (past
  * `bytes` zero), tile_cp_commit() closes a group of copies, TILE_CP_WAIT(n) waits until at
  * most n groups are in flight (a barrier must follow); TILE_WARP_SYNC() orders a group's
