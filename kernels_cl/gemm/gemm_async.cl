@@ -85,18 +85,19 @@ GEMM_COPY_LOOPS(ga_copy_kc, ga_copy_rc, GA_THREADS, GA_CPR, GA_CHUNKS, GA_UNROLL
 /* Fragments of the 16-k half h of a stage: A rows rb..rb+15; B columns nb..nb+15 (two
  * tiles). ga_off_* give a lane's element offset in a stage (computed once, before the K
  * loop); ga_ld_* read at it (matrix loads where the tiles have them, else element by element). */
-#if TILE_HAS_MATRIX_LOAD
+#if TILE_HAS_MATRIX_LOAD && TILE_HAS_PACKED_REGS
+/* (the lane's matrix-load row r of matrix m: lo = 8 (m % 2), hi = 8 (m / 2)) */
 inline int ga_off_a(int rb, int h, int lane)
 {
-  if (GT_TA)
-    return ga_rc(GA_BM, 16 * h + (lane & 7) + ((lane >> 4) << 3), rb + (((lane >> 3) & 1) << 3));
-  return ga_kc(rb + (lane & 7) + (((lane >> 3) & 1) << 3), 16 * h + ((lane >> 4) << 3));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  if (GT_TA) return ga_rc(GA_BM, 16 * h + r + hi, rb + lo);
+  return ga_kc(rb + r + lo, 16 * h + hi);
 }
 inline int ga_off_b(int nb, int h, int lane)
 {
-  if (GT_TB)
-    return GA_SLICE(GA_BM) + ga_kc(nb + (lane & 7) + ((lane >> 4) << 3), 16 * h + (((lane >> 3) & 1) << 3));
-  return GA_SLICE(GA_BM) + ga_rc(GA_BN, 16 * h + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  if (GT_TB) return GA_SLICE(GA_BM) + ga_kc(nb + r + hi, 16 * h + lo);
+  return GA_SLICE(GA_BM) + ga_rc(GA_BN, 16 * h + r + lo, nb + hi);
 }
 inline tile_a ga_ld_a(__local const ushort *p)
 {

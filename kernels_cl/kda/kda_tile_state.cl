@@ -72,11 +72,13 @@
  * backward's saved states S_c^T, dS^T (ld KD) and Vnew^T (ld 16). */
 inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, int lane)
 {
+  /* this lane's rows g0 (elements 0, 1), g1 (2, 3), columns t2, t2 + 1 (tile.cl) */
+  const int g0 = tile_c_row(lane, 0), g1 = tile_c_row(lane, 2), t2 = tile_c_col(lane, 0);
   TC_UNROLL
-  for (int nt = 0; nt < n; nt++)
-    for (int i = 0; i < TILE_C_NE; i += 2)
-      *(__global uint *)(p + tile_c_row(lane, i) * ld + 8 * nt + tile_c_col(lane, i)) =
-          tc_pack2(TILE_C_AT(x[nt], i), TILE_C_AT(x[nt], i + 1));
+  for (int nt = 0; nt < n; nt++) {
+    *(__global uint *)(p + g0 * ld + 8 * nt + t2) = tc_pack2(TILE_C_AT(x[nt], 0), TILE_C_AT(x[nt], 1));
+    *(__global uint *)(p + g1 * ld + 8 * nt + t2) = tc_pack2(TILE_C_AT(x[nt], 2), TILE_C_AT(x[nt], 3));
+  }
 }
 
 /* tc_save_rows: tc_store_rows for a warp's rows of contiguous storage (width 8 n, rows
@@ -94,7 +96,7 @@ inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, in
 #if TC_STSM
 inline void tc_save_rows(const tile_c *x, int n, __global ushort *p, __local ushort *stg, int lane)
 {
-  const int m = lane >> 3, i = lane & 7, ld = 8 * n + 8, per = n; /* uint4 a row: n */
+  const int m = tile_ldsm_mat(lane), i = tile_ldsm_row(lane), ld = 8 * n + 8, per = n; /* uint4 a row: n */
   TILE_WARP_SYNC(); /* every lane done reading the previous rows */
   TC_UNROLL
   for (int nt = 0; nt < n; nt += 2)
@@ -126,7 +128,10 @@ tc_state_update(tile_c *x, __local const float *gl, tile_a a0, __local const ush
   TC_UNROLL
   for (int nt = 0; nt < TC_NKT; nt++) {
     const float2 d = vload2(0, gl + 8 * nt + t2);
-    for (int i = 0; i < TILE_C_NE; i++) TILE_C_AT(x[nt], i) *= (i & 1) ? d.y : d.x;
+    TILE_C_AT(x[nt], 0) *= d.x;
+    TILE_C_AT(x[nt], 1) *= d.y;
+    TILE_C_AT(x[nt], 2) *= d.x;
+    TILE_C_AT(x[nt], 3) *= d.y;
     tile_mma(&x[nt], a0, tc_frag(b0 + nt * TC_FRAG, lane));
     if (two) tile_mma(&x[nt], a1, tc_frag(b1 + nt * TC_FRAG, lane));
   }
@@ -142,7 +147,8 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
            int H, int j0, int lane, __global out_t *o, ulong oo, __local float *sS,
            __local float *sV, __global ushort *ssp, __global ushort *vnp, __local ushort *stg)
 {
-  const int t2 = tile_c_col(lane, 0); /* this lane's two columns: t2, t2 + 1 */
+  /* this lane's rows g0 (elements 0, 1), g1 (2, 3), columns t2, t2 + 1 (tile.cl) */
+  const int g0 = tile_c_row(lane, 0), g1 = tile_c_row(lane, 2), t2 = tile_c_col(lane, 0);
 #if defined(TC_SAVE) && TC_SAVE
   tc_save_rows(S, TC_NKT, ssp, stg, lane); /* S^T entering the chunk, for the backward */
 #else
@@ -155,11 +161,11 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
     acc[0][j] = tile_c_zero();
     acc[1][j] = tile_c_zero();
   }
-  for (int nt = 0; nt < 2; nt++)
-    for (int i = 0; i < TILE_C_NE; i += 2) {
-      const float2 a = vload2(0, ut + tile_c_row(lane, i) * CH + 8 * nt + t2);
-      TILE_C_AT(acc[0][nt], i) = a.x, TILE_C_AT(acc[0][nt], i + 1) = a.y;
-    }
+  for (int nt = 0; nt < 2; nt++) {
+    const float2 a = vload2(0, ut + g0 * CH + 8 * nt + t2), b = vload2(0, ut + g1 * CH + 8 * nt + t2);
+    TILE_C_AT(acc[0][nt], 0) = a.x, TILE_C_AT(acc[0][nt], 1) = a.y, TILE_C_AT(acc[0][nt], 2) = b.x,
+    TILE_C_AT(acc[0][nt], 3) = b.y;
+  }
 #if !TILE_HAS_A_FROM_C
   for (int nt = 0; nt < TC_NKT; nt++) tile_store_c_local(S[nt], sS + 8 * nt, TC_LDS, lane);
   barrier(CLK_LOCAL_MEM_FENCE);

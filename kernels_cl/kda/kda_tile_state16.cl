@@ -35,6 +35,7 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
                __local const ushort *Al, __local const float *gl, __local ushort *st,
                __local ushort *vt, __global out_t *o, ulong oo)
 {
+  const int g0 = tile_c_row(lane, 0), g1 = tile_c_row(lane, 2); /* this lane's rows (tile.cl) */
   /* W S and Qg S over KD in 16-row steps (two chains each, for latency). */
   tile_c ws0 = tile_c_zero(), ws1 = tile_c_zero(), qs0 = tile_c_zero(), qs1 = tile_c_zero();
 #pragma unroll
@@ -49,10 +50,11 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     }
   }
   tile_c vn, oc;
-  for (int i = 0; i < TILE_C_NE; i++) { /* u0: the row of elements 0, 1; u1: of 2, 3 */
-    const float2 u = i < 2 ? u0 : u1;
-    TILE_C_AT(vn, i) = ((i & 1) ? u.y : u.x) - (TILE_C_AT(ws0, i) + TILE_C_AT(ws1, i));
-  }
+  /* u0: the row of elements 0, 1; u1: of 2, 3 (tile.cl) */
+  TILE_C_AT(vn, 0) = u0.x - (TILE_C_AT(ws0, 0) + TILE_C_AT(ws1, 0));
+  TILE_C_AT(vn, 1) = u0.y - (TILE_C_AT(ws0, 1) + TILE_C_AT(ws1, 1));
+  TILE_C_AT(vn, 2) = u1.x - (TILE_C_AT(ws0, 2) + TILE_C_AT(ws1, 2));
+  TILE_C_AT(vn, 3) = u1.y - (TILE_C_AT(ws0, 3) + TILE_C_AT(ws1, 3));
   for (int i = 0; i < TILE_C_NE; i++) {
     vt[tile_c_col(lane, i) * TC_LDA + tile_c_row(lane, i)] = f32_to_bf16(TILE_C_AT(vn, i));
     TILE_C_AT(oc, i) = TILE_C_AT(qs0, i) + TILE_C_AT(qs1, i);
@@ -68,8 +70,11 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
   /* S = gl (.) S + Kd^T Vnew, then its bf16 copy for the next chunk. */
 #pragma unroll
   for (int m = 0; m < TC_NMT; m++) {
-    const float ga = gl[16 * m + tile_c_row(lane, 0)], gb = gl[16 * m + tile_c_row(lane, 2)];
-    for (int i = 0; i < TILE_C_NE; i++) TILE_C_AT(S[m], i) *= i < 2 ? ga : gb;
+    const float ga = gl[16 * m + g0], gb = gl[16 * m + g1];
+    TILE_C_AT(S[m], 0) *= ga;
+    TILE_C_AT(S[m], 1) *= ga;
+    TILE_C_AT(S[m], 2) *= gb;
+    TILE_C_AT(S[m], 3) *= gb;
     tile_mma(&S[m], tile_load_a_bf16(Kl + 16 * m * TC_LDA, TC_LDA, lane), bv);
     for (int i = 0; i < TILE_C_NE; i++)
       if (!(TC_DIAG & 8)) st[tile_c_col(lane, i) * TC_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(TILE_C_AT(S[m], i));

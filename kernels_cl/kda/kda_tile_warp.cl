@@ -122,7 +122,8 @@ inline void td_rowsum(const float *x, float *out, __local float *sw, int lane)
 inline tile_b td_pair_b(__local const ushort *p, int lane, tile_b *b1)
 { /* B[k][n] = p[k TD_LDR + n] for n-tiles 0 (returned) and 1 (b1) of a 16 x 16 slice */
 #if TILE_HAS_MATRIX_LOAD && TILE_HAS_PACKED_REGS
-  const uint4 x = tile_ldsm_x4_trans(p + ((lane & 7) + (((lane >> 3) & 1) << 3)) * TD_LDR + ((lane >> 4) << 3));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  const uint4 x = tile_ldsm_x4_trans(p + (r + lo) * TD_LDR + hi);
   tile_b b0;
   TILE_B_REG(b0, 0) = x.x, TILE_B_REG(b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
   return b0;

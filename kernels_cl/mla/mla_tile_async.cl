@@ -77,12 +77,14 @@ inline void ta_issue(__local ushort *st, int kb, int nk, __global const store_t 
 #if TILE_HAS_MATRIX_LOAD && TILE_HAS_PACKED_REGS
 inline void ta_frag_k(__local const ushort *ks, int nb, int kstep, int lane, tile_b *b0, tile_b *b1)
 {
-  const uint4 x = tile_ldsm_x4(ks + ta_k(nb + (lane & 7) + ((lane >> 4) << 3), 16 * kstep + (((lane >> 3) & 1) << 3)));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  const uint4 x = tile_ldsm_x4(ks + ta_k(nb + r + hi, 16 * kstep + lo));
   TILE_B_REG(*b0, 0) = x.x, TILE_B_REG(*b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
 }
 inline void ta_frag_v(__local const ushort *vs, int kk, int nb, int lane, tile_b *b0, tile_b *b1)
 {
-  const uint4 x = tile_ldsm_x4_trans(vs + ta_v(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3)));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  const uint4 x = tile_ldsm_x4_trans(vs + ta_v(16 * kk + r + lo, nb + hi));
   TILE_B_REG(*b0, 0) = x.x, TILE_B_REG(*b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
 }
 #else

@@ -17,12 +17,15 @@
  *   D[tile_c_row(lane, i)][tile_c_col(lane, i)]    read and written as TILE_C_AT(c, i)
  *   A[tile_a_row(lane, i)][tile_a_col(lane, i)]
  *   B[tile_b_row(lane, i)][tile_b_col(lane, i)]
- * and tile_c_lane(row, col) is the lane that holds D[row][col] (rows r and r + 8 in one lane),
- * for lane shuffles. Kernels index fragments only through these. Where an implementation keeps its operand
- * elements addressable (TILE_HAS_PACKED_REGS 0), TILE_A_AT(a, i) / TILE_B_AT(b, i) are
- * the fp32 (bf16-rounded) elements; where it packs them (TILE_HAS_PACKED_REGS 1),
- * TILE_A_REG(a, j) / TILE_B_REG(b, j) are registers of two bf16 (low half first): j of
- * TILE_A_NREG (TILE_B_NREG) holds elements 2j and 2j + 1.
+ * and tile_c_lane(row, col) is the lane that holds D[row][col] (rows r and r + 8 in one
+ * lane), for lane shuffles. Kernels index fragments only through these. Where an
+ * implementation keeps its operand elements addressable (TILE_HAS_PACKED_REGS 0),
+ * TILE_A_AT(a, i) / TILE_B_AT(b, i) are the fp32 (bf16-rounded) elements; where it packs
+ * them (TILE_HAS_PACKED_REGS 1), TILE_A_REG(a, j) / TILE_B_REG(b, j) are registers of two
+ * bf16 (low half first): j of TILE_A_NREG (TILE_B_NREG) holds elements 2j and 2j + 1. The
+ * kernels' packed fast paths (their own local layouts, feeding registers with 8-byte
+ * loads) are written for the m16n8k16 register order of tile_nv_mma.cl; another packed
+ * implementation brings its own, or sets TILE_HAS_PACKED_REGS 0.
  * Operands are loaded from local memory (bf16 as ushort, or fp32 rounded to bf16 on load,
  * nearest even), in either orientation:
  *   A: tile_load_a_*(p, ld, lane)    A[r][k] = p[r ld + k]        (row-major, 16 x 16)
@@ -60,7 +63,8 @@
  *                          other's registers
  *   TILE_HAS_ASYNC_COPY    tile_cp16 bypasses registers and runs behind the kernel
  *   TILE_HAS_MATRIX_LOAD   tile_ldsm_x4(_trans)(row): four 8 x 8 bf16 matrices' fragments
- *                          from lane-named rows
+ *                          from lane-named rows (lane names row tile_ldsm_row(lane) of
+ *                          matrix tile_ldsm_mat(lane))
  *   TILE_HAS_MATRIX_STORE  tile_stsm_x4(row, r0..r3): the inverse
  *   TILE_HAS_WARP_GROUP    products of 4 groups of 32 lanes with operands in local memory
  *                          (tile_wg_desc, tile_wg_fence / _commit, TILE_WG_WAIT,

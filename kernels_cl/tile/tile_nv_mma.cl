@@ -201,6 +201,10 @@ inline void tile_mma(tile_c *c, tile_a a, tile_b b)
  * 8 x 8 bf16 matrices' fragments from 8-row address lists (lane l names row l % 8 of matrix
  * l / 8), plain or transposed. Local addresses are the shared window's 32-bit offsets. */
 inline uint tile_local_addr(__local const void *p) { return (uint)(size_t)p; }
+/* The row address a lane gives ldmatrix / stmatrix: row tile_ldsm_row(lane) (0..7) of
+ * matrix tile_ldsm_mat(lane) (0..3). */
+inline int tile_ldsm_row(int lane) { return lane & 7; }
+inline int tile_ldsm_mat(int lane) { return lane >> 3; }
 inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
 {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
