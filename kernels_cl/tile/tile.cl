@@ -83,10 +83,11 @@
 #if !defined(TILE_LANES) || !defined(TILE_C_NE) || !defined(TILE_A_NE) || !defined(TILE_B_NE)
 #error "tile.cl: no tile implementation in front of the contract (lib/runtime/program.c)"
 #endif
-#if !defined(TILE_HAS_MATRIX_UNIT) || !defined(TILE_HAS_LANE_SHUFFLE) || !defined(TILE_HAS_ASYNC_COPY) || \
-    !defined(TILE_HAS_MATRIX_LOAD) || !defined(TILE_HAS_MATRIX_STORE) || !defined(TILE_HAS_WARP_GROUP) || \
-    !defined(TILE_HAS_A_FROM_C) || !defined(TILE_HAS_PACKED_REGS) || !defined(TILE_SCRATCH_FLOATS) || \
-    !defined(TILE_UNROLL)
+#if !defined(TILE_HAS_MATRIX_UNIT) || !defined(TILE_HAS_LANE_SHUFFLE) ||                         \
+    !defined(TILE_HAS_ASYNC_COPY) || !defined(TILE_HAS_MATRIX_LOAD) ||                           \
+    !defined(TILE_HAS_MATRIX_STORE) || !defined(TILE_HAS_WARP_GROUP) ||                          \
+    !defined(TILE_HAS_A_FROM_C) || !defined(TILE_HAS_PACKED_REGS) ||                             \
+    !defined(TILE_SCRATCH_FLOATS) || !defined(TILE_UNROLL)
 #error "tile.cl: the tile implementation misses a feature macro"
 #endif
 

@@ -18,7 +18,8 @@
  * and what the file needs to know of the device. A new implementation is one file in
  * kernels_cl/tile/ and one row here (plus its probe in clmoe__tile_features). */
 static const clmoe_tile_features portable = {
-    .impl = CLMOE_TILE_PORTABLE, .name = "portable", .options = "-DCLMOE_TILE_IMPL=tile_portable", .lanes = 32,
+    .impl = CLMOE_TILE_PORTABLE, .name = "portable",
+    .options = "-DCLMOE_TILE_IMPL=tile_portable", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16,
     .summary = "16x8x16 bf16 products on 32 lanes in fp32 arithmetic; no lane shuffles, "
                "asynchronous copies or matrix loads"};
@@ -33,7 +34,8 @@ static const clmoe_tile_features nv_mma_sm90 = {
     .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
     .options = "-DCLMOE_TILE_IMPL=tile_nv_mma -DTILE_NV_ARCH=90", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .matrix_store = 1, .warp_group = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .matrix_store = 1, .warp_group = 1,
+    .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads and stores, warp-group products (wgmma)"};
 static const clmoe_tile_features nv_mma_sm100 = {
@@ -56,8 +58,9 @@ const char *clmoe_tile_impl_name(clmoe_tile_impl impl)
 static float probe_a(int r, int k) { return (float)((r * 7 + k * 3 + 1) % 9 - 4); }
 static float probe_b(int k, int n) { return (float)((k * 5 + n * 11 + 2) % 7 - 3); }
 
-/* Builds "tile+probe" with the NVIDIA tiles (sm_80's row: what every generation has) and checks D = A B (B row-major and transposed)
- * exactly against the host. 1: the matrix unit works; 0: anything failed. */
+/* Builds "tile+probe" with the NVIDIA tiles (sm_80's row: what every generation has) and
+ * checks D = A B (B row-major and transposed) exactly against the host. 1: the matrix unit
+ * works; 0: anything failed. */
 static int probe_nv_mma(clmoe_ctx *ctx)
 {
   cl_kernel k = NULL;
