@@ -7,7 +7,7 @@
  *   strides of A and B multiples of 8 elements (16-byte copies; the host checks).
  *
  * K advances in steps of GA_BK through GA_STAGES local buffers: slices for GA_STAGES - 1 steps
- * ahead are in flight as asynchronous 16-byte copies (cp.async under PTX: no registers, no
+ * ahead are in flight as asynchronous 16-byte copies (tile_cp16: cp.async on NVIDIA, no registers, no
  * stores by the work-items) while the current step is multiplied; one barrier per step.
  * Each slice keeps its global layout (no transposes on the way):
  *   "kc" (k contiguous: A, or B when transposed): R rows of GA_BK k (32 or 16: 64 or 32
@@ -17,7 +17,7 @@
  *   "rc" (rows of M or N contiguous): GA_BK k rows of R elements; chunk c of row k at
  *        c ^ (k & 7); fragments come from ldmatrix.trans.
  * Fragments are read with ldmatrix.x4 (one per 16 x 16 A tile or per two 8-column B tiles)
- * under PTX; the portable tiles read the same layout element by element, so CI runs the
+ * where the tiles have matrix loads; the portable tiles read the same layout element by element, so CI runs the
  * addressing on PoCL. Ragged M, N, K: copies past an edge are zero-filled; stores past an
  * edge are skipped. */
 #ifdef CLMOE_TILE_CL
@@ -70,11 +70,7 @@
 #error "gemm_async: unsupported block shape"
 #endif
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define GA_UNROLL _Pragma("unroll")
-#else
-#define GA_UNROLL _Pragma("unroll 1") /* PoCL builds rolled loops in seconds */
-#endif
+#define GA_UNROLL TILE_UNROLL
 
 /* Element offsets (ushort) in a slice. */
 inline int ga_kc(int r, int k)
@@ -88,31 +84,32 @@ GEMM_COPY_LOOPS(ga_copy_kc, ga_copy_rc, GA_THREADS, GA_CPR, GA_CHUNKS, GA_UNROLL
 
 /* Fragments of the 16-k half h of a stage: A rows rb..rb+15; B columns nb..nb+15 (two
  * tiles). ga_off_* give a lane's element offset in a stage (computed once, before the K
- * loop); ga_ld_* read at it. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+ * loop); ga_ld_* read at it (matrix loads where the tiles have them, else element by element). */
+#if TILE_HAS_MATRIX_LOAD && TILE_HAS_PACKED_REGS
+/* (the lane's matrix-load row r of matrix m: lo = 8 (m % 2), hi = 8 (m / 2)) */
 inline int ga_off_a(int rb, int h, int lane)
 {
-  if (GT_TA)
-    return ga_rc(GA_BM, 16 * h + (lane & 7) + ((lane >> 4) << 3), rb + (((lane >> 3) & 1) << 3));
-  return ga_kc(rb + (lane & 7) + (((lane >> 3) & 1) << 3), 16 * h + ((lane >> 4) << 3));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  if (GT_TA) return ga_rc(GA_BM, 16 * h + r + hi, rb + lo);
+  return ga_kc(rb + r + lo, 16 * h + hi);
 }
 inline int ga_off_b(int nb, int h, int lane)
 {
-  if (GT_TB)
-    return GA_SLICE(GA_BM) + ga_kc(nb + (lane & 7) + ((lane >> 4) << 3), 16 * h + (((lane >> 3) & 1) << 3));
-  return GA_SLICE(GA_BM) + ga_rc(GA_BN, 16 * h + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3));
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  if (GT_TB) return GA_SLICE(GA_BM) + ga_kc(nb + r + hi, 16 * h + lo);
+  return GA_SLICE(GA_BM) + ga_rc(GA_BN, 16 * h + r + lo, nb + hi);
 }
 inline tile_a ga_ld_a(__local const ushort *p)
 {
   uint4 v = GT_TA ? tile_ldsm_x4_trans(p) : tile_ldsm_x4(p);
   tile_a a;
-  a.r[0] = v.x, a.r[1] = v.y, a.r[2] = v.z, a.r[3] = v.w;
+  TILE_A_REG(a, 0) = v.x, TILE_A_REG(a, 1) = v.y, TILE_A_REG(a, 2) = v.z, TILE_A_REG(a, 3) = v.w;
   return a;
 }
 inline void ga_ld_b(__local const ushort *p, tile_b *b0, tile_b *b1)
 {
   uint4 v = GT_TB ? tile_ldsm_x4(p) : tile_ldsm_x4_trans(p);
-  b0->r[0] = v.x, b0->r[1] = v.y, b1->r[0] = v.z, b1->r[1] = v.w;
+  TILE_B_REG(*b0, 0) = v.x, TILE_B_REG(*b0, 1) = v.y, TILE_B_REG(*b1, 0) = v.z, TILE_B_REG(*b1, 1) = v.w;
 }
 #define GA_LD_A(stage, off) ga_ld_a((stage) + (off))
 #define GA_LD_B(stage, off, b0, b1) ga_ld_b((stage) + (off), b0, b1)
@@ -127,22 +124,16 @@ inline float ga_b_at(__local const ushort *s, int k, int n, int flags)
 }
 inline tile_a ga_frag_a(__local const ushort *s, int rb, int h, int lane, int flags)
 {
-  int g = lane >> 2;
   tile_a a;
-  for (int k = 0; k < 16; k++) {
-    a.r[0][k] = ga_a_at(s, rb + g, 16 * h + k, flags);
-    a.r[1][k] = ga_a_at(s, rb + g + 8, 16 * h + k, flags);
-  }
+  for (int i = 0; i < TILE_A_NE; i++)
+    TILE_A_AT(a, i) = ga_a_at(s, rb + tile_a_row(lane, i), 16 * h + tile_a_col(lane, i), flags);
   return a;
 }
 inline tile_b ga_frag_b1(__local const ushort *s, int nb, int h, int lane, int flags)
 {
-  int n = nb + ((lane & 3) << 1);
   tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = ga_b_at(s, 16 * h + k, n, flags);
-    b.c[1][k] = ga_b_at(s, 16 * h + k, n + 1, flags);
-  }
+  for (int i = 0; i < TILE_B_NE; i++)
+    TILE_B_AT(b, i) = ga_b_at(s, 16 * h + tile_b_row(lane, i), nb + tile_b_col(lane, i), flags);
   return b;
 }
 /* Here an "offset" names the fragment: 2 rb + h (the stage pointer is the stage's start). */

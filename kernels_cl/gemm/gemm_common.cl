@@ -67,11 +67,7 @@ inline void gemm_store(__global float *C, ulong idx, float acc, float alpha, flo
   }
 
 #ifdef CLMOE_TILE_CL /* the epilogue takes the tile interface's accumulators */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define GEMM_UNROLL _Pragma("unroll")
-#else
-#define GEMM_UNROLL _Pragma("unroll 1") /* PoCL builds rolled loops in seconds */
-#endif
+#define GEMM_UNROLL TILE_UNROLL
 
 /* The epilogue: stores one accumulator tile, the 16 x 8 block of C at rows r0.., columns
  * c0.. (C's batch at cbase, row stride ldc), through gemm_store; elements past M x N are
@@ -80,10 +76,10 @@ inline void gemm_store_tile(__global float *C, ulong cbase, int ldc, int M, int 
                             tile_c acc, float alpha, float beta, int c_bf16, int lane)
 {
 GEMM_UNROLL
-  for (int e = 0; e < 4; e++) {
+  for (int e = 0; e < TILE_C_NE; e++) {
     int r = r0 + tile_c_row(lane, e), c = c0 + tile_c_col(lane, e);
     if (r < M && c < N)
-      gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, acc.v[e], alpha, beta, c_bf16);
+      gemm_store(C, cbase + (ulong)r * (ulong)ldc + (ulong)c, TILE_C_AT(acc, e), alpha, beta, c_bf16);
   }
 }
 #endif

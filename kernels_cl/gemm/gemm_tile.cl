@@ -21,7 +21,8 @@
  * (or uint2) per column.
  *   portable tiles: plane p, row r at uint (p R + r) 8: tile_load_a_bf16 / tile_load_bt_bf16
  *                   with ld 16.
- *   PTX tiles:      rows are permuted, r -> r ^ ((r >> 3) & 3), so that the fragment loads
+ *   packed tiles (TILE_HAS_PACKED_REGS, the m16n8k16 register order of tile_nv_mma.cl):
+ *                   rows are permuted, r -> r ^ ((r >> 3) & 3), so that the fragment loads
  *                   below and the transposing stores hit 32 different banks; and a lane
  *                   reads its 4 bf16 of a row (k = 4t..4t+3) as one uint2, giving them to
  *                   mma.sync's k slots 2t, 2t+1, 2t+8, 2t+9. A and B use the same k-to-slot
@@ -77,15 +78,12 @@
 #error "gemm_tile: unsupported block shape"
 #endif
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_PACKED_REGS
 #define GT_PHYS(r) ((r) ^ (((r) >> 3) & 3))
-#define GT_UNROLL _Pragma("unroll")
 #else
 #define GT_PHYS(r) (r)
-/* Unrolled, the portable tiles make straight-line code that CPU compilers (PoCL) take
- * minutes over; rolled loops build in seconds. */
-#define GT_UNROLL _Pragma("unroll 1")
 #endif
+#define GT_UNROLL TILE_UNROLL
 
 /* Two bf16 x[i + j], x[i + j + 1] as one uint (low half first), 0 at or past `valid`. */
 inline uint gt_pair(__global const ushort *x, ulong i, int j, int valid)
@@ -225,22 +223,22 @@ GT_UNROLL
   } while (0)
 
 /* Fragments of one 16-k plane: A rows rb .. rb + 15 of the slice, B rows (columns of op(B))
- * nb .. nb + 7. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+ * nb .. nb + 7: read as packed registers where the tiles have them, else by the loads. */
+#if TILE_HAS_PACKED_REGS
 inline tile_a gt_frag_a(__local const uint *plane, int rb, int lane)
 {
-  int g = lane >> 2, t = lane & 3;
+  int g = tile_a_row(lane, 0), t = tile_a_col(lane, 0) >> 1; /* rows g, g + 8; uint t, t + 4 */
   uint2 lo = *(__local const uint2 *)(plane + GT_PHYS(rb + g) * 8 + 2 * t);
   uint2 hi = *(__local const uint2 *)(plane + GT_PHYS(rb + g + 8) * 8 + 2 * t);
   tile_a a;
-  a.r[0] = lo.x, a.r[1] = hi.x, a.r[2] = lo.y, a.r[3] = hi.y;
+  TILE_A_REG(a, 0) = lo.x, TILE_A_REG(a, 1) = hi.x, TILE_A_REG(a, 2) = lo.y, TILE_A_REG(a, 3) = hi.y;
   return a;
 }
 inline tile_b gt_frag_b(__local const uint *plane, int nb, int lane)
 {
-  uint2 v = *(__local const uint2 *)(plane + GT_PHYS(nb + (lane >> 2)) * 8 + 2 * (lane & 3));
+  uint2 v = *(__local const uint2 *)(plane + GT_PHYS(nb + tile_b_col(lane, 0)) * 8 + tile_b_row(lane, 0));
   tile_b b;
-  b.r[0] = v.x, b.r[1] = v.y;
+  TILE_B_REG(b, 0) = v.x, TILE_B_REG(b, 1) = v.y;
   return b;
 }
 #else

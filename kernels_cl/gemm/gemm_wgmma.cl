@@ -9,7 +9,7 @@
  *
  * A work-group is GW_BM / 64 warp groups of 128 work-items (4 warps); warp group w computes
  * rows 64 w .. 64 w + 63 of the GW_BM x GW_BN block of C, GW_BN / 128 products of 64 x 128
- * per 16 k. Under PTX (sm_90a) each product is one wgmma.mma_async.m64n128k16 reading both
+ * per 16 k. With warp-group products (TILE_HAS_WARP_GROUP: sm_90a) each product is one wgmma.mma_async.m64n128k16 reading both
  * operands straight from local memory through matrix descriptors, so the operands never
  * pass through registers (mma.sync needs ldmatrix for every fragment: the limit of
  * gemm_async.cl); its accumulators (64 fp32 per work-item) stay in registers.
@@ -49,8 +49,8 @@
 #ifndef GW_BAND
 #define GW_BAND 8 /* block rows per band of the launch order */
 #endif
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX && (!defined(GT_TA) || !defined(GT_TB))
-#error "gemm_wgmma: under PTX the transposes are immediates: build with -DGT_TA=0|1 -DGT_TB=0|1"
+#if TILE_HAS_WARP_GROUP && (!defined(GT_TA) || !defined(GT_TB))
+#error "gemm_wgmma: with warp-group products the transposes are immediates: build with -DGT_TA=0|1 -DGT_TB=0|1"
 #endif
 #ifndef GT_TA
 #define GT_TA (flags & 1)
@@ -75,11 +75,7 @@
 #error "gemm_wgmma: unsupported block shape"
 #endif
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define GW_UNROLL _Pragma("unroll")
-#else
-#define GW_UNROLL _Pragma("unroll 1") /* PoCL builds rolled loops in seconds */
-#endif
+#define GW_UNROLL TILE_UNROLL
 
 /* Element offsets (ushort) in a slice: K-major row r, k; MN-major k, column r. */
 inline int gw_kc(int r, int k)
@@ -95,7 +91,7 @@ inline int gw_mn(int k, int r)
 #define GW_MN_AT(R, k, r) gw_mn(k, r)
 GEMM_COPY_LOOPS(gw_copy_kc, gw_copy_mn, GW_THREADS, GW_CPR, GW_CHUNKS, GW_UNROLL, gw_kc, GW_MN_AT)
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_WARP_GROUP
 #if GT_TB
 #define GW_TNSP_B 0 /* B [N, K]: K-major */
 #else
@@ -145,11 +141,11 @@ inline void gw_mma_portable(tile_c *d, __local const ushort *st, int r0, int n0,
 {
   int lane = lid & 31, row = r0 + 16 * ((lid >> 5) & 3);
   for (int j = 0; j < 16; j++)
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       int r = row + tile_c_row(lane, i), n = n0 + 8 * j + tile_c_col(lane, i);
-      float s = d[j].v[i];
+      float s = TILE_C_AT(d[j], i);
       for (int k = 0; k < 16; k++) s += gw_a_at(st, r, 16 * h + k, flags) * gw_b_at(st, 16 * h + k, n, flags);
-      d[j].v[i] = s;
+      TILE_C_AT(d[j], i) = s;
     }
 }
 #define GW_MMA(d, st, r0, n0, h, lid, flags) gw_mma_portable(d, st, r0, n0, h, lid, flags)

@@ -9,11 +9,13 @@
 /* ---- Layouts, shared with the host ---------------------------------------------------------
  * The work-group sizes of the KDA kernels, and the block layouts and local memory of the tile
  * kernels as functions of the head sizes K, V and of a build's warps W, ring stages NS and
- * flags PTX (the NVIDIA tiles: no fp32 scratch) and STSM (the stmatrix staging of saved
- * rows). The kernels declare their blocks and local arrays with these sizes (and, on the
- * portable tiles, fail to build where the arrays they declare add up to another size); the
- * host sizes buffers, checks coverage and fits the copy rings with the same text. Counts are
- * in the element type named; _BYTES are bytes. */
+ * flags REGS (the tiles make A operands of accumulators in registers, TILE_HAS_A_FROM_C:
+ * no fp32 scratch), SHFL (the tiles have lane shuffles, TILE_HAS_LANE_SHUFFLE: no scratch
+ * for kda_tile_warp.cl) and STSM (the stmatrix staging of saved rows). The kernels declare
+ * their blocks and local arrays with these sizes (and, on the portable tiles, fail to
+ * build where the arrays they declare add up to another size); the host sizes buffers,
+ * checks coverage and fits the copy rings with the same text. Counts are in the element
+ * type named; _BYTES are bytes. */
 #define KDA_CHUNK 16 /* rows of a chunk tile: with g >= -5 every exp(G_i - G_j) of a tile is
                         within e^+-80 */
 #define KDA_VS 16    /* columns of V per state-pass work-group */
@@ -66,16 +68,16 @@
  * tiles' scratch; the staging of the saved rows with STSM. */
 #define KDA_TILE_S64_U4(W) ((W) * 16 * KDA_CHUNK / 4)
 #define KDA_TILE_S64_STAGE4(K, W) (KDA_TILE_FWD_BLOCK(K) / 8 + KDA_TILE_S64_U4(W))
-#define KDA_TILE_STATE64_LOCAL_BYTES(K, W, NS, PTX, STSM)                                     \
-  (16 * (NS) * KDA_TILE_S64_STAGE4(K, W) + ((PTX) ? 0 : KDA_TILE_SCRATCH_BYTES(K, W)) +        \
+#define KDA_TILE_STATE64_LOCAL_BYTES(K, W, NS, REGS, STSM)                                    \
+  (16 * (NS) * KDA_TILE_S64_STAGE4(K, W) + ((REGS) ? 0 : KDA_TILE_SCRATCH_BYTES(K, W)) +       \
    ((STSM) ? KDA_TILE_STSM_BYTES(K, W) : 0))
 
 /* The backward's state passes (kda_tile_bwd.cl; kda_tile_states and the reverse pass, the
  * larger): a ring of NS reverse parts of a block, W warps' dO^T [16][LD16] bf16, the
  * portable tiles' scratch, the staging of the saved rows with STSM. */
-#define KDA_TILE_BWD_STATES_LOCAL_BYTES(K, W, NS, PTX, STSM)                                  \
+#define KDA_TILE_BWD_STATES_LOCAL_BYTES(K, W, NS, REGS, STSM)                                 \
   (2 * (NS) * KDA_TILE_BWD_REV_PART(K) + 2 * (W) * 16 * KDA_TILE_LD16 +                        \
-   ((PTX) ? 0 : KDA_TILE_SCRATCH_BYTES(K, W)) + ((STSM) ? KDA_TILE_STSM_BYTES(K, W) : 0))
+   ((REGS) ? 0 : KDA_TILE_SCRATCH_BYTES(K, W)) + ((STSM) ? KDA_TILE_STSM_BYTES(K, W) : 0))
 
 /* kda_tile_bwd_chunk (kda_tile_bwd_chunk.cl), per (chunk, head) of a work-group: a bf16 pool
  * shared by step 1 (each warp's ring of NS stages of S and dS [16][LD16], dO [16][LDV],
@@ -89,10 +91,10 @@
 #define KDA_TILE_CHUNK_POOL(K, V, NS)                                                          \
   (KDA_TILE_CHUNK_POOL1(K, V, NS) > KDA_TILE_CHUNK_POOL2(K, V) ? KDA_TILE_CHUNK_POOL1(K, V, NS) \
                                                                : KDA_TILE_CHUNK_POOL2(K, V))
-#define KDA_TILE_CHUNK_LOCAL_BYTES(K, V, NS, PTX)                                              \
+#define KDA_TILE_CHUNK_LOCAL_BYTES(K, V, NS, SHFL)                                             \
   (2 * KDA_TILE_CHUNK_POOL(K, V, NS) + 2 * 16 * KDA_TILE_LDV(V) +                              \
    4 * (6 * 16 * KDA_TILE_LDT + 3 * (KDA_TILE_CHUNK_WG / 32) * 16 + (K) + 16) +                \
-   ((PTX) ? 0 : 4 * (KDA_TILE_CHUNK_WG / 32) * 16 * KDA_TILE_LDT))
+   ((SHFL) ? 0 : 4 * (KDA_TILE_CHUNK_WG / 32) * 16 * KDA_TILE_LDT))
 
 /* ---- OpenCL C from here on ----------------------------------------------------------------- */
 #ifdef __OPENCL_VERSION__

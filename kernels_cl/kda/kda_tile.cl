@@ -182,13 +182,13 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
   /* (KDA_TILE_PREP_LOCAL_BYTES: how the host decides whether a device can run the kernels) */
   __local float G[CH][TC_LDK]; /* gate, then its in-chunk cumsum (rows padded: bank spread) */
   __local float E0[KD], EL[KD]; /* e^G0, e^(G_last - G0) per column */
-  /* bf16 operands; 4-byte aligned for the paired loads of the PTX tiles */
+  /* bf16 operands; 4-byte aligned for the paired loads of packed tiles */
   __local ushort Qp[CH][TC_LDK] TC_AL, Kp[CH][TC_LDK] TC_AL; /* A operands */
   __local ushort Km[CH][TC_LDK] TC_AL;                       /* B operand, stored transposed */
   __local ushort Bk[CH][TC_LDK] TC_AL, Bv[CH][TC_LDV] TC_AL; /* B operands (row-major) */
   __local float Akk[CH][TC_LDT], Tm[CH][TC_LDT];
   __local float red[2][CH][8], nq[CH], nk[CH], bt[CH];
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_MATRIX_UNIT /* (checked on the portable builds, which CI runs) */
   KDA_LAYOUT_CHECK(sizeof G + sizeof E0 + sizeof EL + sizeof Qp + sizeof Kp + sizeof Km +
                        sizeof Bk + sizeof Bv + sizeof Akk + sizeof Tm + sizeof red + sizeof nq +
                        sizeof nk + sizeof bt ==
@@ -278,12 +278,12 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
     for (int ks = 0; ks < KD / 16; ks++)
       tile_mma(&acc, tile_load_a_bf16(ap + 16 * ks, TC_LDK, lane),
                tile_load_bt_bf16(&Km[8 * nt][16 * ks], TC_LDK, lane));
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
-      if (isq) TC_PUT_A(row, col, col <= row ? scale * acc.v[i] : 0.0f);
-      else Akk[row][col] = col < row ? bt[row] * acc.v[i] : 0.0f;
+      if (isq) TC_PUT_A(row, col, col <= row ? scale * TILE_C_AT(acc, i) : 0.0f);
+      else Akk[row][col] = col < row ? bt[row] * TILE_C_AT(acc, i) : 0.0f;
 #if TC_BB
-      if (!isq) ((__global float *)(bb + KDA_BB_PM))[row * CH + col] = col < row ? acc.v[i] : 0.0f;
+      if (!isq) ((__global float *)(bb + KDA_BB_PM))[row * CH + col] = col < row ? TILE_C_AT(acc, i) : 0.0f;
 #endif
     }
   }
@@ -300,15 +300,15 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
     for (int nt = warp; nt < KD / 8; nt += TC_PREP_WG / 32) {
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bk[0][8 * nt], TC_LDK, lane));
-      for (int i = 0; i < 4; i++)
-        if (!(TC_DIAG & 16)) TC_PUT_W(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i), acc.v[i]);
+      for (int i = 0; i < TILE_C_NE; i++)
+        if (!(TC_DIAG & 16)) TC_PUT_W(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i), TILE_C_AT(acc, i));
     }
     __global float *U = Ug + ((ulong)c * (ulong)H + (ulong)h) * CH * VD;
     for (int nt = warp; nt < VD / 8; nt += TC_PREP_WG / 32) {
       tile_c acc = tile_c_zero();
       tile_mma(&acc, ta, tile_load_b_bf16(&Bv[0][8 * nt], TC_LDV, lane));
-      for (int i = 0; i < 4; i++)
-        if (!(TC_DIAG & 32)) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = acc.v[i];
+      for (int i = 0; i < TILE_C_NE; i++)
+        if (!(TC_DIAG & 32)) U[TC_IU(tile_c_row(lane, i), 8 * nt + tile_c_col(lane, i))] = TILE_C_AT(acc, i);
     }
   }
 #undef NJ

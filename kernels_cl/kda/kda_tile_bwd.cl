@@ -4,7 +4,7 @@
  * -DTC_BWD=1 (kda_tile.cl's prep writes the backward's blocks; kda_tile_state.cl gives its
  * fragment helpers, not its kernel), -DTB_NW (computing warps of a state pass's
  * work-group), -DTB_NS (stages of its copy ring, 2..4) and -DTB_PROD (0/1: a producer
- * warp, PTX tiles only). Every product over K or V is tile_mma (D[16 x 8] += A[16 x 16]
+ * warp, tiles with asynchronous copies only). Every product over K or V is tile_mma (D[16 x 8] += A[16 x 16]
  * B[16 x 8], bf16 operands, fp32 accumulators). The per-chunk factors: one bf16 block per
  * (chunk, head) from the prep (kda_common.cl's KDA_BB_*: B operands in fragment order, where
  * each pass reads them) and U^T [chunks, H, V, 16] fp32, with the forward
@@ -13,7 +13,7 @@
  * The two head-parallel passes keep their state transposed in fp32 accumulators, as the
  * forward's state pass does (kda_tile_state.cl): each warp owns 16 columns of V, and every
  * product takes the state, dO^T or Vnew^T / dVnew^T as its A operand (accumulator pairs
- * packed to bf16, no memory on PTX) and the chunk's fragments as B. On the H200 this
+ * packed to bf16, no memory with TILE_HAS_A_FROM_C) and the chunk's fragments as B. On the H200 this
  * formulation took the two passes from 1.78 + 1.88 ms (S [K, 8] with a bf16 copy in local
  * memory, 8 columns per warp) to 1.03 + 1.16 at H 16, T 16384 (2 warps per work-group).
  * kda_tile_fwd_save / kda_tile_state_bwd run them one after the other, kda_tile_states both in
@@ -30,7 +30,7 @@
  *     dS^T    = dS^T Diag(gl) + dO^T Qg + dVnew^T (-W),
  *   keeping every chunk's dS^T [chunks, H, V, K] bf16 and dS at the start as dinitial_state.
  * Both copy each chunk's part of the block into a ring of TB_NS local stages TB_NS - 1
- * chunks ahead (cp.async on PTX, by the producer warp with TB_PROD; plain copies elsewhere),
+ * chunks ahead (tile_cp16: cp.async on NVIDIA, by the producer warp with TB_PROD; plain copies elsewhere),
  * one work-group barrier per chunk. The portable tiles pass the state and Vnew^T through a
  * per-warp fp32 scratch instead (two more barriers a chunk); with -DTC_STSM=1 the saved
  * rows leave through a per-warp staging area there (tc_save_rows).
@@ -42,7 +42,7 @@
 #ifndef TB_NS
 #define TB_NS 3
 #endif
-#if !defined(TB_PROD) || !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !defined(TB_PROD) || !TILE_HAS_ASYNC_COPY
 #undef TB_PROD
 #define TB_PROD 0
 #endif
@@ -55,7 +55,6 @@
 #define TB_FWD4 (KDA_BB_SAVE / 8)                 /* ... of the save pass's part */
 #define TB_REV4 (KDA_TILE_BWD_REV_PART(KD) / 8)   /* ... of the reverse pass's, after it */
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
 #if TB_NS == 2
 #define TB_CP_WAIT() TILE_CP_WAIT(0)
 #elif TB_NS == 3
@@ -63,6 +62,7 @@
 #else
 #define TB_CP_WAIT() TILE_CP_WAIT(2)
 #endif
+#if TILE_HAS_A_FROM_C
 /* [16 x KD] state^T tiles st (fp32 accumulators) as A operand of k-step ks */
 #define TB_A_ST(st, ks) tc_a_pair((st)[2 * (ks)], (st)[2 * (ks) + 1])
 #if TC_STSM /* sS, sV: the warp's staging of the saved rows (tc_save_rows) */
@@ -73,7 +73,6 @@
 #define TB_SCRATCH(nw) __local float *sS = NULL, *sV = NULL /* (no scratch) */
 #endif
 #else
-#define TB_CP_WAIT() ((void)0)
 #define TB_A_ST(st, ks) tile_load_a_f32(sS + 16 * (ks), TC_LDS, lane)
 /* the per-warp fp32 scratch of the portable tiles: sS (the state^T), sV (Vnew^T, dVnew^T) */
 #define TB_SCRATCH(nw)                                                                      \
@@ -99,7 +98,7 @@ inline void tb_issue(__local uint4 *st, __global const uint4 *blkg, ulong cc, in
 inline void tb_put_state(const tile_c *st, __global ushort *p, __local float *sS, int lane)
 {
   tc_save_rows(st, TC_NKT, p, (__local ushort *)sS, lane);
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_A_FROM_C
   for (int nt = 0; nt < TC_NKT; nt++) tile_store_c_local(st[nt], sS + 8 * nt, TC_LDS, lane);
 #endif
 }
@@ -108,7 +107,7 @@ inline void tb_put_state(const tile_c *st, __global ushort *p, __local float *sS
  * portable tiles through the scratch sV; every work-item calls it there). */
 inline tile_a tb_a_tokens(tile_c x0, tile_c x1, __local float *sV, int lane)
 {
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_A_FROM_C
   return tc_a_pair(x0, x1);
 #else
   tile_store_c_local(x0, sV, CH, lane);
@@ -123,8 +122,8 @@ inline void tb_load_state(tile_c *x, __global const float *src, ulong o, int has
 {
   TC_UNROLL
   for (int nt = 0; nt < TC_NKT; nt++)
-    for (int i = 0; i < 4; i++)
-      x[nt].v[i] = has ? src[o + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
+    for (int i = 0; i < TILE_C_NE; i++)
+      TILE_C_AT(x[nt], i) = has ? src[o + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
 }
 
 /* ---- the save pass --------------------------------------------------------------------- */
@@ -137,14 +136,14 @@ ts_chunk(tile_c *S, __local const ushort *sb, const float2 *u, __global ushort *
          int lane, __local float *sS, __local float *sV)
 {
   tb_put_state(S, ssp, sS, lane);
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_A_FROM_C
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
   /* Vnew^T by token tile: two chains over the k-steps, the first from U^T */
   tile_c acc[2][2];
   for (int nt = 0; nt < 2; nt++) {
-    acc[0][nt].v[0] = u[2 * nt].x, acc[0][nt].v[1] = u[2 * nt].y;
-    acc[0][nt].v[2] = u[2 * nt + 1].x, acc[0][nt].v[3] = u[2 * nt + 1].y;
+    for (int i = 0; i < TILE_C_NE; i += 2) /* u: [token tile][this lane's rows], column pairs */
+      TILE_C_AT(acc[0][nt], i) = u[2 * nt + i / 2].x, TILE_C_AT(acc[0][nt], i + 1) = u[2 * nt + i / 2].y;
     acc[1][nt] = tile_c_zero();
   }
   TC_UNROLL
@@ -155,7 +154,7 @@ ts_chunk(tile_c *S, __local const ushort *sb, const float2 *u, __global ushort *
   }
   tile_c vn[2];
   for (int nt = 0; nt < 2; nt++)
-    for (int i = 0; i < 4; i++) vn[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
+    for (int i = 0; i < TILE_C_NE; i++) TILE_C_AT(vn[nt], i) = TILE_C_AT(acc[0][nt], i) + TILE_C_AT(acc[1][nt], i);
   tc_save_rows(vn, 2, vnp, (__local ushort *)sS, lane);
   const tile_a av = tb_a_tokens(vn[0], vn[1], sV, lane);
   tc_state_update(S, (__local const float *)(sb + KDA_BB_S2), av, sb + KDA_BB_S1, av, sb, 0, lane);
@@ -173,7 +172,7 @@ ts_pass(__local uint4 *ring, __local float *sS, __local float *sV, int gx, __glo
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
   const int computes = TB_PROD ? warp < TB_NW : 1, cw = computes ? warp : 0;
   const int j0 = (gx * TB_NW + cw) * 16; /* this warp's V columns */
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
+  const int g = tile_c_row(lane, 0), t2 = tile_c_col(lane, 0); /* rows g, g + 8; columns t2, + 1 */
   const int copier = TB_PROD ? !computes : 1, ci0 = TB_PROD ? lane : lid, cn = TB_PROD ? 32 : 32 * TB_NW;
   tile_c S[TC_NKT]; /* S^T: tile nt holds S^T[row][8 nt + col] = S[8 nt + col][j0 + row] */
   tb_load_state(S, h0, h0o + ((ulong)n * (ulong)H + (ulong)h) * KD * VD, has_h0 & computes, j0, lane);
@@ -220,7 +219,7 @@ tr_chunk(tile_c *dS, __local const ushort *rb, __local const ushort *dol, __glob
          __global float *dup, int lane, __local float *sS, __local float *sV)
 {
   tb_put_state(dS, dsp, sS, lane);
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_A_FROM_C
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
   const tile_a ao = tile_load_at_bf16(dol, TR_LDO, lane); /* dO^T [16 columns x 16 tokens] */
@@ -239,9 +238,9 @@ tr_chunk(tile_c *dS, __local const ushort *rb, __local const ushort *dol, __glob
   }
   tile_c dv[2];
   for (int nt = 0; nt < 2; nt++)
-    for (int i = 0; i < 4; i++) {
-      dv[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
-      dup[(8 * nt + tile_c_col(lane, i)) * VD + tile_c_row(lane, i)] = dv[nt].v[i]; /* dU[token][column] */
+    for (int i = 0; i < TILE_C_NE; i++) {
+      TILE_C_AT(dv[nt], i) = TILE_C_AT(acc[0][nt], i) + TILE_C_AT(acc[1][nt], i);
+      dup[(8 * nt + tile_c_col(lane, i)) * VD + tile_c_row(lane, i)] = TILE_C_AT(dv[nt], i); /* dU[token][column] */
     }
   const tile_a av = tb_a_tokens(dv[0], dv[1], sV, lane);
   tc_state_update(dS, (__local const float *)(rb + (KDA_BB_R4 - KDA_BB_R0)), ao, rb + (KDA_BB_R1 - KDA_BB_R0), av,
@@ -304,8 +303,8 @@ tr_pass(__local uint4 *ring, __local ushort *dO, __local float *sS, __local floa
   if (has_dh0 & computes) {
     TC_UNROLL
     for (int nt = 0; nt < TC_NKT; nt++)
-      for (int i = 0; i < 4; i++)
-        dh0[dh0o + sbase + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] = dS[nt].v[i];
+      for (int i = 0; i < TILE_C_NE; i++)
+        dh0[dh0o + sbase + (ulong)(8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] = TILE_C_AT(dS[nt], i);
   }
 }
 
@@ -333,7 +332,7 @@ void kda_tile_state_bwd(__global const uint4 *blkg, __global const int2 *chunks,
   __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
   TB_SCRATCH(TB_NW);
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_A_FROM_C
   KDA_LAYOUT_CHECK(sizeof ring + sizeof dO + sizeof scr_ ==
                    KDA_TILE_BWD_STATES_LOCAL_BYTES(KD, TB_NW, TB_NS, 0, 0));
 #endif
@@ -358,7 +357,7 @@ void kda_tile_states(__global const uint4 *blkg, __global const float *Ug, __glo
   __local ushort dO[TB_NW * CH * TR_LDO] TB_AL;
   const int warp = (int)get_local_id(0) >> 5, cw = warp < TB_NW ? warp : 0;
   TB_SCRATCH(TB_NW);
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_A_FROM_C
   KDA_LAYOUT_CHECK(sizeof ring + sizeof dO + sizeof scr_ ==
                    KDA_TILE_BWD_STATES_LOCAL_BYTES(KD, TB_NW, TB_NS, 0, 0));
 #endif

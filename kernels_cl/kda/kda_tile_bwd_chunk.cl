@@ -101,7 +101,8 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
   __local float red_[TD_PAIR][3][TD_NW][CH], dglL_[TD_PAIR][KD], btL_[TD_PAIR][CH];
   const int sub = (int)get_local_id(0) / TD_WG; /* this half's chunk */
   const int lid = (int)get_local_id(0) % TD_WG, warp = lid >> 5, lane = lid & 31;
-  const int g = lane >> 2, t = lane & 3, c0 = 16 * warp;
+  /* this lane's accumulator rows g, g + 8 and columns 2 t, 2 t + 1 of each 8-column tile */
+  const int g = tile_c_row(lane, 0), t = tile_c_col(lane, 0) >> 1, c0 = 16 * warp;
   const int hasK = c0 < KD, hasV = c0 < VD;
   const int cw = (int)get_group_id(0) * TD_PAIR + sub, h = (int)get_group_id(1);
   const int live = cw < nch, c = live ? cw : nch - 1; /* a dead half reads, never writes */
@@ -114,7 +115,7 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
   const ulong base = (ulong)c * (ulong)H + (ulong)h;
   const float ea = exp(A_log[ao + h]);
   TD_SCRATCH(TD_NW);
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_LANE_SHUFFLE /* (the scratch of kda_tile_warp.cl) */
   KDA_LAYOUT_CHECK(sizeof pool_ + sizeof DU_ + sizeof Tm_ + sizeof Pm_ + sizeof M1_ + sizeof M4_ +
                        sizeof Mm_ + sizeof tA_ + sizeof red_ + sizeof dglL_ + sizeof btL_ +
                        sizeof scr_ ==
@@ -221,7 +222,7 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
       tile_mma(&aA, ao, tile_load_b_bf16(VN + 16 * ks * TD_LDN + 8 * warp, TD_LDN, lane));
     TILE_WARP_SYNC(); /* the stage is read before the next copy into it */
   }
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_LANE_SHUFFLE
   agl += tile_shfl_xor(agl, 16);
 #else
   if (lane < 16) red[2][warp][lane] = agl; /* then lanes 16..31 add theirs */
@@ -232,9 +233,9 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
 #endif
   if (hasK && lane < 16) dglL[c0 + lane] = agl;
   if (warp < 2)
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int row = tile_c_row(lane, i), col = 8 * warp + tile_c_col(lane, i);
-      tA[row][col] = col <= row ? scale * aA.v[i] : 0.0f; /* d(Qp Km^T) */
+      tA[row][col] = col <= row ? scale * TILE_C_AT(aA, i) : 0.0f; /* d(Qp Km^T) */
     }
   barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past its ring: the pool becomes step 2's */
 
@@ -256,7 +257,7 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
   TD_UNROLL
   for (int e = 0; e < 8; e++) {
     const int n = e >> 2, i = e & 3;
-    gq[e] = aQ[n].v[i], gk[e] = aK[n].v[i], gw[e] = -aW[n].v[i];
+    gq[e] = TILE_C_AT(aQ[n], i), gk[e] = TILE_C_AT(aK[n], i), gw[e] = -TILE_C_AT(aW[n], i);
   }
   if (hasK)
     TD_UNROLL
@@ -280,7 +281,7 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
       const tile_a tt = tile_load_at_f32(&Tm[0][0], TD_LDF, lane);
       for (int n = 0; n < 2; n++) tile_mma(&a[n], tt, tile_load_b_bf16(DW + c0 + 8 * n, TD_LDK, lane));
     }
-    for (int e = 0; e < 8; e++) x[e] = a[e >> 2].v[e & 3];
+    for (int e = 0; e < 8; e++) x[e] = TILE_C_AT(a[e / TILE_C_NE], e % TILE_C_NE);
   }
   /* the elementwise terms of Qg = scale e^G qn, Kd = e^(GL - G) kn and W = Tm Kb */
   float dqn[8], dkn[8], dG[8], pb[2] = {0.0f, 0.0f}, kdg[8]; /* pb: rows g, g + 8 */
@@ -309,9 +310,9 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
       tile_mma(&a1, tile_load_a_bf16(DW2 + 16 * ks, TD_LDK, lane), tile_load_bt_bf16(Kp + 8 * warp * TD_LDK + 16 * ks, TD_LDK, lane));
     for (int ks = 0; ks < VD / 16; ks++)
       tile_mma(&a2, tile_load_a_bf16(&DU[0][16 * ks], TD_LDV, lane), tile_load_bt_bf16(Vb + 8 * warp * TD_LDV + 16 * ks, TD_LDV, lane));
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int col = 8 * warp + tile_c_col(lane, i);
-      M1[tile_c_row(lane, i)][col] = btL[col] * a1.v[i] + a2.v[i];
+      M1[tile_c_row(lane, i)][col] = btL[col] * TILE_C_AT(a1, i) + TILE_C_AT(a2, i);
     }
   }
   if (hasV) {
@@ -321,10 +322,10 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
       tile_c a = tile_c_zero();
       tile_mma(&a, tt, tile_load_b_bf16(&DU[0][c0 + 8 * n], TD_LDV, lane));
       TD_UNROLL
-      for (int i = 0; i < 4; i++) {
-        const int e = 4 * n + i, row = TD_ROW(e);
-        if (row < len) dv[dvo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + c0 + TD_COL(e)] = bt[(e >> 1) & 1] * a.v[i];
-        pb[(e >> 1) & 1] += a.v[i] * vv[e]; /* dbeta gets dVb . v */
+      for (int i = 0; i < TILE_C_NE; i++) {
+        const int e = TILE_C_NE * n + i, row = TD_ROW(e);
+        if (row < len) dv[dvo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + c0 + TD_COL(e)] = bt[(e >> 1) & 1] * TILE_C_AT(a, i);
+        pb[(e >> 1) & 1] += TILE_C_AT(a, i) * vv[e]; /* dbeta gets dVb . v */
       }
     }
   }
@@ -363,9 +364,9 @@ void kda_tile_bwd_chunk(__global const store_t *q, ulong qo, __global const stor
     }
     TD_UNROLL
     for (int e = 0; e < 8; e++) {
-      const int n = e >> 2, i = e & 3, o = TD_ROW(e) * TD_LDK + c0 + TD_COL(e);
+      const int n = e / TILE_C_NE, i = e % TILE_C_NE, o = TD_ROW(e) * TD_LDK + c0 + TD_COL(e);
       const float kp = bf16_to_f32(Kp[o]), qp = bf16_to_f32(Qp[o]), km = bf16_to_f32(Km[o]);
-      const float xk = a[0][n].v[i], xq = a[1][n].v[i], xm = a[2][n].v[i];
+      const float xk = TILE_C_AT(a[0][n], i), xq = TILE_C_AT(a[1][n], i), xm = TILE_C_AT(a[2][n], i);
       dkn[e] += up[e] * xk + xm / up[e];
       dqn[e] += up[e] * xq;
       dG[e] += kp * xk + qp * xq - km * xm;

@@ -14,7 +14,7 @@
  *   O^T    = S^T Qg^T + Vnew^T Aqk^T              (causal and scaled in Aqk)
  *   S^T    = S^T Diag(gl) + Vnew^T Kd             (KD / 8 column tiles)
  * The chunks' blocks (and the work-group's U^T rows) travel into a ring of TC_NS local
- * stages by asynchronous copies (cp.async on PTX) issued TC_NS - 1 chunks ahead, so no
+ * stages by asynchronous copies (tile_cp16: cp.async on NVIDIA) issued TC_NS - 1 chunks ahead, so no
  * register holds them and their latency hides behind that many chunks: one barrier per
  * chunk. On the H200 this cut the pass ~2x against staging through registers, whose
  * global latency and local stores were most of its time (docs/benchmarks-tiles.md). The
@@ -28,9 +28,9 @@
 #define TC_NKT (KD / 8)  /* 8-column tiles of S^T */
 #define TC_FRAG 128      /* ushorts of one B fragment */
 #define TC_NT (32 * TC_NW)
-/* TC_PROD 1 (PTX tiles only): one more warp issues every copy, so the TC_NW computing warps
- * spend no instructions on them. */
-#if !defined(TC_PROD) || !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+/* TC_PROD 1 (asynchronous copies only): one more warp issues every copy, so the TC_NW
+ * computing warps spend no instructions on them. */
+#if !defined(TC_PROD) || !TILE_HAS_ASYNC_COPY
 #undef TC_PROD
 #define TC_PROD 0
 #endif
@@ -45,35 +45,16 @@
 #define TC_U4 KDA_TILE_S64_U4(TC_NW)           /* uint4 of the work-group's U^T rows */
 #define TC_STG4 KDA_TILE_S64_STAGE4(KD, TC_NW) /* uint4 of one stage: the block, then U^T */
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define TC_UNROLL _Pragma("unroll")
-/* The B fragment at f (TC_FRAG ushorts, 8-byte aligned): this lane's uint2. */
-inline tile_b tc_frag(__local const ushort *f, int lane)
-{
-  const uint2 u = ((__local const uint2 *)f)[lane];
-  tile_b b;
-  b.r[0] = u.x;
-  b.r[1] = u.y;
-  return b;
-}
-/* Two fp32 as a bf16 pair (lo in the low half), nearest even, one instruction. */
-inline uint tc_cvt2(float lo, float hi)
-{
-  uint r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-/* [c0 | c1] as an A operand (tile_a_from_c with packed conversions). */
-inline tile_a tc_a_pair(tile_c c0, tile_c c1)
-{
-  tile_a a;
-  a.r[0] = tc_cvt2(c0.v[0], c0.v[1]);
-  a.r[1] = tc_cvt2(c0.v[2], c0.v[3]);
-  a.r[2] = tc_cvt2(c1.v[0], c1.v[1]);
-  a.r[3] = tc_cvt2(c1.v[2], c1.v[3]);
-  return a;
-}
+#define TC_UNROLL TILE_UNROLL
+/* The B fragment at f (TC_FRAG ushorts in fragment order, 8-byte aligned). */
+#define tc_frag tile_load_b_ordered
+#if TILE_HAS_A_FROM_C
+/* [c0 | c1] as an A operand, in registers. */
+#define tc_a_pair(c0, c1) tile_a_from_c_cvt(c0, c1, lane)
 #define TC_A_S(ks) tc_a_pair(S[2 * (ks)], S[2 * (ks) + 1])
+#else
+#define TC_A_S(ks) tile_load_a_f32(sS + 16 * (ks), TC_LDS, lane)
+#endif
 /* Waits for the copies of the chunk about to run: TC_NS - 2 younger groups may fly. */
 #if TC_NS == 2
 #define TC_CP_WAIT() TILE_CP_WAIT(0)
@@ -82,51 +63,31 @@ inline tile_a tc_a_pair(tile_c c0, tile_c c1)
 #else
 #define TC_CP_WAIT() TILE_CP_WAIT(2)
 #endif
-#else
-/* Portable: rolled loops (PoCL compiles the unrolled portable tiles slowly). */
-#define TC_UNROLL _Pragma("unroll 1")
-inline tile_b tc_frag(__local const ushort *f, int lane)
-{
-  const int n = (lane & 3) << 1;
-  tile_b b;
-  TC_UNROLL
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = bf16_to_f32(f[TC_FO(k, n)]);
-    b.c[1][k] = bf16_to_f32(f[TC_FO(k, n + 1)]);
-  }
-  return b;
-}
-#define TC_A_S(ks) tile_load_a_f32(sS + 16 * (ks), TC_LDS, lane)
-#define TC_CP_WAIT() ((void)0)
-#endif
 
 /* Two fp32 as a bf16 pair (lo in the low half), nearest even. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define tc_pack2 tc_cvt2
-#else
-inline uint tc_pack2(float lo, float hi) { return (uint)f32_to_bf16(lo) | ((uint)f32_to_bf16(hi) << 16); }
-#endif
+#define tc_pack2 tile_cvt2
 
 /* n accumulator tiles x (8 columns each, rows: this warp's 16 columns of V) as bf16 rows
  * of ld at p: row r holds x[nt][r][c] at p[r ld + 8 nt + c]; one 4-byte store per pair. The
  * backward's saved states S_c^T, dS^T (ld KD) and Vnew^T (ld 16). */
 inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, int lane)
 {
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
+  /* this lane's rows g0 (elements 0, 1), g1 (2, 3), columns t2, t2 + 1 (tile.cl) */
+  const int g0 = tile_c_row(lane, 0), g1 = tile_c_row(lane, 2), t2 = tile_c_col(lane, 0);
   TC_UNROLL
   for (int nt = 0; nt < n; nt++) {
-    *(__global uint *)(p + g * ld + 8 * nt + t2) = tc_pack2(x[nt].v[0], x[nt].v[1]);
-    *(__global uint *)(p + (g + 8) * ld + 8 * nt + t2) = tc_pack2(x[nt].v[2], x[nt].v[3]);
+    *(__global uint *)(p + g0 * ld + 8 * nt + t2) = tc_pack2(TILE_C_AT(x[nt], 0), TILE_C_AT(x[nt], 1));
+    *(__global uint *)(p + g1 * ld + 8 * nt + t2) = tc_pack2(TILE_C_AT(x[nt], 2), TILE_C_AT(x[nt], 3));
   }
 }
 
 /* tc_save_rows: tc_store_rows for a warp's rows of contiguous storage (width 8 n, rows
- * contiguous), with -DTC_STSM=1 (PTX tiles on sm_90) through a per-warp staging area stg
+ * contiguous), with -DTC_STSM=1 (tiles with matrix stores) through a per-warp staging area stg
  * ([16][TC_LDG] bf16): stmatrix puts the tiles there, then every lane stores whole 16-byte
  * pieces, so a warp's store writes full 32-byte sectors in order (the 4-byte pairs of
  * tc_store_rows fill half a sector per row: twice the store transactions, on the state
  * passes' serial path). */
-#if !defined(TC_STSM) || !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !defined(TC_STSM) || !TILE_HAS_MATRIX_STORE
 #undef TC_STSM
 #define TC_STSM 0
 #endif
@@ -135,13 +96,13 @@ inline void tc_store_rows(const tile_c *x, int n, __global ushort *p, int ld, in
 #if TC_STSM
 inline void tc_save_rows(const tile_c *x, int n, __global ushort *p, __local ushort *stg, int lane)
 {
-  const int m = lane >> 3, i = lane & 7, ld = 8 * n + 8, per = n; /* uint4 a row: n */
+  const int m = tile_ldsm_mat(lane), i = tile_ldsm_row(lane), ld = 8 * n + 8, per = n; /* uint4 a row: n */
   TILE_WARP_SYNC(); /* every lane done reading the previous rows */
   TC_UNROLL
   for (int nt = 0; nt < n; nt += 2)
-    tile_stsm_x4(stg + ((m & 1) * 8 + i) * ld + 8 * (nt + (m >> 1)), tc_pack2(x[nt].v[0], x[nt].v[1]),
-                 tc_pack2(x[nt].v[2], x[nt].v[3]), tc_pack2(x[nt + 1].v[0], x[nt + 1].v[1]),
-                 tc_pack2(x[nt + 1].v[2], x[nt + 1].v[3]));
+    tile_stsm_x4(stg + ((m & 1) * 8 + i) * ld + 8 * (nt + (m >> 1)), tc_pack2(TILE_C_AT(x[nt], 0), TILE_C_AT(x[nt], 1)),
+                 tc_pack2(TILE_C_AT(x[nt], 2), TILE_C_AT(x[nt], 3)), tc_pack2(TILE_C_AT(x[nt + 1], 0), TILE_C_AT(x[nt + 1], 1)),
+                 tc_pack2(TILE_C_AT(x[nt + 1], 2), TILE_C_AT(x[nt + 1], 3)));
   TILE_WARP_SYNC();
   TC_UNROLL
   for (int e = lane; e < 16 * per; e += 32) {
@@ -163,14 +124,14 @@ __attribute__((always_inline)) inline void
 tc_state_update(tile_c *x, __local const float *gl, tile_a a0, __local const ushort *b0, tile_a a1,
                 __local const ushort *b1, int two, int lane)
 {
-  const int t2 = (lane & 3) << 1;
+  const int t2 = tile_c_col(lane, 0); /* this lane's two columns: t2, t2 + 1 */
   TC_UNROLL
   for (int nt = 0; nt < TC_NKT; nt++) {
     const float2 d = vload2(0, gl + 8 * nt + t2);
-    x[nt].v[0] *= d.x;
-    x[nt].v[1] *= d.y;
-    x[nt].v[2] *= d.x;
-    x[nt].v[3] *= d.y;
+    TILE_C_AT(x[nt], 0) *= d.x;
+    TILE_C_AT(x[nt], 1) *= d.y;
+    TILE_C_AT(x[nt], 2) *= d.x;
+    TILE_C_AT(x[nt], 3) *= d.y;
     tile_mma(&x[nt], a0, tc_frag(b0 + nt * TC_FRAG, lane));
     if (two) tile_mma(&x[nt], a1, tc_frag(b1 + nt * TC_FRAG, lane));
   }
@@ -186,7 +147,8 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
            int H, int j0, int lane, __global out_t *o, ulong oo, __local float *sS,
            __local float *sV, __global ushort *ssp, __global ushort *vnp, __local ushort *stg)
 {
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
+  /* this lane's rows g0 (elements 0, 1), g1 (2, 3), columns t2, t2 + 1 (tile.cl) */
+  const int g0 = tile_c_row(lane, 0), g1 = tile_c_row(lane, 2), t2 = tile_c_col(lane, 0);
 #if defined(TC_SAVE) && TC_SAVE
   tc_save_rows(S, TC_NKT, ssp, stg, lane); /* S^T entering the chunk, for the backward */
 #else
@@ -200,10 +162,11 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
     acc[1][j] = tile_c_zero();
   }
   for (int nt = 0; nt < 2; nt++) {
-    const float2 a = vload2(0, ut + g * CH + 8 * nt + t2), b = vload2(0, ut + (g + 8) * CH + 8 * nt + t2);
-    acc[0][nt].v[0] = a.x, acc[0][nt].v[1] = a.y, acc[0][nt].v[2] = b.x, acc[0][nt].v[3] = b.y;
+    const float2 a = vload2(0, ut + g0 * CH + 8 * nt + t2), b = vload2(0, ut + g1 * CH + 8 * nt + t2);
+    TILE_C_AT(acc[0][nt], 0) = a.x, TILE_C_AT(acc[0][nt], 1) = a.y, TILE_C_AT(acc[0][nt], 2) = b.x,
+    TILE_C_AT(acc[0][nt], 3) = b.y;
   }
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_A_FROM_C
   for (int nt = 0; nt < TC_NKT; nt++) tile_store_c_local(S[nt], sS + 8 * nt, TC_LDS, lane);
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
@@ -217,14 +180,14 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
   }
   tile_c vn[2], oc[2];
   for (int nt = 0; nt < 2; nt++)
-    for (int i = 0; i < 4; i++) {
-      vn[nt].v[i] = acc[0][nt].v[i] + acc[1][nt].v[i];
-      oc[nt].v[i] = acc[0][2 + nt].v[i] + acc[1][2 + nt].v[i];
+    for (int i = 0; i < TILE_C_NE; i++) {
+      TILE_C_AT(vn[nt], i) = TILE_C_AT(acc[0][nt], i) + TILE_C_AT(acc[1][nt], i);
+      TILE_C_AT(oc[nt], i) = TILE_C_AT(acc[0][2 + nt], i) + TILE_C_AT(acc[1][2 + nt], i);
     }
 #if defined(TC_SAVE) && TC_SAVE
   tc_save_rows(vn, 2, vnp, stg, lane); /* Vnew^T, for the backward */
 #endif
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_A_FROM_C
   const tile_a av = tc_a_pair(vn[0], vn[1]); /* Vnew^T [16 columns x 16 tokens] */
 #else
   tile_store_c_local(vn[0], sV, CH, lane);
@@ -237,10 +200,10 @@ tc_chunk64(tile_c *S, __local const ushort *blk, __local const float *ut, int2 c
   /* O^T += Vnew^T Aqk^T; o [tokens, H, VD] at (token 8 nt + col, column j0 + row). */
   for (int nt = 0; nt < 2; nt++) {
     tile_mma(&oc[nt], av, tc_frag(blk + 48 * KD + nt * TC_FRAG, lane));
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int tok = 8 * nt + tile_c_col(lane, i);
       if (tok < ch.y)
-        STORE_OUT(o, oo + ((ulong)(ch.x + tok) * (ulong)H + (ulong)h) * VD + j0 + tile_c_row(lane, i), oc[nt].v[i]);
+        STORE_OUT(o, oo + ((ulong)(ch.x + tok) * (ulong)H + (ulong)h) * VD + j0 + tile_c_row(lane, i), TILE_C_AT(oc[nt], i));
     }
   }
 }
@@ -284,7 +247,7 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
 #else
   __local ushort *stg = NULL;
 #endif
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_A_FROM_C
   __local float *sS = NULL, *sV = NULL; /* unused */
 #else
   __local float scr[TC_NW][16 * TC_LDS + 16 * CH];
@@ -297,8 +260,8 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
   tile_c S[TC_NKT];
   TC_UNROLL
   for (int nt = 0; nt < TC_NKT; nt++)
-    for (int i = 0; i < 4; i++)
-      S[nt].v[i] = load_h0 ? h0[h0o + (sbase + 8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
+    for (int i = 0; i < TILE_C_NE; i++)
+      TILE_C_AT(S[nt], i) = load_h0 ? h0[h0o + (sbase + 8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] : 0.0f;
   const int2 sq = seqs[n];
   const int end = sq.x + sq.y;
   /* the copiers: every work-item, or the producer warp's lanes */
@@ -321,8 +284,8 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
   if (has_ht) {
     TC_UNROLL
     for (int nt = 0; nt < TC_NKT; nt++)
-      for (int i = 0; i < 4; i++)
-        ht[hto + (sbase + 8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] = S[nt].v[i];
+      for (int i = 0; i < TILE_C_NE; i++)
+        ht[hto + (sbase + 8 * nt + tile_c_col(lane, i)) * VD + j0 + tile_c_row(lane, i)] = TILE_C_AT(S[nt], i);
   }
 }
 

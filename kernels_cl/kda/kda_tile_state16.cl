@@ -35,7 +35,7 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
                __local const ushort *Al, __local const float *gl, __local ushort *st,
                __local ushort *vt, __global out_t *o, ulong oo)
 {
-  const int g = lane >> 2;
+  const int g0 = tile_c_row(lane, 0), g1 = tile_c_row(lane, 2); /* this lane's rows (tile.cl) */
   /* W S and Qg S over KD in 16-row steps (two chains each, for latency). */
   tile_c ws0 = tile_c_zero(), ws1 = tile_c_zero(), qs0 = tile_c_zero(), qs1 = tile_c_zero();
 #pragma unroll
@@ -50,33 +50,34 @@ tc_state_chunk(tile_c *S, float2 u0, float2 u1, int2 ch, int h, int H, int j0, i
     }
   }
   tile_c vn, oc;
-  vn.v[0] = u0.x - (ws0.v[0] + ws1.v[0]);
-  vn.v[1] = u0.y - (ws0.v[1] + ws1.v[1]);
-  vn.v[2] = u1.x - (ws0.v[2] + ws1.v[2]);
-  vn.v[3] = u1.y - (ws0.v[3] + ws1.v[3]);
-  for (int i = 0; i < 4; i++) {
-    vt[tile_c_col(lane, i) * TC_LDA + tile_c_row(lane, i)] = f32_to_bf16(vn.v[i]);
-    oc.v[i] = qs0.v[i] + qs1.v[i];
+  /* u0: the row of elements 0, 1; u1: of 2, 3 (tile.cl) */
+  TILE_C_AT(vn, 0) = u0.x - (TILE_C_AT(ws0, 0) + TILE_C_AT(ws1, 0));
+  TILE_C_AT(vn, 1) = u0.y - (TILE_C_AT(ws0, 1) + TILE_C_AT(ws1, 1));
+  TILE_C_AT(vn, 2) = u1.x - (TILE_C_AT(ws0, 2) + TILE_C_AT(ws1, 2));
+  TILE_C_AT(vn, 3) = u1.y - (TILE_C_AT(ws0, 3) + TILE_C_AT(ws1, 3));
+  for (int i = 0; i < TILE_C_NE; i++) {
+    vt[tile_c_col(lane, i) * TC_LDA + tile_c_row(lane, i)] = f32_to_bf16(TILE_C_AT(vn, i));
+    TILE_C_AT(oc, i) = TILE_C_AT(qs0, i) + TILE_C_AT(qs1, i);
   }
   TILE_WARP_SYNC(); /* Vnew^T complete; every read of S^T is done (the warp's scratch) */
   const tile_b bv = tile_load_bt_bf16(vt, TC_LDA, lane);
   tile_mma(&oc, tile_load_a_bf16(Al, TC_LDA, lane), bv);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < TILE_C_NE; i++) {
     const int row = tile_c_row(lane, i);
     if (row < ch.y)
-      if (!(TC_DIAG & 4)) STORE_OUT(o, oo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + j0 + tile_c_col(lane, i), oc.v[i]);
+      if (!(TC_DIAG & 4)) STORE_OUT(o, oo + ((ulong)(ch.x + row) * (ulong)H + (ulong)h) * VD + j0 + tile_c_col(lane, i), TILE_C_AT(oc, i));
   }
   /* S = gl (.) S + Kd^T Vnew, then its bf16 copy for the next chunk. */
 #pragma unroll
   for (int m = 0; m < TC_NMT; m++) {
-    const float ga = gl[16 * m + g], gb = gl[16 * m + g + 8];
-    S[m].v[0] *= ga;
-    S[m].v[1] *= ga;
-    S[m].v[2] *= gb;
-    S[m].v[3] *= gb;
+    const float ga = gl[16 * m + g0], gb = gl[16 * m + g1];
+    TILE_C_AT(S[m], 0) *= ga;
+    TILE_C_AT(S[m], 1) *= ga;
+    TILE_C_AT(S[m], 2) *= gb;
+    TILE_C_AT(S[m], 3) *= gb;
     tile_mma(&S[m], tile_load_a_bf16(Kl + 16 * m * TC_LDA, TC_LDA, lane), bv);
-    for (int i = 0; i < 4; i++)
-      if (!(TC_DIAG & 8)) st[tile_c_col(lane, i) * TC_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(S[m].v[i]);
+    for (int i = 0; i < TILE_C_NE; i++)
+      if (!(TC_DIAG & 8)) st[tile_c_col(lane, i) * TC_LDK + 16 * m + tile_c_row(lane, i)] = f32_to_bf16(TILE_C_AT(S[m], i));
   }
 }
 
@@ -121,7 +122,7 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
   __local uint4 tl[TC_LOC4]; /* (bytes in all: KDA_TILE_STATE16_LOCAL_BYTES) */
   __local ushort St[TC_NW][8][TC_LDK] TC_AL; /* bf16 S^T of each warp's 8 columns */
   __local ushort Vt[TC_NW][8][TC_LDA] TC_AL; /* bf16 Vnew^T */
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX)
+#if !TILE_HAS_MATRIX_UNIT /* (checked on the portable builds, which CI runs) */
   KDA_LAYOUT_CHECK(sizeof tl + sizeof St + sizeof Vt == KDA_TILE_STATE16_LOCAL_BYTES(KD, TC_NW));
 #endif
   __local const ushort *Wl = (__local const ushort *)tl, *Ql = Wl + 16 * TC_LDK;
@@ -131,17 +132,17 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
   const int lid = (int)get_local_id(0), warp = lid >> 5, lane = lid & 31;
   const int h = (int)get_group_id(1), n = (int)get_group_id(2);
   const int j0 = ((int)get_group_id(0) * TC_NW + warp) * 8; /* this warp's V columns */
-  const int g = lane >> 2, t2 = (lane & 3) << 1;
+  const int g = tile_c_row(lane, 0), t2 = tile_c_col(lane, 0); /* rows g, g + 8; columns t2, + 1 */
   const ulong sbase = ((ulong)n * (ulong)H + (ulong)h) * KD;
   __local ushort *st = &St[warp][0][0], *vt = &Vt[warp][0][0];
 
   tile_c S[TC_NMT];
 #pragma unroll
   for (int m = 0; m < TC_NMT; m++)
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int row = 16 * m + tile_c_row(lane, i), col = tile_c_col(lane, i);
-      S[m].v[i] = has_h0 ? h0[h0o + (sbase + row) * VD + j0 + col] : 0.0f;
-      st[col * TC_LDK + row] = f32_to_bf16(S[m].v[i]);
+      TILE_C_AT(S[m], i) = has_h0 ? h0[h0o + (sbase + row) * VD + j0 + col] : 0.0f;
+      st[col * TC_LDK + row] = f32_to_bf16(TILE_C_AT(S[m], i));
     }
   const int2 sq = seqs[n];
   uint4 pa[TC_NPF];
@@ -175,8 +176,8 @@ void kda_tile_state(__global const uint4 *blkg, __global const float *Ug,
   if (has_ht) {
 #pragma unroll
     for (int m = 0; m < TC_NMT; m++)
-      for (int i = 0; i < 4; i++)
-        ht[hto + (sbase + 16 * m + tile_c_row(lane, i)) * VD + j0 + tile_c_col(lane, i)] = S[m].v[i];
+      for (int i = 0; i < TILE_C_NE; i++)
+        ht[hto + (sbase + 16 * m + tile_c_row(lane, i)) * VD + j0 + tile_c_col(lane, i)] = TILE_C_AT(S[m], i);
   }
 }
 #endif /* TC_STEP != 64 && !TC_BWD */

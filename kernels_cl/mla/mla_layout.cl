@@ -80,7 +80,7 @@
 
 /* mla_tile_fwd_async: stages of bk keys (K rows then V rows, each padded to whole groups of
  * 64 numbers), the default pipeline 2 stages of 32 keys; Q is staged 64 rows at a time
- * through the same memory. Then the quad reductions and, without PTX, the P scratch. */
+ * through the same memory. Then the quad reductions and, without TILE_HAS_A_FROM_C (regs 0), the P scratch. */
 #define MLA_TILE_ASYNC_BK 32
 #define MLA_TILE_ASYNC_STAGES 2
 #define MLA_TILE_ASYNC_ROW(n) (((n) + 63) / 64 * 64)
@@ -88,15 +88,16 @@
   ((bk) * (MLA_TILE_ASYNC_ROW(MLA_TILE_DQP(dqk)) + MLA_TILE_ASYNC_ROW(dv)))
 #define MLA_TILE_ASYNC_ELEMS(dqk, dv, bk, stages)                                              \
   MLA_MAX(64 * MLA_TILE_LD(MLA_TILE_DQP(dqk)), (stages) * MLA_TILE_ASYNC_STAGE(dqk, dv, bk))
-#define MLA_TILE_ASYNC_LOCAL_BYTES(dqk, dv, bq, ptx)                                           \
+#define MLA_TILE_ASYNC_LOCAL_BYTES(dqk, dv, bq, regs)                                          \
   (16 * MLA_TILE_U4(MLA_TILE_ASYNC_ELEMS(dqk, dv, MLA_TILE_ASYNC_BK, MLA_TILE_ASYNC_STAGES)) + \
-   MLA_TILE_RED_BYTES(bq) + ((ptx) ? 0 : MLA_TILE_PSCR_BYTES(bq)))
+   MLA_TILE_RED_BYTES(bq) + ((regs) ? 0 : MLA_TILE_PSCR_BYTES(bq)))
 
 /* mla_tile_fwd_wgmma with blocks of bk keys (32 or 64) copied `ahead` blocks ahead (1 to
  * 3), pp 1 when the two warp groups take turns: rings of ahead + 1 K buffers (rows of
  * whole 64-column blocks) and ahead + 2 + pp V buffers (128 columns); Q is staged 64 rows at
- * a time through the same memory. Then, without PTX only (the quad reductions are unused
- * under PTX and the compiler drops them), the quad reductions and the P scratch. */
+ * a time through the same memory. Then, without TILE_HAS_A_FROM_C (regs 0) only (the quad
+ * reductions are unused with lane shuffles and the compiler drops them), the quad
+ * reductions and the P scratch. */
 #define MLA_TILE_WGMMA_KST(ahead) ((ahead) + 1)
 #define MLA_TILE_WGMMA_VST(ahead, pp) ((ahead) + 2 + (pp))
 #define MLA_TILE_WGMMA_KBLK(dqk, bk) ((MLA_TILE_DQP(dqk) + 63) / 64 * (bk) * 64)
@@ -106,16 +107,16 @@
    MLA_TILE_WGMMA_VST(ahead, pp) * MLA_TILE_WGMMA_VBLK(bk))
 #define MLA_TILE_WGMMA_ELEMS(dqk, bk, ahead, pp)                                               \
   MLA_MAX(64 * MLA_TILE_LD(MLA_TILE_DQP(dqk)), MLA_TILE_WGMMA_BUFS(dqk, bk, ahead, pp))
-#define MLA_TILE_WGMMA_LOCAL_BYTES(dqk, bk, ahead, pp, bq, ptx)                                \
+#define MLA_TILE_WGMMA_LOCAL_BYTES(dqk, bk, ahead, pp, bq, regs)                               \
   (16 * MLA_TILE_U4(MLA_TILE_WGMMA_ELEMS(dqk, bk, ahead, pp)) +                                \
-   ((ptx) ? 0 : MLA_TILE_RED_BYTES(bq) + MLA_TILE_PSCR_BYTES(bq)))
+   ((regs) ? 0 : MLA_TILE_RED_BYTES(bq) + MLA_TILE_PSCR_BYTES(bq)))
 
 /* mla_tile_bwd_kv (the larger of the two backward kernels, 64 rows): Q (or K) [BK][LD(DQP)]
- * and dO (or V) [BK][LD(DVK)] as bf16, the rows' lse and D [BK] in fp32, and without PTX
- * the P^T / dS^T scratch. */
-#define MLA_TILE_BWD_LOCAL_BYTES(dqk, dv, ptx)                                                 \
+ * and dO (or V) [BK][LD(DVK)] as bf16, the rows' lse and D [BK] in fp32, and without
+ * TILE_HAS_A_FROM_C (regs 0) the P^T / dS^T scratch. */
+#define MLA_TILE_BWD_LOCAL_BYTES(dqk, dv, regs)                                                \
   (16 * (MLA_TILE_U4(MLA_TILE_BK * MLA_TILE_LD(MLA_TILE_DQP(dqk))) +                           \
          MLA_TILE_U4(MLA_TILE_BK * MLA_TILE_LD(MLA_TILE_DVK(dv)))) +                           \
-   4 * 2 * MLA_TILE_BK + ((ptx) ? 0 : MLA_TILE_PSCR_BYTES(64)))
+   4 * 2 * MLA_TILE_BK + ((regs) ? 0 : MLA_TILE_PSCR_BYTES(64)))
 
 #endif

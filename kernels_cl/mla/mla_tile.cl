@@ -20,11 +20,11 @@
  *     scale log2(e) in fp32; the causal mask is a selection (-inf), applied only to blocks
  *     that reach past the warp's first query.
  *   - Online softmax in base 2 per row: the block's row max across the 4 lanes that hold a
- *     row (shuffles under PTX, local memory otherwise), corr = exp2(m_old - m_new),
+ *     row (lane shuffles where the tiles have them, local memory otherwise), corr = exp2(m_old - m_new),
  *     P = exp2(S - m_new); each lane keeps a partial row sum of its own columns (reduced
  *     once at the end).
  *   - O [16 x DV] += P V on tile_mma, P (rounded to bf16) taken straight from the score
- *     accumulators (tile_a_from_c under PTX; through local memory otherwise).
+ *     accumulators (tile_a_from_c where the tiles have it; through local memory otherwise).
  *   o = O / l, lse = ln(2) (m + log2 l): the natural log-sum-exp of the scaled scores, the
  *   convention of mla_fwd.cl, which the backward (mla_bwd.cl) consumes.
  * Precision: products of bf16-rounded operands (q, k, v and P) summed in fp32; softmax
@@ -55,9 +55,9 @@
 #error "MT_VEC needs head sizes that are multiples of 4"
 #endif
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-#define MT_UNROLL _Pragma("unroll")
-/* Max and sum over the 4 lanes (lane & 3 = 0..3) that hold the same two rows. */
+#define MT_UNROLL TILE_UNROLL
+#if TILE_HAS_LANE_SHUFFLE
+/* Max and sum over the 4 lanes (tile_c_lane(row, 0 .. 7)) that hold the same two rows. */
 inline float2 mt_quad_max(float2 x, __local float2 *red, int lane)
 {
   (void)red, (void)lane;
@@ -72,16 +72,14 @@ inline float2 mt_quad_sum(float2 x, __local float2 *red, int lane)
   x.x += tile_shfl_xor(x.x, 2), x.y += tile_shfl_xor(x.y, 2);
   return x;
 }
-#define MT_A_FROM_C(c0, c1, scratch, lane) tile_a_from_c(c0, c1, lane)
 #else
-#define MT_UNROLL
 /* Through local memory (red: 32 float2 of this warp); holds two work-group barriers, so
  * every work-item calls it in uniform control flow. Sums in lane order 0..3. */
 inline float2 mt_quad_max(float2 x, __local float2 *red, int lane)
 {
   red[lane] = x;
   barrier(CLK_LOCAL_MEM_FENCE);
-  const int b = lane & ~3;
+  const int b = tile_c_lane(tile_c_row(lane, 0), 0); /* (the row's lanes: b .. b + 3) */
   const float2 m = fmax(fmax(red[b], red[b + 1]), fmax(red[b + 2], red[b + 3]));
   barrier(CLK_LOCAL_MEM_FENCE);
   return m;
@@ -90,11 +88,15 @@ inline float2 mt_quad_sum(float2 x, __local float2 *red, int lane)
 {
   red[lane] = x;
   barrier(CLK_LOCAL_MEM_FENCE);
-  const int b = lane & ~3;
+  const int b = tile_c_lane(tile_c_row(lane, 0), 0); /* (the row's lanes: b .. b + 3) */
   const float2 s = ((red[b] + red[b + 1]) + red[b + 2]) + red[b + 3];
   barrier(CLK_LOCAL_MEM_FENCE);
   return s;
 }
+#endif
+#if TILE_HAS_A_FROM_C
+#define MT_A_FROM_C(c0, c1, scratch, lane) tile_a_from_c(c0, c1, lane)
+#else
 #define MT_A_FROM_C(c0, c1, scratch, lane) tile_a_from_c_local(c0, c1, scratch, lane)
 #endif
 
@@ -209,36 +211,37 @@ inline void mt_stage_vt(__local ushort *vt, int row0, int nrows, __global const 
 #endif
 }
 
-/* Fragment loads. Under PTX the k dimension of S = Q K^T is read in a different order than
+/* Fragment loads. With packed operands (TILE_HAS_PACKED_REGS, the m16n8k16 register order)
+ * the k dimension of S = Q K^T is read in a different order than
  * tile.cl's (lane t takes columns 4t .. 4t+3 of a 16-column step as its k slots 2t, 2t+1,
  * 2t+8, 2t+9: one 8-byte load), the same order for Q and K, so the sum over k is the same;
- * these touch the PTX fragments' registers (tile.cl's tile_a.r, tile_b.r). The portable
- * tiles use tile.cl's loads, and a V load that undoes Vt's layout. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+ * these set the fragments' registers (TILE_A_REG, TILE_B_REG). Other tiles use tile.cl's
+ * loads, and a V load that undoes Vt's layout. */
+#if TILE_HAS_PACKED_REGS
 /* A[r][k] = p[r ld + k] and B[k][n] = p[n ld + k] in that k order (ld a multiple of 4). */
 inline tile_a mt_load_a_ld(__local const ushort *p, int ld, int lane)
 {
-  const int g = lane >> 2, t = lane & 3;
+  const int g = tile_a_row(lane, 0), t = tile_a_col(lane, 0) >> 1; /* rows g, g + 8 */
   const uint2 x0 = *(__local const uint2 *)(p + g * ld + 4 * t);
   const uint2 x1 = *(__local const uint2 *)(p + (g + 8) * ld + 4 * t);
   tile_a a;
-  a.r[0] = x0.x, a.r[2] = x0.y, a.r[1] = x1.x, a.r[3] = x1.y;
+  TILE_A_REG(a, 0) = x0.x, TILE_A_REG(a, 2) = x0.y, TILE_A_REG(a, 1) = x1.x, TILE_A_REG(a, 3) = x1.y;
   return a;
 }
 inline tile_b mt_load_bt_ld(__local const ushort *p, int ld, int lane)
 {
-  const uint2 x = *(__local const uint2 *)(p + (lane >> 2) * ld + 4 * (lane & 3));
+  const uint2 x = *(__local const uint2 *)(p + tile_b_col(lane, 0) * ld + 2 * tile_b_row(lane, 0));
   tile_b b;
-  b.r[0] = x.x, b.r[1] = x.y;
+  TILE_B_REG(b, 0) = x.x, TILE_B_REG(b, 1) = x.y;
   return b;
 }
 /* B[k][n] = V[key 16 kk + k][dv n0 + n] from Vt. */
 inline tile_b mt_load_v(__local const ushort *vt, int kk, int n0, int lane)
 {
-  const int r = n0 + (lane >> 2), f = ((r & 3) ^ ((r >> 2) & 3)) << 2;
-  const uint2 x = *(__local const uint2 *)(vt + r * MT_BK + 4 * ((4 * kk + (lane & 3)) ^ f));
+  const int r = n0 + tile_b_col(lane, 0), f = ((r & 3) ^ ((r >> 2) & 3)) << 2;
+  const uint2 x = *(__local const uint2 *)(vt + r * MT_BK + 4 * ((4 * kk + (tile_b_row(lane, 0) >> 1)) ^ f));
   tile_b b;
-  b.r[0] = x.x, b.r[1] = x.y;
+  TILE_B_REG(b, 0) = x.x, TILE_B_REG(b, 1) = x.y;
   return b;
 }
 #else
@@ -246,12 +249,9 @@ inline tile_a mt_load_a_ld(__local const ushort *p, int ld, int lane) { return t
 inline tile_b mt_load_bt_ld(__local const ushort *p, int ld, int lane) { return tile_load_bt_bf16(p, ld, lane); }
 inline tile_b mt_load_v(__local const ushort *vt, int kk, int n0, int lane)
 {
-  const int n = n0 + ((lane & 3) << 1);
   tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = bf16_to_f32(vt[mt_vt_index(n, 16 * kk + k)]);
-    b.c[1][k] = bf16_to_f32(vt[mt_vt_index(n + 1, 16 * kk + k)]);
-  }
+  for (int i = 0; i < TILE_B_NE; i++)
+    TILE_B_AT(b, i) = bf16_to_f32(vt[mt_vt_index(n0 + tile_b_col(lane, i), 16 * kk + tile_b_row(lane, i))]);
   return b;
 }
 #endif
@@ -276,13 +276,13 @@ inline float2 mt_softmax_p(tile_c *s, int nsn, int kb, int masked, float sl2, in
   for (int n = 0; n < nsn; n++) {
     if (masked) {
       MT_UNROLL
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < TILE_C_NE; i++) {
         const int key = kb + 8 * n + tile_c_col(lane, i);
-        s[n].v[i] = key <= (i < 2 ? qp0 : qp1) ? s[n].v[i] : -INFINITY;
+        TILE_C_AT(s[n], i) = key <= (i < 2 ? qp0 : qp1) ? TILE_C_AT(s[n], i) : -INFINITY;
       }
     }
-    mx.x = fmax(mx.x, fmax(s[n].v[0], s[n].v[1]));
-    mx.y = fmax(mx.y, fmax(s[n].v[2], s[n].v[3]));
+    mx.x = fmax(mx.x, fmax(TILE_C_AT(s[n], 0), TILE_C_AT(s[n], 1)));
+    mx.y = fmax(mx.y, fmax(TILE_C_AT(s[n], 2), TILE_C_AT(s[n], 3)));
   }
   mx = mt_quad_max(mx, wred, lane);
   const float mn0 = fmax(*m0, mx.x * sl2), mn1 = fmax(*m1, mx.y * sl2);
@@ -291,10 +291,10 @@ inline float2 mt_softmax_p(tile_c *s, int nsn, int kb, int masked, float sl2, in
   float ps0 = 0.0f, ps1 = 0.0f;
   MT_UNROLL
   for (int n = 0; n < nsn; n++) {
-    s[n].v[0] = exp2(fma(s[n].v[0], sl2, -mn0)), s[n].v[1] = exp2(fma(s[n].v[1], sl2, -mn0));
-    s[n].v[2] = exp2(fma(s[n].v[2], sl2, -mn1)), s[n].v[3] = exp2(fma(s[n].v[3], sl2, -mn1));
-    ps0 += s[n].v[0] + s[n].v[1];
-    ps1 += s[n].v[2] + s[n].v[3];
+    TILE_C_AT(s[n], 0) = exp2(fma(TILE_C_AT(s[n], 0), sl2, -mn0)), TILE_C_AT(s[n], 1) = exp2(fma(TILE_C_AT(s[n], 1), sl2, -mn0));
+    TILE_C_AT(s[n], 2) = exp2(fma(TILE_C_AT(s[n], 2), sl2, -mn1)), TILE_C_AT(s[n], 3) = exp2(fma(TILE_C_AT(s[n], 3), sl2, -mn1));
+    ps0 += TILE_C_AT(s[n], 0) + TILE_C_AT(s[n], 1);
+    ps1 += TILE_C_AT(s[n], 2) + TILE_C_AT(s[n], 3);
   }
   *l0 = *l0 * c0 + ps0, *l1 = *l1 * c1 + ps1;
   return (float2)(c0, c1);
@@ -303,8 +303,8 @@ inline void mt_rescale(tile_c *acc, int nacc, float2 c)
 {
   MT_UNROLL
   for (int j = 0; j < nacc; j++) {
-    acc[j].v[0] *= c.x, acc[j].v[1] *= c.x;
-    acc[j].v[2] *= c.y, acc[j].v[3] *= c.y;
+    TILE_C_AT(acc[j], 0) *= c.x, TILE_C_AT(acc[j], 1) *= c.x;
+    TILE_C_AT(acc[j], 2) *= c.y, TILE_C_AT(acc[j], 3) *= c.y;
   }
 }
 /* A forward work-group's head (dimension 0) and query tile (dimension 1, counted from the
@@ -332,18 +332,18 @@ inline void mt_store_rows(const tile_c *acc, float m0, float m1, float l0, float
                           int has_lse, __local float2 *wred)
 {
   const float2 l = mt_quad_sum((float2)(l0, l1), wred, lane);
-  const int r0 = 16 * w + (lane >> 2), r1 = r0 + 8;
+  const int r0 = 16 * w + tile_c_row(lane, 0), r1 = 16 * w + tile_c_row(lane, 2);
   const float inv0 = 1.0f / l.x, inv1 = 1.0f / l.y;
   MT_UNROLL
   for (int j = 0; j < NON; j++) {
     MT_UNROLL
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TILE_C_NE; i++) {
       const int col = 8 * j + tile_c_col(lane, i), r = i < 2 ? r0 : r1;
       if (col < DV && r < rows)
-        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, acc[j].v[i] * (i < 2 ? inv0 : inv1));
+        STORE_OUT(o, oo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DV + col, TILE_C_AT(acc[j], i) * (i < 2 ? inv0 : inv1));
     }
   }
-  if (has_lse && (lane & 3) == 0) {
+  if (has_lse && tile_c_col(lane, 0) == 0) {
     if (r0 < rows) lse[lo + (ulong)(t0 + r0) * (ulong)H + (ulong)h] = (m0 + log2(l.x)) * LN2;
     if (r1 < rows) lse[lo + (ulong)(t0 + r1) * (ulong)H + (ulong)h] = (m1 + log2(l.y)) * LN2;
   }
@@ -352,11 +352,11 @@ inline void mt_store_rows(const tile_c *acc, float m0, float m1, float l0, float
 /* The prologue of the double-buffered and the warp-group forwards (mla_tile_async.cl,
  * mla_tile_wgmma.cl): in a kernel with mla_tile_fwd's arguments, after its local buffer
  * `__local uint4 sm4[]`, declares sm (sm4 as ushorts), red and wred (the quad reductions;
- * unused under PTX), pscr (this warp's portable P scratch, 16 x 16 fp32; NULL under PTX),
+ * unused with lane shuffles), pscr (this warp's P scratch, 16 x 16 fp32; NULL with TILE_HAS_A_FROM_C),
  * lid, w, lane and g, the head h and the tile tl (s0, t0, rows, shift, kend), the head's
  * offsets kno_h and vo_h, this warp's Q fragments qf (loaded: holds barriers, so every
  * work-item runs it) and the key positions qp0, qp1 of this lane's rows g and g + 8. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_A_FROM_C
 #define MT_PSCR_DECL
 #define MT_PSCR(w) NULL
 #else
@@ -365,10 +365,10 @@ inline void mt_store_rows(const tile_c *acc, float m0, float m1, float l0, float
 #endif
 #define MT_FWD_PROLOGUE                                                                          \
   __local ushort *sm = (__local ushort *)sm4;                                                    \
-  __local float2 red[MT_WG]; /* portable quad reductions (unused under PTX) */                   \
+  __local float2 red[MT_WG]; /* quad reductions (unused with lane shuffles) */                     \
   MT_PSCR_DECL                                                                                   \
   const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;                           \
-  const int g = lane >> 2;                                                                       \
+  const int g = tile_c_row(lane, 0); /* this lane's rows g, g + 8 */                             \
   __local float *pscr = MT_PSCR(w);                                                              \
   int h;                                                                                         \
   const int4 tl = mt_fwd_tile(tiles, ntiles, &h);                                                \
@@ -393,9 +393,9 @@ void mla_tile_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
   /* uint4 storage: 16-byte alignment for the 8-byte loads and stores */
   __local uint4 Ks4[MLA_TILE_U4(KS_ELEMS)], Vs4[MLA_TILE_U4(VS_ELEMS)];
   __local ushort *Ks = (__local ushort *)Ks4, *Vs = (__local ushort *)Vs4;
-  __local float2 red[MT_WG]; /* unused under PTX (the compiler drops it) */
+  __local float2 red[MT_WG]; /* unused with lane shuffles (the compiler drops it) */
   const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
-  const int g = lane >> 2;
+  const int g = tile_c_row(lane, 0); /* this lane's rows g, g + 8 */
   int h;
   const int4 tl = mt_fwd_tile(tiles, ntiles, &h);
   const int s0 = tl.x, t0 = tl.y, rows = tl.z, shift = tl.w, kend = t0 + rows + shift;
@@ -431,8 +431,8 @@ void mla_tile_fwd(__global const store_t *q, ulong qo, uint q_ts, uint q_hs,
     mt_stage(Ks, KLD, DQP, kb, nk, kn, kno + (ulong)h * kn_hs, kn_ts, DN, kr, kro, kr_ts, DR, lid);
     mt_stage_vt(Vs, kb, nk, v, vo + (ulong)h * v_hs, v_ts, lid);
     barrier(CLK_LOCAL_MEM_FENCE);
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-    /* a warp whose rows all precede the block skips it (no barrier below under PTX) */
+#if TILE_HAS_LANE_SHUFFLE && TILE_HAS_A_FROM_C
+    /* a warp whose rows all precede the block skips it (no barrier below with these) */
     if (kb > wq_last) continue;
 #endif
     tile_c s[NSN];

@@ -7,7 +7,7 @@
  * Differences from mla_tile_fwd (mla_tile.cl):
  *   - key blocks of TA_BK = 32 (or 16) keys in TA_STAGES = 2 (or 3) local stages: while a
  *     block is multiplied, the next ones' K (k_nope of the head, then the shared k_rope) and V are in flight as 16-byte
- *     asynchronous copies (cp.async under PTX; plain copies elsewhere); one barrier per
+ *     asynchronous copies (tile_cp16: cp.async on NVIDIA; plain copies elsewhere); one barrier per
  *     block;
  *   - K and V keep their global layout (rows of keys, no transposed staging): K fragments
  *     come from ldmatrix, V fragments from ldmatrix.trans (two 8-column tiles per load),
@@ -74,36 +74,32 @@ inline void ta_issue(__local ushort *st, int kb, int nk, __global const store_t 
 
 /* B fragments of S = Q K^T for keys nb .. nb + 15 (two tiles), dims 16 ks ..; and of
  * O = P V for keys 16 kk .., dv columns nb .. nb + 15. */
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_MATRIX_LOAD && TILE_HAS_PACKED_REGS
 inline void ta_frag_k(__local const ushort *ks, int nb, int kstep, int lane, tile_b *b0, tile_b *b1)
 {
-  const uint4 x = tile_ldsm_x4(ks + ta_k(nb + (lane & 7) + ((lane >> 4) << 3), 16 * kstep + (((lane >> 3) & 1) << 3)));
-  b0->r[0] = x.x, b0->r[1] = x.y, b1->r[0] = x.z, b1->r[1] = x.w;
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  const uint4 x = tile_ldsm_x4(ks + ta_k(nb + r + hi, 16 * kstep + lo));
+  TILE_B_REG(*b0, 0) = x.x, TILE_B_REG(*b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
 }
 inline void ta_frag_v(__local const ushort *vs, int kk, int nb, int lane, tile_b *b0, tile_b *b1)
 {
-  const uint4 x = tile_ldsm_x4_trans(vs + ta_v(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), nb + ((lane >> 4) << 3)));
-  b0->r[0] = x.x, b0->r[1] = x.y, b1->r[0] = x.z, b1->r[1] = x.w;
+  const int r = tile_ldsm_row(lane), lo = (tile_ldsm_mat(lane) & 1) << 3, hi = (tile_ldsm_mat(lane) >> 1) << 3;
+  const uint4 x = tile_ldsm_x4_trans(vs + ta_v(16 * kk + r + lo, nb + hi));
+  TILE_B_REG(*b0, 0) = x.x, TILE_B_REG(*b0, 1) = x.y, TILE_B_REG(*b1, 0) = x.z, TILE_B_REG(*b1, 1) = x.w;
 }
 #else
 inline tile_b ta_frag_k1(__local const ushort *ks, int nb, int kstep, int lane)
 {
-  const int n = nb + ((lane & 3) << 1);
   tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = bf16_to_f32(ks[ta_k(n, 16 * kstep + k)]);
-    b.c[1][k] = bf16_to_f32(ks[ta_k(n + 1, 16 * kstep + k)]);
-  }
+  for (int i = 0; i < TILE_B_NE; i++)
+    TILE_B_AT(b, i) = bf16_to_f32(ks[ta_k(nb + tile_b_col(lane, i), 16 * kstep + tile_b_row(lane, i))]);
   return b;
 }
 inline tile_b ta_frag_v1(__local const ushort *vs, int kk, int nb, int lane)
 {
-  const int n = nb + ((lane & 3) << 1);
   tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = bf16_to_f32(vs[ta_v(16 * kk + k, n)]);
-    b.c[1][k] = bf16_to_f32(vs[ta_v(16 * kk + k, n + 1)]);
-  }
+  for (int i = 0; i < TILE_B_NE; i++)
+    TILE_B_AT(b, i) = bf16_to_f32(vs[ta_v(16 * kk + tile_b_row(lane, i), nb + tile_b_col(lane, i))]);
   return b;
 }
 inline void ta_frag_k(__local const ushort *ks, int nb, int kstep, int lane, tile_b *b0, tile_b *b1)
@@ -148,7 +144,7 @@ void mla_tile_fwd_async(__global const store_t *q, ulong qo, uint q_ts, uint q_h
                vo_h, v_ts, lid);
     tile_cp_commit();
     __local const ushort *ks = sm + (b % TA_STAGES) * TA_STAGE, *vs = ks + TA_BK * TA_KROW;
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_LANE_SHUFFLE && TILE_HAS_A_FROM_C /* (no barrier below with these) */
     if (kb > wq_last) continue; /* this warp's rows all precede the block */
 #endif
     tile_c s[TA_NSN];

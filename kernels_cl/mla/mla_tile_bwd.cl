@@ -79,7 +79,7 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
   __local uint4 Qs4[MLA_TILE_U4(MT_BK * KLD)], Ds4[MLA_TILE_U4(MT_BK * OLD)];
   __local ushort *Qs = (__local ushort *)Qs4, *Ds = (__local ushort *)Ds4;
   __local float lq[MT_BK], dd[MT_BK];
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX) /* P^T / dS^T through local memory */
+#if !TILE_HAS_A_FROM_C /* P^T / dS^T through local memory */
   __local float scr[MT_NW * 256];
   __local float *pscr = scr + 256 * ((int)get_local_id(0) / 32);
 #endif
@@ -116,7 +116,7 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int sub = 0; sub < MT_BK / 16; sub++) {
       const int qs = qb + 16 * sub;
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_LANE_SHUFFLE && TILE_HAS_A_FROM_C /* (no barrier below with these) */
       if (qs + 15 < kw) continue; /* every query precedes every key of this warp */
 #endif
       tile_c st[2], dpt[2];
@@ -134,11 +134,11 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
       MT_UNROLL
       for (int n = 0; n < 2; n++) {
         MT_UNROLL
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < TILE_C_NE; i++) {
           const int key = kw + tile_c_row(lane, i), ql = 16 * sub + 8 * n + tile_c_col(lane, i);
-          const float p = key <= qb + ql ? exp2(st[n].v[i] * sl2 - lq[ql]) : 0.0f;
-          st[n].v[i] = p;
-          dpt[n].v[i] = p * (dpt[n].v[i] - dd[ql]);
+          const float p = key <= qb + ql ? exp2(TILE_C_AT(st[n], i) * sl2 - lq[ql]) : 0.0f;
+          TILE_C_AT(st[n], i) = p;
+          TILE_C_AT(dpt[n], i) = p * (TILE_C_AT(dpt[n], i) - dd[ql]);
         }
       }
       const tile_a pa = MT_A_FROM_C(st[0], st[1], pscr, lane);
@@ -151,18 +151,18 @@ void mla_tile_bwd_kv(MT_BWD_ARGS, __global float *dkn, ulong dkno, uint dkn_ts, 
   }
 
   MT_UNROLL
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < TILE_C_NE; i++) {
     const int r = 16 * w + tile_c_row(lane, i), key = k0 + r;
     if (r >= krows) continue;
     MT_UNROLL
     for (int j = 0; j < NON; j++) {
       const int col = 8 * j + tile_c_col(lane, i);
-      if (col < DV) dv[dvo + (ulong)key * dv_ts + (ulong)h * dv_hs + col] = dva[j].v[i];
+      if (col < DV) dv[dvo + (ulong)key * dv_ts + (ulong)h * dv_hs + col] = TILE_C_AT(dva[j], i);
     }
     MT_UNROLL
     for (int j = 0; j < NKN; j++) {
       const int col = 8 * j + tile_c_col(lane, i);
-      const float x = dka[j].v[i] * scale;
+      const float x = TILE_C_AT(dka[j], i) * scale;
       if (col < DN) dkn[dkno + (ulong)key * dkn_ts + (ulong)h * dkn_hs + col] = x;
       else if (col < DQK) dkr_part[((ulong)key * (ulong)H + (ulong)h) * DR + (col - DN)] = x;
     }
@@ -174,11 +174,11 @@ void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
 {
   __local uint4 Ks4[MLA_TILE_U4(MT_BK * KLD)], Vs4[MLA_TILE_U4(MT_BK * OLD)];
   __local ushort *Ks = (__local ushort *)Ks4, *Vs = (__local ushort *)Vs4;
-#if !(defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX) /* P^T / dS^T through local memory */
+#if !TILE_HAS_A_FROM_C /* P^T / dS^T through local memory */
   __local float scr[MT_NW * 256];
   __local float *pscr = scr + 256 * ((int)get_local_id(0) / 32);
 #endif
-  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32, g = lane >> 2;
+  const int lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32, g = tile_c_row(lane, 0);
   const int4 tl = tiles[ntiles - 1 - (int)get_group_id(0)];
   const int h = (int)get_group_id(1);
   const int s0 = tl.x, t0 = tl.y, rows = tl.z, kend = t0 + rows;
@@ -210,7 +210,7 @@ void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int sub = 0; sub < MT_BK / 16; sub++) {
       const int ks0 = kb + 16 * sub;
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_LANE_SHUFFLE && TILE_HAS_A_FROM_C /* (no barrier below with these) */
       if (ks0 > wq_last) continue; /* every key follows every query of this warp */
 #endif
       tile_c s[2], dp[2];
@@ -228,10 +228,10 @@ void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
       MT_UNROLL
       for (int n = 0; n < 2; n++) {
         MT_UNROLL
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < TILE_C_NE; i++) {
           const int key = ks0 + 8 * n + tile_c_col(lane, i), qp = t0 + (i < 2 ? r0 : r1);
-          const float p = key <= qp ? exp2(s[n].v[i] * sl2 - (i < 2 ? lq0 : lq1)) : 0.0f;
-          s[n].v[i] = p * (dp[n].v[i] - (i < 2 ? d0 : d1));
+          const float p = key <= qp ? exp2(TILE_C_AT(s[n], i) * sl2 - (i < 2 ? lq0 : lq1)) : 0.0f;
+          TILE_C_AT(s[n], i) = p * (TILE_C_AT(dp[n], i) - (i < 2 ? d0 : d1));
         }
       }
       const tile_a da = MT_A_FROM_C(s[0], s[1], pscr, lane);
@@ -247,7 +247,7 @@ void mla_tile_bwd_q(MT_BWD_ARGS, __global float *dq, ulong dqo)
     MT_UNROLL
     for (int j = 0; j < NKN; j++) {
       const int col = 8 * j + tile_c_col(lane, i);
-      if (col < DQK) dq[dqo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DQK + col] = dqa[j].v[i] * scale;
+      if (col < DQK) dq[dqo + ((ulong)(t0 + r) * (ulong)H + (ulong)h) * DQK + col] = TILE_C_AT(dqa[j], i) * scale;
     }
   }
 }

@@ -1,6 +1,6 @@
 /* mla_tile_wgmma.cl: the MLA attention forward on Hopper's warp-group matrix instructions,
  * built as "tile+mla_layout+mla+mla_tile+mla_tile_wgmma" with mla_tile.cl's options and
- * -DMT_WGMMA=1 (plus -DCLMOE_PTX_SM90A=1 under PTX: tile.cl's warp-group section). Same
+ * -DMT_WGMMA=1 (plus -DCLMOE_PTX_SM90A=1 with warp-group products: tile_nv_mma.cl's warp-group section). Same
  * arguments, tile table, results and lse as mla_tile_fwd; it takes bf16 storage whose
  * offsets and strides are multiples of 8 elements, Dn and Dr multiples of 8 and Dv = 128
  * (the host checks).
@@ -16,7 +16,7 @@
  * Block j's S is issued together with block j - 1's P V, and the softmax of block j runs
  * while that P V is still on the matrix unit (the intra-warp-group overlap of
  * FlashAttention-3; 5-7% over issuing them in turn on the H200); O is rescaled after it
- * lands. With TW_PP (128-row tiles under PTX) the two warp groups take turns: one's
+ * lands. With TW_PP (128-row tiles with warp-group products) the two warp groups take turns: one's
  * softmax runs while the other's products do (FlashAttention-3's ping-pong; 10% on the
  * H200). K and V blocks arrive by cp.async TW_AHEAD blocks ahead into rings of TW_AHEAD + 1
  * K buffers and TW_AHEAD + 2 + TW_PP V buffers (a V block is read one block later, two
@@ -91,7 +91,7 @@ inline void tw_issue(__local ushort *kst, __local ushort *vst, int kb, int nk, _
   }
 }
 
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_WARP_GROUP
 /* S (TW_BK / 8 tiles) += Q (64 x 16, this warp's 16 rows in registers) K^T (keys K-major). */
 #if TW_BK == 32
 #define TW_S_SHAPE "m64n32k16"
@@ -112,7 +112,7 @@ inline void tw_mma_s(tile_c *d, tile_a a, ulong db)
                TILE_WG_MARK "wgmma.mma_async.sync.aligned." TW_S_SHAPE ".f32.bf16.bf16 {" TW_S_REGS ", p, 1, 1, 0;\n"
                TILE_WG_MARK "}"
                : TW_S_ACC(d)
-               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "l"(db), "r"(1));
+               : "r"(TILE_A_REG(a, 0)), "r"(TILE_A_REG(a, 1)), "r"(TILE_A_REG(a, 2)), "r"(TILE_A_REG(a, 3)), "l"(db), "r"(1));
 }
 /* O (16 tiles) += P (64 x 16 keys, registers) V (16 keys x 128, N-major). */
 inline void tw_mma_o(tile_c *d, tile_a a, ulong db)
@@ -121,7 +121,7 @@ inline void tw_mma_o(tile_c *d, tile_a a, ulong db)
                TILE_WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" TILE_WG_R64 "}, "
                "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n" TILE_WG_MARK "}"
                : TILE_WG_C16(d)
-               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "l"(db), "r"(1));
+               : "r"(TILE_A_REG(a, 0)), "r"(TILE_A_REG(a, 1)), "r"(TILE_A_REG(a, 2)), "r"(TILE_A_REG(a, 3)), "l"(db), "r"(1));
 }
 #define tw_pin_o tile_wg_pin16
 /* Descriptors: K for head-dimension step ks (K-major, stride 8 keys); V for keys 16 kk ..
@@ -134,24 +134,18 @@ inline void tw_mma_o(tile_c *d, tile_a a, ulong db)
 inline void tw_s_portable(tile_c *s, tile_a qf, __local const ushort *ks, int kstep, int lane)
 {
   for (int n = 0; n < TW_NSN; n++) {
-    const int key = 8 * n + tile_c_col(lane, 0);
     tile_b b;
-    for (int k = 0; k < 16; k++) {
-      b.c[0][k] = bf16_to_f32(ks[tw_off(key, 16 * kstep + k)]);
-      b.c[1][k] = bf16_to_f32(ks[tw_off(key + 1, 16 * kstep + k)]);
-    }
+    for (int i = 0; i < TILE_B_NE; i++)
+      TILE_B_AT(b, i) = bf16_to_f32(ks[tw_off(8 * n + tile_b_col(lane, i), 16 * kstep + tile_b_row(lane, i))]);
     tile_mma(&s[n], qf, b);
   }
 }
 inline void tw_o_portable(tile_c *acc, tile_a pa, __local const ushort *vs, int kk, int lane)
 {
   for (int j = 0; j < 16; j++) {
-    const int col = 8 * j + tile_c_col(lane, 0);
     tile_b b;
-    for (int k = 0; k < 16; k++) {
-      b.c[0][k] = bf16_to_f32(vs[tw_off(16 * kk + k, col)]);
-      b.c[1][k] = bf16_to_f32(vs[tw_off(16 * kk + k, col + 1)]);
-    }
+    for (int i = 0; i < TILE_B_NE; i++)
+      TILE_B_AT(b, i) = bf16_to_f32(vs[tw_off(16 * kk + tile_b_row(lane, i), 8 * j + tile_b_col(lane, i))]);
     tile_mma(&acc[j], pa, b);
   }
 }
@@ -208,7 +202,7 @@ void mla_tile_fwd_wgmma(__global const store_t *q, ulong qo, uint q_ts, uint q_h
     for (int i = lid; i < TW_VBLK / 2; i += MT_WG) vz[i] = 0u;
   }
   TW_SYNC(0, barrier(CLK_LOCAL_MEM_FENCE));
-#if TW_PP && defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TW_PP && TILE_HAS_WARP_GROUP
   /* The warp groups take turns on the matrix unit: group 0 meets the others at sync point j
    * before block j's products, group 1 after them, so each group's softmax runs while the
    * other's products do (FlashAttention-3's ping-pong) with one barrier per block. Group

@@ -46,7 +46,7 @@ probe_tile(__global const ushort *a, __global const ushort *b, __global float *d
  *     0: a b (a_bf16, b_bf16)        1: a b (at_bf16, bt_bf16: both stored transposed)
  *     2: a b (a_f32, b_f32)          3: a b (at_f32, bt_f32)
  *     4: a b2 (a_bf16, bt_bf16)      5: [out0 | out4] b2 (tile_a_from_c_local)
- *     6: [out0 | out4] b2 (tile_a_from_c under PTX; tile_a_from_c_local elsewhere)
+ *     6: [out0 | out4] b2 (tile_a_from_c with TILE_HAS_A_FROM_C; tile_a_from_c_local elsewhere)
  * Row strides in local memory are padded (18, 10) so that ld is not the tile width. */
 #define TT_LDA 18
 #define TT_LDB 10
@@ -91,7 +91,7 @@ probe_tile_test(__global const float *a, __global const float *b, __global const
   tile_c e5 = tile_c_zero(), e6 = tile_c_zero();
   tile_b bb2 = tile_load_b_bf16(b2h, TT_LDB, lane);
   tile_mma(&e5, tile_a_from_c_local(d[0], d[4], scratch[w], lane), bb2);
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
+#if TILE_HAS_A_FROM_C
   tile_mma(&e6, tile_a_from_c(d[0], d[4], lane), bb2);
 #else
   tile_mma(&e6, tile_a_from_c_local(d[0], d[4], scratch[w], lane), bb2);

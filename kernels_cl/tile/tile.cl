@@ -1,411 +1,117 @@
-/* tile.cl: the matrix-unit tile interface, prepended to the kernel families that use it
- * ("tile+gemm_tile", "tile+kda_common+kda_tile", ...).
+/* tile.cl: the contract of the matrix-unit tile interface, and the operations every
+ * implementation shares. A kernel family names it "tile" ("tile+gemm_tile",
+ * "tile+kda_common+kda_tile", ...); the program assembly (lib/runtime/program.c) puts the
+ * device's implementation file in front of it, the one the build option
+ * -DCLMOE_TILE_IMPL=<file> names (lib/tile/tile.c's feature table gives it; tile_portable
+ * without it). Implementations: tile_portable.cl (any device), tile_nv_mma.cl (NVIDIA
+ * sm_80+, inline PTX). A new matrix unit is one more file and one row of that table.
  *
- * One product is D[16 x 8] += A[16 x 16] B[16 x 8]: bf16 operands, fp32 accumulators,
- * computed by a group of 32 work-items ("lanes", lane = 0..31) that hold pieces of the
- * operands in fragments. The shapes and the lane-to-element map are those of NVIDIA's
- * mma.sync m16n8k16, so that the NVIDIA implementation is one instruction:
- *   g = lane / 4, t = lane % 4
- *   the accumulator (tile_c) of a lane holds D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]
- *   (tile_c_row / tile_c_col give the coordinates of element i = 0..3).
+ * The product. D[16 x 8] += A[16 x 16] B[16 x 8]: bf16 operands, fp32 accumulators,
+ * computed by a group of TILE_LANES (32) work-items ("lanes", lane = 0..31) that hold
+ * pieces of the operands in fragments:
+ *   tile_a, tile_b   the operands' fragments; tile_c, the accumulator's
+ *   tile_mma(&c, a, b)              c += a b
+ *   tile_c_zero()                   a zero accumulator
+ * Layout (after ggml's mma.cuh ne / get_i / get_j): a lane's fragment holds TILE_C_NE
+ * (TILE_A_NE, TILE_B_NE) elements; element i of lane is
+ *   D[tile_c_row(lane, i)][tile_c_col(lane, i)]    read and written as TILE_C_AT(c, i)
+ *   A[tile_a_row(lane, i)][tile_a_col(lane, i)]
+ *   B[tile_b_row(lane, i)][tile_b_col(lane, i)]
+ * and tile_c_lane(row, col) is the lane that holds D[row][col] (rows r and r + 8 in one
+ * lane), for lane shuffles. Kernels index fragments only through these. Where an
+ * implementation keeps its operand elements addressable (TILE_HAS_PACKED_REGS 0),
+ * TILE_A_AT(a, i) / TILE_B_AT(b, i) are the fp32 (bf16-rounded) elements; where it packs
+ * them (TILE_HAS_PACKED_REGS 1), TILE_A_REG(a, j) / TILE_B_REG(b, j) are registers of two
+ * bf16 (low half first): j of TILE_A_NREG (TILE_B_NREG) holds elements 2j and 2j + 1. The
+ * kernels' packed fast paths (their own local layouts, feeding registers with 8-byte
+ * loads) are written for the m16n8k16 register order of tile_nv_mma.cl; another packed
+ * implementation brings its own, or sets TILE_HAS_PACKED_REGS 0.
  * Operands are loaded from local memory (bf16 as ushort, or fp32 rounded to bf16 on load,
  * nearest even), in either orientation:
- *   A: tile_load_a_*(p, ld)    A[r][k] = p[r ld + k]        (row-major, 16 x 16)
- *      tile_load_at_*(p, ld)   A[r][k] = p[k ld + r]        (stored transposed)
- *   B: tile_load_b_*(p, ld)    B[k][n] = p[k ld + n]        (row-major, 16 x 8)
- *      tile_load_bt_*(p, ld)   B[k][n] = p[n ld + k]        (stored transposed: "col")
- * and an accumulator pair can be reused as an A operand without memory
- * (tile_a_from_c: the 16 x 16 tile [c0 | c1], rounded to bf16), as flash attention does
- * with its probabilities.
+ *   A: tile_load_a_*(p, ld, lane)    A[r][k] = p[r ld + k]        (row-major, 16 x 16)
+ *      tile_load_at_*(p, ld, lane)   A[r][k] = p[k ld + r]        (stored transposed)
+ *   B: tile_load_b_*(p, ld, lane)    B[k][n] = p[k ld + n]        (row-major, 16 x 8)
+ *      tile_load_bt_*(p, ld, lane)   B[k][n] = p[n ld + k]        (stored transposed: "col")
+ * (* = bf16 or f32; p + offset 4-byte aligned and ld even for bf16), stored by
+ *   tile_store_c_local / tile_store_c_global(c, p, ld, lane)      p[r ld + n] = D[r][n]
+ * and an accumulator pair [c0 | c1] (columns 0..7, 8..15) is reused as the A operand of a
+ * next product (the 16 x 16 tile, rounded to bf16), as flash attention does with its
+ * probabilities: tile_a_from_c_local(c0, c1, scratch, lane) through TILE_SCRATCH_FLOATS
+ * of local memory (16 x 16 fp32, private to the 32 lanes; every lane of the work-group
+ * calls it in uniform control flow: it holds two barriers), or in registers with
+ * tile_a_from_c(c0, c1, lane) (tile_a_from_c_cvt: the same values through tile_cvt2)
+ * where TILE_HAS_A_FROM_C.
+ * B operands prepared once and read many times are kept in fragment order: B[k][n] of a
+ * 16 x 8 operand at tile_b_order(k, n) of 128 bf16, read by tile_load_b_ordered(f, lane)
+ * (f 8-byte aligned).
+ * Conversions: tile_cvt2(lo, hi), two fp32 as a pair of bf16 in a uint (lo in the low
+ * half), nearest even.
+ * What kernels may assume of the accumulator's layout beyond the accessors: TILE_C_NE is 4,
+ * a lane's elements are a 2 x 2 block, rows tile_c_row(lane, 0) (elements 0, 1) and
+ * tile_c_row(lane, 2) (elements 2, 3), columns tile_c_col(lane, 0) and that + 1 (elements
+ * 2j and 2j + 1), so that kernels load, scale and store them as pairs and reduce a row's
+ * values over the lanes tile_c_lane(row, 0 .. 7).
+ * Copies: tile_cp16(dst, src, bytes) moves 16 bytes from global to local memory (past
+ * `bytes` zero), tile_cp_commit() closes a group of copies, TILE_CP_WAIT(n) waits until at
+ * most n groups are in flight (a barrier must follow); TILE_WARP_SYNC() orders a group's
+ * local writes before its own lanes' reads.
  *
- * Implementations, chosen at build time by the host from the capability record:
- *   CLMOE_TILE_PTX=1   NVIDIA sm_80 or newer: inline PTX mma.sync.aligned.m16n8k16.row.col
- *                      .f32.bf16.bf16.f32. Lanes must be the 32 threads of one warp: a
- *                      1-D work-group whose size is a multiple of 32, lane = lid % 32,
- *                      every lane of the warp calling in convergent control flow.
- *   (default)          portable: ordinary fp32 arithmetic that computes the same products
- *                      from the same bf16-rounded operands (exact products; the sum over
- *                      k in order 0..15, so results may differ from the matrix unit's in
- *                      the last bits of the sum). A fragment holds whole rows / columns of
- *                      its operand, so no lane needs another lane's data: any device, any
- *                      work-group size that is a multiple of 32.
- *   Hooks for other matrix units (same contract): CLMOE_TILE_INTEL
- *   (cl_intel_subgroup_matrix_multiply_accumulate, sub-group of 8 or 16: a 16 x 8 tile is
- *   two 8-row dpas calls) and CLMOE_TILE_AMD (MFMA / WMMA through the compiler's builtins
- *   where the OpenCL compiler exposes them) are not implemented yet; the host never sets
- *   them, so those devices use the portable path.
- *
- * Data in local memory: with CLMOE_TILE_PTX the loads read pairs of adjacent bf16 as one
- * uint where the layout allows it (row-major A, transposed B): p + offset must then be
- * 4-byte aligned and ld even. */
+ * Features: every implementation defines each of these, 0 or 1; kernels branch on them,
+ * never on the implementation:
+ *   TILE_HAS_MATRIX_UNIT   the products run on a matrix unit (else fp32 arithmetic)
+ *   TILE_HAS_LANE_SHUFFLE  tile_shfl_xor / _up / _down / _idx(x, v): lanes read each
+ *                          other's registers
+ *   TILE_HAS_ASYNC_COPY    tile_cp16 bypasses registers and runs behind the kernel
+ *   TILE_HAS_MATRIX_LOAD   tile_ldsm_x4(_trans)(row): four 8 x 8 bf16 matrices' fragments
+ *                          from lane-named rows (lane names row tile_ldsm_row(lane) of
+ *                          matrix tile_ldsm_mat(lane))
+ *   TILE_HAS_MATRIX_STORE  tile_stsm_x4(row, r0..r3): the inverse
+ *   TILE_HAS_WARP_GROUP    products of 4 groups of 32 lanes with operands in local memory
+ *                          (tile_wg_desc, tile_wg_fence / _commit, TILE_WG_WAIT,
+ *                          tile_wg_proxy_fence, TILE_BAR_SYNC, TILE_WG_C*, TILE_WG_R*;
+ *                          where 0, fences, waits and pins do nothing)
+ *   TILE_HAS_A_FROM_C      tile_a_from_c: accumulators become an A operand in registers
+ *   TILE_HAS_PACKED_REGS   operands are registers of two bf16 (TILE_A_REG, TILE_B_REG);
+ *                          else fp32 elements (TILE_A_AT, TILE_B_AT)
+ *   TILE_SCRATCH_FLOATS    the local floats per 32 lanes a kernel sets aside for
+ *                          tile_a_from_c_local where !TILE_HAS_A_FROM_C (0 otherwise)
+ *   TILE_UNROLL            the unroll pragma for loops over tiles (unrolled on a matrix
+ *                          unit; rolled where a CPU compiler would take minutes) */
 #ifndef CLMOE_TILE_CL
 #define CLMOE_TILE_CL
 
-inline int tile_c_row(int lane, int i) { return (lane >> 2) + ((i & 2) ? 8 : 0); }
-inline int tile_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
-
-/* bf16 rounding of an fp32 value, returned as fp32 (what the matrix unit multiplies). */
-inline float tile_round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-
-typedef struct tile_c {
-  float v[4]; /* D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1] */
-} tile_c;
+#if !defined(TILE_LANES) || !defined(TILE_C_NE) || !defined(TILE_A_NE) || !defined(TILE_B_NE)
+#error "tile.cl: no tile implementation in front of the contract (lib/runtime/program.c)"
+#endif
+#if !defined(TILE_HAS_MATRIX_UNIT) || !defined(TILE_HAS_LANE_SHUFFLE) ||                         \
+    !defined(TILE_HAS_ASYNC_COPY) || !defined(TILE_HAS_MATRIX_LOAD) ||                           \
+    !defined(TILE_HAS_MATRIX_STORE) || !defined(TILE_HAS_WARP_GROUP) ||                          \
+    !defined(TILE_HAS_A_FROM_C) || !defined(TILE_HAS_PACKED_REGS) ||                             \
+    !defined(TILE_SCRATCH_FLOATS) || !defined(TILE_UNROLL)
+#error "tile.cl: the tile implementation misses a feature macro"
+#endif
 
 inline tile_c tile_c_zero(void)
 {
   tile_c c;
-  c.v[0] = c.v[1] = c.v[2] = c.v[3] = 0.0f;
+  for (int i = 0; i < TILE_C_NE; i++) TILE_C_AT(c, i) = 0.0f;
   return c;
 }
 
 /* Stores D (fp32) at p[r ld + n] (local or global through the two variants). */
 inline void tile_store_c_local(tile_c c, __local float *p, int ld, int lane)
 {
-  for (int i = 0; i < 4; i++) p[tile_c_row(lane, i) * ld + tile_c_col(lane, i)] = c.v[i];
+  for (int i = 0; i < TILE_C_NE; i++) p[tile_c_row(lane, i) * ld + tile_c_col(lane, i)] = TILE_C_AT(c, i);
 }
 inline void tile_store_c_global(tile_c c, __global float *p, int ld, int lane)
 {
-  for (int i = 0; i < 4; i++) p[tile_c_row(lane, i) * ld + tile_c_col(lane, i)] = c.v[i];
+  for (int i = 0; i < TILE_C_NE; i++) p[tile_c_row(lane, i) * ld + tile_c_col(lane, i)] = TILE_C_AT(c, i);
 }
-
-#if defined(CLMOE_TILE_PTX) && CLMOE_TILE_PTX
-/* ---- NVIDIA: mma.sync m16n8k16 -------------------------------------------------------- */
-typedef struct tile_a {
-  uint r[4]; /* {A[g][2t..2t+1]}, {A[g+8][2t..]}, {A[g][2t+8..]}, {A[g+8][2t+8..]} */
-} tile_a;
-typedef struct tile_b {
-  uint r[2]; /* {B[2t..2t+1][g]}, {B[2t+8..2t+9][g]} */
-} tile_b;
-
-inline uint tile_pack(ushort lo, ushort hi) { return (uint)lo | ((uint)hi << 16); }
-inline uint tile_pack_f32(float lo, float hi) { return tile_pack(f32_to_bf16(lo), f32_to_bf16(hi)); }
-
-inline tile_a tile_load_a_bf16(__local const ushort *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_a a;
-  a.r[0] = *(__local const uint *)(p + g * ld + t);
-  a.r[1] = *(__local const uint *)(p + (g + 8) * ld + t);
-  a.r[2] = *(__local const uint *)(p + g * ld + t + 8);
-  a.r[3] = *(__local const uint *)(p + (g + 8) * ld + t + 8);
-  return a;
-}
-inline tile_a tile_load_a_f32(__local const float *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_a a;
-  a.r[0] = tile_pack_f32(p[g * ld + t], p[g * ld + t + 1]);
-  a.r[1] = tile_pack_f32(p[(g + 8) * ld + t], p[(g + 8) * ld + t + 1]);
-  a.r[2] = tile_pack_f32(p[g * ld + t + 8], p[g * ld + t + 9]);
-  a.r[3] = tile_pack_f32(p[(g + 8) * ld + t + 8], p[(g + 8) * ld + t + 9]);
-  return a;
-}
-inline tile_a tile_load_at_bf16(__local const ushort *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_a a;
-  a.r[0] = tile_pack(p[t * ld + g], p[(t + 1) * ld + g]);
-  a.r[1] = tile_pack(p[t * ld + g + 8], p[(t + 1) * ld + g + 8]);
-  a.r[2] = tile_pack(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
-  a.r[3] = tile_pack(p[(t + 8) * ld + g + 8], p[(t + 9) * ld + g + 8]);
-  return a;
-}
-inline tile_a tile_load_at_f32(__local const float *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_a a;
-  a.r[0] = tile_pack_f32(p[t * ld + g], p[(t + 1) * ld + g]);
-  a.r[1] = tile_pack_f32(p[t * ld + g + 8], p[(t + 1) * ld + g + 8]);
-  a.r[2] = tile_pack_f32(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
-  a.r[3] = tile_pack_f32(p[(t + 8) * ld + g + 8], p[(t + 9) * ld + g + 8]);
-  return a;
-}
-inline tile_b tile_load_b_bf16(__local const ushort *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_b b;
-  b.r[0] = tile_pack(p[t * ld + g], p[(t + 1) * ld + g]);
-  b.r[1] = tile_pack(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
-  return b;
-}
-inline tile_b tile_load_b_f32(__local const float *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_b b;
-  b.r[0] = tile_pack_f32(p[t * ld + g], p[(t + 1) * ld + g]);
-  b.r[1] = tile_pack_f32(p[(t + 8) * ld + g], p[(t + 9) * ld + g]);
-  return b;
-}
-inline tile_b tile_load_bt_bf16(__local const ushort *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_b b;
-  b.r[0] = *(__local const uint *)(p + g * ld + t);
-  b.r[1] = *(__local const uint *)(p + g * ld + t + 8);
-  return b;
-}
-inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
-{
-  int g = lane >> 2, t = (lane & 3) << 1;
-  tile_b b;
-  b.r[0] = tile_pack_f32(p[g * ld + t], p[g * ld + t + 1]);
-  b.r[1] = tile_pack_f32(p[g * ld + t + 8], p[g * ld + t + 9]);
-  return b;
-}
-/* [c0 | c1] (D tiles of columns 0..7 and 8..15) as the A operand of a next product: the
- * accumulator layout of two tiles is the A fragment layout, so no data moves. */
-inline tile_a tile_a_from_c(tile_c c0, tile_c c1, int lane)
-{
-  tile_a a;
-  a.r[0] = tile_pack_f32(c0.v[0], c0.v[1]);
-  a.r[1] = tile_pack_f32(c0.v[2], c0.v[3]);
-  a.r[2] = tile_pack_f32(c1.v[0], c1.v[1]);
-  a.r[3] = tile_pack_f32(c1.v[2], c1.v[3]);
-  return a;
-}
-/* The product has no side effects: without `volatile` the compiler may schedule it among
- * loads; -DTILE_MMA_ASM_QUAL=volatile pins the source order (for experiments). */
-#ifndef TILE_MMA_ASM_QUAL
-#define TILE_MMA_ASM_QUAL volatile
-#endif
-inline void tile_mma(tile_c *c, tile_a a, tile_b b)
-{
-  asm TILE_MMA_ASM_QUAL("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c->v[0]), "+f"(c->v[1]), "+f"(c->v[2]), "+f"(c->v[3])
-               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
-}
-
-
-/* Asynchronous copies and matrix loads (sm_80): cp.async moves 16 bytes from global to
- * local memory without registers (bytes < 16: the rest is zero-filled; 16-byte aligned
- * addresses); groups of copies are committed and waited for by count; ldmatrix gives four
- * 8 x 8 bf16 matrices' fragments from 8-row address lists (lane l names row l % 8 of matrix
- * l / 8), plain or transposed. Local addresses are the shared window's 32-bit offsets. */
-inline uint tile_local_addr(__local const void *p) { return (uint)(size_t)p; }
-inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
-{
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-               :: "r"(tile_local_addr(dst)), "l"((ulong)(size_t)src), "r"(bytes) : "memory");
-}
-inline void tile_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-/* Waits until at most n (a literal) committed groups of this lane are still in flight;
- * a barrier must follow before other lanes read the data. */
-#define TILE_CP_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
-inline uint4 tile_ldsm_x4(__local const ushort *row)
-{
-  uint4 r;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
-  return r;
-}
-inline uint4 tile_ldsm_x4_trans(__local const ushort *row)
-{
-  uint4 r;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(tile_local_addr(row)));
-  return r;
-}
-/* Warp shuffles (shfl.sync over all 32 lanes): tile_shfl_xor, the value of lane ^ v;
- * tile_shfl_up, of lane - v (lanes below v keep their own); tile_shfl_down, of lane + v
- * (lanes past 31 - v keep theirs); tile_shfl_idx, of lane v. */
-#define TILE_SHFL(name, mode, clamp)                                                        \
-  inline float name(float x, int v)                                                         \
-  {                                                                                         \
-    uint r;                                                                                 \
-    asm volatile("shfl.sync." mode ".b32 %0, %1, %2, " clamp ", 0xffffffff;"                 \
-                 : "=r"(r) : "r"(as_uint(x)), "r"(v));                                      \
-    return as_float(r);                                                                     \
-  }
-TILE_SHFL(tile_shfl_xor, "bfly", "0x1f")
-TILE_SHFL(tile_shfl_up, "up", "0")
-TILE_SHFL(tile_shfl_down, "down", "0x1f")
-TILE_SHFL(tile_shfl_idx, "idx", "0x1f")
-
-/* stmatrix (sm_90): the inverse of tile_ldsm_x4, four 8 x 8 bf16 matrices from fragments
- * (lane l holds row l / 4, elements 2 (l % 4) and + 1 of each: an accumulator tile's
- * layout, packed) to the rows lane l names (row l % 8 of matrix l / 8). */
-inline void tile_stsm_x4(__local ushort *row, uint r0, uint r1, uint r2, uint r3)
-{
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
-               :: "r"(tile_local_addr(row)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
-}
-
-/* Warp-group matrix instructions (sm_90a): the 128 lanes of 4 consecutive warps ("warp
- * group") issue wgmma.mma_async together; operands in local memory are named by matrix
- * descriptors (start, leading and stride byte offsets, swizzle 1: 128 B, 2: 64 B, 3: 32 B,
- * of the hardware's canonical layouts), accumulators stay in registers. The products run
- * asynchronously: tile_wg_fence before a batch (after registers it reads were written),
- * tile_wg_commit after it, TILE_WG_WAIT(n) until at most n batches are in flight; copies
- * that wrote local memory through the generic proxy (cp.async, stores) need
- * tile_wg_proxy_fence and a barrier before a product reads them. The shapes' own asm
- * statements live with their kernels (gemm_wgmma.cl, mla_tile_wgmma.cl).
- * NVIDIA's OpenCL compiler writes PTX for ".target sm_90", where these instructions do not
- * exist, so they are written as PTX comments marked TILE_WG_MARK: the compiler still
- * allocates their operands' registers; the host (lib/runtime/ptx_sm90a.c, asked for by the build
- * option -DCLMOE_PTX_SM90A=1) retargets the built PTX to sm_90a, removes the marks and
- * builds that. */
-#define TILE_WG_MARK "//sm90a "
-inline ulong tile_wg_desc(__local const ushort *p, uint lbo, uint sbo, uint swizzle)
-{
-  ulong a = (ulong)((tile_local_addr(p) & 0x3FFFFu) >> 4);
-  return a | ((ulong)((lbo >> 4) & 0x3FFFu) << 16) | ((ulong)((sbo >> 4) & 0x3FFFu) << 32) |
-         ((ulong)swizzle << 62);
-}
-inline void tile_wg_fence(void) { asm volatile(TILE_WG_MARK "wgmma.fence.sync.aligned;" ::: "memory"); }
-inline void tile_wg_commit(void) { asm volatile(TILE_WG_MARK "wgmma.commit_group.sync.aligned;" ::: "memory"); }
-#define TILE_WG_WAIT(n) asm volatile(TILE_WG_MARK "wgmma.wait_group.sync.aligned " #n ";" ::: "memory")
-inline void tile_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-/* Barrier `id` (literal; 0 is barrier()'s) for `n` work-items (literal, a multiple of 32)
- * that may reach it from different places in the code (warp groups taking turns). */
-#define TILE_BAR_SYNC(id, n) asm volatile("bar.sync " #id ", " #n ";" ::: "memory")
-/* Orders a warp's local-memory writes before its own lanes' reads (scratch private to the
- * warp): a warp barrier here, the work-group barrier with the portable tiles. Every lane
- * of the warp must reach it. */
-#define TILE_WARP_SYNC() asm volatile("bar.warp.sync -1;" ::: "memory")
-/* Operand lists of the warp-group asm statements: accumulators as tile_c arrays (4, 8 or 16
- * tiles of 8 columns: n = 32, 64, 128), read and written, and their %-placeholders
- * (operands 0 .. 4 n / 8 - 1; the statement's other operands follow). */
-#define TILE_WG_C1(d, j) "+f"((d)[j].v[0]), "+f"((d)[j].v[1]), "+f"((d)[j].v[2]), "+f"((d)[j].v[3])
-#define TILE_WG_C4(d) TILE_WG_C1(d, 0), TILE_WG_C1(d, 1), TILE_WG_C1(d, 2), TILE_WG_C1(d, 3)
-#define TILE_WG_C8(d) TILE_WG_C4(d), TILE_WG_C1(d, 4), TILE_WG_C1(d, 5), TILE_WG_C1(d, 6), TILE_WG_C1(d, 7)
-#define TILE_WG_C16(d)                                                                         \
-  TILE_WG_C8(d), TILE_WG_C1(d, 8), TILE_WG_C1(d, 9), TILE_WG_C1(d, 10), TILE_WG_C1(d, 11),     \
-      TILE_WG_C1(d, 12), TILE_WG_C1(d, 13), TILE_WG_C1(d, 14), TILE_WG_C1(d, 15)
-#define TILE_WG_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-#define TILE_WG_R32 TILE_WG_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define TILE_WG_R64                                                                            \
-  TILE_WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-              "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-/* Pin accumulators after a wait: later uses may not move above it. */
-inline void tile_wg_pin4(tile_c *d) { asm volatile("" : TILE_WG_C4(d)::"memory"); }
-inline void tile_wg_pin8(tile_c *d) { asm volatile("" : TILE_WG_C8(d)::"memory"); }
-inline void tile_wg_pin16(tile_c *d) { asm volatile("" : TILE_WG_C16(d)::"memory"); }
-#else
-/* ---- portable: whole rows of A and columns of B per lane --------------------------------- */
-typedef struct tile_a {
-  float r[2][16]; /* rows g and g+8, bf16-rounded */
-} tile_a;
-typedef struct tile_b {
-  float c[2][16]; /* columns 2t and 2t+1, bf16-rounded */
-} tile_b;
-
-inline tile_a tile_load_a_bf16(__local const ushort *p, int ld, int lane)
-{
-  int g = lane >> 2;
-  tile_a a;
-  for (int k = 0; k < 16; k++) {
-    a.r[0][k] = bf16_to_f32(p[g * ld + k]);
-    a.r[1][k] = bf16_to_f32(p[(g + 8) * ld + k]);
-  }
-  return a;
-}
-inline tile_a tile_load_a_f32(__local const float *p, int ld, int lane)
-{
-  int g = lane >> 2;
-  tile_a a;
-  for (int k = 0; k < 16; k++) {
-    a.r[0][k] = tile_round_bf16(p[g * ld + k]);
-    a.r[1][k] = tile_round_bf16(p[(g + 8) * ld + k]);
-  }
-  return a;
-}
-inline tile_a tile_load_at_bf16(__local const ushort *p, int ld, int lane)
-{
-  int g = lane >> 2;
-  tile_a a;
-  for (int k = 0; k < 16; k++) {
-    a.r[0][k] = bf16_to_f32(p[k * ld + g]);
-    a.r[1][k] = bf16_to_f32(p[k * ld + g + 8]);
-  }
-  return a;
-}
-inline tile_a tile_load_at_f32(__local const float *p, int ld, int lane)
-{
-  int g = lane >> 2;
-  tile_a a;
-  for (int k = 0; k < 16; k++) {
-    a.r[0][k] = tile_round_bf16(p[k * ld + g]);
-    a.r[1][k] = tile_round_bf16(p[k * ld + g + 8]);
-  }
-  return a;
-}
-inline tile_b tile_load_b_bf16(__local const ushort *p, int ld, int lane)
-{
-  int n = (lane & 3) << 1;
-  tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = bf16_to_f32(p[k * ld + n]);
-    b.c[1][k] = bf16_to_f32(p[k * ld + n + 1]);
-  }
-  return b;
-}
-inline tile_b tile_load_b_f32(__local const float *p, int ld, int lane)
-{
-  int n = (lane & 3) << 1;
-  tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = tile_round_bf16(p[k * ld + n]);
-    b.c[1][k] = tile_round_bf16(p[k * ld + n + 1]);
-  }
-  return b;
-}
-inline tile_b tile_load_bt_bf16(__local const ushort *p, int ld, int lane)
-{
-  int n = (lane & 3) << 1;
-  tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = bf16_to_f32(p[n * ld + k]);
-    b.c[1][k] = bf16_to_f32(p[(n + 1) * ld + k]);
-  }
-  return b;
-}
-inline tile_b tile_load_bt_f32(__local const float *p, int ld, int lane)
-{
-  int n = (lane & 3) << 1;
-  tile_b b;
-  for (int k = 0; k < 16; k++) {
-    b.c[0][k] = tile_round_bf16(p[n * ld + k]);
-    b.c[1][k] = tile_round_bf16(p[(n + 1) * ld + k]);
-  }
-  return b;
-}
-/* Copies "asynchronously" (plainly here: the wait and the barrier after it order them):
- * the first `bytes` bytes of 16 (even), the rest zero. No ldmatrix: kernels read fragments
- * through their own portable loads. */
-inline void tile_cp16(__local void *dst, __global const void *src, int bytes)
-{
-  __local ushort *d = (__local ushort *)dst;
-  __global const ushort *x = (__global const ushort *)src;
-  for (int i = 0; i < 8; i++) d[i] = 2 * i < bytes ? x[i] : (ushort)0;
-}
-inline void tile_cp_commit(void) {}
-#define TILE_CP_WAIT(n) ((void)0)
-#define TILE_WARP_SYNC() barrier(CLK_LOCAL_MEM_FENCE)
-/* Warp-group products: kernels compute them through tile_mma / element reads here, in
- * order, so the fences and waits have nothing to do. */
-#define tile_wg_fence() ((void)0)
-#define tile_wg_commit() ((void)0)
-#define TILE_WG_WAIT(n) ((void)0)
-#define tile_wg_proxy_fence() ((void)0)
-#define tile_wg_pin4(d) ((void)0)
-#define tile_wg_pin8(d) ((void)0)
-#define tile_wg_pin16(d) ((void)0)
-/* (tile_a_from_c needs the other lanes' accumulators, out of reach here without memory:
- * portable kernels use tile_a_from_c_local below, so it exists only under PTX.) */
-inline void tile_mma(tile_c *c, tile_a a, tile_b b)
-{
-  for (int i = 0; i < 4; i++) {
-    float s = c->v[i];
-    for (int k = 0; k < 16; k++) s = fma(a.r[i >> 1][k], b.c[i & 1][k], s);
-    c->v[i] = s;
-  }
-}
-#endif
 
 /* [c0 | c1] as an A operand through local memory (any implementation): every lane of the
  * work-group must call it in uniform control flow (it holds two barriers); scratch is a
- * 16 x 16 fp32 area private to this group of 32 lanes. Under PTX prefer tile_a_from_c. */
+ * 16 x 16 fp32 area private to this group of 32 lanes. With TILE_HAS_A_FROM_C prefer
+ * tile_a_from_c. */
 inline tile_a tile_a_from_c_local(tile_c c0, tile_c c1, __local float *scratch, int lane)
 {
   tile_store_c_local(c0, scratch, 16, lane);

@@ -56,10 +56,10 @@ int clmoe__kda_tile_bwd_covers(clmoe_ctx *ctx, const kda_plan *p)
   if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
   const size_t K = (size_t)p->K;
-  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  size_t need = chunk_bytes(K, (size_t)p->V, ptx, 2);
+  const clmoe_tile_features *tf = clmoe__tile_features(ctx);
+  size_t need = chunk_bytes(K, (size_t)p->V, tf->lane_shuffle, 2);
   /* the state passes with their smallest ring: 2 stages, 1 warp */
-  const size_t mine[2] = {states_bytes(K, 1, 2, ptx, clmoe__kda_tile_stsm(ctx)),
+  const size_t mine[2] = {states_bytes(K, 1, 2, tf->a_from_c, clmoe__kda_tile_stsm(ctx)),
                           KDA_TILE_PREP_LOCAL_BYTES(K, (size_t)p->V)};
   for (int i = 0; i < 2; i++)
     if (mine[i] > need) need = mine[i];
@@ -129,7 +129,7 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
 {
   char opts[320], base[128];
   clmoe__kda_options(p, 0, base, sizeof base);
-  const int prod = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA, stsm = clmoe__kda_tile_stsm(ctx);
+  const int prod = clmoe__tile_features(ctx)->async_copy, stsm = clmoe__kda_tile_stsm(ctx);
   int w = pick_warps(ctx, p, warps, prep);
   const int ns = fit_ring(ctx, p, stages, prod, stsm, &w);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=64 -DTC_BWD=1 -DTB_NW=%d -DTB_NS=%d -DTB_PROD=%d -DTC_STSM=%d %s", base,
@@ -179,15 +179,15 @@ static clmoe_status run_tiles(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda
  * context) force either where it fits. */
 static int pick_pair(clmoe_ctx *ctx, const kda_plan *p, int *ns)
 {
-  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  const clmoe_tile_features *tf = clmoe__tile_features(ctx);
   const size_t K = (size_t)p->K, V = (size_t)p->V, avail = clmoe__local_mem_optin(ctx);
-  const int fits = 2 * chunk_bytes(K, V, ptx, 2) + 256 <= avail &&
+  const int fits = 2 * chunk_bytes(K, V, tf->lane_shuffle, 2) + 256 <= avail &&
                    clmoe_ctx_caps(ctx)->max_work_group_size >= 2 * KDA_TILE_CHUNK_WG;
   const char *env = clmoe__knob_text(ctx, CLMOE_K_KDA_TCB_PAIR), *env_s = clmoe__knob_text(ctx, CLMOE_K_KDA_TCB_STAGES);
-  const clmoe__device_defaults *dd = clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx)); /* knobs_device.c */
+  const clmoe__device_defaults *dd = clmoe__device_defaults_for(ctx, tf); /* knobs_device.c */
   int pair = fits ? dd->kda_bwd_pair : 1;
   if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) pair = env[0] == '2' && fits ? 2 : 1;
-  *ns = (size_t)pair * chunk_bytes(K, V, ptx, dd->kda_bwd_stages) + 256 <= avail ? dd->kda_bwd_stages : 2;
+  *ns = (size_t)pair * chunk_bytes(K, V, tf->lane_shuffle, dd->kda_bwd_stages) + 256 <= avail ? dd->kda_bwd_stages : 2;
   if (env_s && !strcmp(env_s, "2")) *ns = 2;
   return pair;
 }

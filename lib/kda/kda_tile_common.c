@@ -12,7 +12,7 @@
 int clmoe__kda_tile_stsm(clmoe_ctx *ctx)
 {
   if (!clmoe__knob_int(ctx, CLMOE_K_KDA_TC_STSM)) return 0;
-  return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA && clmoe_ctx_caps(ctx)->nv_cc_major >= 9;
+  return clmoe__tile_features(ctx)->matrix_store;
 }
 
 int clmoe__kda_tile_spread_warps(clmoe_ctx *ctx, const kda_plan *p, int most)

@@ -83,7 +83,8 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
                              clmoe_tensor *o, clmoe_tensor *ht, int step, int warps, int lookahead,
                              clmoe_kda_tile_saved *saved)
 {
-  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  const clmoe_tile_features *tf = clmoe__tile_features(ctx);
+  const int regs = tf->a_from_c; /* no per-warp scratch (KDA_TILE_STATE64_LOCAL_BYTES) */
   if (saved && step != 64) saved->nchunks = 0; /* (the 16-token pass's U is not U^T) */
   /* Intermediates: the blocks [chunks, H, block] and U [chunks, H, 16, V] f32 (step 64: the
    * same sizes, fragment order and U^T [chunks, H, V, 16]: kernels_cl/kda/kda_tile.cl). */
@@ -100,8 +101,8 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
                  ? lookahead + 1
                  : clmoe__device_defaults_for(ctx, clmoe__tile_features(ctx))->kda_lookahead + 1;
     lookahead = 0; /* (TC_PF: the 16-token pass's; one build per ring) */
-    fit_ring(ctx, p, ptx, stsm, &warps, &stages);
-    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, ptx, stsm) + 256 > clmoe__local_mem_optin(ctx)) {
+    fit_ring(ctx, p, regs, stsm, &warps, &stages);
+    if (state64_local_bytes((size_t)p->K, (size_t)warps, (size_t)stages, regs, stsm) + 256 > clmoe__local_mem_optin(ctx)) {
       if (save) clmoe_kda_tile_saved_release(ctx, saved);
       return run_step(ctx, p, in, o, ht, 16, 0, 0, saved); /* too little local memory */
     }
@@ -109,7 +110,7 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
     /* Two register sets of look-ahead cost 2 x 26 uint4 per work-item with one warp. */
     lookahead = warps >= 2 ? 2 : 1;
   }
-  const int prod = step == 64 && ptx && pick_producer(ctx);
+  const int prod = step == 64 && tf->async_copy && pick_producer(ctx);
   char opts[288], base[128];
   clmoe__kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
   snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d %s",

@@ -66,9 +66,9 @@ static int tile_async_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq)
                         a->v.off, a->v.ts, a->v.hs};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (v[i] % 8) return 0;
-  const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
+  const int regs = clmoe__tile_features(ctx)->a_from_c; /* P in registers: no scratch */
   const size_t need =
-      MLA_TILE_ASYNC_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, (size_t)bq, !portable) + 64;
+      MLA_TILE_ASYNC_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, (size_t)bq, regs) + 64;
   return need <= ctx->caps.local_mem_bytes;
 }
 
@@ -80,9 +80,9 @@ typedef struct tile_wgmma_cfg {
 
 static size_t tile_wgmma_local(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, const tile_wgmma_cfg *cfg)
 {
-  const int portable = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE;
+  const int regs = clmoe__tile_features(ctx)->a_from_c; /* P in registers: no scratch */
   return MLA_TILE_WGMMA_LOCAL_BYTES(dqk_of(a), (size_t)cfg->bk, (size_t)cfg->ahead, (size_t)cfg->pp,
-                                    (size_t)bq, !portable);
+                                    (size_t)bq, regs);
 }
 
 /* 1 when the pipeline fits the local memory the device grants (clmoe__local_mem_optin);
@@ -106,7 +106,7 @@ static int tile_wgmma_ok(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, tile_wg
 {
   const char *e = clmoe__knob_text(ctx, CLMOE_K_MLA_TC_WGMMA); /* validated by knobs.c */
   if (e && !strcmp(e, "0")) return 0;
-  if (!e && (clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_NV_MMA || ctx->caps.nv_cc_major != 9 || !clmoe__wgmma_usable(ctx)))
+  if (!e && (!clmoe__tile_features(ctx)->warp_group || !clmoe__wgmma_usable(ctx)))
     return 0;
   if (!tile_async_ok(ctx, a, bq) || a->Dv != 128) return 0;
   if (e && strcmp(e, "1")) {
@@ -131,7 +131,7 @@ static clmoe_status tile_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, 
   char opts[384], wgopts[96] = "";
   tile_wgmma_cfg cfg;
   const int wg = tile_wgmma_ok(ctx, a, bq, &cfg), async = !wg && tile_async_ok(ctx, a, bq);
-  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
+  const int ptx = clmoe__tile_features(ctx)->inline_ptx; /* warp-group code: retargeted PTX */
   if (wg)
     snprintf(wgopts, sizeof wgopts, " -DMT_WGMMA=1 -DTW_BK=%d -DTW_AHEAD=%d -DTW_PP=%d%s", cfg.bk, cfg.ahead,
              cfg.pp, ptx ? " " CLMOE_PTX_SM90A_OPTION : "");
@@ -223,8 +223,8 @@ clmoe_status clmoe__mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
 
 static size_t tile_bwd_local_bytes(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
-  const int ptx = clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_NV_MMA;
-  return MLA_TILE_BWD_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, ptx) + 64;
+  const int regs = clmoe__tile_features(ctx)->a_from_c; /* P^T, dS^T in registers: no scratch */
+  return MLA_TILE_BWD_LOCAL_BYTES(dqk_of(a), (size_t)a->Dv, regs) + 64;
 }
 
 enum { TB_D, TB_KR, TB_COUNT };

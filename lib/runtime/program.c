@@ -58,9 +58,13 @@ out:
 }
 
 /* A program's sources: common.cl, then each file of the family. A family is one file name
- * ("gemm") or several joined by '+' ("kda_common+kda_fwd"), read in that order. Sources
- * read from CLMOE_KERNEL_DIR are malloc'ed and listed in owned[] (NULL otherwise). */
-#define MAX_PARTS 5 /* (the KDA backward's program has 5) */
+ * ("gemm") or several joined by '+' ("kda_common+kda_fwd"), read in that order. The part
+ * "tile" stands for two files: the tile implementation that the build option
+ * -DCLMOE_TILE_IMPL=<file> names (lib/tile/tile.c gives it with the context's tile
+ * options; tile_portable without it), then the interface's contract tile.cl. Sources read
+ * from CLMOE_KERNEL_DIR are malloc'ed and listed in owned[] (NULL otherwise). */
+#define MAX_PARTS 6 /* (the KDA backward's program has 6 with its tile implementation) */
+#define TILE_IMPL_OPTION "-DCLMOE_TILE_IMPL="
 typedef struct program_sources {
   int count;
   const char *text[MAX_PARTS + 1];
@@ -72,7 +76,25 @@ static void free_sources(program_sources *ps)
   for (int i = 0; i < ps->count; i++) free(ps->owned[i]);
 }
 
-static clmoe_status load_sources(const char *family, const char *dir, program_sources *ps)
+/* The tile implementation's file that `options` name (TILE_IMPL_OPTION), into impl. */
+static clmoe_status tile_impl_name(const char *options, char *impl, size_t size)
+{
+  const char *o = options ? strstr(options, TILE_IMPL_OPTION) : NULL;
+  if (!o) {
+    snprintf(impl, size, "tile_portable");
+    return CLMOE_OK;
+  }
+  o += strlen(TILE_IMPL_OPTION);
+  size_t len = strcspn(o, " \t");
+  if (len == 0 || len >= size)
+    return clmoe__error(CLMOE_ERR_INTERNAL, "bad tile implementation in options '%s'", options);
+  memcpy(impl, o, len);
+  impl[len] = '\0';
+  return CLMOE_OK;
+}
+
+static clmoe_status load_sources(const char *family, const char *options, const char *dir,
+                                 program_sources *ps)
 {
   memset(ps, 0, sizeof *ps);
   char names[MAX_PARTS + 1][64];
@@ -81,8 +103,10 @@ static clmoe_status load_sources(const char *family, const char *dir, program_so
   for (const char *p = family; *p; n++) {
     const char *plus = strchr(p, '+');
     size_t len = plus ? (size_t)(plus - p) : strlen(p);
-    if (n > MAX_PARTS || len == 0 || len >= sizeof names[0])
+    int tile = len == 4 && !strncmp(p, "tile", 4);
+    if (n + tile > MAX_PARTS || len == 0 || len >= sizeof names[0])
       return clmoe__error(CLMOE_ERR_INTERNAL, "bad kernel family '%s'", family);
+    if (tile) CLMOE_TRY(tile_impl_name(options, names[n++], sizeof names[0]));
     memcpy(names[n], p, len);
     names[n][len] = '\0';
     p += len + (plus ? 1 : 0);
@@ -182,7 +206,7 @@ static clmoe_status build_program(clmoe_ctx *ctx, const char *family, const char
 {
   *out = NULL;
   program_sources ps;
-  CLMOE_TRY(load_sources(family, clmoe__knob_text(ctx, CLMOE_K_KERNEL_DIR), &ps));
+  CLMOE_TRY(load_sources(family, extra, clmoe__knob_text(ctx, CLMOE_K_KERNEL_DIR), &ps));
   /* CLMOE_CL_OPTIONS adds compiler options to every build (e.g. -cl-nv-verbose, whose
    * register and spill counts CLMOE_BUILD_LOG=1 prints): a tool for kernel work. */
   const char *user = clmoe__knob_text(ctx, CLMOE_K_CL_OPTIONS);
@@ -303,6 +327,7 @@ clmoe_status clmoe_ctx_build_all(clmoe_ctx *ctx)
 {
   for (const clmoe_kernel_source *s = clmoe__kernel_sources; s->family; s++) {
     if (!strcmp(s->family, "common") || !strcmp(s->family, "probe")) continue;
+    if (!strncmp(s->family, "tile_", 5)) continue; /* implementations: built as "tile" */
     clmoe_program_entry *p;
     CLMOE_TRY(program_entry(ctx, s->family, NULL, &p));
   }

@@ -1,6 +1,7 @@
-/* The tile implementation of a device (kernels_cl/tile/tile.cl, include/clmoe/tile.h): the
- * probe that decides whether its tiles are a matrix unit, the feature record it picks, and
- * the probes of what its kernels may use (opt-in local memory, warp-group builds). */
+/* The tile implementation of a device (include/clmoe/tile.h; the contract in
+ * kernels_cl/tile/tile.cl, one kernels_cl/tile/tile_<impl>.cl per implementation): the
+ * table of the implementations' features, the probe that picks a device's row, and the
+ * probes of what its kernels may use (opt-in local memory, warp-group builds). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,28 +13,36 @@
 /* ---- the implementations' features ------------------------------------------------------ */
 
 /* One row per implementation and NVIDIA generation (stmatrix from sm_90, wgmma on sm_90a
- * alone: Blackwell has other matrix instructions). */
+ * alone: Blackwell has other matrix instructions). A row's options name its kernel file
+ * (-DCLMOE_TILE_IMPL=<file>: lib/runtime/program.c puts that file in front of tile.cl),
+ * and what the file needs to know of the device. A new implementation is one file in
+ * kernels_cl/tile/ and one row here (plus its probe in clmoe__tile_features). */
 static const clmoe_tile_features portable = {
-    .impl = CLMOE_TILE_PORTABLE, .name = "portable", .options = "", .lanes = 32,
+    .impl = CLMOE_TILE_PORTABLE, .name = "portable",
+    .options = "-DCLMOE_TILE_IMPL=tile_portable", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16,
     .summary = "16x8x16 bf16 products on 32 lanes in fp32 arithmetic; no lane shuffles, "
                "asynchronous copies or matrix loads"};
 static const clmoe_tile_features nv_mma_sm80 = {
-    .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma", .options = "-DCLMOE_TILE_PTX=1", .lanes = 32,
+    .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
+    .options = "-DCLMOE_TILE_IMPL=tile_nv_mma", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads"};
 static const clmoe_tile_features nv_mma_sm90 = {
-    .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma", .options = "-DCLMOE_TILE_PTX=1", .lanes = 32,
+    .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
+    .options = "-DCLMOE_TILE_IMPL=tile_nv_mma -DTILE_NV_ARCH=90", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .matrix_store = 1, .warp_group = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .matrix_store = 1, .warp_group = 1,
+    .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads and stores, warp-group products (wgmma)"};
 static const clmoe_tile_features nv_mma_sm100 = {
-    .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma", .options = "-DCLMOE_TILE_PTX=1", .lanes = 32,
+    .impl = CLMOE_TILE_NV_MMA, .name = "nv-mma",
+    .options = "-DCLMOE_TILE_IMPL=tile_nv_mma -DTILE_NV_ARCH=100", .lanes = 32,
     .frag_m = 16, .frag_n = 8, .frag_k = 16, .matrix_unit = 1, .lane_shuffle = 1,
-    .async_copy = 1, .matrix_load = 1, .matrix_store = 1, .inline_ptx = 1,
+    .async_copy = 1, .matrix_load = 1, .a_from_c = 1, .matrix_store = 1, .inline_ptx = 1,
     .summary = "16x8x16 bf16 products on a warp (mma.sync); lane shuffles, asynchronous "
                "copies, matrix loads and stores"};
 
@@ -49,8 +58,9 @@ const char *clmoe_tile_impl_name(clmoe_tile_impl impl)
 static float probe_a(int r, int k) { return (float)((r * 7 + k * 3 + 1) % 9 - 4); }
 static float probe_b(int k, int n) { return (float)((k * 5 + n * 11 + 2) % 7 - 3); }
 
-/* Builds "tile+probe" with the PTX tiles and checks D = A B (B row-major and transposed)
- * exactly against the host. 1: the matrix unit works; 0: anything failed. */
+/* Builds "tile+probe" with the NVIDIA tiles (sm_80's row: what every generation has) and
+ * checks D = A B (B row-major and transposed) exactly against the host. 1: the matrix unit
+ * works; 0: anything failed. */
 static int probe_nv_mma(clmoe_ctx *ctx)
 {
   cl_kernel k = NULL;
@@ -62,9 +72,9 @@ static int probe_nv_mma(clmoe_ctx *ctx)
     for (int c = 0; c < 16; c++) a[r * 16 + c] = clmoe_bf16_from_f32(probe_a(r, c));
   for (int r = 0; r < 16; r++)
     for (int c = 0; c < 8; c++) b[r * 8 + c] = clmoe_bf16_from_f32(probe_b(r, c));
-  if (clmoe__kernel(ctx, "tile+probe", "-DCLMOE_PROBE_TILE=1 -DCLMOE_TILE_PTX=1", "probe_tile", &k) !=
-      CLMOE_OK)
-    goto done;
+  char opts[128];
+  snprintf(opts, sizeof opts, "-DCLMOE_PROBE_TILE=1 %s", nv_mma_sm80.options);
+  if (clmoe__kernel(ctx, "tile+probe", opts, "probe_tile", &k) != CLMOE_OK) goto done;
   cl_int err;
   const size_t sizes[3] = {sizeof a, sizeof b, sizeof d};
   const void *init[3] = {a, b, NULL};

@@ -10,13 +10,14 @@
 #include "clmoe/status.h"
 #include "clmoe/tile.h"
 
-/* What a tile implementation (kernels_cl/tile/tile.cl) offers the kernels built on it: one
+/* What a tile implementation (kernels_cl/tile/tile_<impl>.cl) offers the kernels built on it: one
  * row of the table in lib/tile/tile.c, chosen for a device by the probe. Hosts choose
  * kernels and blocks by these features, not by the implementation's name. */
 typedef struct clmoe_tile_features {
   clmoe_tile_impl impl;
   const char *name;           /* clmoe_tile_impl_name(impl) */
-  const char *options;        /* build options selecting it: "" or "-DCLMOE_TILE_PTX=1" */
+  const char *options;        /* build options selecting it: -DCLMOE_TILE_IMPL=<its file>
+                               * (lib/runtime/program.c) and what the file needs */
   int lanes;                  /* work-items that compute one product together: 32 */
   int frag_m, frag_n, frag_k; /* one product D[m x n] += A[m x k] B[k x n]: 16, 8, 16 */
   int matrix_unit;            /* the products run on a matrix unit (else fp32 arithmetic) */
@@ -24,6 +25,8 @@ typedef struct clmoe_tile_features {
   int async_copy;             /* global-to-local copies that bypass registers (tile_cp16) */
   int matrix_load;            /* fragments loaded as whole 8 x 8 matrices (tile_ldsm_x4) */
   int matrix_store;           /* ... and stored likewise (tile_stsm_x4) */
+  int a_from_c;               /* accumulators become A operands in registers (tile_a_from_c):
+                               * the kernels need no per-warp scratch */
   int warp_group;             /* products over 4 warps, asynchronous (tile_wg_*: wgmma);
                                * a driver may still fail to build them (clmoe__wgmma_usable) */
   int inline_ptx;             /* written in NVIDIA inline PTX: a program with warp-group
@@ -34,8 +37,9 @@ typedef struct clmoe_tile_features {
 /* The record of ctx's tile implementation (probed on first call, then remembered). */
 const clmoe_tile_features *clmoe__tile_features(clmoe_ctx *ctx);
 
-/* The build options selecting the tile implementation ("-DCLMOE_TILE_PTX=1" or
- * ""), to pass to clmoe__kernel for families that start with "tile+". */
+/* The build options selecting the tile implementation (the record's options:
+ * -DCLMOE_TILE_IMPL=<file> ...), to pass to clmoe__kernel for families that start with
+ * "tile+". */
 const char *clmoe__tile_options(clmoe_ctx *ctx);
 
 /* The local memory a kernel may declare statically: the reported size, or on

@@ -14,7 +14,7 @@ clmoe_status clmoe_tile_selftest(clmoe_ctx *ctx, const clmoe_tensor *a, const cl
   CLMOE_TRY(clmoe__want_shape(b, op, "b", 0, 1, 2 * 128, 0, 0, 0));
   CLMOE_TRY(clmoe__want_shape(b2, op, "b2", 0, 1, 2 * 128, 0, 0, 0));
   CLMOE_TRY(clmoe__want_shape(out, op, "out", 0, 1, 2 * 7 * 128, 0, 0, 0));
-  char opts[96];
+  char opts[128];
   snprintf(opts, sizeof opts, "-DCLMOE_PROBE_TILE_TEST=1 %s", clmoe__tile_options(ctx));
   cl_kernel k;
   CLMOE_TRY(clmoe__kernel(ctx, "tile+probe", opts, "probe_tile_test", &k));

@@ -20,7 +20,7 @@
 
 #include "check/check_mla.h"
 #include "check/check_mla_tile.h"
-#include "tile/tile_internal.h" /* clmoe__local_mem_optin */
+#include "tile/tile_internal.h" /* clmoe__local_mem_optin, clmoe__tile_features */
 #include "clmoe/paths.h"
 #include "test_common.h"
 
@@ -351,7 +351,7 @@ static void test_wgmma_forward(void)
    * KB run them */
   static const char *const cfg[5] = {"1", "1", "1", "32,2", "64,1,0"};
   const int roomy = clmoe__local_mem_optin(ctx) >= 96 * 1024;
-  const int ncase = clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE ? 5 : 4;
+  const int ncase = clmoe__tile_features(ctx)->matrix_unit ? 5 : 4;
   for (int t = 0; t < ncase; t++) {
     const int i = t < 3 ? t : 0;
     TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_WGMMA", cfg[t]));

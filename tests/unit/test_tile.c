@@ -63,7 +63,7 @@ static void test_gemm_sweep(void)
 static void test_gemm_blocks(void)
 {
   static const int blocks[][2] = {{64, 64}, {128, 128}, {128, 256}};
-  int nblocks = clmoe_ctx_tile_impl(test_ctx) == CLMOE_TILE_PORTABLE ? 2 : 3;
+  int nblocks = clmoe__tile_features(test_ctx)->matrix_unit ? 3 : 2;
   for (int b = 0; b < nblocks; b++)
     for (int t = 0; t < 2; t++) {
       tile_gemm_case g = {t, t, 150, 270, 72, 2, t == 0, t == 1, F, 1.0f, t ? 1.0f : 0.0f, t == 0, 0,
@@ -114,7 +114,7 @@ static void test_fastpath_switch(void)
   CU_ASSERT_STRING_EQUAL(clmoe_tile_impl_name(CLMOE_TILE_NV_MMA), "nv-mma");
   if (caps->vendor != CLMOE_VENDOR_NVIDIA || caps->inline_ptx != 1 || caps->nv_cc_major < 8)
     CU_ASSERT_EQUAL(impl, CLMOE_TILE_PORTABLE);
-  CU_ASSERT_STRING_EQUAL(clmoe__tile_options(test_ctx), impl == CLMOE_TILE_NV_MMA ? "-DCLMOE_TILE_PTX=1" : "");
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe__tile_options(test_ctx), impl == CLMOE_TILE_NV_MMA ? "-DCLMOE_TILE_IMPL=tile_nv_mma" : "-DCLMOE_TILE_IMPL=tile_portable"));
   clmoe_ctx_set_fastpath(test_ctx, 0);
   CU_ASSERT_EQUAL(clmoe_ctx_fastpath(test_ctx), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_ctx_fastpath_reason(test_ctx), "off"));
@@ -123,8 +123,8 @@ static void test_fastpath_switch(void)
   CU_ASSERT_EQUAL(clmoe_ctx_fastpath(test_ctx), 1);
   CU_ASSERT_EQUAL(clmoe_ctx_fastpath_for(test_ctx, 0), 1); /* forced: fp32 operands too */
   clmoe_ctx_set_fastpath(test_ctx, -1); /* auto: on exactly when the tiles are a matrix unit */
-  CU_ASSERT_EQUAL(clmoe_ctx_fastpath(test_ctx), impl != CLMOE_TILE_PORTABLE);
-  CU_ASSERT_EQUAL(clmoe_ctx_fastpath_for(test_ctx, 1), impl != CLMOE_TILE_PORTABLE);
+  CU_ASSERT_EQUAL(clmoe_ctx_fastpath(test_ctx), clmoe__tile_features(test_ctx)->matrix_unit);
+  CU_ASSERT_EQUAL(clmoe_ctx_fastpath_for(test_ctx, 1), clmoe__tile_features(test_ctx)->matrix_unit);
   CU_ASSERT_EQUAL(clmoe_ctx_fastpath_for(test_ctx, 0), 0); /* auto keeps fp32 operands fp32 */
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_ctx_fastpath_reason(test_ctx), "auto"));
   printf("\n  tile implementation %s, fast path %s\n", clmoe_tile_impl_name(impl),
@@ -231,7 +231,7 @@ static void check_kernel_blocks(const char *env, const char *kernel, const char 
   clmoe_ctx_destroy(ctx);
 }
 
-static int on_matrix_unit(void) { return clmoe_ctx_tile_impl(test_ctx) != CLMOE_TILE_PORTABLE; }
+static int on_matrix_unit(void) { return clmoe__tile_features(test_ctx)->matrix_unit; }
 
 /* The pipelined kernel (gemm_async.cl, asynchronous copies into 2-6 local stages): taken
  * for operands whose rows allow 16-byte copies unless CLMOE_GEMM_ASYNC=0. */
