@@ -49,7 +49,7 @@ const char *clmoe__tile_options(clmoe_ctx *ctx);
 size_t clmoe__local_mem_optin(clmoe_ctx *ctx);
 
 /* Builds (or finds) a warp-group (sm_90a) kernel. When the caller chose it by
- * itself (environment variable `env` unset) and the driver cannot build it, the context
+ * itself (the knob named `env` not set on the context) and the driver cannot build it, the context
  * remembers (no second try) and CLMOE_ERR_UNSUPPORTED comes back with the error cleared:
  * the caller falls back to its mma.sync kernel. */
 clmoe_status clmoe__wgmma_kernel(clmoe_ctx *ctx, const char *family, const char *options, const char *name,
