@@ -5,6 +5,8 @@
 #include "model/model_internal.h"
 #include "model/params_internal.h"
 #include "clmoe/generate.h"
+#include "clmoe/kda_layer.h"
+#include "clmoe/mla.h"
 
 struct clmoe_gen_state {
   clmoe_model *model;

@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "clmoe/attn_res.h"
+#include "clmoe/gemm.h"
+#include "clmoe/kda_layer.h"
+#include "clmoe/mla.h"
 
 /* What one pass runs on: ntok tokens packed by sequence, counts[s] of sequence s. */
 typedef struct gen_pass {

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/kda_layer.h"
+#include "clmoe/mla.h"
 
 clmoe_status clmoe_gen_state_create(clmoe_model *m, int64_t nseq, const clmoe_gen_options *opts,
                                     clmoe_gen_state **out)

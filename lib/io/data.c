@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kernels_cl/runtime/random.cl" /* the counter-based generator: same batches everywhere */
+#include "clmoe/data.h"
 
 #define SHARD_HEADER 32
 #define VAL_FRACTION 0.05

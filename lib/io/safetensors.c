@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "clmoe/safetensors.h"
 
 static int st_is_float(clmoe_st_dtype d)
 {

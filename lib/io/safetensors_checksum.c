@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "checksum.h"
+#include "clmoe/safetensors.h"
 
 static uint32_t crc_u64(uint32_t crc, uint64_t v)
 {

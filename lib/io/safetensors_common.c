@@ -4,6 +4,7 @@
 #include "safetensors_internal.h"
 
 #include <string.h>
+#include "clmoe/safetensors.h"
 
 const st_dtype_info clmoe__io_st_dtypes[CLMOE_ST_DTYPE_COUNT] = {
     {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1},

@@ -6,6 +6,7 @@
 #define CLMOE_SAFETENSORS_INTERNAL_H
 
 #include "runtime/internal.h"
+#include "clmoe/safetensors.h"
 
 /* Name and element size of every dtype, indexed by clmoe_st_dtype (safetensors_common.c). */
 typedef struct st_dtype_info {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/safetensors.h"
 
 /* ---- a strict JSON reader for the header ----------------------------------------------- */
 typedef struct jp {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "clmoe/safetensors.h"
 
 typedef struct st_item {
   char *name;

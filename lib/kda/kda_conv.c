@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include "clmoe/conv.h"
 
 #define CONV_MAX_W 64          /* windows live in registers: W floats per work-item, 3 times */
 #define FWD_TOKENS 32          /* tokens per forward work-item */

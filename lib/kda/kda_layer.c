@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/kda_layer.h"
+#include "clmoe/conv.h"
 
 #define NPARAM CLMOE_KDA_LAYER_PARAMS
 

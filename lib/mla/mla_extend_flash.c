@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/gemm.h"
 
 int clmoe_mla_extend_flash_cheaper(const clmoe_mla_config *cfg, const clmoe_mla_cache *c, const int64_t *counts)
 {

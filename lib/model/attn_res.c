@@ -2,6 +2,8 @@
 #include "runtime/internal.h"
 
 #include <math.h>
+#include "clmoe/attn_res.h"
+#include "clmoe/ops.h"
 
 #define AR_LANES 256
 #define AR_MAX_S 32 /* must match kernels_cl/model/attn_res.cl */

@@ -5,6 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/model.h"
+#include "clmoe/model_config.h"
+#include "clmoe/params.h"
+#include "clmoe/kda.h"
+#include "clmoe/kda_layer.h"
+#include "clmoe/mla.h"
 
 static clmoe_status vec(clmoe_ctx *ctx, clmoe_tensor *t, int64_t n)
 {

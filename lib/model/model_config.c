@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/model_config.h"
 
 void clmoe_config_defaults(clmoe_config *c)
 {

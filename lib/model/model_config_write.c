@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/model_config.h"
 
 /* Room for any value's text: the longest is a layer list (see above) or a curriculum of 16
  * entries of two 64-bit numbers. */

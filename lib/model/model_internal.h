@@ -5,6 +5,11 @@
 
 #include "runtime/internal.h"
 #include "clmoe/moe_ep.h"
+#include "clmoe/kda_layer.h"
+#include "clmoe/mla.h"
+#include "clmoe/model.h"
+#include "clmoe/model_config.h"
+#include "clmoe/params.h"
 
 enum { SUB_MIXER = 0, SUB_FFN = 1 };
 

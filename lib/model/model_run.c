@@ -6,6 +6,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/model.h"
+#include "clmoe/attn_res.h"
+#include "clmoe/dist_grads.h"
+#include "clmoe/gemm.h"
+#include "clmoe/kda_layer.h"
+#include "clmoe/mla.h"
 
 void clmoe__model_release_activations(clmoe_model *m)
 {

@@ -10,6 +10,7 @@
  * empty (the first sub-layer of a block); the final mix before the head is the same rule
  * after the last layer. */
 #include "model_internal.h"
+#include "clmoe/model_config.h"
 
 int clmoe__model_stack_slots(const clmoe_config *cfg)
 {

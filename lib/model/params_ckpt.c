@@ -12,6 +12,8 @@
 
 #include "clmoe/dist.h"
 #include "params_internal.h"
+#include "clmoe/clmoe.h" /* clmoe_version */
+#include "clmoe/safetensors.h"
 
 clmoe_status clmoe_ckpt_meta_set(clmoe_ckpt_meta *m, const char *key, const char *value)
 {

@@ -321,7 +321,5 @@ clmoe_status clmoe__seq_bounds(const char *op, const clmoe_tensor *cu, int64_t B
 /* Rows and last-dimension size of t (rows = numel / n). */
 void clmoe__rows(const clmoe_tensor *t, int64_t *rows, int64_t *n);
 
-/* ---- transitional: other subsystems still rely on this ------------------------------- */
-#include "clmoe/clmoe.h"
 
 #endif
