@@ -100,26 +100,45 @@ long long app_parse_int(const char *flag, const char *value, long long min, long
 {
   char *end = NULL;
   errno = 0;
-  long long v = strtoll(value, &end, 0);
+  long long v = strtoll(value, &end, 10); /* decimal: "010" is ten, not eight */
   if (errno || !end || end == value || *end != '\0')
     app_usage_error("%s: '%s' is not an integer", flag, value);
   if (v < min || v > max) app_usage_error("%s: %lld is outside [%lld, %lld]", flag, v, min, max);
   return v;
 }
 
-void json_string(FILE *f, const char *s)
+/* A JSON string of arbitrary bytes: valid UTF-8 as it is, other bytes (and controls) as
+ * \u00XX escapes. */
+void json_bytes(FILE *f, const char *buf, int64_t len)
 {
+  const unsigned char *s = (const unsigned char *)buf;
   fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
+  for (int64_t i = 0; i < len;) {
+    const unsigned c = s[i];
+    /* strict UTF-8 (RFC 3629): no overlong forms, surrogates or code points past U+10FFFF */
+    int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : (c >> 4) == 14 ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    for (int k = 1; k < n; k++)
+      if (i + k >= len || (s[i + k] & 0xc0) != 0x80) n = 0;
+    if (n > 2) {
+      const unsigned c1 = s[i + 1];
+      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 > 0x8f))
+        n = 0;
+    }
+    if (n > 1) {
+      fwrite(s + i, 1, (size_t)n, f);
+      i += n;
+      continue;
+    }
     if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
     else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
+    else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+    else fputc((int)c, f);
+    i++;
   }
   fputc('"', f);
 }
+
+void json_string(FILE *f, const char *s) { json_bytes(f, s ? s : "", s ? (int64_t)strlen(s) : 0); }
 
 void json_double(FILE *f, double v)
 {

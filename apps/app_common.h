@@ -66,7 +66,9 @@ int app_option(int argc, char **argv, int *i, const char *name, const char **val
 /* Parses an integer option value, exiting with a usage error naming the flag when bad. */
 long long app_parse_int(const char *flag, const char *value, long long min, long long max);
 
-/* JSON string with escapes. */
+/* JSON strings: valid UTF-8 as it is, quotes, backslashes and control characters escaped,
+ * bytes that are not UTF-8 as \u00XX; json_bytes takes a length (NULs included). */
+void json_bytes(FILE *f, const char *buf, int64_t len);
 void json_string(FILE *f, const char *s);
 /* A JSON number, or null when not finite. */
 void json_double(FILE *f, double v);

@@ -13,37 +13,6 @@ const char *gen_bytes(char *buf, size_t len, double b)
   return buf;
 }
 
-/* A JSON string of arbitrary bytes: valid UTF-8 as it is, other bytes (and controls) as
- * \u00XX escapes. */
-static void json_bytes(FILE *f, const char *buf, int64_t len)
-{
-  const unsigned char *s = (const unsigned char *)buf;
-  fputc('"', f);
-  for (int64_t i = 0; i < len;) {
-    const unsigned c = s[i];
-    /* strict UTF-8 (RFC 3629): no overlong forms, surrogates or code points past U+10FFFF */
-    int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : (c >> 4) == 14 ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    for (int k = 1; k < n; k++)
-      if (i + k >= len || (s[i + k] & 0xc0) != 0x80) n = 0;
-    if (n > 2) {
-      const unsigned c1 = s[i + 1];
-      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 > 0x8f))
-        n = 0;
-    }
-    if (n > 1) {
-      fwrite(s + i, 1, (size_t)n, f);
-      i += n;
-      continue;
-    }
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
-    else fputc((int)c, f);
-    i++;
-  }
-  fputc('"', f);
-}
-
 static double rate(double n, double s) { return s > 0.0 ? n / s : 0.0; }
 
 static void model_line(const clmoe_model *model, clmoe_ctx *ctx, const char *ckpt)

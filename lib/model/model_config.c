@@ -194,7 +194,7 @@ static clmoe_status set_value(const parser *p, const config_key *k, char *value,
   case CFG_U64: {
     char *end;
     errno = 0;
-    unsigned long long u = strtoull(value, &end, 0);
+    unsigned long long u = strtoull(value, &end, 10); /* decimal, like every integer key */
     if (errno || end == value || *end || value[0] == '-') return bad(p, "'%s' is not an unsigned number", value);
     *(uint64_t *)(base + k->offset) = u;
     return CLMOE_OK;

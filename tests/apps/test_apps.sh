@@ -59,6 +59,10 @@ expect "bench --help" 0 "Benchmarks:" -- "$bench" --help
 expect "bench without a benchmark" 2 "" -- "$bench"
 expect "bench unknown benchmark" 2 "unknown benchmark 'nope'" -- "$bench" nope
 expect "bench gemm bad size" 2 "--sizes: '12q'" -- "$bench" gemm --sizes 12q
+# integers are decimal: 064 is sixty-four (not octal 52), 0x40 is refused
+expect "bench gemm decimal size" 0 '"m": 64,' -- "$bench" gemm --sizes 064 --backends naive --reps 1 --json -
+expect "bench gemm hex size refused" 2 "--sizes: '0x40' is neither" -- "$bench" gemm --sizes 0x40
+expect "train --steps hex refused" 2 "--steps: '0x8' is not an integer" -- "$apps/clmoe-train" --preset tiny --task mqar --steps 0x8
 expect "bench gemm bad backend" 2 "unknown backend 'cublas'" -- "$bench" gemm --backends cublas
 expect "bench gemm runs" 0 "33x17x9" -- "$bench" gemm --sizes 64,33x17x9 --reps 2 --json "$tmp/g.json"
 if grep -q '"tflops"' "$tmp/g.json" && grep -q '"backend": "naive"' "$tmp/g.json"; then
