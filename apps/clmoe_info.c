@@ -10,7 +10,9 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-info [--device SPEC] [--json FILE|-] [--warm] [--no-probe] [--mpi]\n"
+  printf("Usage: clmoe-info [--device SPEC] [--json FILE|-] [--no-probe] [--mpi]\n"
+         "       clmoe-info --warm --preset NAME|--config FILE [--seq-len T] [--batch B]\n"
+         "                  [--device SPEC] [--json FILE|-]\n"
          "       clmoe-info --knobs [--device SPEC] [--json FILE|-]\n"
          "\n"
          "Lists every OpenCL platform and device with the capability record clmoe uses to\n"
@@ -25,8 +27,12 @@ static void usage(void)
          "                 a device's name or vendor (default: CLMOE_DEVICE, else the first\n"
          "                 GPU, else the first CPU device)\n"
          "  --json FILE    write the same information as JSON (- for stdout)\n"
-         "  --warm         build every kernel family for the chosen device into the cache\n"
-         "                 (for example in a Slurm prolog), and report the time it took\n"
+         "  --warm         build the kernels a model's training step uses on the chosen\n"
+         "                 device into the cache (for example in a Slurm prolog; kernels are\n"
+         "                 built for the model's sizes): one forward, backward and AdamW\n"
+         "                 step of the model of --preset NAME or --config FILE on B x T\n"
+         "                 tokens (--batch, default 1; --seq-len, default the config's\n"
+         "                 [train] seq_len), nothing written but the cache; reports the time\n"
          "  --no-probe     skip the compiler probes (inline PTX, matrix tiles) for a faster\n"
          "                 listing\n"
          "  --mpi          under mpirun/srun: every rank chooses its device and binds its cores\n"
@@ -292,14 +298,50 @@ static int info_knobs(const char *device, const char *json, int probe)
   return 0;
 }
 
+/* One training step of the model (forward, backward, AdamW) on B x T tokens: every kernel
+ * it uses is built for the model's sizes and lands in the cache; nothing else is written. */
+static void warm_model(clmoe_ctx *ctx, const char *preset, const char *config,
+                       const char *seq_len, const char *batch)
+{
+  clmoe_config cfg;
+  APP_CHECK(preset ? clmoe_config_preset(preset, &cfg) : clmoe_config_load(config, &cfg));
+  const int64_t B = batch ? app_parse_int("--batch", batch, 1, 1 << 20) : 1;
+  const int64_t T = seq_len ? app_parse_int("--seq-len", seq_len, 1, 1 << 26) : cfg.train.seq_len;
+  int32_t *tokens = malloc((size_t)(B * T) * sizeof *tokens);
+  int32_t *targets = malloc((size_t)(B * T) * sizeof *targets);
+  if (!tokens || !targets) app_die(CLMOE_ERR_OUT_OF_MEMORY, "the warm-up batch");
+  for (int64_t i = 0; i < B * T; i++) { /* any tokens: only the kernels matter */
+    tokens[i] = (int32_t)(i % cfg.vocab);
+    targets[i] = (int32_t)((i + 1) % cfg.vocab);
+  }
+  clmoe_model *model = NULL;
+  double loss = 0.0, norm = 0.0;
+  int64_t scored = 0;
+  const clmoe_adamw hp = {(float)cfg.train.lr, (float)cfg.train.beta1, (float)cfg.train.beta2,
+                          (float)cfg.train.adam_eps, (float)cfg.train.weight_decay, 1.0f, 1};
+  APP_CHECK(clmoe_model_create(ctx, &cfg, &model));
+  APP_CHECK(clmoe_model_init(model, cfg.train.seed));
+  APP_CHECK(clmoe_model_forward(model, B, T, tokens, targets, 1, &loss, &scored));
+  APP_CHECK(clmoe_model_backward(model));
+  APP_CHECK(clmoe_model_balance_update(model));
+  APP_CHECK(clmoe_params_adamw(clmoe_model_params(model), &hp, cfg.train.clip, &norm));
+  clmoe_model_destroy(model);
+  free(tokens), free(targets);
+}
+
 int main(int argc, char **argv)
 {
   app_name = "clmoe-info";
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
   int warm = 0, probe = 1, mpi = 0, knobs = 0;
+  const char *preset = NULL, *config = NULL, *seq_len = NULL, *batch = NULL, *v;
   for (int i = 1; i < argc; i++) {
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
-    if (!strcmp(argv[i], "--warm")) {
+    if (app_option(argc, argv, &i, "--preset", &v)) preset = v;
+    else if (app_option(argc, argv, &i, "--config", &v)) config = v;
+    else if (app_option(argc, argv, &i, "--seq-len", &v)) seq_len = v;
+    else if (app_option(argc, argv, &i, "--batch", &v)) batch = v;
+    else if (!strcmp(argv[i], "--warm")) {
       warm = 1;
     } else if (!strcmp(argv[i], "--no-probe")) {
       probe = 0;
@@ -312,6 +354,11 @@ int main(int argc, char **argv)
     }
   }
   const char *device = flags.device, *json = flags.json;
+  if ((preset || config || seq_len || batch) && !warm)
+    app_usage_error("--preset, --config, --seq-len and --batch go with --warm");
+  if (warm && !!preset == !!config)
+    app_usage_error("--warm needs the model: --preset NAME or --config FILE (kernels are built "
+                    "for its sizes)");
 
   if (knobs) {
     if (warm || mpi) app_usage_error("--knobs goes with --device and --json only");
@@ -356,7 +403,7 @@ int main(int argc, char **argv)
     clmoe_ctx *ctx = NULL;
     APP_CHECK(clmoe_ctx_create_at(&ctx, &list[chosen], NULL));
     double t0 = app_now();
-    APP_CHECK(clmoe_ctx_build_all(ctx));
+    warm_model(ctx, preset, config, seq_len, batch);
     warm_s = app_now() - t0;
     clmoe_ctx_program_stats(ctx, &ps);
     clmoe_ctx_destroy(ctx);

@@ -59,6 +59,21 @@ expect "bench --help" 0 "Benchmarks:" -- "$bench" --help
 expect "bench without a benchmark" 2 "" -- "$bench"
 expect "bench unknown benchmark" 2 "unknown benchmark 'nope'" -- "$bench" nope
 expect "bench gemm bad size" 2 "--sizes: '12q'" -- "$bench" gemm --sizes 12q
+# --warm builds a model's training kernels: a 2-step run of that model afterwards adds no
+# entry to the cache; without a model it is a usage error
+wcache="$tmp/warm-cache"
+expect "info --warm needs a model" 2 "--warm needs the model" -- "$info" --warm
+expect "info --preset without --warm" 2 "go with --warm" -- "$info" --preset tiny
+expect "info --warm --preset tiny" 0 "Warm-up:" -- env CLMOE_CACHE_DIR="$wcache" "$info" --warm --preset tiny --seq-len 32
+warmed=$(ls "$wcache" | wc -l)
+printf 'the kernels of a short run, warmed before it starts. %.0s' $(seq 40) > "$tmp/warm.txt"
+expect "train after --warm" 0 "" -- env CLMOE_CACHE_DIR="$wcache" "$apps/clmoe-train" --preset tiny \
+  --data "$tmp/warm.txt" --batch 1 --seq-len 32 --steps 2 --sample 0 --quiet --out "$tmp/warm-run"
+if [ "$warmed" -gt 0 ] && [ "$(ls "$wcache" | wc -l)" -eq "$warmed" ]; then
+  pass "--warm built every kernel of the training step ($warmed programs)"
+else
+  fail "--warm left kernels to build: $warmed programs after --warm, $(ls "$wcache" | wc -l) after training"
+fi
 # integers are decimal: 064 is sixty-four (not octal 52), 0x40 is refused
 expect "bench gemm decimal size" 0 '"m": 64,' -- "$bench" gemm --sizes 064 --backends naive --reps 1 --json -
 expect "bench gemm hex size refused" 2 "--sizes: '0x40' is neither" -- "$bench" gemm --sizes 0x40
