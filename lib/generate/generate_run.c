@@ -13,6 +13,7 @@
 #include "clmoe/gemm.h"
 #include "clmoe/kda_layer.h"
 #include "clmoe/mla.h"
+#include "clmoe/ops.h"
 
 /* What one pass runs on: ntok tokens packed by sequence, counts[s] of sequence s. */
 typedef struct gen_pass {
@@ -116,7 +117,7 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x, &m->head, 0.0f, &logits), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
   st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
 done:;
   clmoe_tensor *t[] = {&ids, &stream, &y, &h, &hn, &alpha, &rstd, &sel, &rid, &logits};

@@ -12,6 +12,7 @@
 #include "clmoe/gemm.h"
 #include "clmoe/kda_layer.h"
 #include "clmoe/mla.h"
+#include "clmoe/ops.h"
 
 void clmoe__model_release_activations(clmoe_model *m)
 {
@@ -142,7 +143,7 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), fail);
   CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &m->far_w, &m->far_g, eps, &m->fh, &m->falpha), fail);
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &m->fh, &m->fnorm, eps, &m->fhn, &m->frstd), fail);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &m->fhn, &m->head, 0.0f, &m->logits), fail);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &m->fhn, &m->head, NULL, &m->logits), fail);
   m->scored = 0;
   if (targets) {
     for (int64_t i = 0; i < m->N; i++) m->scored += targets[i] >= 0;
@@ -222,8 +223,8 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   /* loss -> logits -> head, final norm, final AttnRes */
   CLMOE_TRY_GOTO(st, clmoe_cross_entropy_backward(ctx, &m->logits, &m->targets, &m->lse, 1.0f / (float)count,
                                                   &dlogits), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dlogits, &m->fhn, 1.0f, grad_of(m, &m->head)), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dlogits, &m->head, 0.0f, &dhn), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, &m->head, &dlogits, &dhn, grad_of(m, &m->head), NULL,
+                                           CLMOE_LINEAR_ACC_DW), done);
   clmoe_tensor_destroy(&dlogits);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), done);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, m->final_nsrc, &dsrc), done);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clmoe/dist_exchange.h"
+#include "clmoe/ops.h"
 #include "moe_internal.h"
 
 /* ---- building a rank's part -------------------------------------------------------------- */
@@ -229,7 +230,7 @@ static clmoe_status route_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, co
     CLMOE_TRY_GOTO(st, clmoe_moe_qb_histogram(ctx, &s_all, &cutoff, &ep->dense.bias, &sv->hist, &sv->range), done);
     sv->hist_tokens = m;
   }
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x2, &ep->dense.w_down, 0.0f, &xl),
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x2, &ep->dense.w_down, NULL, &xl),
                  done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->topk, h->topk, clmoe_tensor_bytes(&sv->topk)), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->probs, h->probs, clmoe_tensor_bytes(&sv->probs)), done);
@@ -315,7 +316,7 @@ static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, con
   CLMOE_TRY(clmoe_tensor_create(ctx, &sv->rstd, CLMOE_F32, 1, &m));
   CLMOE_TRY(clmoe_tensor_write(&sv->z, zh, clmoe_tensor_bytes(&sv->z)));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &sv->z, &ep->dense.norm_gain, c->norm_eps, &sv->zn, &sv->rstd));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &sv->zn, &ep->dense.w_up, 0.0f, y2));
+  CLMOE_TRY(clmoe_linear(ctx, &sv->zn, &ep->dense.w_up, NULL, y2));
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &ep->dense.shared, x2, 1.0f, y2, train ? &sv->shared : NULL));
   return CLMOE_OK;

@@ -4,6 +4,7 @@
  * gradients come back (combine) to be summed per token in slot order, as
  * clmoe_moe_backward's gather backward does. Host math in fixed order: dp and p dz. */
 #include "clmoe/moe_ep.h"
+#include "clmoe/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +65,7 @@ static clmoe_status tail_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dzn, CLMOE_F32, m, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dz, CLMOE_F32, m, l), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dy2, &s->zn, 0.0f, &g->w_up), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dy2, &ep->dense.w_up, 0.0f, &dzn),
-                 done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &s->zn, &ep->dense.w_up, dy2, &dzn, &g->w_up, NULL, 0), done);
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm_backward(ctx, &s->z, &ep->dense.norm_gain, &s->rstd, &dzn, &dz,
                                             &g->norm_gain), done);
   st = clmoe_tensor_read(&dz, dzh, clmoe_tensor_bytes(&dz));
@@ -148,9 +147,7 @@ static clmoe_status dense_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep,
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dp, CLMOE_F32, m, k), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dxl, h->dxl, clmoe_tensor_bytes(&dxl)), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dp, h->dp, clmoe_tensor_bytes(&dp)), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dxl, x2, 0.0f, &g->w_down), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dxl, &ep->dense.w_down, 0.0f, dx2),
-                 done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, x2, &ep->dense.w_down, &dxl, dx2, &g->w_down, NULL, 0), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_router_backward(ctx, &ep->dense, x2, s, &dp, &g->w_router, dx2),
                  done);
   if (ep->cfg.n_shared * ep->cfg.shared_ff > 0)

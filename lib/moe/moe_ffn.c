@@ -1,8 +1,9 @@
-/* The dense SiTU-GLU FFN: y = W_dn SiTU(W_gate x, W_upp x), three GEMMs (clmoe_gemm) and an
+/* The dense SiTU-GLU FFN: y = W_dn SiTU(W_gate x, W_upp x), three products (clmoe_linear) and an
  * elementwise kernel. The model's first layer and the MoE's shared experts use it. */
 #include "moe_internal.h"
 
 #include <string.h>
+#include "clmoe/ops.h"
 
 /* The FFN's matrices: w_gate, w_upp [f, d], w_dn [d, f]; *f from w_gate. */
 static clmoe_status want_ffn(const char *op, const clmoe_situ_ffn *ffn, int64_t d, int64_t *f)
@@ -45,8 +46,8 @@ clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, c
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->u, CLMOE_F32, m, f), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->w, CLMOE_F32, m, f), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->act, CLMOE_F32, m, f), fail);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &ffn->w_gate, 0.0f, &s->u), fail);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &ffn->w_upp, 0.0f, &s->w), fail);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &ffn->w_gate, NULL, &s->u), fail);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &ffn->w_upp, NULL, &s->w), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, &s->u, &s->w, &s->act), fail);
   CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &s->act, &ffn->w_dn, beta, &y2), fail);
   if (!saved) clmoe_situ_saved_destroy(s);
@@ -84,15 +85,15 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du, CLMOE_F32, m, f), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw, CLMOE_F32, m, f), done);
   /* dact = dy W_dn (into du), dW_dn = dy^T act, then SiTU's gradient in place */
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dy2, &ffn->w_dn, 0.0f, &du), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dy2, &saved->act, 0.0f, &grad->w_dn), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &saved->act, &ffn->w_dn, &dy2, &du, &grad->w_dn, NULL, 0), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_situ_backward(ctx, &du, &saved->u, &saved->w, &du, &dw), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &du, &x2, 0.0f, &grad->w_gate), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dw, &x2, 0.0f, &grad->w_upp), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_gate, &du, NULL, &grad->w_gate, NULL, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_upp, &dw, NULL, &grad->w_upp, NULL, 0), done);
   if (dx) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, m, d), done);
+    /* dx = dx_beta dx + du W_gate + dw W_upp (any dx_beta: the first product through clmoe_gemm) */
     CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &du, &ffn->w_gate, dx_beta, &dx2), done);
-    st = clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dw, &ffn->w_upp, 1.0f, &dx2);
+    st = clmoe_linear_backward(ctx, &x2, &ffn->w_upp, &dw, &dx2, NULL, NULL, CLMOE_LINEAR_ACC_DX);
   }
 done:
   clmoe_tensor_destroy(&du);

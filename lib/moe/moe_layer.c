@@ -3,6 +3,7 @@
 #include "moe_internal.h"
 
 #include <string.h>
+#include "clmoe/ops.h"
 
 /* Slot of the timing struct for a phase, or NULL when not timing. */
 #define PHASE(L, field) ((L)->timing ? &(L)->timing->field : NULL)
@@ -48,7 +49,7 @@ static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   const clmoe_moe_config *c = &L->cfg;
   const int64_t m = s->tokens, l = c->latent, f = c->expert_ff;
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->xl, CLMOE_F32, m, l));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, x2, &L->w_down, 0.0f, &s->xl));
+  CLMOE_TRY(clmoe_linear(ctx, x2, &L->w_down, NULL, &s->xl));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), t0));
   CLMOE_TRY(clmoe_moe_dispatch_create(ctx, &s->topk, c->n_experts, use_padded(c), &s->disp));
   const int64_t R = s->disp.rows;
@@ -70,7 +71,7 @@ static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   CLMOE_TRY(clmoe_tensor_create(ctx, &s->rstd, CLMOE_F32, 1, &m));
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->zn, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &s->z, &L->norm_gain, c->norm_eps, &s->zn, &s->rstd));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &s->zn, &L->w_up, 0.0f, y2));
+  CLMOE_TRY(clmoe_linear(ctx, &s->zn, &L->w_up, NULL, y2));
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &L->shared, x2, 1.0f, y2, train ? &s->shared : NULL));
   return clmoe__moe_phase(ctx, PHASE(L, dense), t0);
@@ -155,8 +156,7 @@ static clmoe_status backward_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   /* y = W_up zn (+ shared): dW_up, dzn, then the latent norm */
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->dzn, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->dz, CLMOE_F32, m, l));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dy2, &s->zn, 0.0f, &g->w_up));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dy2, &L->w_up, 0.0f, &b->dzn));
+  CLMOE_TRY(clmoe_linear_backward(ctx, &s->zn, &L->w_up, dy2, &b->dzn, &g->w_up, NULL, 0));
   CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->z, &L->norm_gain, &s->rstd, &b->dzn, &b->dz, &g->norm_gain));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
   /* combine: dp and the expert outputs' gradient */
@@ -171,8 +171,7 @@ static clmoe_status backward_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   CLMOE_TRY(clmoe__moe_gather_backward(ctx, &s->disp, &b->dxs, &b->dxl));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dispatch), &t0));
   /* xl = W_down x; dx starts here (beta 0), every later term adds in a fixed order */
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &b->dxl, x2, 0.0f, &g->w_down));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &b->dxl, &L->w_down, 0.0f, dx2));
+  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &L->w_down, &b->dxl, dx2, &g->w_down, NULL, 0));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
   CLMOE_TRY(clmoe__moe_router_backward(ctx, L, x2, s, &b->dp, &g->w_router, dx2));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, route), &t0));

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "clmoe/ops.h"
 
 /* t: contiguous i32 [a, b] at offset 0. */
 static clmoe_status want_i32(const clmoe_tensor *t, const char *op, const char *name, int64_t a, int64_t b)
@@ -42,7 +43,7 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
                         (long long)k);
   clmoe_tensor x2;
   CLMOE_TRY(clmoe_tensor_view2d(x, &x2, m, d));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &x2, &L->w_router, 0.0f, s_all));
+  CLMOE_TRY(clmoe_linear(ctx, &x2, &L->w_router, NULL, s_all));
   cl_kernel kr;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_route", &kr));
   cl_int im = (cl_int)m, iE = (cl_int)E, ik = (cl_int)k, ik1 = (cl_int)(cutoff ? k + 1 : k);
@@ -242,8 +243,7 @@ clmoe_status clmoe__moe_router_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L
   CLMOE_TRY_GOTO(st, clmoe__args(kb, 8, KA(s->topk.buf), KA(s->scores.buf), KA(s->probs.buf), KA(dp->buf),
                                  KA(im), KA(ik), KA(iE), KA(dlogit.buf)), done);
   CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, kb, (size_t)m), done);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dlogit, x2, 0.0f, dw_router), done);
-  st = clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dlogit, &L->w_router, 1.0f, dx2);
+  st = clmoe_linear_backward(ctx, x2, &L->w_router, &dlogit, dx2, dw_router, NULL, CLMOE_LINEAR_ACC_DX);
 done:
   clmoe_tensor_destroy(&dlogit);
   return st;
