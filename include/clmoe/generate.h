@@ -7,13 +7,15 @@
  * 576 with the report's dims). Block AttnRes mixes over depth per token and needs no state.
  * MoE layers route with their balancing biases frozen (as loaded).
  *
+ *   (CHECK: the caller's handling of a status other than CLMOE_OK, e.g. print
+ *   clmoe_last_error() and stop)
  *   clmoe_model *m;  clmoe_gen_state *g;  float *logits = malloc(n * V * sizeof *logits);
- *   CLMOE_TRY(clmoe_gen_load(ctx, "run/checkpoint.safetensors", &m, NULL));
- *   CLMOE_TRY(clmoe_gen_state_create(m, n, NULL, &g));
- *   CLMOE_TRY(clmoe_gen_prefill(g, prompts, lengths, logits, NULL));  (last-token logits)
+ *   CHECK(clmoe_gen_load(ctx, "run/checkpoint.safetensors", &m, NULL));
+ *   CHECK(clmoe_gen_state_create(m, n, NULL, &g));
+ *   CHECK(clmoe_gen_prefill(g, prompts, lengths, logits, NULL));  (last-token logits)
  *   for (step...) {
- *     for (s...) CLMOE_TRY(clmoe_gen_sample(&sp, logits + s * V, V, s, step, &next[s]));
- *     CLMOE_TRY(clmoe_gen_step(g, next, logits));
+ *     for (s...) CHECK(clmoe_gen_sample(&sp, logits + s * V, V, s, step, &next[s]));
+ *     CHECK(clmoe_gen_step(g, next, logits));
  *   }
  *   clmoe_gen_state_destroy(g);  clmoe_model_destroy(m);
  *
