@@ -3,7 +3,9 @@
  * (train_ckpt.c), exact resume, progress, metrics and text samples (train_report.c). */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,21 +13,46 @@
 
 #include "train_run.h"
 
-static volatile sig_atomic_t stop_signal;
-static void on_signal(int sig) { stop_signal = sig; }
+/* SIGINT and SIGTERM ask for a checkpoint and a stop after the current step. They are
+ * blocked in every thread (the mask is set before any OpenCL or MPI call, so the drivers'
+ * threads inherit it) and taken by one thread with sigwait: a handler would run inside
+ * whichever thread the signal hits, and the compilers inside OpenCL drivers install their
+ * own (LLVM's deletes its temporary files and then calls ours), so a signal during a kernel
+ * build failed the build and lost the run. A second signal of a kind ends the process at
+ * once, by that signal. */
+static _Atomic int stop_signal;
 
-/* SIGINT and SIGTERM ask for a checkpoint and a stop after the current step; installed first
- * of all (start-up can build kernels for minutes), once each: a second one of a kind ends
- * the process at once (SA_RESETHAND). */
+static void *signal_waiter(void *arg)
+{
+  const sigset_t *set = arg;
+  for (;;) {
+    int sig = 0;
+    if (sigwait(set, &sig) != 0) continue;
+    if (atomic_load(&stop_signal) == sig) { /* the second: die by it */
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      signal(sig, SIG_DFL);
+      pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+      raise(sig);
+    }
+    atomic_store(&stop_signal, sig);
+  }
+  return NULL;
+}
+
 static void catch_stop_signals(void)
 {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESETHAND | SA_RESTART; /* (system calls of drivers and compilers go on) */
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
-    fprintf(stderr, "%s: cannot install the signal handlers: %s\n", app_name, strerror(errno));
+  static sigset_t set;
+  pthread_t waiter;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int err = pthread_sigmask(SIG_BLOCK, &set, NULL);
+  if (!err) err = pthread_create(&waiter, NULL, signal_waiter, &set);
+  if (!err) err = pthread_detach(waiter);
+  if (err) {
+    fprintf(stderr, "%s: cannot set up the signal handling: %s\n", app_name, strerror(err));
     exit(1);
   }
 }
@@ -366,7 +393,7 @@ static int finish(run *r)
     return run_end(r, 1);
   }
   if (!stop_signal) train_sample(r);
-  return run_end(r, stop_signal ? 130 : 0);
+  return run_end(r, stop_signal ? 130 : 0); /* 130 for either signal (the documented status) */
 }
 
 int train_run(clmoe_config *cfg, const train_opts *o)
