@@ -145,8 +145,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   clmoe_ckpt_meta_free(&meta);
   if (st != CLMOE_OK) {
     FUZZ_REQUIRE(clmoe_last_error()[0] != '\0', "clmoe_params_load: an error without a message");
-    FUZZ_REQUIRE(hash_model() == before, "a refused checkpoint changed the model (%s)",
-                 clmoe_last_error());
+    /* Refused before any tensor is written, the model is untouched. A tensor whose data fails
+     * its checksum is found as it streams in: that load has overwritten tensors, as
+     * include/clmoe/params.h says (the caller must not go on with the model). */
+    if (!strstr(clmoe_last_error(), "fails its CRC-32C checksum"))
+      FUZZ_REQUIRE(hash_model() == before, "a refused checkpoint changed the model (%s)",
+                   clmoe_last_error());
   }
 
   if (!small_config(path)) return 0;
