@@ -37,10 +37,6 @@ typedef struct clmoe_program_stats {
 /* Counts for one context since it was created. */
 CLMOE_API void clmoe_ctx_program_stats(const clmoe_ctx *ctx, clmoe_program_stats *stats);
 
-/* Builds (or loads from the cache) every kernel family with default options, so that a
- * later first use costs nothing; used by clmoe-info --warm and the benchmarks. */
-CLMOE_API clmoe_status clmoe_ctx_build_all(clmoe_ctx *ctx);
-
 #ifdef __cplusplus
 }
 #endif

@@ -322,14 +322,3 @@ void clmoe_ctx_program_stats(const clmoe_ctx *ctx, clmoe_program_stats *stats)
 {
   *stats = ctx->prog_stats;
 }
-
-clmoe_status clmoe_ctx_build_all(clmoe_ctx *ctx)
-{
-  for (const clmoe_kernel_source *s = clmoe__kernel_sources; s->family; s++) {
-    if (!strcmp(s->family, "common") || !strcmp(s->family, "probe")) continue;
-    if (!strncmp(s->family, "tile_", 5)) continue; /* implementations: built as "tile" */
-    clmoe_program_entry *p;
-    CLMOE_TRY(program_entry(ctx, s->family, NULL, &p));
-  }
-  return CLMOE_OK;
-}
