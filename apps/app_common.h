@@ -9,6 +9,17 @@
 
 #include "clmoe/clmoe.h"
 
+/* Exit statuses, the same for every app (docs/user-guide.md, "Exit statuses"). */
+enum {
+  APP_EXIT_OK = 0,        /* done: the work finished */
+  APP_EXIT_FAILED = 1,    /* failed: a runtime error (device, file, numbers); the message says */
+  APP_EXIT_USAGE = 2,     /* refused: a bad command line or config, nothing was run */
+  APP_EXIT_RESUMABLE = 75, /* stopped early with a checkpoint (--time-limit, --stop-at): run
+                             again with --resume to go on (EX_TEMPFAIL of sysexits.h) */
+  APP_EXIT_SIGINT = 130,  /* stopped by SIGINT (128 + 2), a checkpoint written */
+  APP_EXIT_SIGTERM = 143, /* stopped by SIGTERM (128 + 15), a checkpoint written */
+};
+
 /* The running program's name for messages ("clmoe-info"). */
 extern const char *app_name;
 
