@@ -2,24 +2,32 @@
  * token shards or the recall task with progress, metrics, checkpoints and exact resume
  * (train_run.c), and counts parameters by component (--count-params). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app_common.h"
 #include "train_run.h"
 
 static void usage(void)
 {
-  printf("Usage: clmoe-train (--preset NAME | --config FILE | --resume CKPT) [options]\n"
+  printf("Usage: clmoe-train (--preset NAME | --config FILE | --resume CKPT|DIR|auto) [options]\n"
          "\n"
          "Model:\n"
          "  --preset NAME       a shipped model: tiny, demo, gpu, k3, kimi-linear-48b\n"
          "  --config FILE       a config file (format: docs/user-guide.md; `clmoe-train --preset\n"
          "                      tiny --print-config` prints a complete example)\n"
-         "  --resume CKPT       continue from a checkpoint (its config, step and optimizer state);\n"
-         "                      the same device and seed give the same losses as a run that never\n"
-         "                      stopped. --steps may extend the run.\n"
+         "  --resume CKPT|DIR   continue a run from a checkpoint, or from the newest one of a run's\n"
+         "                      directory (its config, step, data and optimizer state), in that\n"
+         "                      directory unless --out says otherwise; the same device and seed\n"
+         "                      give the same losses as a run that never stopped. --steps may\n"
+         "                      extend the run\n"
+         "  --resume auto       with --out DIR: go on with the run in DIR when it holds one, else\n"
+         "                      start it (--preset/--config: the model to start; refused if DIR\n"
+         "                      holds another model's run). One command for every job of a chain\n"
          "Data (one of):\n"
          "  --data FILE         any file as byte tokens (vocabulary 256), or a CLMOETOK token shard\n"
          "  --task mqar[:keys=K,values=V,pairs=P,queries=Q]\n"
@@ -27,7 +35,12 @@ static void usage(void)
          "                      keys whose values the model must recall (defaults 64, 64, 16,\n"
          "                      8; chance is 1/V); validation accuracy is the recall rate\n"
          "Run:\n"
-         "  --out DIR           checkpoints go to DIR/checkpoint.safetensors (default clmoe-run)\n"
+         "  --out DIR           the run's directory (default clmoe-run): DIR/checkpoint-STEP.safetensors,\n"
+         "                      DIR/checkpoint.safetensors (a link to the newest), DIR/metrics.csv.\n"
+         "                      A fresh run refuses a directory that holds a run\n"
+         "  --overwrite         discard what --out holds of a run (a fresh run), or its checkpoints\n"
+         "                      after the step a resume starts from\n"
+         "  --keep-checkpoints N  keep the newest N step-numbered checkpoints (default 3; 0: all)\n"
          "  --metrics FILE      per-step CSV (default DIR/metrics.csv; - for none)\n"
          "  --steps N --batch N --seq-len N --lr X --seed N\n"
          "  --eval-every N --log-every N --checkpoint-every N\n"
@@ -39,10 +52,10 @@ static void usage(void)
          "                      nvidia, ...) or part of a name, as for clmoe-info; under mpirun a\n"
          "                      comma-separated list, one entry per local rank (default:\n"
          "                      CLMOE_DEVICE, else the GPUs in order, else the CPU)\n"
-         "  --stop-at STEP      stop after STEP with a checkpoint, keeping the schedule of\n"
-         "                      --steps (split a run over several jobs; --resume goes on)\n"
-         "  --time-limit S      stop with a checkpoint after the step that passes S seconds\n"
-         "                      (set it below a batch job's wall time; --resume goes on)\n"
+         "  --stop-at STEP      stop after STEP with a checkpoint (exit 75), keeping the schedule\n"
+         "                      of --steps (split a run over several jobs; --resume goes on)\n"
+         "  --time-limit S      stop with a checkpoint (exit 75) after the step that passes S\n"
+         "                      seconds (below a batch job's wall time; --resume goes on)\n"
          "  --quiet             no progress lines (checkpoints and errors are still reported)\n"
          "  --ep N              expert parallelism over N MPI ranks (mpirun -np N clmoe-train --ep N\n"
          "                      ...): the routed experts spread over the ranks, the rest\n"
@@ -62,7 +75,13 @@ static void usage(void)
          "  --json FILE         --count-params as JSON (- for stdout)\n"
          "  --help, --version\n"
          "\n"
-         "SIGINT or SIGTERM (Ctrl-C, a Slurm time limit) writes a checkpoint and exits with 130.\n");
+         "SIGINT or SIGTERM (Ctrl-C, Slurm's warning before a time limit) ends the step, writes a\n"
+         "checkpoint and exits 130 or 143. Several MPI ranks without --ep train expert- and\n"
+         "data-parallel over all of them; srun tasks without PMI/PMIx are refused.\n"
+         "\n"
+         "Exit status: 0 the run is complete; 75 stopped with a checkpoint by --time-limit or\n"
+         "--stop-at (resume to go on); 130/143 stopped by SIGINT/SIGTERM with a checkpoint; 1 failed;\n"
+         "2 bad command line, config or run directory.\n");
 }
 
 static void human(char *buf, size_t len, double v)
@@ -155,8 +174,9 @@ static void train_parse_task(const char *flag, const char *spec, clmoe_mqar *tas
   }
 }
 
-/* The config of a checkpoint (its "config" metadata) and its data source; exits on failure. */
-static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **data)
+/* The config of a checkpoint (its "config" metadata), its data source and step; exits on
+ * failure. */
+static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **data, int64_t *step)
 {
   clmoe_st_file *f;
   if (clmoe_st_open(path, &f) != CLMOE_OK) {
@@ -175,7 +195,64 @@ static void config_of_checkpoint(const char *path, clmoe_config *cfg, char **dat
   if (!strncmp(text, "# ", 2)) /* the model's name, as clmoe_config_write put it */
     snprintf(cfg->name, sizeof cfg->name, "%.*s", (int)strcspn(text + 2, "\n"), text + 2);
   if (d && !(*data = strdup(d))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
+  const char *s = clmoe_st_metadata(f, "step");
+  clmoe_ckpt_meta m = {0}; /* read as train_run reads it (where it is also checked against the optimizer's) */
+  APP_CHECK(clmoe_ckpt_meta_set(&m, "step", s ? s : ""));
+  if (!s || clmoe_ckpt_meta_int(&m, "step", 0, CLMOE_CKPT_MAX_STEP, step) != CLMOE_OK)
+    app_fail(APP_EXIT_FAILED, "%s: %s (a damaged or edited checkpoint?)", path,
+             s ? clmoe_last_error() : "metadata 'step' is missing");
+  clmoe_ckpt_meta_free(&m);
   clmoe_st_close(f);
+}
+
+/* The directory part of path ("." when it has none) in buf. */
+static void dir_of(const char *path, char *buf, size_t len)
+{
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(buf, len, ".");
+  else if (slash == path) snprintf(buf, len, "/");
+  else snprintf(buf, len, "%.*s", (int)(slash - path), path);
+}
+
+static int is_dir(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The model sections of two configs as text (the [train] sections made equal). */
+static int same_model(const clmoe_config *a, const clmoe_config *b)
+{
+  clmoe_config x = *a, y = *b;
+  y.train = x.train;
+  snprintf(y.name, sizeof y.name, "%s", x.name);
+  char *ta = NULL, *tb = NULL;
+  size_t la = 0, lb = 0;
+  FILE *fa = open_memstream(&ta, &la), *fb = open_memstream(&tb, &lb);
+  if (!fa || !fb || clmoe_config_write(&x, fa) != 0 || clmoe_config_write(&y, fb) != 0)
+    app_die(CLMOE_ERR_OUT_OF_MEMORY, "writing the configs");
+  fclose(fa), fclose(fb);
+  const int same = la == lb && !memcmp(ta, tb, la);
+  free(ta), free(tb);
+  return same;
+}
+
+/* Whether two paths name one existing directory. */
+static int same_dir(const char *a, const char *b)
+{
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Several ranks without --ep: expert and data parallelism over all of them (an MPI launch),
+ * or a refusal (srun tasks that MPI cannot join); never N copies of one run. */
+static void launch_ranks(train_opts *o)
+{
+  clmoe_launch l;
+  clmoe_launch_detect(&l);
+  if (clmoe_launch_check(&l) != CLMOE_OK) app_fail(APP_EXIT_USAGE, "%s", clmoe_last_error());
+  if (o->ep || !l.mpi || l.ranks == 1) return;
+  o->ep = -1; /* every rank of the job (train_run: start_ep) */
 }
 
 int main(int argc, char **argv)
@@ -184,7 +261,8 @@ int main(int argc, char **argv)
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
   const char *preset = NULL, *config = NULL, *metrics = NULL;
   const char *steps = NULL, *batch = NULL, *seq_len = NULL, *lr = NULL, *seed = NULL, *eval_every = NULL,
-             *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL;
+             *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL, *keep = NULL;
+  int out_given = 0;
   train_opts o = {.out_dir = "clmoe-run", .sample_tokens = 200};
   int count = 0, print = 0;
   for (int i = 1; i < argc; i++) {
@@ -195,7 +273,9 @@ int main(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--resume", &v)) o.resume = v;
     else if (app_option(argc, argv, &i, "--data", &v)) o.data = v;
     else if (app_option(argc, argv, &i, "--task", &v)) o.task = v;
-    else if (app_option(argc, argv, &i, "--out", &v)) o.out_dir = v;
+    else if (app_option(argc, argv, &i, "--out", &v)) o.out_dir = v, out_given = 1;
+    else if (!strcmp(argv[i], "--overwrite")) o.overwrite = 1;
+    else if (app_option(argc, argv, &i, "--keep-checkpoints", &v)) keep = v;
     else if (app_option(argc, argv, &i, "--metrics", &v)) metrics = v;
     else if (app_option(argc, argv, &i, "--steps", &v)) steps = v;
     else if (app_option(argc, argv, &i, "--batch", &v)) batch = v;
@@ -219,16 +299,44 @@ int main(int argc, char **argv)
   }
   const char *json = flags.json;
   o.device = flags.device;
-  if ((preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
-    app_usage_error("give exactly one of --preset NAME, --config FILE and --resume CKPT");
+  const int auto_resume = o.resume && !strcmp(o.resume, "auto");
+  const char *given_preset = NULL, *given_config = NULL; /* with --resume auto: the same model? */
+  char latest[4096], ckpt_dir[4096];
+  if (auto_resume) { /* the run in --out when there is one, else a fresh one */
+    o.resume = train_dir_latest(o.out_dir, latest, sizeof latest) ? latest : NULL;
+    if (!o.resume && !preset && !config)
+      app_usage_error("--resume auto: %s holds no checkpoint, and there is no --preset or --config to start "
+                      "a run from", o.out_dir);
+    if (o.resume) given_preset = preset, given_config = config, preset = config = NULL;
+  } else if (o.resume && is_dir(o.resume)) {
+    if (!train_dir_latest(o.resume, latest, sizeof latest))
+      app_fail(APP_EXIT_USAGE, "--resume %s: the directory holds no checkpoint", o.resume);
+    o.resume = latest;
+  }
+  if (!auto_resume && (preset != NULL) + (config != NULL) + (o.resume != NULL) != 1)
+    app_usage_error("give exactly one of --preset NAME, --config FILE and --resume CKPT|DIR|auto");
   if (o.task) train_parse_task("--task", o.task, &o.mqar);
   if (o.task && o.data) app_usage_error("give --data FILE or --task mqar, not both");
+  if (o.resume) { /* the run goes on where its checkpoint is, unless --out says elsewhere */
+    dir_of(o.resume, ckpt_dir, sizeof ckpt_dir);
+    if (!out_given) o.out_dir = ckpt_dir;
+  }
 
   clmoe_config c;
   char *ckpt_data = NULL;
   clmoe_status st = CLMOE_OK;
-  if (o.resume) config_of_checkpoint(o.resume, &c, &ckpt_data);
+  o.resume_step = -1;
+  if (o.resume) config_of_checkpoint(o.resume, &c, &ckpt_data, &o.resume_step);
   else st = preset ? clmoe_config_preset(preset, &c) : clmoe_config_load(config, &c);
+  if (given_preset || given_config) { /* --resume auto found a run: of the model asked for? */
+    clmoe_config g;
+    st = given_preset ? clmoe_config_preset(given_preset, &g) : clmoe_config_load(given_config, &g);
+    if (st == CLMOE_OK && !same_model(&c, &g))
+      app_fail(APP_EXIT_USAGE, "--resume auto: %s is a run of another model than %s %s (its config differs "
+               "outside [train]); give another --out, or --resume %s without --%s", o.resume,
+               given_preset ? "--preset" : "--config", given_preset ? given_preset : given_config, o.out_dir,
+               given_preset ? "preset" : "config");
+  }
   if (st != CLMOE_OK) {
     fprintf(stderr, "%s: %s\n", app_name, clmoe_last_error());
     return preset ? 2 : 1;
@@ -245,6 +353,7 @@ int main(int argc, char **argv)
   if (eval_every) t->eval_every = app_parse_int("--eval-every", eval_every, 0, INT64_MAX);
   if (log_every) t->log_every = app_parse_int("--log-every", log_every, 1, INT64_MAX);
   if (ckpt_every) t->checkpoint_every = app_parse_int("--checkpoint-every", ckpt_every, 0, INT64_MAX);
+  if (keep) t->keep_checkpoints = app_parse_int("--keep-checkpoints", keep, 0, 1000000000);
   if (sample) o.sample_tokens = app_parse_int("--sample", sample, 0, 1 << 20);
   if (stop_at) o.stop_at = app_parse_int("--stop-at", stop_at, 1, INT64_MAX / 2);
   if (t->min_lr > t->lr) t->min_lr = t->lr;
@@ -263,10 +372,27 @@ int main(int argc, char **argv)
     if (ckpt_data && !strncmp(ckpt_data, "mqar", 4)) {
       o.task = ckpt_data;
       train_parse_task(o.resume, ckpt_data, &o.mqar);
+    } else if (ckpt_data) {
+      o.data = ckpt_data;
+      if (access(o.data, R_OK) != 0)
+        app_fail(APP_EXIT_USAGE, "%s: the run's data %s (metadata 'data') cannot be read: %s; give --data FILE "
+                 "(the same data, moved: batches are drawn from it by step)", o.resume, o.data, strerror(errno));
+    } else {
+      app_usage_error("give the training data: --data FILE or --task mqar");
     }
-    else if (ckpt_data) o.data = ckpt_data;
-    else app_usage_error("give the training data: --data FILE or --task mqar");
   }
+  char data_path[PATH_MAX]; /* stored absolute, so that a resume from anywhere finds it */
+  if (o.data && realpath(o.data, data_path)) o.data = data_path;
+  /* The run directory: a fresh run (or a resume into a new --out) must not overwrite a run;
+   * a resume in its own directory must not rewrite later checkpoints. */
+  o.resume_in_place = o.resume && same_dir(ckpt_dir, o.out_dir);
+  train_dir_check(o.out_dir, o.resume_in_place ? o.resume_step : -1, o.overwrite);
+  char src_metrics[4096 + 16];
+  if (o.resume && !o.resume_in_place) {
+    snprintf(src_metrics, sizeof src_metrics, "%s/metrics.csv", ckpt_dir);
+    o.resume_metrics = src_metrics;
+  }
+  launch_ranks(&o);
   char mpath[4096];
   if (!metrics) {
     snprintf(mpath, sizeof mpath, "%s/metrics.csv", o.out_dir);

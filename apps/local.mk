@@ -12,7 +12,7 @@ apps_clmoe_xcheck_LDADD = check/libclmoecheck.la $(APP_LIBS)
 apps_clmoe_bench_SOURCES += apps/clmoe_bench.c apps/bench.h apps/bench_common.c $(APP_COMMON)
 apps_clmoe_bench_LDADD = $(APP_LIBS)
 apps_clmoe_train_SOURCES = apps/clmoe_train.c apps/train_run.h apps/train_run.c apps/train_ckpt.c \
-	apps/train_report.c $(APP_COMMON)
+	apps/train_report.c apps/train_dir.c $(APP_COMMON)
 apps_clmoe_train_LDADD = $(APP_LIBS)
 apps_clmoe_op_SOURCES += apps/clmoe_op.c apps/clmoe_op.h apps/op_common.c $(APP_COMMON)
 apps_clmoe_op_LDADD = $(APP_LIBS)
@@ -26,3 +26,6 @@ TESTS += tests/apps/test_apps.sh tests/apps/test_op.sh tests/apps/test_train.sh 
 	tests/apps/test_xcheck.sh tests/apps/test_plan.sh
 EXTRA_DIST += tests/apps/apps_common.sh tests/apps/test_apps.sh tests/apps/test_op.sh \
 	tests/apps/test_train.sh tests/apps/test_xcheck.sh tests/apps/test_plan.sh
+# the user guide's Slurm chain under an emulated Slurm
+TESTS += tests/apps/test_slurm.sh
+EXTRA_DIST += tests/apps/test_slurm.sh

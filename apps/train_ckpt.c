@@ -1,6 +1,7 @@
 /* clmoe-train's checkpoints (train_run.h): the model's parameters and optimizer state with
  * the config, step, data source and expert map as metadata, written every N steps and at the
- * end of the run (or on SIGINT/SIGTERM, --stop-at, --time-limit); under --ep-rebalance the
+ * end of the run (or on SIGINT/SIGTERM, --stop-at, --time-limit) as DIR/checkpoint-STEP
+ * .safetensors, then published (train_dir.c: the latest link, old ones pruned); under --ep-rebalance the
  * experts are re-placed by their measured loads at each checkpoint. */
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,7 @@ void train_save(run *r, const char *why, int last)
   const clmoe_expert_map *write_map = next ? next : r->map;
   if (train_metrics_sync(r)) app_die(CLMOE_ERR_IO, "the metrics file");
   char path[4096], val[64];
-  snprintf(path, sizeof path, "%s/checkpoint.safetensors", r->o->out_dir);
+  train_dir_ckpt_path(path, sizeof path, r->o->out_dir, r->step);
   clmoe_ckpt_meta meta = {0};
   char *text = NULL;
   config_text(r->cfg, &text);
@@ -85,7 +86,9 @@ void train_save(run *r, const char *why, int last)
   clmoe_status st = clmoe_params_save_dist(clmoe_model_params(r->model), r->dist, path, &meta);
   clmoe_ckpt_meta_free(&meta);
   if (st != CLMOE_OK) app_die(st, "writing the checkpoint");
+  r->saved_step = r->step;
   if (r->rank == 0) {
+    train_dir_publish(r->o->out_dir, r->step, r->cfg->train.keep_checkpoints);
     fprintf(stderr, "%s: checkpoint %s at step %lld (%s)", app_name, path, (long long)r->step, why);
     if (differed)
       fprintf(stderr, "; %d replicated tensors differed between ranks (rounding): rank 0's kept",

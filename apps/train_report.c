@@ -29,13 +29,14 @@ static int64_t row_step(const char *line)
  * by whole lines: rows a run wrote after its last checkpoint are about to be redone, and a
  * line a kill cut short (no newline) is dropped. The file is rewritten through a temporary
  * file (fsynced, renamed), so that a kill during the rewrite leaves the old one whole. A
- * missing or empty file starts with the header. */
-static int metrics_truncate(const char *path, int64_t step)
+ * missing or empty file starts with the header. A run resumed into a new directory starts
+ * its file from the one of the checkpoint's directory (src) the same way. */
+static int metrics_truncate(const char *src, const char *path, int64_t step)
 {
-  FILE *f = fopen(path, "r");
+  FILE *f = fopen(src, "r");
   if (!f && errno == ENOENT) return 0; /* a new file: opened with its header */
   if (!f) {
-    fprintf(stderr, "%s: cannot read %s: %s\n", app_name, path, strerror(errno));
+    fprintf(stderr, "%s: cannot read %s: %s\n", app_name, src, strerror(errno));
     return 1;
   }
   char tmp[4200];
@@ -76,7 +77,7 @@ static int metrics_truncate(const char *path, int64_t step)
   }
   if (dropped)
     fprintf(stderr, "%s: %s: kept the rows up to step %lld, dropped %lld line(s) after it or cut short\n",
-            app_name, path, (long long)step, (long long)dropped);
+            app_name, src, (long long)step, (long long)dropped);
   return 0;
 }
 
@@ -84,7 +85,8 @@ int train_metrics_open(run *r)
 {
   const train_opts *o = r->o;
   if (!o->metrics || r->rank != 0) return 0;
-  if (r->step && metrics_truncate(o->metrics, r->step)) return 1;
+  const char *src = o->resume_metrics && strcmp(o->resume_metrics, o->metrics) ? o->resume_metrics : o->metrics;
+  if (r->step && metrics_truncate(src, o->metrics, r->step)) return 1;
   r->metrics = fopen(o->metrics, r->step ? "a" : "w");
   if (!r->metrics) {
     fprintf(stderr, "%s: cannot write %s: %s\n", app_name, o->metrics, strerror(errno));

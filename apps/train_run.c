@@ -121,6 +121,13 @@ static int open_data(run *r)
   return 0;
 }
 
+/* The run directory for this run (rank 0): its lock, and what --overwrite discards. */
+static void claim_dir(run *r)
+{
+  train_dir_lock(r->o->out_dir);
+  train_dir_claim(r->o->out_dir, r->o->resume_in_place ? r->o->resume_step : -1, r->o->overwrite);
+}
+
 /* --ep N: MPI, this rank's device (and binding, with the per-rank report), the expert map
  * (the checkpoint's when it was written by as many ranks, else the even one: a checkpoint
  * holds whole tensors, so any rank count resumes it) and the expert-parallel model. */
@@ -130,10 +137,14 @@ static void start_ep(run *r)
   r->ctx = app_dist_start(o->device, o->profile, o->quiet ? NULL : stdout, o->argc, o->argv);
   r->dist = app_dist;
   r->rank = clmoe_dist_rank(r->dist), r->nranks = clmoe_dist_size(r->dist);
-  if (r->nranks != o->ep) {
+  if (o->ep < 0 && r->rank == 0) /* several ranks without --ep */
+    fprintf(stderr, "%s: %d ranks without --ep: expert and data parallelism over all of them (as --ep %d)\n",
+            app_name, r->nranks, r->nranks);
+  if (o->ep > 0 && r->nranks != o->ep) {
     app_fail(2, "--ep %d: the job has %d rank%s (start it as mpirun -np %d clmoe-train --ep %d ...)", o->ep,
              r->nranks, r->nranks == 1 ? "" : "s", o->ep, o->ep);
   }
+  if (r->rank == 0) claim_dir(r);
   const int64_t B = r->cfg->train.batch;
   if (B % r->nranks != 0) {
     app_fail(2, "--batch %lld is not a multiple of --ep %d: every rank trains on an equal share of each batch",
@@ -195,9 +206,10 @@ static void create_model(run *r)
   const train_opts *o = r->o;
   const clmoe_train_config *t = &r->cfg->train;
   r->nranks = 1, r->share = t->batch;
-  if (o->ep > 0) {
+  if (o->ep != 0) {
     start_ep(r);
   } else {
+    claim_dir(r);
     clmoe_ctx_options copts = {.device = o->device, .profiling = o->profile};
     APP_CHECK(clmoe_ctx_create(&r->ctx, &copts));
     APP_CHECK(clmoe_model_create(r->ctx, r->cfg, &r->model));
@@ -234,6 +246,7 @@ static int setup(run *r)
   r->first = r->step;
   r->end = o->stop_at > 0 && o->stop_at < t->steps ? o->stop_at : t->steps;
   r->val = r->acc = NAN;
+  r->saved_step = o->resume_in_place ? r->step : -1; /* its checkpoint is there already */
   return 0;
 }
 
@@ -317,10 +330,10 @@ static int step(run *r, train_step *s)
   r->ep_s += app_now() - t0, r->ep_steps++;
   r->timed_out = o->time_limit > 0 && app_now() - r->start >= o->time_limit && r->step < r->end;
   if (r->dist) { /* every rank stops after the same step (signals and clocks differ) */
-    int64_t flags[2] = {stop_signal != 0, r->timed_out};
-    APP_CHECK(clmoe_dist_allreduce_sum_i64(r->dist, flags, 2));
-    if (flags[0] && !stop_signal) stop_signal = SIGTERM;
-    r->timed_out = flags[1] > 0;
+    int64_t flags[3] = {stop_signal == SIGTERM, stop_signal == SIGINT, r->timed_out};
+    APP_CHECK(clmoe_dist_allreduce_sum_i64(r->dist, flags, 3));
+    if (flags[0] || flags[1]) stop_signal = flags[0] ? SIGTERM : SIGINT; /* TERM first: a batch system's */
+    r->timed_out = flags[2] > 0;
   }
   return 0;
 }
@@ -377,23 +390,33 @@ static void checkpoint(run *r)
 
 /* ---- the end ------------------------------------------------------------------------------ */
 
-/* The profile, the last checkpoint (saying why the run stopped), the metrics file closed and
- * the sample; returns the exit status (130 after a signal). */
+/* The profile, the last checkpoint (saying why the run stopped; not again when the interval
+ * wrote it), the metrics file closed and the sample; returns the exit status: APP_EXIT_OK
+ * when the run is complete, else APP_EXIT_SIGINT/_SIGTERM after a signal and
+ * APP_EXIT_RESUMABLE after --time-limit or --stop-at (apps/app_common.h). */
 static int finish(run *r)
 {
   const clmoe_train_config *t = &r->cfg->train;
-  if (!r->quiet && r->tty) fprintf(stderr, "\n");
+  const int complete = r->step >= t->steps;
+  if (!r->quiet && r->tty && r->step > r->first) fprintf(stderr, "\n");
   if (r->o->profile && r->rank == 0) train_print_profile(r->ctx, r->prof_s, r->prof_kernel_s, r->prof_tokens);
   if (r->dist && r->ep_steps > 0) train_print_ep_split(r, r->ep_s, r->ep_steps, r->quiet);
-  train_save(r, stop_signal ? "interrupted" : r->timed_out ? "--time-limit" : r->step < t->steps ? "--stop-at" : "end", 1);
+  const char *why = complete ? "end" : stop_signal == SIGINT ? "SIGINT" : stop_signal ? "SIGTERM" : r->timed_out ? "--time-limit" : "--stop-at";
+  if (r->saved_step != r->step) train_save(r, why, 1);
+  else if (r->rank == 0 && r->step == r->first)
+    fprintf(stderr, "%s: %s: the run is %s at step %lld; nothing to do%s\n", app_name, r->o->out_dir,
+            complete ? "complete" : "already", (long long)r->step, complete ? " (--steps N extends it)" : "");
   FILE *metrics = r->metrics;
   r->metrics = NULL;
   if (metrics && fclose(metrics) != 0) {
     fprintf(stderr, "%s: writing %s: %s\n", app_name, r->o->metrics, strerror(errno));
     return run_end(r, 1);
   }
-  if (!stop_signal) train_sample(r);
-  return run_end(r, stop_signal ? 130 : 0); /* 130 for either signal (the documented status) */
+  if (!stop_signal && r->step > r->first) train_sample(r);
+  const int rc = complete      ? APP_EXIT_OK
+                 : stop_signal ? (stop_signal == SIGINT ? APP_EXIT_SIGINT : APP_EXIT_SIGTERM)
+                               : APP_EXIT_RESUMABLE;
+  return run_end(r, rc);
 }
 
 int train_run(clmoe_config *cfg, const train_opts *o)

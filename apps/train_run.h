@@ -8,13 +8,18 @@
 
 typedef struct train_opts {
   const char *device, *data, *task, *out_dir, *resume, *metrics, *prompt;
+  const char *resume_metrics; /* a resumed run in a new --out: the metrics file it came from */
+  int64_t resume_step; /* the checkpoint's step when resuming, -1 for a fresh run */
+  int overwrite;       /* --overwrite: discard what --out holds of a run */
+  int resume_in_place; /* resuming a checkpoint of --out itself (it holds the step's file) */
   int64_t sample_tokens;
   int64_t stop_at;   /* stop (with a checkpoint) after this step; 0: run to the end */
   double time_limit; /* seconds: stop (with a checkpoint) after the step that passes it; 0: none */
   clmoe_mqar mqar;  /* the recall task's sizes when task is set */
   int quiet;
   int profile; /* kernel time by op family after the run (steps after the first two) */
-  int ep;      /* expert parallelism over this many MPI ranks (mpirun -np ep); 0: one process */
+  int ep;      /* expert parallelism over this many MPI ranks (mpirun -np ep); 0: one process;
+                  -1: over every rank of the job (an MPI launch of several ranks without --ep) */
   int ep_rebalance; /* re-place the experts by their loads at every checkpoint */
   int *argc;   /* main's, for MPI_Init */
   char ***argv;
@@ -54,6 +59,7 @@ typedef struct run {
   double ep_s;          /* --ep: step time of the steps after the first two */
   int64_t ep_steps;
   int timed_out;        /* --time-limit passed */
+  int64_t saved_step;   /* the step of the last checkpoint written (-1: none) */
 } run;
 
 /* What one step measured. */
@@ -66,12 +72,29 @@ typedef struct train_step {
   int64_t empty;  /* and its experts that got no token */
 } train_step;
 
+/* train_dir.c: the run directory (see there). The path of DIR's checkpoint at step. */
+void train_dir_ckpt_path(char *buf, size_t len, const char *dir, int64_t step);
+/* The checkpoint a resume of DIR starts from (DIR/checkpoint.safetensors, else the newest
+ * numbered one) in path: 1, or 0 when DIR holds none. */
+int train_dir_latest(const char *dir, char *path, size_t len);
+/* Exits with a usage error when DIR holds what this run would overwrite: any run for a fresh
+ * one (resume_step -1), checkpoints after resume_step for a resumed one; unless overwrite. */
+void train_dir_check(const char *dir, int64_t resume_step, int overwrite);
+/* With overwrite, removes what train_dir_check would have refused (after the lock). */
+void train_dir_claim(const char *dir, int64_t resume_step, int overwrite);
+/* Takes DIR's lock for the life of the process, or exits naming its holder. */
+void train_dir_lock(const char *dir);
+/* After the checkpoint of step is written: the link at it, and all but the newest keep
+ * checkpoints removed (keep 0: all kept). */
+void train_dir_publish(const char *dir, int64_t step, int64_t keep);
+
 /* train_ckpt.c: writes the checkpoint (DIR/checkpoint.safetensors) at r->step, `why` for the
  * message; under --ep-rebalance first re-places the experts and, unless `last`, goes on with
  * the new placement (a new r->model). */
 void train_save(run *r, const char *why, int last);
 
-/* train_report.c. Opens --metrics (a resumed run's file keeps the rows up to its step);
+/* train_report.c. Opens --metrics (a resumed run's file keeps the rows up to its step; in a
+ * new directory it starts with those of the file it came from);
  * returns 0, or 1 after a message. */
 int train_metrics_open(run *r);
 /* Flushes and fsyncs the metrics rows written so far (before a checkpoint is saved, so that

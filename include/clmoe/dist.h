@@ -45,12 +45,34 @@ extern "C" {
 
 typedef struct clmoe_dist clmoe_dist;
 
+/* How this process was started, read from the launchers' environment (no MPI call): by an
+ * MPI launcher (mpirun/mpiexec: OMPI_COMM_WORLD_*, PMI_*, PMIX_RANK, MPI_LOCALNRANKS; srun
+ * with --mpi=pmix or pmi2), by srun without a process-management interface (only SLURM_*
+ * step variables: the tasks cannot form one MPI job), or by hand. */
+typedef struct clmoe_launch {
+  int ranks;      /* processes the launcher started; 0 when it does not say (PMIx alone) */
+  int rank;       /* this one's index (0 when started by hand) */
+  int local_rank; /* its index on this host (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, ...) */
+  int mpi;        /* 1: an MPI launch (clmoe_dist_init will see the ranks) */
+  int srun;       /* 1: a task of an srun step (SLURM_STEP_NUM_TASKS set) */
+  char ranks_from[40];   /* the variable ranks came from; "" when started by hand */
+  char slurm_job[32];    /* SLURM_JOB_ID, "" outside Slurm */
+  char slurm_nodes[256]; /* the step's node list (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST) */
+} clmoe_launch;
+
+/* Fills l from the environment. */
+CLMOE_API void clmoe_launch_detect(clmoe_launch *l);
+/* CLMOE_OK, or CLMOE_ERR_UNSUPPORTED with a message when l is several srun tasks without an
+ * MPI launch (each would run alone, doing the same work and writing the same files). */
+CLMOE_API clmoe_status clmoe_launch_check(const clmoe_launch *l);
+
 /* Starts the distributed layer. When the process was started by an MPI launcher (mpirun,
  * mpiexec, srun with PMI/PMIx) or CLMOE_MPI=1, MPI is initialised (MPI_THREAD_FUNNELED)
  * unless the caller did that already, in which case clmoe uses MPI_COMM_WORLD and leaves
  * finalisation to the caller. CLMOE_MPI=0 forces a single rank. A build without MPI
  * started by a launcher fails (CLMOE_ERR_UNSUPPORTED) unless CLMOE_MPI=0, rather than run N
- * copies that each think they are alone. argc/argv may be NULL. */
+ * copies that each think they are alone; so does a step of several srun tasks without an
+ * MPI launch (clmoe_launch_check). argc/argv may be NULL. */
 CLMOE_API clmoe_status clmoe_dist_init(clmoe_dist **dist, int *argc, char ***argv);
 /* Frees dist; finalises MPI only when clmoe_dist_init initialised it. */
 CLMOE_API clmoe_status clmoe_dist_finalize(clmoe_dist *dist);

@@ -17,7 +17,7 @@
  *   [attn_res] block (layers per Block AttnRes block)
  *   [train]    lr, min_lr, warmup_steps, steps, batch, seq_len, curriculum ("len@step, ..."),
  *              weight_decay, beta1, beta2, adam_eps, clip, seed, eval_every, eval_batches,
- *              log_every, checkpoint_every
+ *              log_every, checkpoint_every (0: only at the end), keep_checkpoints (0: all)
  * An unknown section or key, a malformed value, a value out of range or sizes that do not
  * fit together are errors naming the file, the line and the key. */
 #ifndef CLMOE_MODEL_CONFIG_H
@@ -44,6 +44,7 @@ typedef struct clmoe_train_config {
   double weight_decay, beta1, beta2, adam_eps, clip;
   uint64_t seed;
   int64_t eval_every, eval_batches, log_every, checkpoint_every;
+  int64_t keep_checkpoints; /* the newest this many step-numbered checkpoints are kept */
 } clmoe_train_config;
 
 typedef struct clmoe_config {

@@ -156,6 +156,11 @@ CLMOE_API clmoe_status clmoe_st_writer_metadata(clmoe_st_writer *writer, const c
 CLMOE_API clmoe_status clmoe_st_writer_finish(clmoe_st_writer *writer);
 /* Frees a writer without writing anything (NULL is fine). */
 CLMOE_API void clmoe_st_writer_discard(clmoe_st_writer *writer);
+/* Removes the leftovers of killed saves of path ("<path>.tmp.<pid>", regular files whose
+ * process is gone or that have not changed for 6 hours; never anything else), as every
+ * save of path does first; returns how many. For callers that save under new names (a
+ * step-numbered checkpoint), so that a save killed under an old name is cleaned too. */
+CLMOE_API int clmoe_st_remove_stale(const char *path);
 
 #ifdef __cplusplus
 }

@@ -143,6 +143,12 @@ clmoe_status clmoe_dist_init(clmoe_dist **dist, int *argc, char ***argv)
   }
   const char *force = mpi.i == 1 ? "0" : mpi.i == 2 ? "1" : NULL; /* NULL: auto */
   clmoe__knob_value_free(&mpi);
+  clmoe_launch launch;
+  clmoe_launch_detect(&launch);
+  if (!(force && !strcmp(force, "0")) && (kst = clmoe_launch_check(&launch)) != CLMOE_OK) {
+    free(d);
+    return kst;
+  }
 #ifndef HAVE_MPI
   (void)argc, (void)argv;
   single_rank(d, force && !strcmp(force, "1") ? "CLMOE_MPI=1 but clmoe was built without MPI "

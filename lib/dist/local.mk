@@ -5,7 +5,7 @@
 # then report that it is missing.
 lib_libclmoe_impl_la_SOURCES += lib/dist/dist_internal.h lib/dist/dist_mpi_internal.h \
 	lib/dist/dist.c lib/dist/dist_collect.c lib/dist/dist_place.c lib/dist/dist_exchange.c \
-	lib/dist/expert_map.c
+	lib/dist/expert_map.c lib/dist/launch.c
 clmoeinclude_HEADERS += include/clmoe/dist.h include/clmoe/dist_exchange.h \
 	include/clmoe/expert_map.h
 if HAVE_MPI

@@ -37,6 +37,8 @@ static int stale(int dfd, const char *name, long pid)
   return difftime(time(NULL), sb.st_mtime) > CLMOE__IO_ST_STALE_HOURS * 3600.0;
 }
 
+int clmoe_st_remove_stale(const char *path) { return path ? clmoe__io_st_remove_stale(path) : 0; }
+
 int clmoe__io_st_remove_stale(const char *path)
 {
   const char *slash = strrchr(path, '/');

@@ -40,6 +40,8 @@ void clmoe_config_defaults(clmoe_config *c)
   t->eval_every = 100;
   t->eval_batches = 4;
   t->log_every = 10;
+  t->checkpoint_every = 100; /* a killed node loses at most this many steps */
+  t->keep_checkpoints = 3;
 }
 
 /* ---- the key table ------------------------------------------------------------------- */
@@ -99,6 +101,7 @@ const config_key clmoe__model_config_keys[] = {
     {"train", "eval_batches", CFG_I64, TOFF(eval_batches), 0, 1e9},
     {"train", "log_every", CFG_I64, TOFF(log_every), 1, 1e15},
     {"train", "checkpoint_every", CFG_I64, TOFF(checkpoint_every), 0, 1e15},
+    {"train", "keep_checkpoints", CFG_I64, TOFF(keep_checkpoints), 0, 1e9},
     {NULL, NULL, CFG_I64, 0, 0, 0}};
 #define NKEYS (sizeof clmoe__model_config_keys / sizeof clmoe__model_config_keys[0] - 1)
 

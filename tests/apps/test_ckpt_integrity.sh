@@ -21,17 +21,18 @@ tiny="--preset tiny --data $tmp/text.txt --batch 2 --seq-len 16 --eval-every 0 -
 out="$tmp/run"
 ck="$out/checkpoint.safetensors"
 
-# Leftovers of killed saves of this checkpoint (a pid that cannot be running) and files
-# that only look like them: the first goes at the first save, the others stay.
+# Leftovers of a killed save of a run's checkpoint (of step 1; a pid that cannot be running)
+# and files that only look like them: the first goes at the next save, the others stay.
 mkdir -p "$out"
-echo stale > "$ck.tmp.999999999"
-echo keep > "$ck.tmp.12ab"
+killed="$out/checkpoint-00000001.safetensors"
+echo stale > "$killed.tmp.999999999"
+echo keep > "$killed.tmp.12ab"
 echo keep > "$out/other.safetensors.tmp.999999999"
-echo keep > "$ck.tmp.$$" # this shell: a running process
-expect "train 2 of 4 steps" 0 "at step 2 (--stop-at)" -- "$train" $tiny --steps 4 --stop-at 2 --out "$out"
-if [ ! -e "$ck.tmp.999999999" ]; then pass "a stale temporary file of the checkpoint removed"
-else fail "the stale $ck.tmp.999999999 is still there"; fi
-for f in "$ck.tmp.12ab" "$out/other.safetensors.tmp.999999999" "$ck.tmp.$$"; do
+echo keep > "$killed.tmp.$$" # this shell: a running process
+expect "train 2 of 4 steps" 75 "at step 2 (--stop-at)" -- "$train" $tiny --steps 4 --stop-at 2 --out "$out"
+if [ ! -e "$killed.tmp.999999999" ]; then pass "a stale temporary file of a killed save removed"
+else fail "the stale $killed.tmp.999999999 is still there"; fi
+for f in "$killed.tmp.12ab" "$out/other.safetensors.tmp.999999999" "$killed.tmp.$$"; do
   if [ -e "$f" ]; then pass "$(basename "$f") kept"; else fail "$f was removed"; fi
 done
 

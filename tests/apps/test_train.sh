@@ -38,7 +38,7 @@ if [ "$rows" -eq 150 ]; then pass "metrics has a row per step"; else fail "metri
 #    same checkpoint bytes (weights, moments, QB biases, metadata).
 common="$tiny --steps 12 --lr 3e-3 --eval-every 6"
 expect "uninterrupted 12 steps" 0 "" -- "$train" $common --out "$tmp/a"
-expect "--stop-at 7" 0 "at step 7 (--stop-at)" -- "$train" $common --stop-at 7 --out "$tmp/b"
+expect "--stop-at 7 (exit 75: resumable)" 75 "at step 7 (--stop-at)" -- "$train" $common --stop-at 7 --out "$tmp/b"
 expect "--resume to 12" 0 "at step 12 (end)" -- "$train" --resume "$tmp/b/checkpoint.safetensors" --out "$tmp/b" --sample 0 --quiet
 if [ "$(cut -d, -f1-5 "$tmp/a/metrics.csv")" = "$(cut -d, -f1-5 "$tmp/b/metrics.csv")" ]; then
   pass "resumed losses equal the uninterrupted run's"
@@ -51,7 +51,7 @@ else
   fail "resumed checkpoint differs from the uninterrupted run's"
 fi
 
-# 3. SIGTERM mid-run: exit 130 with a checkpoint; resuming finishes with the same losses.
+# 3. SIGTERM mid-run: exit 143 with a checkpoint; resuming finishes with the same losses.
 "$train" $tiny --steps 400 --lr 3e-3 --eval-every 100 --out "$tmp/c" > "$tmp/c.out" 2>&1 &
 pid=$!
 n=0
@@ -61,10 +61,10 @@ done
 kill -TERM $pid
 wait $pid
 rc=$?
-if [ $rc -eq 130 ] && grep -q "(interrupted)" "$tmp/c.out"; then pass "SIGTERM: checkpoint and exit 130"
+if [ $rc -eq 143 ] && grep -q "(SIGTERM)" "$tmp/c.out"; then pass "SIGTERM: checkpoint and exit 143"
 else fail "SIGTERM: exit $rc"; cat "$tmp/c.out"; fi
 cstep=$(grep -o 'at step [0-9]*' "$tmp/c.out" | tail -n 1 | cut -d' ' -f3)
-expect "resume after SIGTERM" 0 "" -- "$train" --resume "$tmp/c/checkpoint.safetensors" --out "$tmp/c" --steps 400 --stop-at $((cstep + 3)) --quiet --sample 0
+expect "resume after SIGTERM" 75 "" -- "$train" --resume "$tmp/c/checkpoint.safetensors" --out "$tmp/c" --steps 400 --stop-at $((cstep + 3)) --quiet --sample 0
 "$train" $tiny --steps 400 --lr 3e-3 --eval-every 100 --stop-at $((cstep + 3)) --out "$tmp/d" > /dev/null 2>&1
 if [ "$(cut -d, -f1-2 "$tmp/c/metrics.csv")" = "$(cut -d, -f1-2 "$tmp/d/metrics.csv")" ] &&
    cmp -s "$tmp/c/checkpoint.safetensors" "$tmp/d/checkpoint.safetensors"; then
@@ -94,7 +94,7 @@ else
   fail "kill -9: checkpoint step '${kstep:-none}', metrics rows up to it: $krows"; head -n 3 "$tmp/k/metrics.csv"
 fi
 printf '%s' "$((${kstep:-0} + 1)),0.5" >> "$tmp/k/metrics.csv" # a row cut short
-expect "resume after kill -9" 0 "" -- "$train" --resume "$tmp/k/checkpoint.safetensors" --out "$tmp/k" --steps 400 --stop-at $((${kstep:-0} + 3)) --quiet --sample 0
+expect "resume after kill -9" 75 "" -- "$train" --resume "$tmp/k/checkpoint.safetensors" --out "$tmp/k" --steps 400 --stop-at $((${kstep:-0} + 3)) --quiet --sample 0
 if [ "$(grep -c '^step,' "$tmp/k/metrics.csv")" -eq 1 ] &&
    [ "$(grep '^[0-9]' "$tmp/k/metrics.csv" | cut -d, -f1 | tr '\n' ' ')" = "$(seq 1 $((${kstep:-0} + 3)) | tr '\n' ' ')" ] &&
    [ "$(awk -F, 'NR > 1 && NF != 10' "$tmp/k/metrics.csv" | wc -l)" -eq 0 ]; then
@@ -123,22 +123,75 @@ else
 fi
 
 # 3d. SIGTERM during start-up (kernels compiling: no kernel cache): the handler is already
-#     in place, so the run still stops with a checkpoint and exit 130.
+#     in place, so the run still stops with a checkpoint and exit 143.
 CLMOE_CACHE=0 "$train" $tiny --steps 50 --out "$tmp/e" > "$tmp/e.out" 2>&1 &
 pid=$!
 sleep 1
 kill -TERM $pid
 wait $pid
 rc=$?
-if [ $rc -eq 130 ] && grep -q "(interrupted)" "$tmp/e.out" && [ -f "$tmp/e/checkpoint.safetensors" ]; then
-  pass "SIGTERM during start-up: checkpoint and exit 130"
+if [ $rc -eq 143 ] && grep -q "(SIGTERM)" "$tmp/e.out" && [ -f "$tmp/e/checkpoint.safetensors" ]; then
+  pass "SIGTERM during start-up: checkpoint and exit 143"
 else
   fail "SIGTERM during start-up: exit $rc"; tail -n 5 "$tmp/e.out"
 fi
 
+# 3e. The run directory: step-numbered checkpoints (the newest --keep-checkpoints kept) with
+#     checkpoint.safetensors linking the newest; a fresh run refuses a directory holding a
+#     run (exit 2) unless --overwrite; --resume DIR goes on in DIR; --resume auto starts or
+#     goes on; a finished run resumed again does nothing (exit 0); a resume from an older
+#     checkpoint refuses to rewrite later ones; a resume into another --out carries the
+#     metrics rows; a second process on one directory is refused; moved data names --data.
+rd="$tmp/rd"
+short="--preset tiny --data $tmp/text.txt --batch 2 --seq-len 32 --eval-every 0 --sample 0 --quiet"
+expect "checkpoint every 2, keep 2" 0 "" -- "$train" $short --steps 6 --checkpoint-every 2 --keep-checkpoints 2 --out "$rd"
+if [ "$(cd "$rd" && ls checkpoint-*.safetensors | tr '\n' ' ')" = "checkpoint-00000004.safetensors checkpoint-00000006.safetensors " ] &&
+   [ "$(readlink "$rd/checkpoint.safetensors")" = "checkpoint-00000006.safetensors" ]; then
+  pass "run directory: the newest 2 checkpoints kept, the link at step 6"
+else
+  fail "run directory holds: $(ls -l "$rd")"
+fi
+expect "fresh run into a run's directory" 2 "already holds a run (checkpoints up to step 6)" -- "$train" $short --steps 6 --out "$rd"
+expect "--resume DIR extends the run" 0 "$rd/checkpoint-00000008.safetensors at step 8" -- "$train" --resume "$rd" --steps 8 --quiet
+if [ "$(grep -c '^[0-9]' "$rd/metrics.csv")" -eq 8 ]; then pass "--resume DIR: metrics continue in DIR (8 rows)"
+else fail "--resume DIR: metrics rows $(grep -c '^[0-9]' "$rd/metrics.csv")"; fi
+expect "a complete run resumed again" 0 "complete at step 8; nothing to do" -- "$train" --resume "$rd" --quiet
+expect "resume from an older checkpoint in place" 2 "holds checkpoints up to step 8, after the step 6" -- \
+  "$train" --resume "$rd/checkpoint-00000006.safetensors" --quiet
+expect "resume into another --out" 0 "" -- "$train" --resume "$rd/checkpoint-00000006.safetensors" --out "$rd.branch" --steps 8 --quiet --sample 0
+if [ "$(grep '^[0-9]' "$rd.branch/metrics.csv" | cut -d, -f1-2)" = "$(grep '^[0-9]' "$rd/metrics.csv" | head -n 8 | cut -d, -f1-2)" ]; then
+  pass "resume into another --out: the metrics carry the rows before its step, then equal the original's"
+else
+  fail "branched metrics differ"; paste -d'|' "$rd/metrics.csv" "$rd.branch/metrics.csv"
+fi
+expect "--overwrite discards a run" 0 "" -- "$train" $short --steps 2 --out "$rd.branch" --overwrite
+if [ "$(cd "$rd.branch" && ls checkpoint-*.safetensors | tr '\n' ' ')" = "checkpoint-00000002.safetensors " ] &&
+   [ "$(grep -c '^[0-9]' "$rd.branch/metrics.csv")" -eq 2 ]; then pass "--overwrite: only the new run's checkpoint and rows"
+else fail "--overwrite left: $(ls "$rd.branch")"; fi
+expect "--resume auto starts a run" 75 "at step 3 (--stop-at)" -- "$train" $short --steps 5 --stop-at 3 --out "$rd.auto" --resume auto
+expect "--resume auto goes on" 0 "at step 5 (end)" -- "$train" $short --steps 5 --out "$rd.auto" --resume auto
+expect "--resume auto with another model" 2 "a run of another model" -- "$train" --preset demo --data "$tmp/text.txt" --out "$rd.auto" --resume auto
+expect "--resume auto with nothing to start from" 2 "holds no checkpoint" -- "$train" --out "$tmp/none" --resume auto
+cp "$tmp/text.txt" "$tmp/moving.txt"
+expect "run on data that moves" 75 "" -- "$train" --preset tiny --data "$tmp/moving.txt" --batch 2 --seq-len 32 --eval-every 0 --sample 0 --quiet --steps 4 --stop-at 2 --out "$rd.moved"
+mv "$tmp/moving.txt" "$tmp/moved.txt"
+expect "resume with the data moved" 2 "moving.txt (metadata 'data') cannot be read" -- "$train" --resume "$rd.moved" --quiet
+expect "resume with --data at its new place" 0 "" -- "$train" --resume "$rd.moved" --data "$tmp/moved.txt" --quiet --sample 0
+expect "srun tasks without an MPI launch" 2 "srun started 2 tasks" -- env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 SLURM_JOB_ID=1 "$train" $short --steps 1 --out "$tmp/srun"
+"$train" $short --steps 400 --out "$rd.lock" > "$tmp/lock.out" 2>&1 &
+pid=$!
+n=0
+while [ "$(rows_of "$rd.lock/metrics.csv")" -lt 1 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+expect "a second process on a directory in use" 1 "in use by another clmoe-train (pid $pid" -- "$train" --resume auto --out "$rd.lock" $short --steps 400
+kill -INT $pid
+wait $pid
+rc=$?
+if [ $rc -eq 130 ] && grep -q "(SIGINT)" "$tmp/lock.out"; then pass "SIGINT: checkpoint and exit 130"
+else fail "SIGINT: exit $rc"; tail -n 3 "$tmp/lock.out"; fi
+
 # 3a. The hybrid recalls: on MQAR (16 keys and values, 4 pairs, 4 queries; chance 1/16) the
 #     validation recall rate is well above chance after 75 steps (of a 300-step schedule).
-expect "train tiny on the recall task" 0 "" -- "$train" --preset tiny --task mqar:keys=16,values=16,pairs=4,queries=4 \
+expect "train tiny on the recall task" 75 "" -- "$train" --preset tiny --task mqar:keys=16,values=16,pairs=4,queries=4 \
   --steps 300 --stop-at 75 --batch 16 --seq-len 64 --lr 1e-3 --eval-every 75 --sample 0 --quiet --out "$tmp/mqar"
 recall=$(tail -n 1 "$tmp/mqar/metrics.csv" | cut -d, -f4)
 if awk -v r="$recall" 'BEGIN { exit !(r > 0.15) }'; then pass "recall $recall after 75 steps (chance 0.0625)"

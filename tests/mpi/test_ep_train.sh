@@ -5,7 +5,8 @@
 # checkpoint written by 3 ranks resumes on 2 ranks and in one process with the losses of the
 # uninterrupted run; experts re-placed by load mid-run (--ep-rebalance) change no loss;
 # clmoe-generate --ep writes one process's text; the loss comparison fails for a run that
-# differs (another seed); bad rank counts and batch sizes are refused with the rank named.
+# differs (another seed); several ranks without --ep train expert-parallel over all of them;
+# bad rank counts and batch sizes are refused with the rank named.
 # Skipped (77) without MPI.
 set -u
 . "$(dirname "$0")/../apps/apps_common.sh"
@@ -48,11 +49,15 @@ for n in 1 2 3 4; do
   expect "--ep $n: checkpoint equals one process's" 0 "" -- \
     same_weights "$tmp/ep$n/checkpoint.safetensors" "$tmp/ref/checkpoint.safetensors"
 done
+# Several ranks without --ep: expert and data parallelism over all of them, never N copies.
+expect "2 ranks without --ep" 0 "2 ranks without --ep: expert and data parallelism over all of them" -- \
+  run -np 2 --bind-to none "$train" $common --out "$tmp/auto2"
+expect "  ... the losses of one process" 0 "" -- same_losses "$tmp/auto2/metrics.csv" "$tmp/ref/metrics.csv"
 expect "a run with another seed" 0 "" -- "$train" $common --seed 7 --out "$tmp/seed7"
 same_losses "$tmp/seed7/metrics.csv" "$tmp/ref/metrics.csv" > "$tmp/out" 2>&1 && fail "a different run compared equal" || pass "a different run compares unequal"
 
 # Resharding: stop at step 2 on 3 ranks, go on to step 4 on 2 ranks and in one process.
-expect "--ep 3: stop at step 2" 0 "" -- run -np 3 --bind-to none "$train" $common --out "$tmp/r3" --ep 3 --stop-at 2
+expect "--ep 3: stop at step 2 (exit 75: resumable)" 75 "" -- run -np 3 --bind-to none "$train" $common --out "$tmp/r3" --ep 3 --stop-at 2
 cp -r "$tmp/r3" "$tmp/r1"
 expect "resume the 3-rank checkpoint on 2 ranks" 0 "" -- \
   run -np 2 --bind-to none "$train" --resume "$tmp/r3/checkpoint.safetensors" --out "$tmp/r3" --sample 0 --quiet --ep 2

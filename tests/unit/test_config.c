@@ -115,6 +115,7 @@ static int config_diff(const clmoe_config *a, const clmoe_config *b, char *why, 
   SAME_I(train.eval_batches);
   SAME_I(train.log_every);
   SAME_I(train.checkpoint_every);
+  SAME_I(train.keep_checkpoints);
 #undef SAME_I
 #undef SAME_D
   return 0;
