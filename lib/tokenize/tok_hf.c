@@ -38,9 +38,10 @@ static clmoe_status get_bool(hf_loader *L, const tj_node *o, const char *key, co
 }
 
 /* A vocabulary string in the byte-level alphabet -> its bytes (in L->buf); characters
- * outside the alphabet stand for their own UTF-8 bytes. */
-static clmoe_status to_bytes(hf_loader *L, const char *s, size_t n, size_t *out)
+ * outside the alphabet stand for their own UTF-8 bytes (*outside set when there are any). */
+static clmoe_status to_bytes_outside(hf_loader *L, const char *s, size_t n, size_t *out, int *outside)
 {
+  *outside = 0;
   if (n + 1 > L->cap) {
     size_t cap = 2 * n + 64;
     char *b = realloc(L->buf, cap);
@@ -53,11 +54,17 @@ static clmoe_status to_bytes(hf_loader *L, const char *s, size_t n, size_t *out)
     size_t k = clmoe__tok_utf8((const unsigned char *)s + i, n - i, &cp);
     if (!k) k = 1, cp = 0xFFFFFFFFu;
     if (cp < 324 && L->byte_of[cp] >= 0) L->buf[o++] = (char)L->byte_of[cp];
-    else memcpy(L->buf + o, s + i, k), o += k;
+    else memcpy(L->buf + o, s + i, k), o += k, *outside = 1;
     i += k;
   }
   *out = o;
   return CLMOE_OK;
+}
+
+static clmoe_status to_bytes(hf_loader *L, const char *s, size_t n, size_t *out)
+{
+  int outside;
+  return to_bytes_outside(L, s, n, out, &outside);
 }
 
 static clmoe_status load_vocab(hf_loader *L, const tj_node *vocab)
@@ -80,10 +87,13 @@ static clmoe_status load_vocab(hf_loader *L, const tj_node *vocab)
     size_t n;
     const char *bytes;
     clmoe__tok_json_int(&vocab->kid[k], 0, INT32_MAX - 1, &id);
-    CLMOE_TRY(to_bytes(L, key, strlen(key), &n));
+    int outside;
+    CLMOE_TRY(to_bytes_outside(L, key, strlen(key), &n, &outside));
     CLMOE_TRY(clmoe__tok_copy(t, L->buf, n, &bytes));
     CLMOE_TRY(clmoe__tok_set(t, (int32_t)id, bytes, n, 0, what));
-    CLMOE_TRY(clmoe__tok_bytes_put(t, (int32_t)id, what));
+    /* a key with characters outside the byte-level alphabet (kept as their UTF-8) decodes,
+     * but byte-level text never reaches it, as with Hugging Face: encoding does not see it */
+    if (!outside) CLMOE_TRY(clmoe__tok_bytes_put(t, (int32_t)id, what));
   }
   return CLMOE_OK;
 }

@@ -113,6 +113,11 @@ static void test_tiktoken(void)
   check_fixtures("tiktoken.model", "tokenizer_config.json", "tiktoken-ordinary", 0);
 }
 
+#define HF_HEAD "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+#define HF_PRE "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+#define HF_MODEL(extra, merges) \
+  "\"model\":{\"type\":\"BPE\"" extra ",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":" merges "}}"
+
 /* Special tokens: found by text, skipped on request, and their ids. */
 static void test_specials(void)
 {
@@ -134,6 +139,21 @@ static void test_specials(void)
   const int32_t outside[2] = {5, (int32_t)clmoe_tokenizer_vocab(t)};
   CU_ASSERT_EQUAL(clmoe_tokenizer_decode(t, outside, 2, 0, &out, &len), CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "number 2 of the list"));
+  clmoe_tokens_free(&ids);
+  clmoe_tokenizer_free(t);
+  /* a vocabulary key outside the byte-level alphabet (a raw space beside "Ġ", the space's
+   * byte-level form) decodes but is never produced: a space encodes as "Ġ", as in Hugging Face */
+  write_text("raw.json", HF_HEAD HF_PRE "\"model\":{\"type\":\"BPE\",\"vocab\":{\" \":0,\"\u0120\":1,\"a\":2},"
+                         "\"merges\":[]}}");
+  char p[256];
+  snprintf(p, sizeof p, "%s/raw.json", dir);
+  TEST_OK(clmoe_tokenizer_open(p, NULL, &t));
+  TEST_OK(clmoe_tokenizer_encode(t, "a a", 3, 0, &ids));
+  CU_ASSERT(ids.n == 3 && ids.ids[0] == 2 && ids.ids[1] == 1 && ids.ids[2] == 2);
+  const int32_t raw = 0;
+  TEST_OK(clmoe_tokenizer_decode(t, &raw, 1, 0, &out, &len));
+  CU_ASSERT(len == 1 && out[0] == ' ');
+  free(out);
   clmoe_tokens_free(&ids);
   clmoe_tokenizer_free(t);
 }
@@ -302,11 +322,6 @@ static void test_regex_forms(void)
 }
 
 /* ---- bad files ------------------------------------------------------------------------- */
-#define HF_HEAD "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
-#define HF_PRE "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
-#define HF_MODEL(extra, merges) \
-  "\"model\":{\"type\":\"BPE\"" extra ",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":" merges "}}"
-
 static void test_bad_files(void)
 {
   static const struct { const char *file, *text, *expect; } bad[] = {
