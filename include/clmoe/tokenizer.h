@@ -100,7 +100,8 @@ enum {
   CLMOE_TOKENIZE_SKIP_SPECIAL = 2,
 };
 
-/* Appends the ids of text [len bytes] to out. */
+/* Appends the ids of text [len bytes] to out (after a failure out may hold some of them:
+ * free it as always). */
 CLMOE_API clmoe_status clmoe_tokenizer_encode(clmoe_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                               clmoe_tokens *out);
 /* The bytes of ids [n] (not NUL-terminated; *len of them) in a new buffer for free();
