@@ -1,12 +1,13 @@
 /* Private to lib/tokenize/. The file graph, bottom up (a file calls only those below it):
- *   tok_json.c      a small JSON reader (a tree of nodes) for tokenizer.json and configs
- *   tok_regex.c     PCRE2 patterns: compile (with the class-intersection rewrite), split
  *   tok_table.c     the tokenizer object: byte-string and pair hash tables, the id table,
- *                   the byte-level alphabet, create and free
+ *                   the texts matched first, the byte-level alphabet, UTF-8, creation
+ *   tok_json.c      a small JSON reader (a tree of nodes) for tokenizer.json and configs
+ *   tok_regex.c     PCRE2 patterns: compile (with the rewrites PCRE2 needs), split
  *   tok_bpe.c       the merge loop over one piece, and the piece cache
  *   tok_hf.c        tokenizer.json -> a tokenizer
  *   tok_tiktoken.c  tiktoken rank files and tokenizer_config.json -> a tokenizer
- *   tok_encode.c    encode, decode, open (the public entry points) */
+ *   tok_encode.c    open, free, encode, decode (the public entry points; a loader that
+ *                   fails leaves what it built to be freed here) */
 #ifndef CLMOE_TOKENIZE_INTERNAL_H
 #define CLMOE_TOKENIZE_INTERNAL_H
 

@@ -15,6 +15,9 @@ tiktoken). Run it from anywhere; it writes next to itself:
   cases/NAME.KIND.ids    the ids that tokenizers / tiktoken give for them, comma-separated:
                    KIND is llama3 / deepseek (HF, add_special_tokens=False, specials matched),
                    tiktoken (Kimi's pattern, specials allowed) and tiktoken-ordinary (none)
+
+The training text is TRAIN_EXTRA and clmoe's docs/*.md and lib/io/*.c as they are when this
+runs: a later run learns other merges, so commit every file it writes together.
 """
 import base64
 import json
@@ -123,8 +126,7 @@ def main():
 
     # tiktoken ranks: the Llama-3-style tokenizer's byte sequences, bytes 0-255 first, then the
     # merged tokens in merge order
-    byte_of = {c: b for b, c in enumerate(pre_tokenizers.ByteLevel.alphabet())}
-    unicode_of = {}
+    # GPT-2's byte-level alphabet: printable bytes stand for themselves, the rest for U+0100..
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
