@@ -46,8 +46,8 @@ static void write_text(const char *name, const char *text)
   fclose(f);
 }
 
-static const char *const cases[] = {"english", "code", "cjk", "emoji", "digits", "spaces", "mixed", "specials", "kimi",
-                                    "all"};
+static const char *const cases[] = {"english", "code", "cjk", "emoji", "digits", "spaces", "mixed", "unicode",
+                                    "specials", "kimi", "all"};
 
 /* decode(ids) must give text [n] back exactly. */
 static void check_round_trip(const clmoe_tokenizer *t, const clmoe_tokens *ids, const char *text, size_t n,

@@ -2,7 +2,8 @@
 """Makes the tokenizer fixtures of tests/unit/test_tokenizer.c and tests/apps/test_tokenize.sh.
 
 Not run by CI (it needs Python with `tokenizers` and `tiktoken`: pip install tokenizers
-tiktoken). Run it from anywhere; it writes next to itself:
+tiktoken). Run it from anywhere; it writes next to itself (with --cases-only, only cases/,
+from the tokenizers already there):
 
   llama3.json      a byte-level BPE (3000 merges) trained here with a Llama-3-style
                    pre-tokenizer (Split on the Llama-3 regex, then ByteLevel), ignore_merges,
@@ -22,6 +23,7 @@ runs: a later run learns other merges, so commit every file it writes together.
 import base64
 import json
 import os
+import sys
 
 import tiktoken
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -62,6 +64,8 @@ CASES = {
     "spaces": "a  b   c    d\t\t\te\n\n\n\nf          \n   \r\n\r\n  g" + " " * 40 + "h\n" + "\t" * 9 + "end   ",
     "mixed": "Ünïcödé façade naïve café — Ελληνικά, русский текст, العربية, עברית, हिन्दी, ไทย. "
              "Combining: e\u0301 a\u0308 n\u0303. Mixed中文English混合123abc。",
+    "unicode": "no\u00a0break\u3000ideographic\u2028line\u0085next\u200bzero\u00adsoft ſ'S IT'ſ it's "
+               "İstanbul ǅemal Straße ﬁne ＡＢＣ ①②③ ½ x\u2009y\u202fz \U0001F600\u200d\U0001F4BB end\n",
     "specials": "<|begin_of_text|>Hello<|eot_id|> world<|end_of_text|><tool>x <|begin_of_text|>  <|eot_id|>\n"
                 "<|begin_of_text <|eot_id|<|eot_id|>",
 }
@@ -112,16 +116,21 @@ def write_ids(case, kind, ids):
 
 def main():
     os.makedirs(os.path.join(HERE, "cases"), exist_ok=True)
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    llama = train(pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_PATTERN), "isolated"), byte_level]),
-                  3000, True)
-    deep = train(pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(p), "isolated") for p in DEEPSEEK_PATTERNS]
-                                         + [byte_level]), 600, False)
-    llama.save(os.path.join(HERE, "llama3.json"), pretty=False)
-    # the older form of merges, "a b" strings, in the second file
-    spec = json.loads(deep.to_str())
-    spec["model"]["merges"] = [" ".join(m) for m in spec["model"]["merges"]]
-    write("deepseek.json", json.dumps(spec, ensure_ascii=False, separators=(",", ":")).encode())
+    # --cases-only: the committed tokenizers kept, only the texts and their ids written again
+    cases_only = "--cases-only" in sys.argv[1:]
+    if cases_only:
+        llama = Tokenizer.from_file(os.path.join(HERE, "llama3.json"))
+    else:
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        llama = train(pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_PATTERN), "isolated"), byte_level]),
+                      3000, True)
+        deep = train(pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(p), "isolated") for p in DEEPSEEK_PATTERNS]
+                                             + [byte_level]), 600, False)
+        llama.save(os.path.join(HERE, "llama3.json"), pretty=False)
+        # the older form of merges, "a b" strings, in the second file
+        spec = json.loads(deep.to_str())
+        spec["model"]["merges"] = [" ".join(m) for m in spec["model"]["merges"]]
+        write("deepseek.json", json.dumps(spec, ensure_ascii=False, separators=(",", ":")).encode())
     deep = Tokenizer.from_file(os.path.join(HERE, "deepseek.json"))
 
     # tiktoken ranks: the Llama-3-style tokenizer's byte sequences, bytes 0-255 first, then the
@@ -144,13 +153,15 @@ def main():
         if tok not in ranks:
             ranks[tok] = len(ranks)
     lines = [base64.b64encode(t).decode() + " " + str(r) for t, r in sorted(ranks.items(), key=lambda kv: kv[1])]
-    write("tiktoken.model", ("\n".join(lines) + "\n").encode())
+    if not cases_only:
+        write("tiktoken.model", ("\n".join(lines) + "\n").encode())
     nbase = len(ranks)
     named = {nbase + 0: "[BOS]", nbase + 1: "[EOS]", nbase + 2: "<|im_end|>", nbase + 5: "<|im_user|>"}
     config = {"added_tokens_decoder": {str(i): {"content": c, "lstrip": False, "normalized": False, "rstrip": False,
                                                 "single_word": False, "special": True} for i, c in named.items()},
               "bos_token": "[BOS]", "eos_token": "[EOS]", "tokenizer_class": "TikTokenTokenizer"}
-    write("tokenizer_config.json", (json.dumps(config, indent=2) + "\n").encode())
+    if not cases_only:
+        write("tokenizer_config.json", (json.dumps(config, indent=2) + "\n").encode())
     specials = {named.get(i, f"<|reserved_token_{i}|>"): i for i in range(nbase, nbase + 256)}
     enc = tiktoken.Encoding(name="fixture", pat_str=KIMI_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
 
