@@ -3,18 +3,20 @@
 
 Not run by CI (it needs Python with `tokenizers` and `tiktoken`: pip install tokenizers
 tiktoken). Run it from anywhere; it writes next to itself (with --cases-only, only cases/,
-from the tokenizers already there):
+from the tokenizers already there, training only those missing):
 
   llama3.json      a byte-level BPE (3000 merges) trained here with a Llama-3-style
                    pre-tokenizer (Split on the Llama-3 regex, then ByteLevel), ignore_merges,
                    merges as [a, b] pairs, three special tokens and one plain added token
   deepseek.json    a smaller one (600 merges) with a DeepSeek-V3-style Sequence of three
                    Splits, merges as "a b" strings, no ignore_merges
+  gpt2.json        a GPT-2-style one (400 merges): ByteLevel alone, its regex and a prefix
+                   space; added tokens with lstrip, rstrip and single_word
   tiktoken.model   the first tokenizer's byte sequences as a tiktoken rank file
   tokenizer_config.json  Kimi-style special tokens (added_tokens_decoder) for it
   cases/NAME.txt   the texts (raw UTF-8 bytes)
   cases/NAME.KIND.ids    the ids that tokenizers / tiktoken give for them, comma-separated:
-                   KIND is llama3 / deepseek (HF, add_special_tokens=False, specials matched),
+                   KIND is llama3 / deepseek / gpt2 (HF, add_special_tokens=False, specials matched),
                    tiktoken (Kimi's pattern, specials allowed) and tiktoken-ordinary (none)
 
 The training text is TRAIN_EXTRA and clmoe's docs/*.md and lib/io/*.c as they are when this
@@ -66,6 +68,7 @@ CASES = {
              "Combining: e\u0301 a\u0308 n\u0303. Mixed中文English混合123abc。",
     "unicode": "no\u00a0break\u3000ideographic\u2028line\u0085next\u200bzero\u00adsoft ſ'S IT'ſ it's "
                "İstanbul ǅemal Straße ﬁne ＡＢＣ ①②③ ½ x\u2009y\u202fz \U0001F600\u200d\U0001F4BB end\n",
+    "strip": "a  <lstrip>b<rstrip>   c word words sword word. <lstrip><lstrip> x<rstrip>\n\ny <|eot_id|>",
     "specials": "<|begin_of_text|>Hello<|eot_id|> world<|end_of_text|><tool>x <|begin_of_text|>  <|eot_id|>\n"
                 "<|begin_of_text <|eot_id|<|eot_id|>",
 }
@@ -132,6 +135,14 @@ def main():
         spec["model"]["merges"] = [" ".join(m) for m in spec["model"]["merges"]]
         write("deepseek.json", json.dumps(spec, ensure_ascii=False, separators=(",", ":")).encode())
     deep = Tokenizer.from_file(os.path.join(HERE, "deepseek.json"))
+    # GPT-2 style: ByteLevel alone with its own regex and a prefix space; added tokens that
+    # strip white space on their left or right or stand as single words
+    if not cases_only or not os.path.exists(os.path.join(HERE, "gpt2.json")):
+        gpt2 = train(pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True), 400, False)
+        gpt2.add_tokens([AddedToken("<lstrip>", lstrip=True, special=True), AddedToken("<rstrip>", rstrip=True),
+                         AddedToken("word", single_word=True)])
+        gpt2.save(os.path.join(HERE, "gpt2.json"), pretty=False)
+    gpt2 = Tokenizer.from_file(os.path.join(HERE, "gpt2.json"))
 
     # tiktoken ranks: the Llama-3-style tokenizer's byte sequences, bytes 0-255 first, then the
     # merged tokens in merge order
@@ -170,9 +181,10 @@ def main():
     cases["all"] = "".join(CASES.values())
     for name, text in cases.items():
         write(os.path.join("cases", name + ".txt"), text.encode("utf-8"))
-        for kind, tok in (("llama3", llama), ("deepseek", deep)):
+        for kind, tok in (("llama3", llama), ("deepseek", deep), ("gpt2", gpt2)):
             enc_ = tok.encode(text, add_special_tokens=False)
-            assert tok.decode(enc_.ids, skip_special_tokens=False) == text, (kind, name)
+            if kind != "gpt2":  # the prefix space and the stripped white space do not come back
+                assert tok.decode(enc_.ids, skip_special_tokens=False) == text, (kind, name)
             write_ids(name, kind, enc_.ids)
         write_ids(name, "tiktoken", enc.encode(text, allowed_special="all"))
         write_ids(name, "tiktoken-ordinary", enc.encode_ordinary(text))
