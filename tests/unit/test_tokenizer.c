@@ -109,6 +109,7 @@ static void check_fixtures(const char *tok_file, const char *config, const char 
 static void test_llama3(void) { check_fixtures("llama3.json", NULL, "llama3", CLMOE_TOKENIZE_SPECIAL, 1); }
 static void test_deepseek(void) { check_fixtures("deepseek.json", NULL, "deepseek", CLMOE_TOKENIZE_SPECIAL, 1); }
 static void test_gpt2(void) { check_fixtures("gpt2.json", NULL, "gpt2", CLMOE_TOKENIZE_SPECIAL, 0); }
+static void test_splits(void) { check_fixtures("splits.json", NULL, "splits", CLMOE_TOKENIZE_SPECIAL, 0); }
 static void test_tiktoken(void)
 {
   check_fixtures("tiktoken.model", "tokenizer_config.json", "tiktoken", CLMOE_TOKENIZE_SPECIAL, 1);
@@ -381,6 +382,8 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "DeepSeek-V3-style tokenizer.json: ids as Hugging Face's", test_deepseek);
   CU_add_test(suite, "GPT-2-style tokenizer.json (prefix space, stripping added tokens): ids as Hugging Face's",
               test_gpt2);
+  CU_add_test(suite, "Split behaviours Removed, MergedWithPrevious, MergedWithNext: ids as Hugging Face's",
+              test_splits);
   CU_add_test(suite, "tiktoken with Kimi's pattern: ids as tiktoken's", test_tiktoken);
   CU_add_test(suite, "special tokens", test_specials);
   CU_add_test(suite, "decode(encode(x)) == x on random text and bytes", test_round_trip_random);

@@ -12,11 +12,13 @@ from the tokenizers already there, training only those missing):
                    Splits, merges as "a b" strings, no ignore_merges
   gpt2.json        a GPT-2-style one (400 merges): ByteLevel alone, its regex and a prefix
                    space; added tokens with lstrip, rstrip and single_word
+  splits.json      Splits that remove digits, merge a space (a String pattern) with what is
+                   before it and punctuation with what follows (200 merges)
   tiktoken.model   the first tokenizer's byte sequences as a tiktoken rank file
   tokenizer_config.json  Kimi-style special tokens (added_tokens_decoder) for it
   cases/NAME.txt   the texts (raw UTF-8 bytes)
   cases/NAME.KIND.ids    the ids that tokenizers / tiktoken give for them, comma-separated:
-                   KIND is llama3 / deepseek / gpt2 (HF, add_special_tokens=False, specials matched),
+                   KIND is llama3 / deepseek / gpt2 / splits (HF, add_special_tokens=False, specials matched),
                    tiktoken (Kimi's pattern, specials allowed) and tiktoken-ordinary (none)
 
 The training text is TRAIN_EXTRA and clmoe's docs/*.md and lib/io/*.c as they are when this
@@ -143,6 +145,15 @@ def main():
                          AddedToken("word", single_word=True)])
         gpt2.save(os.path.join(HERE, "gpt2.json"), pretty=False)
     gpt2 = Tokenizer.from_file(os.path.join(HERE, "gpt2.json"))
+    # the other Split behaviours, a string pattern among them
+    if not cases_only or not os.path.exists(os.path.join(HERE, "splits.json")):
+        splits = train(pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(r"\p{N}+"), "removed"),
+            pre_tokenizers.Split(" ", "merged_with_previous"),
+            pre_tokenizers.Split(Regex(r"[,.;:!?。]"), "merged_with_next"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), 200, False)
+        splits.save(os.path.join(HERE, "splits.json"), pretty=False)
+    splits = Tokenizer.from_file(os.path.join(HERE, "splits.json"))
 
     # tiktoken ranks: the Llama-3-style tokenizer's byte sequences, bytes 0-255 first, then the
     # merged tokens in merge order
@@ -181,9 +192,9 @@ def main():
     cases["all"] = "".join(CASES.values())
     for name, text in cases.items():
         write(os.path.join("cases", name + ".txt"), text.encode("utf-8"))
-        for kind, tok in (("llama3", llama), ("deepseek", deep), ("gpt2", gpt2)):
+        for kind, tok in (("llama3", llama), ("deepseek", deep), ("gpt2", gpt2), ("splits", splits)):
             enc_ = tok.encode(text, add_special_tokens=False)
-            if kind != "gpt2":  # the prefix space and the stripped white space do not come back
+            if kind not in ("gpt2", "splits"):  # a prefix space, stripped spaces, removed digits
                 assert tok.decode(enc_.ids, skip_special_tokens=False) == text, (kind, name)
             write_ids(name, kind, enc_.ids)
         write_ids(name, "tiktoken", enc.encode(text, allowed_special="all"))
