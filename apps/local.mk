@@ -1,7 +1,7 @@
 # apps/local.mk: the command-line apps and their tests (tests/apps/). The benchmark and
 # clmoe-op parts of a subsystem are listed in its lib/<subsystem>/local.mk.
 bin_PROGRAMS += apps/clmoe-info apps/clmoe-xcheck apps/clmoe-bench apps/clmoe-op \
-	apps/clmoe-train apps/clmoe-plan apps/clmoe-generate
+	apps/clmoe-train apps/clmoe-plan apps/clmoe-generate apps/clmoe-tokenize
 APP_COMMON = apps/app_common.h apps/app_common.c apps/app_dist.c
 APP_LIBS = lib/libclmoe.la $(OPENCL_LIBS) -lm
 apps_clmoe_info_SOURCES = apps/clmoe_info.c $(APP_COMMON)
@@ -21,11 +21,13 @@ apps_clmoe_plan_LDADD = $(APP_LIBS)
 apps_clmoe_generate_SOURCES = apps/clmoe_generate.c apps/generate_report.c \
 	apps/generate_app.h $(APP_COMMON)
 apps_clmoe_generate_LDADD = $(APP_LIBS)
+apps_clmoe_tokenize_SOURCES = apps/clmoe_tokenize.c $(APP_COMMON)
+apps_clmoe_tokenize_LDADD = $(APP_LIBS)
 
 TESTS += tests/apps/test_apps.sh tests/apps/test_op.sh tests/apps/test_train.sh \
-	tests/apps/test_xcheck.sh tests/apps/test_plan.sh
+	tests/apps/test_xcheck.sh tests/apps/test_plan.sh tests/apps/test_tokenize.sh
 EXTRA_DIST += tests/apps/apps_common.sh tests/apps/test_apps.sh tests/apps/test_op.sh \
-	tests/apps/test_train.sh tests/apps/test_xcheck.sh tests/apps/test_plan.sh
+	tests/apps/test_train.sh tests/apps/test_xcheck.sh tests/apps/test_plan.sh tests/apps/test_tokenize.sh
 # the user guide's Slurm chain under an emulated Slurm
 TESTS += tests/apps/test_slurm.sh
 EXTRA_DIST += tests/apps/test_slurm.sh

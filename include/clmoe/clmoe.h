@@ -17,6 +17,7 @@
 #include "attn_res.h"
 #include "kda_layer.h"
 #include "data.h"
+#include "tokenizer.h"
 #include "params.h"
 #include "model.h"
 #include "mla.h"

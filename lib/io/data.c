@@ -1,4 +1,5 @@
-/* Training data: byte files, token shards, MQAR; deterministic batches. Files are read with
+/* Training data: byte files, token shards (clmoe's CLMOETOK and llm.c's .bin), MQAR;
+ * deterministic batches. Files are read with
  * pread, never mapped: a file truncated or rewritten under a running job is an error naming
  * it (its size and modification time are checked before every batch, and a short read is
  * an error), not a SIGBUS. */
@@ -17,6 +18,14 @@
 #include "clmoe/data.h"
 
 #define SHARD_HEADER 32
+/* llm.c's token shards (dev/data/data_common.py): 256 little-endian int32 (magic, version,
+ * token count, zeros), then the tokens; GPT-2's as uint16 (magic 20240520, version 1),
+ * Llama-3's as uint32 (magic 20240801, version 7). The vocabulary is not recorded. */
+#define LLMC_HEADER 1024
+#define LLMC_MAGIC_GPT2 20240520u
+#define LLMC_MAGIC_LLAMA3 20240801u
+#define LLMC_MAGIC_MODEL 20240326u     /* llm.c model checkpoints: not data */
+#define LLMC_MAGIC_TOKENIZER 20240328u /* llm.c tokenizer files: not data */
 #define VAL_FRACTION 0.05
 #define SCAN_TOKENS (1 << 18) /* tokens per read when the shard is checked at opening */
 
@@ -80,6 +89,8 @@ static clmoe_status check_unchanged(const clmoe_data *d)
   return CLMOE_OK;
 }
 
+static clmoe_status scan_tokens(clmoe_data *d);
+
 static clmoe_status check_shard(clmoe_data *d, int64_t file_bytes)
 {
   unsigned char h[SHARD_HEADER];
@@ -112,21 +123,68 @@ static clmoe_status check_shard(clmoe_data *d, int64_t file_bytes)
   d->token_size = (int)size;
   d->ntokens = (int64_t)count;
   d->vocab = (int64_t)vocab;
-  unsigned char *buf = malloc((size_t)SCAN_TOKENS * size);
+  return scan_tokens(d);
+}
+
+/* Every token below d->vocab (vocab 0: sets it to the largest token + 1). */
+static clmoe_status scan_tokens(clmoe_data *d)
+{
+  const int64_t size = d->token_size;
+  const int set_vocab = d->vocab == 0;
+  uint32_t top = 0;
+  unsigned char *buf = malloc((size_t)(SCAN_TOKENS * size));
   if (!buf) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory");
   clmoe_status st = CLMOE_OK;
   for (int64_t i0 = 0; i0 < d->ntokens && st == CLMOE_OK; i0 += SCAN_TOKENS) {
     const int64_t n = d->ntokens - i0 < SCAN_TOKENS ? d->ntokens - i0 : SCAN_TOKENS;
-    st = read_at(d, buf, (size_t)n * size, d->first + i0 * (int64_t)size);
+    st = read_at(d, buf, (size_t)(n * size), d->first + i0 * size);
     for (int64_t i = 0; st == CLMOE_OK && i < n; i++) {
-      const uint32_t t = token_in(buf + i * (int64_t)size, (int)size);
-      if (t >= vocab)
+      const uint32_t t = token_in(buf + i * size, (int)size);
+      if (set_vocab) top = t > top ? t : top;
+      else if (t >= d->vocab)
         st = clmoe__error(CLMOE_ERR_FORMAT, "%s: token %lld is %u, not below the vocabulary size %llu",
-                          d->name, (long long)(i0 + i), t, (unsigned long long)vocab);
+                          d->name, (long long)(i0 + i), t, (unsigned long long)d->vocab);
     }
   }
   free(buf);
+  if (st == CLMOE_OK && set_vocab) {
+    if (top >= INT32_MAX)
+      return clmoe__error(CLMOE_ERR_FORMAT, "%s: token %u is above 2^31 - 2 (batches hold int32 tokens)", d->name, top);
+    d->vocab = (int64_t)top + 1;
+  }
   return st;
+}
+
+/* An llm.c shard (its magic read): tokens after the 1024-byte header; anything else with
+ * an llm.c magic is refused, never read as bytes. */
+static clmoe_status check_llmc(clmoe_data *d, int64_t file_bytes, uint32_t magic)
+{
+  unsigned char h[12];
+  CLMOE_TRY(read_at(d, h, sizeof h, 0));
+  const uint32_t version = (uint32_t)le_u(h + 4, 4);
+  const int64_t count = (int64_t)(int32_t)le_u(h + 8, 4);
+  if (magic == LLMC_MAGIC_MODEL || magic == LLMC_MAGIC_TOKENIZER)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: an llm.c %s file (magic %u), not training data", d->name,
+                        magic == LLMC_MAGIC_MODEL ? "model checkpoint" : "tokenizer", magic);
+  const int size = magic == LLMC_MAGIC_GPT2 && version == 1 ? 2 : magic == LLMC_MAGIC_LLAMA3 && version == 7 ? 4 : 0;
+  if (!size)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: an llm.c token shard (magic %u) of version %u: this clmoe reads "
+                        "magic 20240520 version 1 (uint16 tokens) and magic 20240801 version 7 (uint32)",
+                        d->name, magic, version);
+  if (file_bytes < LLMC_HEADER)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: an llm.c token shard needs a 1024-byte header, the file has %lld bytes",
+                        d->name, (long long)file_bytes);
+  const int64_t body = file_bytes - LLMC_HEADER;
+  if (count < 0 || count > body / size || count * size != body)
+    return clmoe__error(CLMOE_ERR_FORMAT, "%s: the llm.c header promises %lld tokens (%lld bytes) but the file has "
+                        "%lld bytes after the header (truncated or padded)", d->name, (long long)count,
+                        (long long)count * size, (long long)body);
+  d->kind = "llm.c shard";
+  d->first = LLMC_HEADER;
+  d->token_size = size;
+  d->ntokens = count;
+  d->vocab = 0; /* not recorded: the largest token + 1 */
+  return scan_tokens(d);
 }
 
 clmoe_status clmoe_data_open(const char *path, clmoe_data **out)
@@ -152,8 +210,12 @@ clmoe_status clmoe_data_open(const char *path, clmoe_data **out)
   }
   char magic[8] = {0};
   if (bytes >= 8) CLMOE_TRY_GOTO(st, read_at(d, magic, 8, 0), fail);
+  const uint32_t m = (uint32_t)le_u((const unsigned char *)magic, 4);
   if (bytes >= 8 && !memcmp(magic, "CLMOETOK", 8)) {
     CLMOE_TRY_GOTO(st, check_shard(d, bytes), fail);
+  } else if (bytes >= 12 && (m == LLMC_MAGIC_GPT2 || m == LLMC_MAGIC_LLAMA3 || m == LLMC_MAGIC_MODEL ||
+                             m == LLMC_MAGIC_TOKENIZER)) {
+    CLMOE_TRY_GOTO(st, check_llmc(d, bytes, m), fail);
   } else {
     d->kind = "bytes";
     d->first = 0;

@@ -3,9 +3,10 @@
 # uses (nm on the convenience archive), with each object's subsystem from the folder of
 # its source (lib/<subsystem>/<name>.c):
 #   1. across subsystems, calls go only down the order of docs/architecture.md:
-#        runtime < tile < gemm < ops < {dist, io} < {kda, mla, moe} < model < generate
+#        runtime < tile < gemm < ops < {dist, io} < tokenize < {kda, mla, moe} < model < generate
 #      (dist and io sit beside the lower floors: dist needs the runtime only, io too;
-#      moe's expert-parallel layer calls dist);
+#      tokenize just above them, below every model part; moe's expert-parallel layer calls
+#      dist);
 #   2. within the library, no two files call each other, directly or through others
 #      (no cycle in the file graph).
 # Run by make check (CLMOE_SRCDIR, CLMOE_LIB_DIR from it). Needs nm (binutils).
@@ -36,9 +37,10 @@ awk 'NR == FNR {sub_of[$1] = $2; next}
 pass "$(wc -l < "$tmp/edges") calls between files read"
 
 # 1. subsystem order
-awk 'BEGIN {n = split("runtime tile gemm ops dist io kda mla moe model generate", s, " ");
+awk 'BEGIN {n = split("runtime tile gemm ops dist io tokenize kda mla moe model generate", s, " ");
             for (i = 1; i <= n; i++) floor[s[i]] = i;
-            floor["dist"] = floor["io"] = 4.5; floor["kda"] = floor["mla"] = floor["moe"] = 6}
+            floor["dist"] = floor["io"] = 4.5; floor["tokenize"] = 5.5;
+            floor["kda"] = floor["mla"] = floor["moe"] = 6}
      NR == FNR {sub_of[$1] = $2; next}
      {a = sub_of[$1]; b = sub_of[$2];
       if (a != b && !(floor[b] < floor[a])) print a " (" $1 ") -> " b " (" $2 ")"}' \

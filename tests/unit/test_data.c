@@ -1,5 +1,5 @@
-/* CUnit suite: training data (bytes, shards, MQAR), deterministic batches, bad files,
- * the learning-rate schedule. */
+/* CUnit suite: training data (bytes, shards, llm.c shards, MQAR), deterministic batches,
+ * bad files, the shard writer, the learning-rate schedule. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +131,135 @@ static void test_bad_files(void)
   CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "not a regular file"));
 }
 
+/* An llm.c shard: 256 int32 (magic, version, count, zeros) then `count` tokens of `size`
+ * bytes (n of them written). */
+static void write_llmc(const char *name, uint32_t magic, uint32_t version, uint32_t count, int size,
+                       const uint32_t *tok, size_t n)
+{
+  unsigned char *buf = calloc(1, 1024 + 4 * n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  const uint32_t head[3] = {magic, version, count};
+  for (int f = 0; f < 3; f++)
+    for (int i = 0; i < 4; i++) buf[4 * f + i] = (unsigned char)(head[f] >> 8 * i);
+  for (size_t t = 0; t < n; t++)
+    for (int i = 0; i < size; i++) buf[1024 + t * (size_t)size + (size_t)i] = (unsigned char)(tok[t] >> 8 * i);
+  write_file(name, buf, 1024 + n * (size_t)size);
+  free(buf);
+}
+
+/* llm.c shards are read as tokens (GPT-2's uint16, Llama-3's uint32), their vocabulary the
+ * largest token + 1; other llm.c files and versions are refused by their magic number. */
+static void test_llmc(void)
+{
+  uint32_t tok[60];
+  for (int i = 0; i < 60; i++) tok[i] = (uint32_t)(i * 7919 % 50257);
+  write_llmc("gpt2.bin", 20240520, 1, 60, 2, tok, 60);
+  for (int i = 0; i < 60; i++) tok[i] = (uint32_t)(i * 104729 % 128256);
+  write_llmc("llama3.bin", 20240801, 7, 60, 4, tok, 60);
+  for (int f = 0; f < 2; f++) {
+    clmoe_data *d = NULL;
+    TEST_OK(clmoe_data_open(path_of(f ? "llama3.bin" : "gpt2.bin"), &d));
+    CU_ASSERT_STRING_EQUAL(clmoe_data_kind(d), "llm.c shard");
+    uint32_t top = 0;
+    for (int i = 0; i < 60; i++) {
+      const uint32_t t = f ? (uint32_t)(i * 104729 % 128256) : (uint32_t)(i * 7919 % 50257);
+      top = t > top ? t : top;
+    }
+    CU_ASSERT_EQUAL(clmoe_data_vocab(d), (int64_t)top + 1);
+    CU_ASSERT_EQUAL(clmoe_data_tokens(d, CLMOE_SPLIT_TRAIN) + clmoe_data_tokens(d, CLMOE_SPLIT_VAL), 60);
+    int32_t in[3 * 8], tg[3 * 8];
+    TEST_OK(clmoe_data_batch(d, CLMOE_SPLIT_TRAIN, 5, 0, 3, 8, in, tg));
+    for (int b = 0; b < 3; b++) { /* each window is a run of the file's tokens */
+      int start = -1;
+      for (int i = 0; i + 8 <= 57 && start < 0; i++) {
+        int same = 1;
+        for (int t = 0; t < 8; t++) {
+          const uint32_t want = f ? (uint32_t)((i + t) * 104729 % 128256) : (uint32_t)((i + t) * 7919 % 50257);
+          same &= in[b * 8 + t] == (int32_t)want;
+        }
+        if (same) start = i;
+      }
+      CU_ASSERT(start >= 0);
+    }
+    clmoe_data_close(d);
+  }
+  write_llmc("v2.bin", 20240520, 2, 60, 2, tok, 60);
+  write_llmc("model.bin", 20240326, 3, 0, 2, tok, 0);
+  write_llmc("tokenizer.bin", 20240328, 2, 0, 2, tok, 0);
+  write_llmc("short.bin", 20240520, 1, 61, 2, tok, 60);
+  write_file("header.bin", "\x88\xd8\x34\x01\x01\0\0\0\x10\0\0\0", 12); /* 20240520, 1, 16 */
+  const struct { const char *file, *expect; } bad[] = {
+      {"v2.bin", "llm.c token shard (magic 20240520) of version 2"},
+      {"model.bin", "an llm.c model checkpoint file (magic 20240326)"},
+      {"tokenizer.bin", "an llm.c tokenizer file"},
+      {"short.bin", "promises 61 tokens"},
+      {"header.bin", "needs a 1024-byte header"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    clmoe_data *d = NULL;
+    const clmoe_status st = clmoe_data_open(path_of(bad[i].file), &d);
+    const int ok = st != CLMOE_OK && d == NULL && strstr(clmoe_last_error(), bad[i].expect);
+    if (!ok) fprintf(stderr, "\n  %s: \"%s\"\n", bad[i].file, clmoe_last_error());
+    CU_ASSERT(ok);
+  }
+}
+
+/* The shard writer: what it writes reads back (uint16 and uint32 tokens), an id outside the
+ * vocabulary is refused, and an aborted shard leaves nothing behind. */
+static void test_shard_writer(void)
+{
+  static const int64_t vocabs[2] = {1000, 200000};
+  for (int f = 0; f < 2; f++) {
+    clmoe_shard_writer *w = NULL;
+    TEST_OK(clmoe_shard_create(path_of("written.tok"), vocabs[f], &w));
+    int32_t ids[70000];
+    for (int i = 0; i < 70000; i++) ids[i] = (int32_t)((int64_t)i * 7919 % vocabs[f]);
+    TEST_OK(clmoe_shard_append(w, ids, 30000)); /* in two parts, across the writer's buffer */
+    TEST_OK(clmoe_shard_append(w, ids + 30000, 40000));
+    CU_ASSERT_EQUAL(clmoe_shard_count(w), 70000);
+    const int32_t outside = (int32_t)vocabs[f];
+    CU_ASSERT_EQUAL(clmoe_shard_append(w, &outside, 1), CLMOE_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "token 70000"));
+    TEST_OK(clmoe_shard_finish(w));
+    struct stat s;
+    CU_ASSERT_EQUAL(stat(path_of("written.tok"), &s), 0);
+    CU_ASSERT_EQUAL(s.st_size, 32 + 70000 * (f ? 4 : 2));
+    clmoe_data *d = NULL;
+    TEST_OK(clmoe_data_open(path_of("written.tok"), &d));
+    CU_ASSERT_STRING_EQUAL(clmoe_data_kind(d), "shard");
+    CU_ASSERT_EQUAL(clmoe_data_vocab(d), vocabs[f]);
+    CU_ASSERT_EQUAL(clmoe_data_tokens(d, CLMOE_SPLIT_TRAIN) + clmoe_data_tokens(d, CLMOE_SPLIT_VAL), 70000);
+    clmoe_data_close(d);
+    FILE *fp = fopen(path_of("written.tok"), "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+    int same = 1;
+    unsigned char h[32], t[4];
+    CU_ASSERT_EQUAL(fread(h, 1, 32, fp), 32);
+    for (int i = 0; i < 70000 && same; i++) {
+      const int size = f ? 4 : 2;
+      same = fread(t, 1, (size_t)size, fp) == (size_t)size;
+      uint32_t v = 0;
+      for (int b = size - 1; b >= 0; b--) v = v << 8 | t[b];
+      same &= v == (uint32_t)ids[i];
+    }
+    fclose(fp);
+    CU_ASSERT(same);
+  }
+  clmoe_shard_writer *w = NULL;
+  TEST_OK(clmoe_shard_create(path_of("aborted.tok"), 100, &w));
+  const int32_t one = 5;
+  TEST_OK(clmoe_shard_append(w, &one, 1));
+  clmoe_shard_abort(w);
+  struct stat s;
+  CU_ASSERT_NOT_EQUAL(stat(path_of("aborted.tok"), &s), 0);
+  char tmp[300];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path_of("aborted.tok"), (long)getpid());
+  CU_ASSERT_NOT_EQUAL(stat(tmp, &s), 0);
+  CU_ASSERT_EQUAL(clmoe_shard_create(path_of("v.tok"), 1, &w), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(clmoe_shard_create("/nonexistent-dir/x.tok", 100, &w), CLMOE_ERR_IO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "cannot create"));
+}
+
 /* A file changed under an open clmoe_data: truncated (the size differs), or rewritten with
  * the same size (the modification time differs): the next batch is an error naming the
  * file, never a signal; the batch before the change is served. */
@@ -208,6 +337,8 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "byte files", test_bytes);
   CU_add_test(suite, "token shards", test_shard);
   CU_add_test(suite, "bad data files", test_bad_files);
+  CU_add_test(suite, "llm.c token shards", test_llmc);
+  CU_add_test(suite, "the shard writer", test_shard_writer);
   CU_add_test(suite, "a file changed while open", test_changed_file);
   CU_add_test(suite, "MQAR task", test_mqar);
   CU_add_test(suite, "learning-rate schedule", test_lr);
