@@ -28,6 +28,7 @@ TESTS += tests/apps/test_apps.sh tests/apps/test_op.sh tests/apps/test_train.sh 
 	tests/apps/test_xcheck.sh tests/apps/test_plan.sh tests/apps/test_tokenize.sh
 EXTRA_DIST += tests/apps/apps_common.sh tests/apps/test_apps.sh tests/apps/test_op.sh \
 	tests/apps/test_train.sh tests/apps/test_xcheck.sh tests/apps/test_plan.sh tests/apps/test_tokenize.sh
-# the user guide's Slurm chain under an emulated Slurm
-TESTS += tests/apps/test_slurm.sh
-EXTRA_DIST += tests/apps/test_slurm.sh
+# the user guide's Slurm chain under an emulated Slurm; every command of README.md and the
+# user guide, run small
+TESTS += tests/apps/test_slurm.sh tests/apps/test_docs.sh
+EXTRA_DIST += tests/apps/test_slurm.sh tests/apps/test_docs.sh tests/apps/docs/doc-wrap.sh

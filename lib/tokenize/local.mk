@@ -9,4 +9,3 @@ AM_CPPFLAGS += $(PCRE2_CFLAGS)
 lib_libclmoe_impl_la_LIBADD += $(PCRE2_LIBS)
 lib_libclmoe_la_LIBADD += $(PCRE2_LIBS)
 TEST_SUITES += tests/unit/test_tokenizer
-EXTRA_DIST += docs/tokenizers.md
