@@ -354,21 +354,9 @@ static void test_st_stale_tmp(void)
   unlink(name);
 }
 
-static void cleanup(void)
-{
-  const char *names[] = {"flip.safetensors", "edit.safetensors", "swap.safetensors"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(path_of(names[i]));
-  if (rmdir(dir) != 0) fprintf(stderr, "\n  note: %s not empty, left in place\n", dir);
-}
-
 static void add_tests(CU_pSuite suite)
 {
-  const char *base = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/clmoe-sum.XXXXXX", base && *base ? base : "/tmp");
-  if (!mkdtemp(dir)) {
-    fprintf(stderr, "cannot create a temporary directory %s\n", dir);
-    exit(1);
-  }
+  snprintf(dir, sizeof dir, "%s", test_tmpdir("sum"));
   CU_add_test(suite, "crc32c_vectors", test_crc32c_vectors);
   CU_add_test(suite, "crc32c_pieces", test_crc32c_pieces);
   CU_add_test(suite, "st_bit_flips", test_st_bit_flips);
@@ -376,7 +364,6 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "st_swap_table", test_st_swap_table);
   CU_add_test(suite, "st_absent", test_st_absent);
   CU_add_test(suite, "st_stale_tmp", test_st_stale_tmp);
-  CU_add_test(suite, "cleanup", cleanup);
 }
 
 int main(void) { return test_main("checksum", add_tests); }

@@ -1,10 +1,13 @@
 /* Shared scaffolding of the CUnit suites. */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "test_common.h"
 
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 clmoe_ctx *test_ctx;
 uint64_t test_seed = 20261129;
@@ -121,4 +124,33 @@ int test_main(const char *suite_name, void (*add)(CU_pSuite suite))
   clmoe_ctx_destroy(test_ctx);
   test_ctx = NULL;
   return failed || ran == 0 ? 1 : 0;
+}
+
+/* ---- the temporary directory ---------------------------------------------------------- */
+static char tmpdir[512];
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+  (void)sb, (void)ftw;
+  if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0)
+    fprintf(stderr, "\n  note: cannot remove %s, left in place\n", path);
+  return 0;
+}
+
+static void remove_tmpdir(void)
+{
+  if (tmpdir[0]) nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *test_tmpdir(const char *tag)
+{
+  if (tmpdir[0]) return tmpdir;
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/clmoe-%s.XXXXXX", base && *base ? base : "/tmp", tag);
+  if (!mkdtemp(tmpdir)) {
+    fprintf(stderr, "cannot create a temporary directory %s\n", tmpdir);
+    exit(1);
+  }
+  atexit(remove_tmpdir);
+  return tmpdir;
 }

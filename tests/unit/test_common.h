@@ -37,6 +37,11 @@ int test_kernel_ran(clmoe_ctx *ctx, const char *name);
 char *test_env_set(const char *name, const char *value);
 void test_env_restore(const char *name, char *saved);
 
+/* A fresh temporary directory for this process ($TMPDIR or /tmp, "clmoe-TAG.XXXXXX"),
+ * created on the first call and removed with everything in it when the process exits;
+ * exits 1 when it cannot be made. */
+const char *test_tmpdir(const char *tag);
+
 /* Creates the context, registers the suite through add(), runs it, prints CUnit's summary
  * and returns the exit status (0 all passed, 1 failures, 77 skipped: no OpenCL device). */
 int test_main(const char *suite_name, void (*add)(CU_pSuite suite));

@@ -479,29 +479,15 @@ static void test_writer_errors(void)
   clmoe_st_close(NULL);
 }
 
-static void cleanup(void)
-{
-  const char *names[] = {"round.safetensors", "hand.safetensors", "raw.safetensors", "bad.safetensors",
-                         "mut.safetensors", "mut2.safetensors", "w.safetensors"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(path_of(names[i]));
-  if (rmdir(dir) != 0) fprintf(stderr, "\n  note: %s not empty, left in place\n", dir);
-}
-
 static void add_tests(CU_pSuite suite)
 {
-  const char *base = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/clmoe-st.XXXXXX", base && *base ? base : "/tmp");
-  if (!mkdtemp(dir)) {
-    fprintf(stderr, "cannot create a temporary directory %s\n", dir);
-    exit(1);
-  }
+  snprintf(dir, sizeof dir, "%s", test_tmpdir("st"));
   CU_add_test(suite, "roundtrip", test_roundtrip);
   CU_add_test(suite, "hand_built", test_hand_built);
   CU_add_test(suite, "large", test_large);
   CU_add_test(suite, "corrupt", test_corrupt);
   CU_add_test(suite, "mutations", test_mutations);
   CU_add_test(suite, "writer_errors", test_writer_errors);
-  CU_add_test(suite, "cleanup", cleanup);
 }
 
 int main(void) { return test_main("safetensors", add_tests); }
