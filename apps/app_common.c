@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *app_name = "clmoe";
 
@@ -81,7 +82,7 @@ int app_standard_flag(int argc, char **argv, int *i, app_flags *f)
     exit(0);
   }
   if ((f->take & APP_FLAG_VERSION) && !strcmp(arg, "--version")) {
-    printf("%s %s\n", app_name, clmoe_version());
+    printf("%s %s\n%s", app_name, clmoe_version(), clmoe_build_info());
     exit(0);
   }
   if ((f->take & APP_FLAG_DEVICE) && app_option(argc, argv, i, "--device", &v)) {
@@ -91,6 +92,7 @@ int app_standard_flag(int argc, char **argv, int *i, app_flags *f)
   }
   if ((f->take & APP_FLAG_JSON) && app_option(argc, argv, i, "--json", &v)) {
     f->json = v;
+    if (!strcmp(v, "-")) app_json_to_stdout();
     return 1;
   }
   return 0;
@@ -146,9 +148,31 @@ void json_double(FILE *f, double v)
   else fputs("null", f);
 }
 
+/* The process's standard output once --json - has taken it (app_json_to_stdout); NULL
+ * before. */
+static FILE *json_stdout = NULL;
+
+void app_json_to_stdout(void)
+{
+  if (json_stdout) return;
+  fflush(stdout);
+  const int fd = dup(STDOUT_FILENO);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+  if (!f || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    fprintf(stderr, "%s: --json -: cannot move the text output to stderr: %s\n", app_name, strerror(errno));
+    exit(1);
+  }
+  /* text on stdout now reaches stderr: line by line, so it keeps its order with stderr's */
+  setvbuf(stdout, NULL, _IOLBF, BUFSIZ);
+  json_stdout = f;
+}
+
 FILE *app_open_output(const char *path)
 {
-  if (!strcmp(path, "-")) return stdout;
+  if (!strcmp(path, "-")) {
+    app_json_to_stdout();
+    return json_stdout;
+  }
   FILE *f = fopen(path, "w");
   if (!f) {
     fprintf(stderr, "%s: cannot write %s: %s\n", app_name, path, strerror(errno));
@@ -159,11 +183,8 @@ FILE *app_open_output(const char *path)
 
 void app_close_output(FILE *f)
 {
-  if (f == stdout) {
-    fflush(f);
-    return;
-  }
-  if (fclose(f) != 0) {
+  /* the standard output stays open (an app may write to it again); its errors count */
+  if (f == json_stdout || f == stdout ? fflush(f) != 0 || ferror(f) : fclose(f) != 0) {
     fprintf(stderr, "%s: writing the output failed: %s\n", app_name, strerror(errno));
     exit(1);
   }
