@@ -285,6 +285,10 @@ static void usage(void)
          "Commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+  printf("\n"
+         "  --help, -h   this text (COMMAND --help: that command's options)\n"
+         "  --version    the version and what the build is: commit, configure arguments,\n"
+         "               compiler, OpenCL, MPI, CLBlast and hwloc versions\n");
 }
 
 int main(int argc, char **argv)
