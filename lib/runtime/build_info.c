@@ -35,17 +35,6 @@ CLMOE_PRINTF(1, 2) static void add(const char *fmt, ...)
   va_end(ap);
 }
 
-/* The first line of s, at most n bytes of it, without trailing blanks (MPICH's library
- * version runs over several lines). */
-static void first_line(char *dst, size_t n, const char *s)
-{
-  size_t len = strcspn(s, "\r\n");
-  if (len >= n) len = n - 1;
-  while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
-  memcpy(dst, s, len);
-  dst[len] = '\0';
-}
-
 static const char *compiler_name(void)
 {
 #if defined(__clang__)
@@ -79,6 +68,20 @@ static void add_opencl_loader(void)
   add("opencl-loader: %s %s%s%s%s\n", name, version, ocl[0] ? " (" : "", ocl, ocl[0] ? ")" : "");
 }
 
+#ifdef HAVE_MPI
+/* The first line of s, at most n bytes of it, without trailing blanks (MPICH's library
+ * version runs over several lines). */
+static void first_line(char *dst, size_t n, const char *s)
+{
+  size_t len = strcspn(s, "\r\n");
+  if (len >= n) len = n - 1;
+  while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
+  memcpy(dst, s, len);
+  dst[len] = '\0';
+}
+
+#endif
+
 static void add_mpi(void)
 {
 #ifdef HAVE_MPI
@@ -90,8 +93,9 @@ static void add_mpi(void)
 #else
   snprintf(built, sizeof built, "an MPI");
 #endif
-  /* MPI_Get_library_version may be called before MPI_Init (MPI-3.0, section 8.1.1): the
-   * library's own version, no communication. */
+  /* The one MPI call outside lib/dist/: MPI_Get_library_version may be called before
+   * MPI_Init and after MPI_Finalize (the standard's version inquiries), and only reads
+   * the library's own version string. */
   char lib[MPI_MAX_LIBRARY_VERSION_STRING], runs[256];
   int len = 0;
   if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS && len > 0) {
