@@ -142,6 +142,30 @@ void json_bytes(FILE *f, const char *buf, int64_t len)
 
 void json_string(FILE *f, const char *s) { json_bytes(f, s ? s : "", s ? (int64_t)strlen(s) : 0); }
 
+void json_build(FILE *f)
+{
+  fputc('{', f);
+  const char *line = clmoe_build_info();
+  for (int first = 1; *line; first = 0) {
+    const size_t len = strcspn(line, "\n"), key = strcspn(line, ":");
+    if (key < len) {
+      const size_t skip = key + 1 < len && line[key + 1] == ' ' ? 2 : 1;
+      fputs(first ? "" : ", ", f);
+      json_bytes(f, line, (int64_t)key);
+      fputs(": ", f);
+      json_bytes(f, line + key + skip, (int64_t)(len - key - skip));
+    }
+    line += len + (line[len] == '\n');
+  }
+  fputc('}', f);
+}
+
+void app_build_commit(char *buf, size_t len)
+{
+  const char *c = strstr(clmoe_build_info(), "commit: ");
+  snprintf(buf, len, "%.*s", c ? (int)strcspn(c + 8, "\n") : 7, c ? c + 8 : "unknown");
+}
+
 void json_double(FILE *f, double v)
 {
   if (isfinite(v)) fprintf(f, "%.6g", v);

@@ -83,6 +83,10 @@ long long app_parse_int(const char *flag, const char *value, long long min, long
  * bytes that are not UTF-8 as \u00XX; json_bytes takes a length (NULs included). */
 void json_bytes(FILE *f, const char *buf, int64_t len);
 void json_string(FILE *f, const char *s);
+/* The build's facts (clmoe_build_info) as a JSON object {"commit": ..., "configure": ...}. */
+void json_build(FILE *f);
+/* The build's commit (clmoe_build_info's "commit:" line), or "unknown". */
+void app_build_commit(char *buf, size_t len);
 /* A JSON number, or null when not finite. */
 void json_double(FILE *f, double v);
 /* --json -: the process's standard output is kept for the JSON alone, and the text the

@@ -17,6 +17,8 @@ jcheck="$apps/../tests/apps/json_check"
 mandir="$apps/../man"
 [ -x "$jcheck" ] || { fail "no $jcheck (built by make check)"; exit 1; }
 skip_without_device
+# the commit the reports record is the build's own unless this is set (clmoe-xcheck)
+unset CLMOE_COMMIT
 
 # Every app and sub-command: "clmoe-info", ..., "clmoe-bench gemm", ... (the sub-commands
 # from their dispatcher's --help).
@@ -63,6 +65,13 @@ if [ -f "$tmp/facts" ]; then
   fi
   grep -q '^hwloc: built with .* (API [0-9.]*); runs with API [0-9][0-9.]*$' "$tmp/facts" && pass "hwloc versions" ||
     fail "hwloc line: $(grep '^hwloc:' "$tmp/facts")"
+  # the JSON reports of clmoe-info and clmoe-xcheck carry the same facts ("build")
+  for c in "clmoe-info --no-probe" "clmoe-xcheck --op pointwise.add"; do
+    if run "$c" --json "$tmp/b.json" > /dev/null 2>&1 && "$jcheck" --get configure "$tmp/b.json" > "$tmp/got" &&
+       [ "$(cat "$tmp/got")" = "$(sed -n 's/^configure: //p' "$tmp/facts")" ] &&
+       [ "$("$jcheck" --get commit "$tmp/b.json")" = "$want_commit" ]; then pass "$c --json: the build's facts"
+    else fail "$c --json: no build facts equal to --version's"; grep -A3 '"build"' "$tmp/b.json" | head -5; fi
+  done
 fi
 
 # ---- 3. --json - ----------------------------------------------------------------------------
