@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *app_name = "clmoe";
 
@@ -81,7 +82,7 @@ int app_standard_flag(int argc, char **argv, int *i, app_flags *f)
     exit(0);
   }
   if ((f->take & APP_FLAG_VERSION) && !strcmp(arg, "--version")) {
-    printf("%s %s\n", app_name, clmoe_version());
+    printf("%s %s\n%s", app_name, clmoe_version(), clmoe_build_info());
     exit(0);
   }
   if ((f->take & APP_FLAG_DEVICE) && app_option(argc, argv, i, "--device", &v)) {
@@ -91,6 +92,7 @@ int app_standard_flag(int argc, char **argv, int *i, app_flags *f)
   }
   if ((f->take & APP_FLAG_JSON) && app_option(argc, argv, i, "--json", &v)) {
     f->json = v;
+    if (!strcmp(v, "-")) app_json_to_stdout();
     return 1;
   }
   return 0;
@@ -140,15 +142,61 @@ void json_bytes(FILE *f, const char *buf, int64_t len)
 
 void json_string(FILE *f, const char *s) { json_bytes(f, s ? s : "", s ? (int64_t)strlen(s) : 0); }
 
+void json_build(FILE *f)
+{
+  fputc('{', f);
+  const char *line = clmoe_build_info();
+  for (int first = 1; *line; first = 0) {
+    const size_t len = strcspn(line, "\n"), key = strcspn(line, ":");
+    if (key < len) {
+      const size_t skip = key + 1 < len && line[key + 1] == ' ' ? 2 : 1;
+      fputs(first ? "" : ", ", f);
+      json_bytes(f, line, (int64_t)key);
+      fputs(": ", f);
+      json_bytes(f, line + key + skip, (int64_t)(len - key - skip));
+    }
+    line += len + (line[len] == '\n');
+  }
+  fputc('}', f);
+}
+
+void app_build_commit(char *buf, size_t len)
+{
+  const char *c = strstr(clmoe_build_info(), "commit: ");
+  snprintf(buf, len, "%.*s", c ? (int)strcspn(c + 8, "\n") : 7, c ? c + 8 : "unknown");
+}
+
 void json_double(FILE *f, double v)
 {
   if (isfinite(v)) fprintf(f, "%.6g", v);
   else fputs("null", f);
 }
 
+/* The process's standard output once --json - has taken it (app_json_to_stdout); NULL
+ * before. */
+static FILE *json_stdout = NULL;
+
+void app_json_to_stdout(void)
+{
+  if (json_stdout) return;
+  fflush(stdout);
+  const int fd = dup(STDOUT_FILENO);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+  if (!f || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    fprintf(stderr, "%s: --json -: cannot move the text output to stderr: %s\n", app_name, strerror(errno));
+    exit(1);
+  }
+  /* text on stdout now reaches stderr: line by line, so it keeps its order with stderr's */
+  setvbuf(stdout, NULL, _IOLBF, BUFSIZ);
+  json_stdout = f;
+}
+
 FILE *app_open_output(const char *path)
 {
-  if (!strcmp(path, "-")) return stdout;
+  if (!strcmp(path, "-")) {
+    app_json_to_stdout();
+    return json_stdout;
+  }
   FILE *f = fopen(path, "w");
   if (!f) {
     fprintf(stderr, "%s: cannot write %s: %s\n", app_name, path, strerror(errno));
@@ -159,11 +207,8 @@ FILE *app_open_output(const char *path)
 
 void app_close_output(FILE *f)
 {
-  if (f == stdout) {
-    fflush(f);
-    return;
-  }
-  if (fclose(f) != 0) {
+  /* the standard output stays open (an app may write to it again); its errors count */
+  if (f == json_stdout || f == stdout ? fflush(f) != 0 || ferror(f) : fclose(f) != 0) {
     fprintf(stderr, "%s: writing the output failed: %s\n", app_name, strerror(errno));
     exit(1);
   }

@@ -50,9 +50,11 @@ void app_usage_error(const char *fmt, ...) __attribute__((noreturn, format(print
  * app_flags.take (clmoe-plan opens no device, so it takes no --device). */
 enum {
   APP_FLAG_HELP = 1,    /* --help, -h: prints the usage on stdout and exits 0 */
-  APP_FLAG_VERSION = 2, /* --version: prints "APP VERSION" and exits 0 */
+  APP_FLAG_VERSION = 2, /* --version: prints "APP VERSION", then clmoe_build_info()'s
+                           "key: value" lines, and exits 0 */
   APP_FLAG_DEVICE = 4,  /* --device SPEC: clmoe_device_choose's spec; repeatable */
-  APP_FLAG_JSON = 8,    /* --json FILE: a JSON report, - for stdout */
+  APP_FLAG_JSON = 8,    /* --json FILE: a JSON report; - for stdout, which then holds the
+                           JSON alone (app_json_to_stdout) */
 };
 #define APP_FLAGS_ALL (APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON)
 #define APP_MAX_DEVICES 64
@@ -81,10 +83,23 @@ long long app_parse_int(const char *flag, const char *value, long long min, long
  * bytes that are not UTF-8 as \u00XX; json_bytes takes a length (NULs included). */
 void json_bytes(FILE *f, const char *buf, int64_t len);
 void json_string(FILE *f, const char *s);
+/* The build's facts (clmoe_build_info) as a JSON object {"commit": ..., "configure": ...}. */
+void json_build(FILE *f);
+/* The build's commit (clmoe_build_info's "commit:" line), or "unknown". */
+void app_build_commit(char *buf, size_t len);
 /* A JSON number, or null when not finite. */
 void json_double(FILE *f, double v);
-/* Opens a --json destination: "-" is stdout. Exits on failure. */
+/* --json -: the process's standard output is kept for the JSON alone, and the text the
+ * app prints on stdout goes to stderr from then on (file descriptor 1 becomes a copy of
+ * 2), so that `app --json - | parser` reads one JSON document. Called by
+ * app_standard_flag when it reads --json -, before the app prints anything. Exits on
+ * failure. */
+void app_json_to_stdout(void);
+/* Opens a --json destination: "-" is the standard output kept by app_json_to_stdout.
+ * Exits on failure. */
 FILE *app_open_output(const char *path);
+/* Closes a --json destination (the standard output is flushed, not closed); a failed
+ * write exits 1. */
 void app_close_output(FILE *f);
 
 /* Monotonic wall clock in seconds. */

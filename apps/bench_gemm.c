@@ -81,7 +81,7 @@ int bench_gemm(int argc, char **argv)
   const char *device = NULL, *dtype_arg = "f32", *trans_arg = "NN", *block_arg = NULL;
   int reps = 10;
   double max_seconds = 3.0;
-  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;

@@ -199,7 +199,7 @@ int bench_kda(int argc, char **argv)
   int nT = 2, nH = 1, reps = 10, backward = 1, tile = 1;
   double max_s = 10.0;
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16";
-  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;

@@ -344,7 +344,7 @@ int bench_mla(int argc, char **argv)
   long long Dn = 128, Dr = 64, Dv = 128, naive_max = 8192, dH = 8, d = 1024, rq = 512, dc = 512;
   bench_opts o = {10, 10.0};
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16", *cache_arg = "bf16";
-  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;

@@ -323,7 +323,7 @@ int bench_moe(int argc, char **argv)
   int nw = 0, nt = 2, reps = 5, backward = 1, curves = 0, fresh = 0;
   double max_s = 5.0, gamma = 1e-3;
   const char *json = NULL, *device = NULL, *preset_arg = "tiny,gpu", *gemm_arg = "grouped,padded";
-  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;

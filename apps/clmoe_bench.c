@@ -27,6 +27,10 @@ static void usage(void)
          "Benchmarks:\n");
   for (size_t i = 0; i < sizeof benchmarks / sizeof benchmarks[0]; i++)
     printf("  %-6s %s\n", benchmarks[i].name, benchmarks[i].summary);
+  printf("\n"
+         "  --help, -h   this text (BENCHMARK --help: that benchmark's options)\n"
+         "  --version    the version and what the build is: commit, configure arguments,\n"
+         "               compiler, OpenCL, MPI, CLBlast and hwloc versions\n");
 }
 
 int main(int argc, char **argv)

@@ -44,7 +44,7 @@ static void usage(void)
          "                      comma-separated list runs several lengths) in chunks and report\n"
          "                      time, tokens/s, the constant KDA state and the growing MLA cache\n"
          "  --bench-steps N     decode steps timed after each benchmark prefill (default 4)\n"
-         "  --json FILE         the summary (and texts) as JSON (- for stdout)\n"
+         "  --json FILE         the summary, prompts and texts as JSON (- for stdout)\n"
          "  --ep N              expert parallelism over N MPI ranks (mpirun -np N clmoe-generate\n"
          "                      --ep N ...): the routed experts spread evenly over the ranks,\n"
          "                      every rank runs the same prompts, rank 0 samples and prints\n"

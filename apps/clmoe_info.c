@@ -411,7 +411,9 @@ int main(int argc, char **argv)
 
   if (json) {
     FILE *f = app_open_output(json);
-    fprintf(f, "{\n  \"clmoe_version\": \"%s\",\n  \"devices\": [\n", clmoe_version());
+    fprintf(f, "{\n  \"clmoe_version\": \"%s\",\n  \"build\": ", clmoe_version());
+    json_build(f);
+    fprintf(f, ",\n  \"devices\": [\n");
     for (int i = 0; i < n; i++) {
       json_device(f, &list[i], i == chosen, &tiles[i]);
       fprintf(f, "%s\n", i + 1 < n ? "," : "");

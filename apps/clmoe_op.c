@@ -215,7 +215,7 @@ static int cmd_compare(int argc, char **argv)
   const char *files[2] = {NULL, NULL};
   int nfiles = 0;
   double tol = 1e-4;
-  app_flags flags = {.take = APP_FLAG_HELP, .usage = compare_usage};
+  app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION, .usage = compare_usage};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
@@ -285,6 +285,10 @@ static void usage(void)
          "Commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+  printf("\n"
+         "  --help, -h   this text (COMMAND --help: that command's options)\n"
+         "  --version    the version and what the build is: commit, configure arguments,\n"
+         "               compiler, OpenCL, MPI, CLBlast and hwloc versions\n");
 }
 
 int main(int argc, char **argv)

@@ -38,8 +38,9 @@ static void usage(void)
          "                 gemm.tiled, rmsnorm\n"
          "  --seed N       seed of the random inputs (default 20261129)\n"
          "  --json FILE    also write the results as JSON (- for stdout, then no table): the\n"
-         "                 date, clmoe version (and commit from CLMOE_COMMIT), each device's\n"
-         "                 platform and driver versions, every result and pair\n"
+         "                 date, clmoe version and build (--version's facts; the commit from\n"
+         "                 CLMOE_COMMIT when set), each device's platform and driver\n"
+         "                 versions, every result and pair\n"
          "  --outputs      with --json: also write every check's outputs (base64 float32\n"
          "                 values and the measure's denominators), for --compare on another\n"
          "                 node; all 191 checks on one device write about 120 MB (11.4\n"
@@ -90,11 +91,17 @@ static void json_header(FILE *jf, uint64_t seed, int outputs, int small, double 
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   fprintf(jf, "{\n  \"xcheck_format\": 2,\n  \"clmoe_version\": ");
   json_string(jf, clmoe_version());
+  /* the commit: CLMOE_COMMIT when set, else the build's own when it knows it */
   const char *commit = getenv("CLMOE_COMMIT");
+  char built[128];
+  app_build_commit(built, sizeof built);
+  if (!(commit && *commit) && strcmp(built, "unknown")) commit = built;
   if (commit && *commit) {
     fprintf(jf, ",\n  \"commit\": ");
     json_string(jf, commit);
   }
+  fprintf(jf, ",\n  \"build\": ");
+  json_build(jf);
   fprintf(jf, ",\n  \"date\": ");
   json_string(jf, date);
   fprintf(jf, ",\n  \"host\": ");

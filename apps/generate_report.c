@@ -74,6 +74,8 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
   for (int64_t s = 0; s < r->nseq; s++) {
     fprintf(f, "    {\"prompt\": ");
     json_string(f, o->prompt_from[s]);
+    fprintf(f, ", \"prompt_text\": ");
+    json_bytes(f, o->prompt[s], o->prompt_len[s]);
     fprintf(f, ", \"end\": \"%s\", \"text\": ", r->why[s] ? r->why[s] : "length");
     json_bytes(f, r->text[s], r->text_len[s]);
     fprintf(f, "}%s\n", s + 1 < r->nseq ? "," : "");

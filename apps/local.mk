@@ -32,3 +32,11 @@ EXTRA_DIST += tests/apps/apps_common.sh tests/apps/test_apps.sh tests/apps/test_
 # user guide, run small
 TESTS += tests/apps/test_slurm.sh tests/apps/test_docs.sh
 EXTRA_DIST += tests/apps/test_slurm.sh tests/apps/test_docs.sh tests/apps/docs/doc-wrap.sh
+
+# the command-line conventions of every app (--version, man pages, --json -), with a strict
+# JSON validator of the tests' own
+TESTS += tests/apps/test_cli.sh
+EXTRA_DIST += tests/apps/test_cli.sh
+check_PROGRAMS += tests/apps/json_check
+tests_apps_json_check_SOURCES = tests/apps/json_check.c
+tests_apps_json_check_LDADD =

@@ -77,7 +77,7 @@ int op_dims(const op_sig *s, const char *spec, const int64_t *sz, int64_t dims[4
 void op_args_init(op_args *a, void (*usage)(void))
 {
   memset(a, 0, sizeof *a);
-  a->std.take = APP_FLAG_HELP | APP_FLAG_DEVICE;
+  a->std.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE;
   a->std.usage = usage;
   a->seed = -1; /* dtype NULL, seed -1: not given */
 }
