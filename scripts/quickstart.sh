@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 packages="build-essential autoconf automake libtool pkg-config opencl-headers ocl-icd-opencl-dev \
-pocl-opencl-icd libclblast-dev libhwloc-dev libpcre2-dev libopenmpi-dev openmpi-bin libcunit1-dev"
+pocl-opencl-icd libclblast-dev libhwloc-dev libpcre2-dev libopenmpi-dev openmpi-bin libcunit1-dev help2man"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

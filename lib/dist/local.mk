@@ -1,11 +1,12 @@
 # lib/dist/local.mk: the distributed layer (MPI ranks, device and CPU placement per rank,
 # expert placement maps, the expert exchange, the collectives of the layers above: rows
 # gathered to rank 0, the rank-ordered float all-reduce, all-gathers, the tensor
-# broadcast). The only folder with MPI calls. The library builds without MPI; these files
+# broadcast); and what this build is (clmoe_build_info: its MPI line asks the library, the
+# commit comes from lib/build_commit.c, Makefile.am). The only folder with MPI calls. The library builds without MPI; these files
 # then report that it is missing.
 lib_libclmoe_impl_la_SOURCES += lib/dist/dist_internal.h lib/dist/dist_mpi_internal.h \
 	lib/dist/dist.c lib/dist/dist_collect.c lib/dist/dist_place.c lib/dist/dist_exchange.c \
-	lib/dist/expert_map.c lib/dist/launch.c
+	lib/dist/expert_map.c lib/dist/launch.c lib/dist/build_info.c
 clmoeinclude_HEADERS += include/clmoe/dist.h include/clmoe/dist_exchange.h \
 	include/clmoe/expert_map.h
 if HAVE_MPI

@@ -8,8 +8,6 @@ lib_libclmoe_impl_la_SOURCES += lib/runtime/internal.h lib/runtime/runtime_inter
 	lib/runtime/tensor.c lib/runtime/tensor_check.c lib/runtime/random.c \
 	lib/runtime/locality.c lib/runtime/ptx_sm90a.h lib/runtime/ptx_sm90a.c \
 	lib/runtime/knobs.c lib/runtime/knobs_device.c
-# what this build is (clmoe_build_info); the commit comes from lib/build_commit.c (Makefile.am)
-lib_libclmoe_impl_la_SOURCES += lib/runtime/build_info.c
 clmoeinclude_HEADERS += include/clmoe/clmoe.h include/clmoe/api.h include/clmoe/status.h \
 	include/clmoe/runtime.h \
 	include/clmoe/program.h include/clmoe/tensor.h include/clmoe/locality.h

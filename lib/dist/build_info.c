@@ -5,7 +5,7 @@
  * build. The facts of the build come from configure (config.h) and make (the commit,
  * lib/build_commit.c); the run-time versions are asked once, on the first call. */
 #include "clmoe/clmoe.h"
-#include "internal.h"
+#include "runtime/internal.h"
 
 #include <CL/cl.h>
 #include <hwloc.h>
@@ -93,9 +93,8 @@ static void add_mpi(void)
 #else
   snprintf(built, sizeof built, "an MPI");
 #endif
-  /* The one MPI call outside lib/dist/: MPI_Get_library_version may be called before
-   * MPI_Init and after MPI_Finalize (the standard's version inquiries), and only reads
-   * the library's own version string. */
+  /* MPI_Get_library_version may be called before MPI_Init and after MPI_Finalize (the
+   * standard's version inquiries), and only reads the library's own version string. */
   char lib[MPI_MAX_LIBRARY_VERSION_STRING], runs[256];
   int len = 0;
   if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS && len > 0) {
