@@ -47,7 +47,8 @@ static void usage(void)
          "  --json FILE         the summary, prompts and texts as JSON (- for stdout)\n"
          "  --ep N              expert parallelism over N MPI ranks (mpirun -np N clmoe-generate\n"
          "                      --ep N ...): the routed experts spread evenly over the ranks,\n"
-         "                      every rank runs the same prompts, rank 0 samples and prints\n"
+         "                      every rank runs the same prompts, rank 0 samples and prints;\n"
+         "                      several MPI ranks without --ep: as --ep over all of them\n"
          "  --quiet             no summary on stderr\n"
          "  --help, --version\n"
          "\n"
@@ -283,8 +284,13 @@ int main(int argc, char **argv)
   parse_args(argc, argv, &o);
   /* (under --ep, MPI may edit argc/argv; parse_args has copied what it needs) */
   clmoe_ctx *ctx;
-  if (o.ep > 0) {
+  clmoe_launch launch; /* several ranks without --ep: the experts spread over all of them */
+  clmoe_launch_detect(&launch);
+  if (clmoe_launch_check(&launch) != CLMOE_OK) app_fail(APP_EXIT_USAGE, "%s", clmoe_last_error());
+  const int all_ranks = !o.ep && launch.mpi && launch.ranks != 1;
+  if (o.ep > 0 || all_ranks) {
     ctx = app_dist_start(o.device, 0, o.quiet ? NULL : stderr, &argc, &argv); /* stdout: the text */
+    if (all_ranks) o.ep = clmoe_dist_size(app_dist);
     if (clmoe_dist_size(app_dist) != o.ep)
       app_fail(2, "--ep %d: the job has %d rank%s (start it as mpirun -np %d clmoe-generate --ep %d ...)", o.ep,
                clmoe_dist_size(app_dist), clmoe_dist_size(app_dist) == 1 ? "" : "s", o.ep, o.ep);

@@ -90,6 +90,9 @@ for n in 2 3; do
     '$gen' --ckpt '$ck' --prompt ab --prompt 'The cat sat' -n 16 --seed 3 --quiet --ep $n > '$tmp/b$n'"
   expect "  ... the same texts as one process" 0 "" -- cmp "$tmp/b1" "$tmp/b$n"
 done
+expect "clmoe-generate on 2 ranks without --ep" 0 "" -- sh -c "timeout $mpi_timeout $mpirun $flags -np 2 --bind-to none '$gen' \
+  --ckpt '$ck' --prompt 'The cat ' -n 24 --greedy --quiet > '$tmp/gauto'"
+expect "  ... the text once, as one process's" 0 "" -- cmp "$tmp/g1" "$tmp/gauto"
 [ -s "$tmp/g1" ] && pass "the generated text is not empty" || fail "no generated text"
 expect "clmoe-generate --ep 2 --prefill-bench" 0 "tokens/s" -- \
   run -np 2 --bind-to none "$gen" --ckpt "$ck" --prefill-bench 128 --bench-steps 2 --ep 2
