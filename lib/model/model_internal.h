@@ -101,6 +101,7 @@ typedef enum {
   CFG_EVERY,                          /* mla_every: read only, folded into is_mla */
   CFG_LAYERS,                         /* mla_layers: 1-based numbers and ranges a-b */
   CFG_BALANCE, CFG_GATE,              /* names: balancing; bounded | unbounded */
+  CFG_PRECISION,                      /* auto | fp32 | bf16 (an int clmoe_precision) */
   CFG_CURRICULUM                      /* length@step, ... */
 } config_kind;
 
