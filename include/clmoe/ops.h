@@ -120,6 +120,13 @@ typedef struct clmoe_adamw {
 CLMOE_API clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param,
                                         const clmoe_tensor *grad, clmoe_tensor *m, clmoe_tensor *v,
                                         const clmoe_adamw *hp);
+/* The same step, and copy (bf16, numel of param) = the new param rounded to nearest even, in
+ * the same kernel: the bf16 weights of a bf16 training step (clmoe_precision). param, m and
+ * v are updated by the same code as in clmoe_adamw_step. */
+CLMOE_API clmoe_status clmoe_adamw_step_bf16(clmoe_ctx *ctx, clmoe_tensor *param,
+                                             const clmoe_tensor *grad, clmoe_tensor *m,
+                                             clmoe_tensor *v, const clmoe_adamw *hp,
+                                             clmoe_tensor *copy);
 
 #ifdef __cplusplus
 }
