@@ -241,8 +241,8 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   /* loss -> logits -> head, final norm, final AttnRes */
   CLMOE_TRY_GOTO(st, clmoe_cross_entropy_backward(ctx, &m->logits, &m->targets, &m->lse, 1.0f / (float)count,
                                                   &dlogits), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, clmoe__model_weight(m, &m->head), &dlogits, &dhn, grad_of(m, &m->head), NULL,
-                                           CLMOE_LINEAR_ACC_DW), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, clmoe__model_weight(m, &m->head), &dlogits, &dhn,
+                                           grad_of(m, &m->head), NULL, CLMOE_LINEAR_ACC_DW), done);
   clmoe_tensor_destroy(&dlogits);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), done);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, m->final_nsrc, &dsrc), done);
