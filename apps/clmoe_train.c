@@ -45,6 +45,9 @@ static void usage(void)
          "  --steps N --batch N --seq-len N --lr X --seed N\n"
          "  --eval-every N --log-every N --checkpoint-every N\n"
          "                      override the config's [train] section\n"
+         "  --precision P       bf16, fp32 or auto ([train] precision; default auto: bf16 where\n"
+         "                      the device has a matrix unit, fp32 elsewhere); checkpoints stay\n"
+         "                      fp32, so a run resumes in either\n"
          "  --sample N          after training, print N bytes sampled at temperature 0.8 (default 200;\n"
          "                      byte data only; 0: none)\n"
          "  --prompt TEXT       the sample's prompt (default \"The \")\n"
@@ -261,7 +264,8 @@ int main(int argc, char **argv)
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
   const char *preset = NULL, *config = NULL, *metrics = NULL;
   const char *steps = NULL, *batch = NULL, *seq_len = NULL, *lr = NULL, *seed = NULL, *eval_every = NULL,
-             *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL, *keep = NULL;
+             *log_every = NULL, *ckpt_every = NULL, *sample = NULL, *stop_at = NULL, *keep = NULL,
+             *precision = NULL;
   int out_given = 0;
   train_opts o = {.out_dir = "clmoe-run", .sample_tokens = 200};
   int count = 0, print = 0;
@@ -285,6 +289,7 @@ int main(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--eval-every", &v)) eval_every = v;
     else if (app_option(argc, argv, &i, "--log-every", &v)) log_every = v;
     else if (app_option(argc, argv, &i, "--checkpoint-every", &v)) ckpt_every = v;
+    else if (app_option(argc, argv, &i, "--precision", &v)) precision = v;
     else if (app_option(argc, argv, &i, "--sample", &v)) sample = v;
     else if (app_option(argc, argv, &i, "--stop-at", &v)) stop_at = v;
     else if (app_option(argc, argv, &i, "--time-limit", &v)) o.time_limit = parse_real("--time-limit", v, 1e-3, 1e9);
@@ -354,6 +359,12 @@ int main(int argc, char **argv)
   if (log_every) t->log_every = app_parse_int("--log-every", log_every, 1, INT64_MAX);
   if (ckpt_every) t->checkpoint_every = app_parse_int("--checkpoint-every", ckpt_every, 0, INT64_MAX);
   if (keep) t->keep_checkpoints = app_parse_int("--keep-checkpoints", keep, 0, 1000000000);
+  if (precision) {
+    int q = CLMOE_PRECISION_AUTO;
+    while (q <= CLMOE_PRECISION_BF16 && strcmp(precision, clmoe_precision_name((clmoe_precision)q))) q++;
+    if (q > CLMOE_PRECISION_BF16) app_usage_error("--precision: '%s' is not one of bf16, fp32, auto", precision);
+    t->precision = q;
+  }
   if (sample) o.sample_tokens = app_parse_int("--sample", sample, 0, 1 << 20);
   if (stop_at) o.stop_at = app_parse_int("--stop-at", stop_at, 1, INT64_MAX / 2);
   if (t->min_lr > t->lr) t->min_lr = t->lr;

@@ -131,6 +131,11 @@ void train_announce(run *r)
   fprintf(stderr, "%s: %s, %lld parameters, %s data (%s), %lld steps of %lld x %lld tokens on %s\n", app_name,
           cfg->name, (long long)nparams, clmoe_data_kind(r->data), o->data ? o->data : "mqar",
           (long long)t->steps, (long long)t->batch, (long long)t->seq_len, clmoe_ctx_caps(r->ctx)->device_name);
+  const clmoe_precision prec = clmoe_model_precision(r->model);
+  fprintf(stderr, "%s: precision %s%s%s\n", app_name, clmoe_precision_name(prec),
+          t->precision == CLMOE_PRECISION_AUTO ? " (auto: " : "",
+          t->precision != CLMOE_PRECISION_AUTO ? ""
+          : prec == CLMOE_PRECISION_BF16 ? "the device has a matrix unit)" : "no matrix unit on the device)");
   if (r->dist)
     fprintf(stderr, "%s: expert parallelism over %d ranks: %lld sequences of each batch per rank, %d expert "
             "slots per rank (rank 0's device shown)\n", app_name, r->nranks,

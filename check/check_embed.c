@@ -200,6 +200,7 @@ typedef struct adamw_case {
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   int64_t first_step;
   float grad_range, m_range, v_max; /* m, v start at 0 when m_range, v_max are 0 */
+  int copy; /* 1: clmoe_adamw_step_bf16, its copy checked to be the new param rounded */
 } adamw_case;
 
 static clmoe_status check_adamw(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
@@ -207,8 +208,13 @@ static clmoe_status check_adamw(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
 {
   const int64_t n = 10007, pad = 5;
   clmoe_status st = CLMOE_OK;
-  clmoe_tensor Pfull = {0}, P = {0}, G = {0}, M = {0}, Vt = {0};
+  clmoe_tensor Pfull = {0}, P = {0}, G = {0}, M = {0}, Vt = {0}, C = {0};
   double *pfull = NULL, *g = NULL, *m = NULL, *v = NULL, *gotp = NULL, *gotm = NULL, *gotv = NULL;
+  double *gotc = NULL, *wantc = NULL;
+  if (a->copy) {
+    CK(clmoe_tensor_create(ctx, &C, CLMOE_BF16, 1, &n));
+    CK(clmoe_tensor_fill(&C, NAN)); /* every element is written */
+  }
   CK(ck_uniform(ctx, &Pfull, F, 1, (int64_t[]){n + pad}, seed, -1.0f, 1.0f, &pfull));
   CK(clmoe_tensor_view(&Pfull, &P, 1, &n, pad)); /* param at an offset */
   CK(ck_uniform(ctx, &M, F, 1, &n, seed + 1, -a->m_range, a->m_range, &m));
@@ -221,7 +227,8 @@ static clmoe_status check_adamw(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
     free(g);
     g = NULL;
     CK(ck_uniform(ctx, &G, F, 1, &n, seed + 10 + (uint64_t)s, -a->grad_range, a->grad_range, &g));
-    CK(clmoe_adamw_step(ctx, &P, &G, &M, &Vt, &hp));
+    if (a->copy) CK(clmoe_adamw_step_bf16(ctx, &P, &G, &M, &Vt, &hp, &C));
+    else CK(clmoe_adamw_step(ctx, &P, &G, &M, &Vt, &hp));
     ref_adamw(p, g, m, v, (size_t)n, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
               a->grad_scale, hp.step);
   }
@@ -232,7 +239,22 @@ static clmoe_status check_adamw(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   ck_compare("param", gotp, pfull, (size_t)(n + pad), res); /* the padding stays put */
   ck_compare("m", gotm, m, (size_t)n, res);
   ck_compare("v", gotv, v, (size_t)n, res);
+  if (a->copy) {
+    /* the copy: the device's new param rounded to nearest even, bit for bit */
+    CK(ck_read(&C, &gotc));
+    CK_ALLOC(wantc, (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+      wantc[i] = clmoe_f32_from_bf16(clmoe_bf16_from_f32((float)gotp[pad + i]));
+    for (int64_t i = 0; i < n; i++)
+      if (!(gotc[i] == wantc[i])) { /* NaN fails too */
+        res->max_err = INFINITY;
+        snprintf(res->worst, sizeof res->worst, "bf16 copy[%lld] = %g, param rounds to %g",
+                 (long long)i, gotc[i], wantc[i]);
+        break;
+      }
+  }
 done:
+  free(gotc), free(wantc), clmoe_tensor_destroy(&C);
   free(pfull), free(g), free(m), free(v), free(gotp), free(gotm), free(gotv);
   clmoe_tensor_destroy(&Pfull), clmoe_tensor_destroy(&G), clmoe_tensor_destroy(&M);
   clmoe_tensor_destroy(&Vt);
@@ -242,14 +264,21 @@ done:
 static clmoe_status adamw_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
 {
   /* From a fresh start (m = v = 0, t = 1, 2, 3): the bias corrections matter most. */
-  const adamw_case a = {1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1, 1.0f, 0.0f, 0.0f};
+  const adamw_case a = {1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1, 1.0f, 0.0f, 0.0f, 0};
   return check_adamw(c, s, r, &a);
 }
 
 static clmoe_status adamw_clipped(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
 {
   /* Mid-training (t = 5, 6, 7) with large gradients scaled down by clipping. */
-  const adamw_case a = {3e-3f, 0.8f, 0.95f, 1e-6f, 0.05f, 0.25f, 5, 8.0f, 0.5f, 1.0f};
+  const adamw_case a = {3e-3f, 0.8f, 0.95f, 1e-6f, 0.05f, 0.25f, 5, 8.0f, 0.5f, 1.0f, 0};
+  return check_adamw(c, s, r, &a);
+}
+
+static clmoe_status adamw_bf16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)
+{
+  /* The clipped case with the bf16 weight copy written in the same kernel. */
+  const adamw_case a = {3e-3f, 0.8f, 0.95f, 1e-6f, 0.05f, 0.25f, 5, 8.0f, 0.5f, 1.0f, 1};
   return check_adamw(c, s, r, &a);
 }
 
@@ -262,4 +291,5 @@ const clmoe_check clmoe_checks_embed[] = {
     {"sort.u64.large", "100003 and 65536 u64 keys against qsort", sort_u64_large},
     {"adamw.step", "three AdamW steps from zero moments, weight decay", adamw_step},
     {"adamw.clipped", "three AdamW steps at t = 5 with grad_scale 0.25", adamw_clipped},
+    {"adamw.bf16", "adamw.clipped writing the bf16 weight copy (bit-exact rounding)", adamw_bf16},
     {NULL, NULL, NULL}};

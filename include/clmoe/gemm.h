@@ -42,6 +42,13 @@ CLMOE_API clmoe_status clmoe_gemm_ex(clmoe_ctx *ctx, clmoe_gemm_backend backend,
                                      clmoe_trans tb, float alpha, const clmoe_tensor *A,
                                      const clmoe_tensor *B, float beta, clmoe_tensor *C);
 
+/* The product of a bf16 training step: C = alpha op(A) op(B) + beta C on the tile GEMM
+ * (CLMOE_GEMM_TILE) on any device, A or B given in fp32 rounded to bf16 first (to nearest
+ * even, into pool scratch), fp32 accumulation; C fp32 or bf16. Shapes as clmoe_gemm (2-D). */
+CLMOE_API clmoe_status clmoe_gemm_bf16(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
+                                       const clmoe_tensor *A, const clmoe_tensor *B, float beta,
+                                       clmoe_tensor *C);
+
 /* The backend clmoe_gemm uses on this context (default AUTO). */
 CLMOE_API void clmoe_ctx_set_gemm_backend(clmoe_ctx *ctx, clmoe_gemm_backend backend);
 

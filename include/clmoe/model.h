@@ -54,6 +54,17 @@ CLMOE_API void clmoe_model_destroy(clmoe_model *model);
  * identity; MoE biases 0. */
 CLMOE_API clmoe_status clmoe_model_init(clmoe_model *model, uint64_t seed);
 
+/* The precision of the training step (clmoe_precision, include/clmoe/model_config.h): a model
+ * starts with its config's [train] precision; auto is resolved on the model's device. bf16
+ * gives the parameters that feed matrix products (the layers' w_* matrices and the head;
+ * not the embedding, convolutions, gains or the stacked expert weights) a bf16 copy,
+ * refreshed by every clmoe_params_adamw and checkpoint load, and the forward and backward
+ * multiply with those copies on the tile GEMM. Checkpoints stay fp32. A model made for
+ * inference stays fp32. */
+CLMOE_API clmoe_status clmoe_model_set_precision(clmoe_model *model, clmoe_precision precision);
+/* The precision in use: CLMOE_PRECISION_FP32 or CLMOE_PRECISION_BF16 (never auto). */
+CLMOE_API clmoe_precision clmoe_model_precision(const clmoe_model *model);
+
 CLMOE_API clmoe_params *clmoe_model_params(clmoe_model *model);
 CLMOE_API const clmoe_config *clmoe_model_config(const clmoe_model *model);
 

@@ -17,7 +17,8 @@
  *   [attn_res] block (layers per Block AttnRes block)
  *   [train]    lr, min_lr, warmup_steps, steps, batch, seq_len, curriculum ("len@step, ..."),
  *              weight_decay, beta1, beta2, adam_eps, clip, seed, eval_every, eval_batches,
- *              log_every, checkpoint_every (0: only at the end), keep_checkpoints (0: all)
+ *              log_every, checkpoint_every (0: only at the end), keep_checkpoints (0: all),
+ *              precision (bf16 | fp32 | auto: see clmoe_precision)
  * An unknown section or key, a malformed value, a value out of range or sizes that do not
  * fit together are errors naming the file, the line and the key. */
 #ifndef CLMOE_MODEL_CONFIG_H
@@ -35,6 +36,19 @@ extern "C" {
 #define CLMOE_MAX_LAYERS 256
 #define CLMOE_MAX_CURRICULUM 16
 
+/* The precision of a training step's matrix products ([train] precision). fp32: every product
+ * in fp32. bf16: fp32 master weights, AdamW moments, gradients and checkpoints; bf16 copies of
+ * the weights that feed matrix products (refreshed by every optimizer step), and those
+ * products on the tile GEMM with bf16 operands and fp32 accumulation. auto: bf16 where the
+ * device's tile implementation is a matrix unit (include/clmoe/tile.h), fp32 elsewhere. */
+typedef enum clmoe_precision {
+  CLMOE_PRECISION_AUTO = 0,
+  CLMOE_PRECISION_FP32 = 1,
+  CLMOE_PRECISION_BF16 = 2
+} clmoe_precision;
+/* "auto", "fp32", "bf16" (NULL for a value outside the enum). */
+CLMOE_API const char *clmoe_precision_name(clmoe_precision precision);
+
 typedef struct clmoe_train_config {
   double lr, min_lr;          /* peak and final learning rate of the cosine schedule */
   int64_t warmup_steps, steps;
@@ -45,6 +59,7 @@ typedef struct clmoe_train_config {
   uint64_t seed;
   int64_t eval_every, eval_batches, log_every, checkpoint_every;
   int64_t keep_checkpoints; /* the newest this many step-numbered checkpoints are kept */
+  int precision;              /* clmoe_precision (default CLMOE_PRECISION_AUTO) */
 } clmoe_train_config;
 
 typedef struct clmoe_config {

@@ -47,6 +47,9 @@ CLMOE_API clmoe_status clmoe_sum_rows(clmoe_ctx *ctx, const clmoe_tensor *x, clm
  * Y = X W^T (+ bias): X [rows, in], W [out, in], bias [out] or NULL, Y [rows, out]. X, W and
  * Y may be fp32 or bf16 as clmoe_gemm takes them (rows contiguous); with a bias, bias and
  * Y are contiguous fp32.
+ * A bf16 W (the weight copy of a bf16 training step) selects the bf16 products: X, and dY in
+ * the backward, are rounded to bf16 where they are fp32, and all three products run on the
+ * tile GEMM with fp32 accumulation (clmoe_gemm_bf16); an fp32 W keeps clmoe_gemm.
  * Backward: dX = dY W (dX [rows, in]), dW = dY^T X (dW [out, in]), dbias = the sum of dY's
  * rows (dbias [out], fp32; dY contiguous fp32 then); each may be NULL. `accumulate` says
  * which of them are added to instead of overwritten: CLMOE_LINEAR_ACC_DX | _DW | _DBIAS
@@ -120,6 +123,13 @@ typedef struct clmoe_adamw {
 CLMOE_API clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param,
                                         const clmoe_tensor *grad, clmoe_tensor *m, clmoe_tensor *v,
                                         const clmoe_adamw *hp);
+/* The same step, and copy (bf16, numel of param) = the new param rounded to nearest even, in
+ * the same kernel: the bf16 weights of a bf16 training step (clmoe_precision). param, m and
+ * v are updated by the same code as in clmoe_adamw_step. */
+CLMOE_API clmoe_status clmoe_adamw_step_bf16(clmoe_ctx *ctx, clmoe_tensor *param,
+                                             const clmoe_tensor *grad, clmoe_tensor *m,
+                                             clmoe_tensor *v, const clmoe_adamw *hp,
+                                             clmoe_tensor *copy);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,10 @@ typedef struct clmoe_param {
    * ...] tensor that the ranks share out; NULL for a whole tensor. */
   int32_t *rows;
   int64_t global_rows;
+  /* bf16 training (clmoe_precision): value rounded to bf16, the weights the step's products
+   * multiply with, rewritten by every AdamW step and by clmoe_params_refresh_bf16; buf NULL
+   * when the parameter has none. Never saved: checkpoints hold the fp32 value. */
+  clmoe_tensor bf16;
 } clmoe_param;
 
 typedef struct clmoe_params {
@@ -62,6 +66,13 @@ CLMOE_API clmoe_status clmoe_params_add_buffer(clmoe_params *ps, const char *nam
 CLMOE_API clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name,
                                              clmoe_tensor *value, int decay, int64_t global_rows,
                                              const int32_t *rows);
+/* Gives trainable parameter p a bf16 copy of its value (on = 1, filled now) or releases it
+ * (on = 0). */
+CLMOE_API clmoe_status clmoe_params_set_bf16_copy(clmoe_params *ps, clmoe_param *p, int on);
+/* Rewrites every bf16 copy from its value: after the values were written other than by
+ * clmoe_params_adamw (initialisation, a direct write; clmoe_params_load and the replica
+ * synchronisation do it themselves). */
+CLMOE_API clmoe_status clmoe_params_refresh_bf16(clmoe_params *ps);
 /* Looks a parameter up by name (NULL when absent). */
 CLMOE_API clmoe_param *clmoe_params_find(clmoe_params *ps, const char *name);
 /* Number of trainable scalars. */
@@ -70,7 +81,8 @@ CLMOE_API int64_t clmoe_params_count(const clmoe_params *ps);
 CLMOE_API clmoe_status clmoe_params_zero_grad(clmoe_params *ps);
 /* sqrt(sum of every gradient's squares), summed in registration order (deterministic). */
 CLMOE_API clmoe_status clmoe_params_grad_norm(clmoe_params *ps, double *norm);
-/* One AdamW step over every parameter (hp->step is ignored: the registry counts steps);
+/* One AdamW step over every parameter (hp->step is ignored: the registry counts steps;
+ * a parameter's bf16 copy is written in the same kernel, clmoe_adamw_step_bf16);
  * with clip > 0, gradients are scaled by min(1, clip / norm) first. *norm (may be NULL)
  * receives the norm before clipping. */
 CLMOE_API clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip,

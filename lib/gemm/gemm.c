@@ -111,3 +111,39 @@ clmoe_status clmoe_gemm_batched(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, 
   if (C->ndim != 3) return shape_error("clmoe_gemm_batched takes 3-D tensors", A, B, C);
   return clmoe_gemm_ex(ctx, ctx->gemm_backend, ta, tb, alpha, A, B, beta, C);
 }
+
+/* t itself when it is bf16, else a bf16 copy of it in *scratch (contiguous t only). */
+static clmoe_status as_bf16(clmoe_ctx *ctx, const clmoe_tensor *t, clmoe_tensor *scratch,
+                            const clmoe_tensor **out)
+{
+  *out = t;
+  if (t->dtype == CLMOE_BF16) return CLMOE_OK;
+  CLMOE_TRY(clmoe_tensor_create(ctx, scratch, CLMOE_BF16, t->ndim, t->shape));
+  *out = scratch;
+  return clmoe_tensor_copy(scratch, t);
+}
+
+clmoe_status clmoe_gemm_bf16(clmoe_ctx *ctx, clmoe_trans ta, clmoe_trans tb, float alpha,
+                             const clmoe_tensor *A, const clmoe_tensor *B, float beta, clmoe_tensor *C)
+{
+  if (!A || !B || !C) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gemm_bf16: an operand is NULL");
+  if (C->ndim != 2) return shape_error("clmoe_gemm_bf16 takes 2-D tensors", A, B, C);
+  gemm_shape s;
+  CLMOE_TRY(gemm_shape_of(ta, tb, A, B, C, &s));
+  /* An fp32 operand with a row stride wider than its rows (a column slice) is not rounded
+   * here: that product keeps clmoe_gemm's fp32 path, exact for the bf16 operand. */
+  if ((A->dtype == CLMOE_F32 && !clmoe_tensor_is_contiguous(A)) ||
+      (B->dtype == CLMOE_F32 && !clmoe_tensor_is_contiguous(B)))
+    return clmoe_gemm(ctx, ta, tb, alpha, A, B, beta, C);
+  clmoe_tensor sa = {0}, sb = {0};
+  const clmoe_tensor *a, *b;
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, as_bf16(ctx, A, &sa, &a), done);
+  CLMOE_TRY_GOTO(st, as_bf16(ctx, B, &sb, &b), done);
+  st = clmoe_gemm_ex(ctx, CLMOE_GEMM_TILE, ta, tb, alpha, a, b, beta, C);
+done:
+  /* The in-order queue: the scratch may go back to the pool once the product is enqueued. */
+  clmoe_tensor_destroy(&sa);
+  clmoe_tensor_destroy(&sb);
+  return st;
+}

@@ -93,8 +93,8 @@ clmoe_status clmoe_mla_weights_init(clmoe_mla_weights *w, uint64_t seed, float s
   return CLMOE_OK;
 }
 
-clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cfg,
-                                      const clmoe_mla_weights *w)
+static clmoe_status check_weights(const char *op, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                  int allow_bf16)
 {
   CLMOE_TRY(clmoe_mla_config_check(cfg));
   if (!w) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the weights are NULL", op);
@@ -102,10 +102,22 @@ clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cf
     int nd;
     int64_t s[2];
     clmoe_mla_weight_shape(cfg, i, &nd, s);
-    CLMOE_TRY(clmoe__want_shape(clmoe_mla_weight_at((clmoe_mla_weights *)w, i), op, weight_names[i], 0, nd,
-                                s[0], s[1], 0, 0));
+    CLMOE_TRY(clmoe__want_shape(clmoe_mla_weight_at((clmoe_mla_weights *)w, i), op, weight_names[i],
+                                allow_bf16 && nd == 2, nd, s[0], s[1], 0, 0));
   }
   return CLMOE_OK;
+}
+
+clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cfg,
+                                      const clmoe_mla_weights *w)
+{
+  return check_weights(op, cfg, w, 0);
+}
+
+clmoe_status clmoe__mla_check_layer_weights(const char *op, const clmoe_mla_config *cfg,
+                                            const clmoe_mla_weights *w)
+{
+  return check_weights(op, cfg, w, 1);
 }
 
 void clmoe_mla_saved_release(clmoe_mla_saved *s)

@@ -58,6 +58,10 @@ float clmoe__mla_scale(const clmoe_mla_config *cfg);
 float clmoe__mla_eps(const clmoe_mla_config *cfg);
 clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cfg,
                                       const clmoe_mla_weights *w);
+/* The same for the layer's forward and backward, whose matrices may also be bf16 (a bf16
+ * training step's copies, multiplied through clmoe_linear). */
+clmoe_status clmoe__mla_check_layer_weights(const char *op, const clmoe_mla_config *cfg,
+                                            const clmoe_mla_weights *w);
 
 /* ---- mla_attn_plan.c: the plan and its tile tables --------------------------------------- */
 

@@ -100,7 +100,7 @@ static clmoe_status layer_setup(clmoe_ctx *ctx, const char *op, const clmoe_mla_
 {
   char desc[96];
   memset(p, 0, sizeof *p);
-  CLMOE_TRY(clmoe__mla_check_weights(op, cfg, w));
+  CLMOE_TRY(clmoe__mla_check_layer_weights(op, cfg, w));
   if (!x || x->ndim != 3)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, d_model] f32", op,
                         x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL");

@@ -83,6 +83,7 @@ clmoe_status clmoe_dist_sync_replicas(clmoe_dist *d, clmoe_params *ps,
     CLMOE_TRY_GOTO(st, clmoe_dist_broadcast_tensor(d, t[i], 0), done);
     if (differed) (*differed)++;
   }
+  st = clmoe_params_refresh_bf16(ps); /* the bf16 copies follow the values they came from */
 done:
   free(t), free(mine), free(all), free(scratch);
   return st;

@@ -4,7 +4,7 @@
 lib_libclmoe_impl_la_SOURCES += lib/model/model_internal.h lib/model/params_internal.h \
 	lib/model/model_config.c lib/model/model_config_write.c lib/model/attn_res.c \
 	lib/model/params.c lib/model/params_ckpt.c lib/model/model.c lib/model/model_stack.c \
-	lib/model/model_run.c lib/model/dist_grads.c lib/model/dist_replicas.c
+	lib/model/model_run.c lib/model/model_precision.c lib/model/dist_grads.c lib/model/dist_replicas.c
 clmoeinclude_HEADERS += include/clmoe/model_config.h include/clmoe/attn_res.h \
 	include/clmoe/params.h include/clmoe/model.h include/clmoe/dist_grads.h
 CLMOE_KERNEL_FILES += kernels_cl/model/attn_res.cl
@@ -18,4 +18,7 @@ check_PROGRAMS += tests/mpi/mpi_grads
 tests_mpi_mpi_grads_SOURCES = tests/mpi/mpi_grads.c tests/mpi/mpi_common.h
 tests_mpi_mpi_grads_LDADD = lib/libclmoe.la $(OPENCL_LIBS) -lm
 TESTS += tests/mpi/test_dist_grads.sh tests/mpi/test_ep_train.sh tests/mpi/test_vendors.sh
+# bf16 training ([train] precision) against fp32 on the tiny preset, and its resume
+TESTS += tests/apps/test_train_bf16.sh
+EXTRA_DIST += tests/apps/test_train_bf16.sh
 EXTRA_DIST += tests/mpi/test_dist_grads.sh tests/mpi/test_ep_train.sh tests/mpi/test_vendors.sh

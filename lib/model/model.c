@@ -189,6 +189,7 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inferenc
   CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_gain", &m->far_g, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "final", "norm", &m->fnorm, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "", "head", &m->head, 1, NULL), fail);
+  CLMOE_TRY_GOTO(st, clmoe_model_set_precision(m, (clmoe_precision)cfg->train.precision), fail);
   *out = m;
   return CLMOE_OK;
 fail:
@@ -281,7 +282,7 @@ clmoe_status clmoe_model_init(clmoe_model *m, uint64_t seed)
       CLMOE_TRY(clmoe_moe_layer_init(&L->moe, ls + 200, sd));
     }
   }
-  return CLMOE_OK;
+  return clmoe_params_refresh_bf16(&m->params);
 }
 
 clmoe_params *clmoe_model_params(clmoe_model *m) { return &m->params; }

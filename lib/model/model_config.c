@@ -44,6 +44,16 @@ void clmoe_config_defaults(clmoe_config *c)
   t->keep_checkpoints = 3;
 }
 
+const char *clmoe_precision_name(clmoe_precision precision)
+{
+  switch (precision) {
+  case CLMOE_PRECISION_AUTO: return "auto";
+  case CLMOE_PRECISION_FP32: return "fp32";
+  case CLMOE_PRECISION_BF16: return "bf16";
+  }
+  return NULL;
+}
+
 /* ---- the key table ------------------------------------------------------------------- */
 #define OFF(field) offsetof(clmoe_config, field)
 #define TOFF(field) (offsetof(clmoe_config, train) + offsetof(clmoe_train_config, field))
@@ -102,6 +112,7 @@ const config_key clmoe__model_config_keys[] = {
     {"train", "log_every", CFG_I64, TOFF(log_every), 1, 1e15},
     {"train", "checkpoint_every", CFG_I64, TOFF(checkpoint_every), 0, 1e15},
     {"train", "keep_checkpoints", CFG_I64, TOFF(keep_checkpoints), 0, 1e9},
+    {"train", "precision", CFG_PRECISION, TOFF(precision), 0, 0},
     {NULL, NULL, CFG_I64, 0, 0, 0}};
 #define NKEYS (sizeof clmoe__model_config_keys / sizeof clmoe__model_config_keys[0] - 1)
 
@@ -225,6 +236,13 @@ static clmoe_status set_value(const parser *p, const config_key *k, char *value,
       return CLMOE_OK;
     }
     return bad(p, "'%s' is not bounded or unbounded", value);
+  case CFG_PRECISION:
+    for (int q = CLMOE_PRECISION_AUTO; q <= CLMOE_PRECISION_BF16; q++)
+      if (!strcmp(value, clmoe_precision_name((clmoe_precision)q))) {
+        *(int *)(base + k->offset) = q;
+        return CLMOE_OK;
+      }
+    return bad(p, "'%s' is not one of bf16, fp32, auto", value);
   case CFG_LAYERS: {
     char *items[CLMOE_MAX_LAYERS + 1];
     int n = split_list(value, items, CLMOE_MAX_LAYERS);
@@ -450,6 +468,8 @@ clmoe_status clmoe_config_validate(const clmoe_config *c, const char *name)
   NEED(t->min_lr <= t->lr, "[train] min_lr %g exceeds lr %g", t->min_lr, t->lr);
   NEED(t->warmup_steps <= t->steps, "[train] warmup_steps %lld exceeds steps %lld", (long long)t->warmup_steps,
        (long long)t->steps);
+  NEED(clmoe_precision_name((clmoe_precision)t->precision) != NULL,
+       "[train] precision %d is not one of bf16, fp32, auto", t->precision);
   return CLMOE_OK;
 #undef NEED
 }

@@ -63,7 +63,20 @@ struct clmoe_model {
   clmoe_expert_map *owned_map;     /* the even map clmoe_gen_load_ep made (freed with the model) */
   int64_t loss_count;              /* > 0: the backward's loss is a mean over this many
                                       tokens (all ranks'), not over this rank's */
+  int precision;                   /* clmoe_precision, resolved: FP32 or BF16 */
 };
+
+/* The training precision (model_precision.c). auto resolved for ctx's device. */
+clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p);
+/* The tensor the products of a step multiply with for weight w: its parameter's bf16 copy in
+ * a bf16 model, else w itself. */
+const clmoe_tensor *clmoe__model_weight(const clmoe_model *m, const clmoe_tensor *w);
+/* A layer's weights as the step uses them: the layer itself in fp32; in bf16 *tmp, a copy of
+ * it with each weight that has a bf16 copy replaced by that copy. */
+const clmoe_kda_layer *clmoe__model_kda(const clmoe_model *m, const clmoe_kda_layer *l, clmoe_kda_layer *tmp);
+const clmoe_mla_weights *clmoe__model_mla(const clmoe_model *m, const clmoe_mla_weights *w, clmoe_mla_weights *tmp);
+const clmoe_situ_ffn *clmoe__model_ffn(const clmoe_model *m, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp);
+const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_layer *l, clmoe_moe_layer *tmp);
 
 void clmoe__model_release_activations(clmoe_model *m);
 /* The expert-parallel model without gradients or moments (clmoe_gen_load_ep); replicas in
@@ -101,6 +114,7 @@ typedef enum {
   CFG_EVERY,                          /* mla_every: read only, folded into is_mla */
   CFG_LAYERS,                         /* mla_layers: 1-based numbers and ranges a-b */
   CFG_BALANCE, CFG_GATE,              /* names: balancing; bounded | unbounded */
+  CFG_PRECISION,                      /* auto | fp32 | bf16 (an int clmoe_precision) */
   CFG_CURRICULUM                      /* length@step, ... */
 } config_kind;
 

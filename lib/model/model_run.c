@@ -38,21 +38,34 @@ void clmoe__model_release_activations(clmoe_model *m)
   m->trained = 0;
 }
 
+/* Room for a layer's weight struct with bf16 copies in place (clmoe__model_kda, ...). */
+typedef union step_weights {
+  clmoe_kda_layer kda;
+  clmoe_mla_weights mla;
+  clmoe_situ_ffn ffn;
+  clmoe_moe_layer moe;
+} step_weights;
+
 /* The sub-layer's function: y [N, d] from its normed input x [N, d]. */
 static clmoe_status sublayer_forward(clmoe_model *m, model_layer *L, int s, const clmoe_tensor *x,
                                      clmoe_tensor *y, int train)
 {
   clmoe_tensor x3, y3;
   const int64_t s3[3] = {m->B, m->T, m->cfg.d_model};
+  step_weights wt; /* the layer's weights with their bf16 copies (a bf16 model) */
   if (s == SUB_MIXER) {
     CLMOE_TRY(clmoe_tensor_view(x, &x3, 3, s3, 0));
     CLMOE_TRY(clmoe_tensor_view(y, &y3, 3, s3, 0));
-    if (L->is_mla) return clmoe_mla_forward(m->ctx, &L->mla_cfg, &L->mla, &x3, NULL, &y3, train ? &L->msaved : NULL);
-    return clmoe_kda_layer_forward(m->ctx, &L->kda, &x3, NULL, &y3, train ? &L->kcache : NULL, NULL);
+    if (L->is_mla)
+      return clmoe_mla_forward(m->ctx, &L->mla_cfg, clmoe__model_mla(m, &L->mla, &wt.mla), &x3, NULL, &y3,
+                               train ? &L->msaved : NULL);
+    return clmoe_kda_layer_forward(m->ctx, clmoe__model_kda(m, &L->kda, &wt.kda), &x3, NULL, &y3,
+                                   train ? &L->kcache : NULL, NULL);
   }
-  if (L->is_dense) return clmoe_situ_ffn_forward(m->ctx, &L->ffn, x, 0.0f, y, train ? &L->fsaved : NULL);
+  if (L->is_dense)
+    return clmoe_situ_ffn_forward(m->ctx, clmoe__model_ffn(m, &L->ffn, &wt.ffn), x, 0.0f, y, train ? &L->fsaved : NULL);
   if (m->dist) return clmoe_moe_ep_forward(m->ctx, m->dist, &L->ep, x, y, train ? &L->epsaved : NULL);
-  return clmoe_moe_forward(m->ctx, &L->moe, x, y, train ? &L->moesaved : NULL);
+  return clmoe_moe_forward(m->ctx, clmoe__model_moe(m, &L->moe, &wt.moe), x, y, train ? &L->moesaved : NULL);
 }
 
 /* dx [N, d] (overwritten) from dy for the sub-layer; its weight gradients are added to the
@@ -62,18 +75,23 @@ static clmoe_status sublayer_backward(clmoe_model *m, model_layer *L, int s, con
 {
   clmoe_tensor x3, dy3, dx3;
   const int64_t s3[3] = {m->B, m->T, m->cfg.d_model};
+  step_weights wt;
   if (s == SUB_MIXER) {
     CLMOE_TRY(clmoe_tensor_view(x, &x3, 3, s3, 0));
     CLMOE_TRY(clmoe_tensor_view(dy, &dy3, 3, s3, 0));
     CLMOE_TRY(clmoe_tensor_view(dx, &dx3, 3, s3, 0));
     if (L->is_mla)
-      return clmoe_mla_backward(m->ctx, &L->mla_cfg, &L->mla, &x3, NULL, &L->msaved, &dy3, &dx3, &L->mla_g);
+      return clmoe_mla_backward(m->ctx, &L->mla_cfg, clmoe__model_mla(m, &L->mla, &wt.mla), &x3, NULL, &L->msaved,
+                                &dy3, &dx3, &L->mla_g);
     CLMOE_TRY(clmoe_tensor_fill(dx, 0.0)); /* the KDA mixer adds into dx */
-    return clmoe_kda_layer_backward(m->ctx, &L->kda, &x3, NULL, &L->kcache, &dy3, &L->kda_g, &dx3);
+    return clmoe_kda_layer_backward(m->ctx, clmoe__model_kda(m, &L->kda, &wt.kda), &x3, NULL, &L->kcache, &dy3,
+                                    &L->kda_g, &dx3);
   }
-  if (L->is_dense) return clmoe_situ_ffn_backward(m->ctx, &L->ffn, x, &L->fsaved, dy, &L->ffn_g, 0.0f, dx);
+  if (L->is_dense)
+    return clmoe_situ_ffn_backward(m->ctx, clmoe__model_ffn(m, &L->ffn, &wt.ffn), x, &L->fsaved, dy, &L->ffn_g,
+                                   0.0f, dx);
   if (m->dist) return clmoe_moe_ep_backward(m->ctx, m->dist, &L->ep, x, &L->epsaved, dy, &L->moe_g, dx);
-  return clmoe_moe_backward(m->ctx, &L->moe, x, &L->moesaved, dy, &L->moe_g, dx);
+  return clmoe_moe_backward(m->ctx, clmoe__model_moe(m, &L->moe, &wt.moe), x, &L->moesaved, dy, &L->moe_g, dx);
 }
 
 static clmoe_status upload_ids(clmoe_model *m, clmoe_tensor *t, const int32_t *host, const char *what)
@@ -143,7 +161,7 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), fail);
   CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &m->far_w, &m->far_g, eps, &m->fh, &m->falpha), fail);
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &m->fh, &m->fnorm, eps, &m->fhn, &m->frstd), fail);
-  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &m->fhn, &m->head, NULL, &m->logits), fail);
+  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &m->fhn, clmoe__model_weight(m, &m->head), NULL, &m->logits), fail);
   m->scored = 0;
   if (targets) {
     for (int64_t i = 0; i < m->N; i++) m->scored += targets[i] >= 0;
@@ -223,8 +241,8 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   /* loss -> logits -> head, final norm, final AttnRes */
   CLMOE_TRY_GOTO(st, clmoe_cross_entropy_backward(ctx, &m->logits, &m->targets, &m->lse, 1.0f / (float)count,
                                                   &dlogits), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, &m->head, &dlogits, &dhn, grad_of(m, &m->head), NULL,
-                                           CLMOE_LINEAR_ACC_DW), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, clmoe__model_weight(m, &m->head), &dlogits, &dhn,
+                                           grad_of(m, &m->head), NULL, CLMOE_LINEAR_ACC_DW), done);
   clmoe_tensor_destroy(&dlogits);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), done);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, m->final_nsrc, &dsrc), done);

@@ -21,6 +21,7 @@ void clmoe_params_destroy(clmoe_params *ps)
     clmoe_tensor_destroy(&ps->p[i].grad);
     clmoe_tensor_destroy(&ps->p[i].m);
     clmoe_tensor_destroy(&ps->p[i].v);
+    clmoe_tensor_destroy(&ps->p[i].bf16);
   }
   free(ps->p);
   memset(ps, 0, sizeof *ps);
@@ -104,6 +105,30 @@ clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name, clmoe_ten
   clmoe_param *p = &ps->p[ps->n - 1];
   p->rows = copy;
   p->global_rows = global_rows;
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_params_set_bf16_copy(clmoe_params *ps, clmoe_param *p, int on)
+{
+  if (!ps || !p || p < ps->p || p >= ps->p + ps->n)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_set_bf16_copy: not a parameter of this registry");
+  if (!on) {
+    clmoe_tensor_destroy(&p->bf16);
+    memset(&p->bf16, 0, sizeof p->bf16);
+    return CLMOE_OK;
+  }
+  if (!p->trainable)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_set_bf16_copy: '%s' is a buffer, not a parameter",
+                        p->name);
+  if (!p->bf16.buf && clmoe_tensor_numel(p->value) > 0)
+    CLMOE_TRY(clmoe_tensor_create(ps->ctx, &p->bf16, CLMOE_BF16, p->value->ndim, p->value->shape));
+  return p->bf16.buf ? clmoe_tensor_copy(&p->bf16, p->value) : CLMOE_OK;
+}
+
+clmoe_status clmoe_params_refresh_bf16(clmoe_params *ps)
+{
+  for (int i = 0; i < ps->n; i++)
+    if (ps->p[i].bf16.buf) CLMOE_TRY(clmoe_tensor_copy(&ps->p[i].bf16, ps->p[i].value));
   return CLMOE_OK;
 }
 
@@ -192,7 +217,8 @@ clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, clmoe_dist *dist, const c
     clmoe_param *p = &ps->p[i];
     if (!p->trainable) continue;
     h.weight_decay = p->decay ? wd : 0.0f;
-    CLMOE_TRY(clmoe_adamw_step(ps->ctx, p->value, &p->grad, &p->m, &p->v, &h));
+    if (p->bf16.buf) CLMOE_TRY(clmoe_adamw_step_bf16(ps->ctx, p->value, &p->grad, &p->m, &p->v, &h, &p->bf16));
+    else CLMOE_TRY(clmoe_adamw_step(ps->ctx, p->value, &p->grad, &p->m, &p->v, &h));
   }
   ps->step++;
   return CLMOE_OK;

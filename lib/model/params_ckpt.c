@@ -335,6 +335,7 @@ static clmoe_status load(clmoe_params *ps, const char *path, clmoe_ckpt_meta *me
     }
   }
   if (st == CLMOE_OK) ps->step = s;
+  if (st == CLMOE_OK) st = clmoe_params_refresh_bf16(ps);
   if (st == CLMOE_OK) st = clmoe__model_ckpt_copy_meta(f, meta);
   clmoe_st_close(f);
   return st;

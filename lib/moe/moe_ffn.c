@@ -3,17 +3,27 @@
 #include "moe_internal.h"
 
 #include <string.h>
+#include "clmoe/gemm.h"
 #include "clmoe/ops.h"
 
-/* The FFN's matrices: w_gate, w_upp [f, d], w_dn [d, f]; *f from w_gate. */
-static clmoe_status want_ffn(const char *op, const clmoe_situ_ffn *ffn, int64_t d, int64_t *f)
+/* The FFN's matrices: w_gate, w_upp [f, d], w_dn [d, f]; *f from w_gate. Weights may be
+ * bf16 (a bf16 training step's copies: their products run in bf16), gradients are fp32. */
+static clmoe_status want_ffn(const char *op, const clmoe_situ_ffn *ffn, int64_t d, int64_t *f, int allow_bf16)
 {
   if (!ffn || ffn->w_gate.ndim != 2)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: the FFN's w_gate must be [f, d]", op);
   *f = ffn->w_gate.shape[0];
-  CLMOE_TRY(clmoe__want_shape(&ffn->w_gate, op, "w_gate", 0, 2, *f, d, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(&ffn->w_upp, op, "w_upp", 0, 2, *f, d, 0, 0));
-  return clmoe__want_shape(&ffn->w_dn, op, "w_dn", 0, 2, d, *f, 0, 0);
+  CLMOE_TRY(clmoe__want_shape(&ffn->w_gate, op, "w_gate", allow_bf16, 2, *f, d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(&ffn->w_upp, op, "w_upp", allow_bf16, 2, *f, d, 0, 0));
+  return clmoe__want_shape(&ffn->w_dn, op, "w_dn", allow_bf16, 2, d, *f, 0, 0);
+}
+
+/* A product with weight W: in bf16 on the tile GEMM when W is a bf16 copy (as clmoe_linear). */
+static clmoe_status weight_gemm(clmoe_ctx *ctx, clmoe_trans tw, const clmoe_tensor *X, const clmoe_tensor *W,
+                                float beta, clmoe_tensor *Y)
+{
+  if (W->dtype == CLMOE_BF16) return clmoe_gemm_bf16(ctx, CLMOE_NOTRANS, tw, 1.0f, X, W, beta, Y);
+  return clmoe_gemm(ctx, CLMOE_NOTRANS, tw, 1.0f, X, W, beta, Y);
 }
 
 /* d from y's (or dy's) last dimension, and x of the same rows. */
@@ -35,7 +45,7 @@ clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, c
   static const char op[] = "clmoe_situ_ffn_forward";
   int64_t m, d, f;
   CLMOE_TRY(want_io(op, x, y, "y", &m, &d));
-  CLMOE_TRY(want_ffn(op, ffn, d, &f));
+  CLMOE_TRY(want_ffn(op, ffn, d, &f, 1));
   clmoe_situ_saved local, *s = saved ? saved : &local;
   memset(s, 0, sizeof *s);
   if (m == 0) return CLMOE_OK;
@@ -49,7 +59,7 @@ clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, c
   CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &ffn->w_gate, NULL, &s->u), fail);
   CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &ffn->w_upp, NULL, &s->w), fail);
   CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, &s->u, &s->w, &s->act), fail);
-  CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, &s->act, &ffn->w_dn, beta, &y2), fail);
+  CLMOE_TRY_GOTO(st, weight_gemm(ctx, CLMOE_TRANS, &s->act, &ffn->w_dn, beta, &y2), fail);
   if (!saved) clmoe_situ_saved_destroy(s);
   return CLMOE_OK;
 fail:
@@ -64,8 +74,8 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   static const char op[] = "clmoe_situ_ffn_backward";
   int64_t m, d, f, mdx;
   CLMOE_TRY(want_io(op, x, dy, "dy", &m, &d));
-  CLMOE_TRY(want_ffn(op, ffn, d, &f));
-  CLMOE_TRY(want_ffn(op, grad, d, &f));
+  CLMOE_TRY(want_ffn(op, ffn, d, &f, 1));
+  CLMOE_TRY(want_ffn(op, grad, d, &f, 0));
   if (dx) {
     CLMOE_TRY(clmoe__moe_want_rows(dx, op, "dx", d, &mdx));
     if (mdx != m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: dx and x differ in rows", op);
@@ -92,7 +102,7 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   if (dx) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, m, d), done);
     /* dx = dx_beta dx + du W_gate + dw W_upp (any dx_beta: the first product through clmoe_gemm) */
-    CLMOE_TRY_GOTO(st, clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &du, &ffn->w_gate, dx_beta, &dx2), done);
+    CLMOE_TRY_GOTO(st, weight_gemm(ctx, CLMOE_NOTRANS, &du, &ffn->w_gate, dx_beta, &dx2), done);
     st = clmoe_linear_backward(ctx, &x2, &ffn->w_upp, &dw, &dx2, NULL, NULL, CLMOE_LINEAR_ACC_DX);
   }
 done:

@@ -1,5 +1,6 @@
 /* The linear layer in PyTorch's Linear layout (include/clmoe/ops.h): Y = X W^T (+ bias) and
- * its backward, as products through clmoe_gemm, the bias as a row broadcast
+ * its backward, as products through clmoe_gemm (clmoe_gemm_bf16 on the tile GEMM when W is a
+ * bf16 training copy), the bias as a row broadcast
  * (kernels_cl/ops/elementwise.cl) and its gradient as column sums (clmoe_sum_rows). */
 #include <stdio.h>
 
@@ -23,6 +24,16 @@ static clmoe_status want_matrix(const char *op, const char *name, const clmoe_te
                       clmoe_tensor_describe(t, desc, sizeof desc), dims, a, b);
 }
 
+typedef clmoe_status (*gemm_fn)(clmoe_ctx *, clmoe_trans, clmoe_trans, float, const clmoe_tensor *,
+                                const clmoe_tensor *, float, clmoe_tensor *);
+
+/* The products of a bf16 W (a bf16 training step's weight copy) run in bf16 on the tile GEMM;
+ * every other W keeps clmoe_gemm, bit for bit as before. */
+static gemm_fn product(const clmoe_tensor *W)
+{
+  return W->dtype == CLMOE_BF16 ? clmoe_gemm_bf16 : clmoe_gemm;
+}
+
 clmoe_status clmoe_linear(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_tensor *W,
                           const clmoe_tensor *bias, clmoe_tensor *Y)
 {
@@ -33,7 +44,7 @@ clmoe_status clmoe_linear(clmoe_ctx *ctx, const clmoe_tensor *X, const clmoe_ten
   const int64_t out = W->shape[0];
   CLMOE_TRY(want_matrix(op, "Y", Y, rows, out, "rows, out"));
   if (bias) CLMOE_TRY(clmoe__want_shape(bias, op, "bias", 0, 1, out, 0, 0, 0));
-  CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, X, W, 0.0f, Y));
+  CLMOE_TRY(product(W)(ctx, CLMOE_NOTRANS, CLMOE_TRANS, 1.0f, X, W, 0.0f, Y));
   return bias ? clmoe__ops_add_rows(ctx, op, bias, Y) : CLMOE_OK;
 }
 
@@ -73,8 +84,21 @@ clmoe_status clmoe_linear_backward(clmoe_ctx *ctx, const clmoe_tensor *X, const 
                         accumulate);
   const float bx = (accumulate & CLMOE_LINEAR_ACC_DX) ? 1.0f : 0.0f;
   const float bw = (accumulate & CLMOE_LINEAR_ACC_DW) ? 1.0f : 0.0f;
-  if (dX) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, bx, dX));
-  if (dW) CLMOE_TRY(clmoe_gemm(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, bw, dW));
+  if (W->dtype == CLMOE_BF16 && dX && dW && dY->dtype == CLMOE_F32 && clmoe_tensor_is_contiguous(dY)) {
+    /* dY rounded to bf16 once for both products */
+    clmoe_tensor dy16 = {0};
+    clmoe_status st;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dy16, CLMOE_BF16, 2, dY->shape), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&dy16, dY), done);
+    CLMOE_TRY_GOTO(st, clmoe_gemm_bf16(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &dy16, W, bx, dX), done);
+    st = clmoe_gemm_bf16(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, &dy16, X, bw, dW);
+  done:
+    clmoe_tensor_destroy(&dy16);
+    CLMOE_TRY(st);
+  } else {
+    if (dX) CLMOE_TRY(product(W)(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, dY, W, bx, dX));
+    if (dW) CLMOE_TRY(product(W)(ctx, CLMOE_TRANS, CLMOE_NOTRANS, 1.0f, dY, X, bw, dW));
+  }
   return dbias ? bias_backward(ctx, dY, dbias, !!(accumulate & CLMOE_LINEAR_ACC_DBIAS))
                : CLMOE_OK;
 }

@@ -33,10 +33,11 @@ static clmoe_status check_adamw(const clmoe_adamw *hp)
   return CLMOE_OK;
 }
 
-clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
-                              clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp)
+/* The step, and with copy (bf16, numel of param) the new parameter rounded to bf16 in the
+ * same kernel. */
+static clmoe_status adamw(clmoe_ctx *ctx, const char *op, clmoe_tensor *param, const clmoe_tensor *grad,
+                          clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp, clmoe_tensor *copy)
 {
-  const char *op = "clmoe_adamw_step";
   CLMOE_TRY(clmoe__want(param, CLMOE_F32, op, "param"));
   CLMOE_TRY(clmoe__want(grad, CLMOE_F32, op, "grad"));
   CLMOE_TRY(clmoe__want(m, CLMOE_F32, op, "m"));
@@ -44,11 +45,15 @@ clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_t
   CLMOE_TRY(clmoe__want_numel(param, grad, op, "param", "grad"));
   CLMOE_TRY(clmoe__want_numel(param, m, op, "param", "m"));
   CLMOE_TRY(clmoe__want_numel(param, v, op, "param", "v"));
+  if (copy) {
+    CLMOE_TRY(clmoe__want(copy, CLMOE_BF16, op, "copy"));
+    CLMOE_TRY(clmoe__want_numel(param, copy, op, "param", "copy"));
+  }
   CLMOE_TRY(check_adamw(hp));
   cl_ulong n = (cl_ulong)clmoe_tensor_numel(param);
   if (n == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "optim", NULL, "adamw_step", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "optim", NULL, copy ? "adamw_step_bf16" : "adamw_step", &k));
   /* Bias corrections in double: b^t for large t underflows to 0, giving 1, as it should. */
   double t = (double)hp->step;
   float bc1 = (float)(1.0 - pow((double)hp->beta1, t));
@@ -60,5 +65,26 @@ clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_t
                         KA(v->buf), KA(vo), KA(n), KA(hp->lr), KA(hp->beta1), KA(hp->beta2),
                         KA(omb1), KA(omb2), KA(bc1), KA(bc2), KA(hp->eps), KA(hp->weight_decay),
                         KA(hp->grad_scale)));
+  if (copy) {
+    cl_ulong co = (cl_ulong)copy->offset;
+    cl_int err = clSetKernelArg(k, 19, sizeof copy->buf, &copy->buf);
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, 20, sizeof co, &co);
+    if (err != CL_SUCCESS) return clmoe__error(err, "%s: clSetKernelArg (the bf16 copy) failed", op);
+  }
   return clmoe__launch1d(ctx, k, (size_t)n);
+}
+
+clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
+                              clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp)
+{
+  return adamw(ctx, "clmoe_adamw_step", param, grad, m, v, hp, NULL);
+}
+
+clmoe_status clmoe_adamw_step_bf16(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
+                                   clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp,
+                                   clmoe_tensor *copy)
+{
+  if (!copy)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_adamw_step_bf16: copy is NULL");
+  return adamw(ctx, "clmoe_adamw_step_bf16", param, grad, m, v, hp, copy);
 }

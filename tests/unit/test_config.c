@@ -116,6 +116,7 @@ static int config_diff(const clmoe_config *a, const clmoe_config *b, char *why, 
   SAME_I(train.log_every);
   SAME_I(train.checkpoint_every);
   SAME_I(train.keep_checkpoints);
+  SAME_I(train.precision);
 #undef SAME_I
 #undef SAME_D
   return 0;
@@ -325,6 +326,7 @@ static void set_random(uint64_t *s, const config_key *k, clmoe_config *c)
              clmoe__model_config_balancing[rng_next(s) % (uint64_t)nb]);
     break;
   case CFG_GATE: c->kda_unbounded_gate = (int)(rng_next(s) & 1); break;
+  case CFG_PRECISION: *(int *)field = (int)(rng_next(s) % 3); break;
   case CFG_EVERY:
   case CFG_LAYERS:
   case CFG_CURRICULUM: break;

@@ -1,6 +1,7 @@
 /* CUnit suite: the whole model on the tiny preset: the loss at initialisation, the
  * gradient of every parameter group against finite differences of the loss along random
- * directions, training steps lowering the loss, checkpoints restoring the same losses. */
+ * directions, training steps lowering the loss, checkpoints restoring the same losses, the
+ * training precision (bf16 weight copies and their products). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,90 @@ static void check_flow(int mla, const char *what)
   clmoe_model_destroy(m);
 }
 
+
+/* Reads a parameter's value and its bf16 copy; 1 when every copy element is the value
+ * rounded to nearest even, bit for bit. */
+static int copy_is_rounded(const clmoe_param *p)
+{
+  const int64_t n = clmoe_tensor_numel(p->value);
+  float *v = malloc((size_t)n * sizeof *v), *c = malloc((size_t)n * sizeof *c);
+  int same = v && c && clmoe_tensor_read(p->value, v, (size_t)n * sizeof *v) == CLMOE_OK &&
+             clmoe_tensor_read_f32(&p->bf16, c) == CLMOE_OK;
+  for (int64_t i = 0; same && i < n; i++)
+    if (clmoe_f32_from_bf16(clmoe_bf16_from_f32(v[i])) != c[i] || c[i] != c[i]) same = 0;
+  free(v), free(c);
+  return same;
+}
+
+/* The training precision: auto follows the tile probe; bf16 gives exactly the 2-D w_*
+ * matrices and the head a copy (the value rounded), which AdamW keeps rounded; the logits move
+ * by bf16 rounding and no more; back to fp32 the copies go. */
+static void test_precision(void)
+{
+  clmoe_model *m = tiny(21, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  const clmoe_precision want_auto =
+      clmoe_ctx_tile_impl(test_ctx) == CLMOE_TILE_PORTABLE ? CLMOE_PRECISION_FP32 : CLMOE_PRECISION_BF16;
+  CU_ASSERT_EQUAL(clmoe_model_precision(m), want_auto);
+  clmoe_params *ps = clmoe_model_params(m);
+  batch(22);
+  const int64_t n = B * T * clmoe_model_config(m)->vocab;
+  float *f32 = malloc((size_t)n * sizeof *f32), *h = malloc((size_t)n * sizeof *h);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f32 && h ? f32 : NULL);
+  TEST_OK(clmoe_model_set_precision(m, CLMOE_PRECISION_FP32));
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, NULL, 0, NULL, NULL));
+  TEST_OK(clmoe_tensor_read(clmoe_model_logits(m), f32, (size_t)n * sizeof *f32));
+
+  TEST_OK(clmoe_model_set_precision(m, CLMOE_PRECISION_BF16));
+  CU_ASSERT_EQUAL(clmoe_model_precision(m), CLMOE_PRECISION_BF16);
+  int copies = 0, wrong = 0;
+  for (int i = 0; i < ps->n; i++) {
+    const clmoe_param *p = &ps->p[i];
+    const char *base = strrchr(p->name, '/') ? strrchr(p->name, '/') + 1 : p->name;
+    const int want = p->trainable && p->value->ndim == 2 && (!strncmp(base, "w_", 2) || !strcmp(p->name, "head"));
+    if (want != (p->bf16.buf != NULL)) {
+      fprintf(stderr, "\n    %s: bf16 copy %s\n", p->name, want ? "missing" : "not expected");
+      wrong++;
+    }
+    if (p->bf16.buf) copies++;
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  CU_ASSERT(copies > 10);
+  clmoe_param *head = clmoe_params_find(ps, "head");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(head);
+  CU_ASSERT(copy_is_rounded(head));
+  CU_ASSERT_PTR_NULL(clmoe_params_find(ps, "embed")->bf16.buf);
+
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, NULL, 0, NULL, NULL));
+  TEST_OK(clmoe_tensor_read(clmoe_model_logits(m), h, (size_t)n * sizeof *h));
+  double diff = 0.0, mag = 0.0;
+  for (int64_t i = 0; i < n; i++) diff += fabs((double)h[i] - f32[i]), mag += fabs((double)f32[i]);
+  /* bf16 operands: about 2^-9 relative per product, a few of them in a row */
+  if (!(diff / mag > 0.0 && diff / mag < 2e-2)) fprintf(stderr, "\n    bf16 logits differ by %.3g (relative)\n", diff / mag);
+  CU_ASSERT(diff / mag > 0.0 && diff / mag < 2e-2);
+
+  /* one training step: the copies follow the updated weights */
+  clmoe_adamw hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  double loss;
+  int64_t scored;
+  TEST_OK(clmoe_params_zero_grad(ps));
+  TEST_OK(clmoe_model_forward(m, B, T, tokens, targets, 1, &loss, &scored));
+  TEST_OK(clmoe_model_backward(m));
+  TEST_OK(clmoe_params_adamw(ps, &hp, 1.0, NULL));
+  CU_ASSERT(isfinite(loss));
+  int rounded = 1;
+  for (int i = 0; i < ps->n; i++)
+    if (ps->p[i].bf16.buf && !copy_is_rounded(&ps->p[i])) rounded = 0;
+  CU_ASSERT(rounded);
+
+  /* back to fp32: no copies */
+  TEST_OK(clmoe_model_set_precision(m, CLMOE_PRECISION_FP32));
+  for (int i = 0; i < ps->n; i++) CU_ASSERT_PTR_NULL(ps->p[i].bf16.buf);
+  CU_ASSERT_EQUAL(clmoe_model_set_precision(m, (clmoe_precision)7), CLMOE_ERR_INVALID_ARGUMENT);
+  free(f32), free(h);
+  clmoe_model_destroy(m);
+}
+
 static void test_flow(void)
 {
   check_flow(-1, "tiny");
@@ -250,6 +335,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "loss at initialisation is ln(vocab)", test_init_loss);
   CU_add_test(suite, "gradients = finite differences, by parameter group", test_gradients);
   CU_add_test(suite, "training steps lower the loss", test_training_lowers_loss);
+  CU_add_test(suite, "precision: bf16 copies of the w_* matrices and the head, rounded, kept by AdamW", test_precision);
 }
 
 int main(void) { return test_main("model", add_tests); }

@@ -1,0 +1,107 @@
+/* The training precision of a model (clmoe_precision, include/clmoe/model.h): which
+ * parameters get a bf16 copy, and the layers' weight structs seen with those copies in
+ * place of the fp32 values, for the forward and backward of a bf16 step. */
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include "clmoe/model.h"
+#include "clmoe/params.h"
+#include "clmoe/tile.h"
+
+/* A parameter that only ever feeds clmoe_linear / clmoe_gemm as a weight matrix: a 2-D
+ * "w_*" of a layer or the output head. Not the embedding (a lookup), the KDA convolutions and
+ * dt_bias (2-D, elementwise), gains, the stacked expert weights [E, ...] (the grouped
+ * expert kernels read fp32), nor the MoE layers of an expert-parallel model (their own
+ * forward). */
+static int feeds_products(const clmoe_model *m, const clmoe_param *p)
+{
+  if (!p->trainable || p->value->ndim != 2) return 0;
+  const char *base = strrchr(p->name, '/');
+  base = base ? base + 1 : p->name;
+  if (!strcmp(p->name, "head")) return 1;
+  if (strncmp(base, "w_", 2)) return 0;
+  if (m->dist && strstr(p->name, "/ffn/")) {
+    int l = -1;
+    if (sscanf(p->name, "layer%d/", &l) == 1 && l >= 0 && l < m->cfg.layers && !m->layers[l].is_dense)
+      return 0;
+  }
+  return 1;
+}
+
+clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p)
+{
+  if (p != CLMOE_PRECISION_AUTO) return p;
+  return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE ? CLMOE_PRECISION_FP32 : CLMOE_PRECISION_BF16;
+}
+
+clmoe_status clmoe_model_set_precision(clmoe_model *m, clmoe_precision precision)
+{
+  if (!m) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_set_precision: model is NULL");
+  if (!clmoe_precision_name(precision))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_set_precision: precision %d is not one of "
+                        "bf16, fp32, auto", (int)precision);
+  const clmoe_precision p = clmoe__model_resolve_precision(m->ctx, precision);
+  if (m->inference_only || m->params.inference) {
+    m->precision = CLMOE_PRECISION_FP32; /* no optimizer step refreshes copies: none are made */
+    return CLMOE_OK;
+  }
+  for (int i = 0; i < m->params.n; i++) {
+    clmoe_param *q = &m->params.p[i];
+    CLMOE_TRY(clmoe_params_set_bf16_copy(&m->params, q, p == CLMOE_PRECISION_BF16 && feeds_products(m, q)));
+  }
+  m->precision = p;
+  return CLMOE_OK;
+}
+
+clmoe_precision clmoe_model_precision(const clmoe_model *m) { return (clmoe_precision)m->precision; }
+
+const clmoe_tensor *clmoe__model_weight(const clmoe_model *m, const clmoe_tensor *w)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return w;
+  for (int i = 0; i < m->params.n; i++)
+    if (m->params.p[i].value == w) return m->params.p[i].bf16.buf ? &m->params.p[i].bf16 : w;
+  return w;
+}
+
+#define SWAP(m, dst, src, field) ((dst)->field = *clmoe__model_weight(m, &(src)->field))
+
+const clmoe_kda_layer *clmoe__model_kda(const clmoe_model *m, const clmoe_kda_layer *l, clmoe_kda_layer *tmp)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return l;
+  *tmp = *l;
+  clmoe_tensor *src[CLMOE_KDA_LAYER_PARAMS], *dst[CLMOE_KDA_LAYER_PARAMS];
+  clmoe_kda_layer_params((clmoe_kda_layer *)l, src, NULL, NULL);
+  clmoe_kda_layer_params(tmp, dst, NULL, NULL);
+  for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) *dst[i] = *clmoe__model_weight(m, src[i]);
+  return tmp;
+}
+
+const clmoe_mla_weights *clmoe__model_mla(const clmoe_model *m, const clmoe_mla_weights *w, clmoe_mla_weights *tmp)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return w;
+  *tmp = *w;
+  for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++)
+    *clmoe_mla_weight_at(tmp, i) = *clmoe__model_weight(m, clmoe_mla_weight_at((clmoe_mla_weights *)w, i));
+  return tmp;
+}
+
+const clmoe_situ_ffn *clmoe__model_ffn(const clmoe_model *m, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return f;
+  SWAP(m, tmp, f, w_gate);
+  SWAP(m, tmp, f, w_upp);
+  SWAP(m, tmp, f, w_dn);
+  return tmp;
+}
+
+const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_layer *l, clmoe_moe_layer *tmp)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return l;
+  *tmp = *l;
+  SWAP(m, tmp, l, w_router);
+  SWAP(m, tmp, l, w_down);
+  SWAP(m, tmp, l, w_up);
+  clmoe__model_ffn(m, &l->shared, &tmp->shared);
+  return tmp;
+}
