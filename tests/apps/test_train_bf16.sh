@@ -63,7 +63,7 @@ else fail "bf16 does not follow fp32: $(cat "$tmp/cmp")"; paste -d'|' "$tmp/f/me
 #    rebuilt from the fp32 weights the checkpoint holds).
 common="--config $tmp/bf16.cfg $run --steps 8 --eval-every 4"
 expect "bf16, uninterrupted 8 steps" 0 "" -- "$train" $common --out "$tmp/a"
-expect "bf16, --stop-at 4" 0 "at step 4 (--stop-at)" -- "$train" $common --stop-at 4 --out "$tmp/b"
+expect "bf16, --stop-at 4" 75 "at step 4 (--stop-at)" -- "$train" $common --stop-at 4 --out "$tmp/b"
 expect "bf16, --resume to 8" 0 "at step 8 (end)" -- "$train" --resume "$tmp/b/checkpoint.safetensors" --out "$tmp/b" --sample 0 --quiet
 if [ "$(cut -d, -f1-5 "$tmp/a/metrics.csv")" = "$(cut -d, -f1-5 "$tmp/b/metrics.csv")" ]; then
   pass "bf16: resumed losses equal the uninterrupted run's"
