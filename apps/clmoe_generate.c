@@ -1,7 +1,8 @@
-/* clmoe-generate: text from a clmoe-train checkpoint. Prompts (bytes: the shipped models
- * are byte-level) are prefilled together in chunks, then decoded together one token per
- * sequence per step with sampling, streamed as produced; a summary of speed and memory goes
- * to stderr. --prefill-bench measures long synthetic prompts instead (generate_report.c). */
+/* clmoe-generate: text from a clmoe-train checkpoint. Prompts (bytes for the byte-level
+ * models clmoe-train makes, token ids, or text through a tokenizer: generate_tokens.c) are
+ * prefilled together in chunks, then decoded together one token per sequence per step with
+ * sampling, streamed as produced; a summary of speed and memory goes to stderr.
+ * --prefill-bench measures long synthetic prompts instead (generate_report.c). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -12,7 +13,8 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-generate --ckpt FILE [--prompt TEXT | --prompt-file FILE]... [options]\n"
+  printf("Usage: clmoe-generate --ckpt FILE [--prompt TEXT | --prompt-file FILE | --prompt-ids LIST]...\n"
+         "                      [options]\n"
          "       clmoe-generate --ckpt FILE --prefill-bench T[,T...] [options]\n"
          "\n"
          "Generates bytes from a checkpoint written by clmoe-train (its config is inside it).\n"
@@ -22,6 +24,10 @@ static void usage(void)
          "  --ckpt FILE         the checkpoint (e.g. clmoe-run/checkpoint.safetensors)\n"
          "  --prompt TEXT       a prompt (repeat for a batch); bytes are tokens\n"
          "  --prompt-file FILE  a prompt read from a file (repeatable; - is stdin)\n"
+         "  --prompt-ids LIST   a prompt as token ids, e.g. 5,17,300 (repeatable)\n"
+         "  --tokenizer PATH    a tokenizer.json, tiktoken.model or a folder holding one: text\n"
+         "                      prompts are encoded (special tokens written in them included)\n"
+         "                      and the output decoded through it (default: bytes are tokens)\n"
          "Generation:\n"
          "  -n N                new tokens per prompt (default 128)\n"
          "  --greedy            always the most likely token (same as --temperature 0)\n"
@@ -44,7 +50,10 @@ static void usage(void)
          "                      comma-separated list runs several lengths) in chunks and report\n"
          "                      time, tokens/s, the constant KDA state and the growing MLA cache\n"
          "  --bench-steps N     decode steps timed after each benchmark prefill (default 4)\n"
-         "  --json FILE         the summary, prompts and texts as JSON (- for stdout)\n"
+         "  --json FILE         the summary, prompts, texts and generated ids as JSON (- for\n"
+         "                      stdout)\n"
+         "  --logits FILE       write the logits at each prompt's last position as a safetensors\n"
+         "                      file: \"logits\" [prompts, vocab] fp32\n"
          "  --ep N              expert parallelism over N MPI ranks (mpirun -np N clmoe-generate\n"
          "                      --ep N ...): the routed experts spread evenly over the ranks,\n"
          "                      every rank runs the same prompts, rank 0 samples and prints;\n"
@@ -100,7 +109,7 @@ static void add_prompt(gen_opts *o, char *bytes, int64_t len, const char *file)
 {
   if (o->nprompts == GEN_MAX_PROMPTS) app_usage_error("at most %d prompts", GEN_MAX_PROMPTS);
   char label[32], *from;
-  snprintf(label, sizeof label, "--prompt #%d", o->nprompts + 1);
+  snprintf(label, sizeof label, "%s #%d", bytes ? "--prompt" : "--prompt-ids", o->nprompts + 1);
   if (!(from = strdup(file ? file : label))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
   o->prompt[o->nprompts] = bytes;
   o->prompt_len[o->nprompts] = len;
@@ -121,7 +130,14 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       char *copy = strdup(v);
       if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
       add_prompt(o, copy, (int64_t)strlen(v), NULL);
-    } else if (app_option(argc, argv, &i, "--prompt-file", &v)) {
+    } else if (app_option(argc, argv, &i, "--prompt-ids", &v)) {
+      int64_t n;
+      int32_t *ids = gen_parse_ids("--prompt-ids", v, &n);
+      add_prompt(o, NULL, n, NULL);
+      o->prompt_ids[o->nprompts - 1] = ids;
+    } else if (app_option(argc, argv, &i, "--tokenizer", &v)) o->tokenizer = v;
+    else if (app_option(argc, argv, &i, "--logits", &v)) o->logits = v;
+    else if (app_option(argc, argv, &i, "--prompt-file", &v)) {
       int64_t len;
       char *bytes = read_all(v, &len);
       add_prompt(o, bytes, len, v);
@@ -165,35 +181,6 @@ static void parse_args(int argc, char **argv, gen_opts *o)
                                                o->prompt_from[p]);
 }
 
-/* The prompts as tokens; a byte outside the vocabulary is an error naming the prompt. */
-static int32_t **prompt_tokens(const gen_opts *o, int64_t V)
-{
-  int32_t **t = calloc((size_t)o->nprompts, sizeof *t);
-  if (!t) app_die(CLMOE_ERR_OUT_OF_MEMORY, "prompts");
-  for (int p = 0; p < o->nprompts; p++) {
-    if (!(t[p] = malloc((size_t)o->prompt_len[p] * sizeof **t))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "prompts");
-    for (int64_t i = 0; i < o->prompt_len[p]; i++) {
-      const int32_t b = (unsigned char)o->prompt[p][i];
-      if (b >= V) {
-        fprintf(stderr, "%s: prompt %d (%s): byte 0x%02x at offset %lld is outside the model's vocabulary of %lld "
-                "tokens\n", app_name, p + 1, o->prompt_from[p], (unsigned)b, (long long)i, (long long)V);
-        exit(1);
-      }
-      t[p][i] = b;
-    }
-  }
-  return t;
-}
-
-/* Appends a token to a sequence's text (bytes; tokens past 255 as "<id>"). */
-static void append(gen_result *r, int64_t s, int32_t tok, char *piece, size_t *plen)
-{
-  if (tok < 256) piece[0] = (char)tok, *plen = 1;
-  else *plen = (size_t)snprintf(piece, 16, "<%d>", tok);
-  memcpy(r->text[s] + r->text_len[s], piece, *plen);
-  r->text_len[s] += (int64_t)*plen;
-}
-
 static int ends_with(const char *text, int64_t len, const char *stop)
 {
   const int64_t n = (int64_t)strlen(stop);
@@ -213,28 +200,37 @@ static void share_tokens(int32_t *next, int64_t n)
   free(v);
 }
 
-static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, double load_s)
+static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmoe_tokenizer *tk, double load_s)
 {
   const int64_t n = o->nprompts, V = clmoe_model_config(model)->vocab;
-  int32_t **tok = prompt_tokens(o, V);
-  gen_result r = {.nseq = n, .load_s = load_s};
+  int64_t *lens = calloc((size_t)n, sizeof *lens);
+  if (!lens) app_die(CLMOE_ERR_OUT_OF_MEMORY, "prompts");
+  int32_t **tok = gen_prompt_tokens(o, tk, V, lens);
+  gen_result r = {.nseq = n, .load_s = load_s, .prompt = tok, .prompt_len = lens};
   r.text = calloc((size_t)n, sizeof *r.text);
   r.text_len = calloc((size_t)n, sizeof *r.text_len);
+  r.text_cap = calloc((size_t)n, sizeof *r.text_cap);
+  r.ids = calloc((size_t)n, sizeof *r.ids);
+  r.nids = calloc((size_t)n, sizeof *r.nids);
   r.why = calloc((size_t)n, sizeof *r.why);
   float *logits = malloc((size_t)(n * V) * sizeof *logits);
   int32_t *next = calloc((size_t)n, sizeof *next);
-  if (!r.text || !r.text_len || !r.why || !logits || !next) app_die(CLMOE_ERR_OUT_OF_MEMORY, "generation buffers");
+  if (!r.text || !r.text_len || !r.text_cap || !r.ids || !r.nids || !r.why || !logits || !next)
+    app_die(CLMOE_ERR_OUT_OF_MEMORY, "generation buffers");
   for (int64_t s = 0; s < n; s++) {
-    if (!(r.text[s] = malloc((size_t)o->max_new * 16 + 1))) app_die(CLMOE_ERR_OUT_OF_MEMORY, "texts");
-    r.prompt_tokens += o->prompt_len[s];
+    r.text_cap[s] = o->max_new + 1;
+    if (!(r.text[s] = malloc((size_t)r.text_cap[s])) || !(r.ids[s] = malloc((size_t)o->max_new * sizeof **r.ids)))
+      app_die(CLMOE_ERR_OUT_OF_MEMORY, "texts");
+    r.prompt_tokens += lens[s];
   }
   clmoe_gen_state *g;
   APP_CHECK(clmoe_gen_state_create(model, n, &o->gen, &g));
   const double t0 = app_now();
-  APP_CHECK(clmoe_gen_prefill(g, (const int32_t *const *)tok, o->prompt_len, logits, NULL));
+  APP_CHECK(clmoe_gen_prefill(g, (const int32_t *const *)tok, lens, logits, NULL));
   r.prefill_s = app_now() - t0;
+  if (o->logits && (!app_dist || clmoe_dist_rank(app_dist) == 0)) gen_write_logits(o->logits, logits, n, V);
   int64_t active = n;
-  char piece[16];
+  const char *piece;
   size_t plen;
   for (int64_t k = 0; active > 0; k++) {
     for (int64_t s = 0; s < n; s++) /* finished sequences: fed their last token again */
@@ -242,7 +238,8 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, doub
     if (app_dist) share_tokens(next, n);
     for (int64_t s = 0; s < n; s++) {
       if (r.why[s]) continue; /* finished: output ignored */
-      append(&r, s, next[s], piece, &plen);
+      r.ids[s][r.nids[s]++] = next[s];
+      gen_append(&r, s, next[s], tk, &piece, &plen);
       r.new_tokens++;
       if (n == 1) {
         fwrite(piece, 1, plen, stdout);
@@ -273,8 +270,9 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, doub
   clmoe_gen_memory_usage(g, &r.mem);
   gen_report(o, model, ctx, &r);
   clmoe_gen_state_destroy(g);
-  for (int64_t s = 0; s < n; s++) free(tok[s]), free(r.text[s]);
-  free(tok), free(r.text), free(r.text_len), free(r.why), free(logits), free(next);
+  for (int64_t s = 0; s < n; s++) free(tok[s]), free(r.text[s]), free(r.ids[s]);
+  free(tok), free(lens), free(r.text), free(r.text_len), free(r.text_cap), free(r.ids), free(r.nids), free(r.why), free(logits),
+      free(next);
 }
 
 int main(int argc, char **argv)
@@ -321,11 +319,18 @@ int main(int argc, char **argv)
             app_name, o.ckpt);
   clmoe_ckpt_meta_free(&meta);
   int rc = 0;
+  clmoe_tokenizer *tk = NULL;
+  if (o.tokenizer && clmoe_tokenizer_open(o.tokenizer, NULL, &tk) != CLMOE_OK)
+    app_fail(APP_EXIT_FAILED, "--tokenizer %s: %s", o.tokenizer, clmoe_last_error());
+  if (tk && clmoe_tokenizer_vocab(tk) > clmoe_model_config(model)->vocab)
+    fprintf(stderr, "%s: warning: the tokenizer has %lld ids, the model's vocabulary %lld: larger ids are refused\n",
+            app_name, (long long)clmoe_tokenizer_vocab(tk), (long long)clmoe_model_config(model)->vocab);
   if (o.nbench) rc = gen_prefill_bench(&o, model, ctx);
-  else generate(&o, model, ctx, load_s);
+  else generate(&o, model, ctx, tk, load_s);
+  clmoe_tokenizer_free(tk);
   clmoe_model_destroy(model);
   clmoe_ctx_destroy(ctx);
   if (app_dist) app_dist_end();
-  for (int p = 0; p < o.nprompts; p++) free(o.prompt[p]), free(o.prompt_from[p]);
+  for (int p = 0; p < o.nprompts; p++) free(o.prompt[p]), free(o.prompt_from[p]), free(o.prompt_ids[p]);
   return rc;
 }

@@ -74,10 +74,19 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
   for (int64_t s = 0; s < r->nseq; s++) {
     fprintf(f, "    {\"prompt\": ");
     json_string(f, o->prompt_from[s]);
-    fprintf(f, ", \"prompt_text\": ");
-    json_bytes(f, o->prompt[s], o->prompt_len[s]);
+    if (!o->prompt_ids[s]) {
+      fprintf(f, ", \"prompt_text\": ");
+      json_bytes(f, o->prompt[s], o->prompt_len[s]);
+    }
+    fprintf(f, ", \"prompt_ids\": [");
+    for (int64_t i = 0; i < r->prompt_len[s]; i++) fprintf(f, "%s%d", i ? ", " : "", r->prompt[s][i]);
+    fprintf(f, "]");
     fprintf(f, ", \"end\": \"%s\", \"text\": ", r->why[s] ? r->why[s] : "length");
     json_bytes(f, r->text[s], r->text_len[s]);
+    fprintf(f, ", \"ids\": [");
+    for (int64_t i = 0; i < r->nids[s]; i++)
+      fprintf(f, "%s%d", i ? ", " : "", r->ids[s][i]);
+    fprintf(f, "]");
     fprintf(f, "}%s\n", s + 1 < r->nseq ? "," : "");
   }
   fprintf(f, "  ]\n}\n");

@@ -101,6 +101,25 @@ if "$train" --config "$tmp/v130.conf" --steps 1 --batch 2 --seq-len 32 --task mq
 else
   fail "clmoe-train made no vocab-130 checkpoint"; cat "$tmp/train130.log"
 fi
+# Token ids in and out: a prompt given as ids gives the text and the logits (--logits) of
+# the same prompt given as bytes; the JSON has the prompt's and the output's ids; bad ids.
+op="$apps/clmoe-op"
+expect "--prompt-ids" 0 "" -- sh -c "'$gen' --ckpt '$ckpt' --prompt-ids 84,104,101,32 -n 12 --greedy --quiet \
+  --logits '$tmp/l_ids.st' > '$tmp/ids.txt'"
+expect "--prompt with those bytes" 0 "" -- sh -c "'$gen' --ckpt '$ckpt' --prompt 'The ' -n 12 --greedy --quiet \
+  --logits '$tmp/l_txt.st' > '$tmp/txt.txt'"
+expect "  ... the same text" 0 "" -- cmp "$tmp/ids.txt" "$tmp/txt.txt"
+expect "  ... the same logits" 0 "logits .* ok" -- "$op" compare "$tmp/l_ids.st" "$tmp/l_txt.st" --tol 0
+expect "  ... logits [1, 256]" 0 "F32 \[1, 256\]" -- "$op" compare "$tmp/l_ids.st" "$tmp/l_ids.st"
+"$gen" --ckpt "$ckpt" --prompt-ids 84,104,101,32 --prompt ab -n 5 --greedy --quiet --json "$tmp/ids.json" > /dev/null 2>&1
+if grep -q '"prompt_ids": \[84, 104, 101, 32\]' "$tmp/ids.json" && grep -q '"prompt_text": "ab", "prompt_ids": \[97, 98\]' "$tmp/ids.json" &&
+   [ "$(grep -o '"ids": \[[0-9, ]*\]' "$tmp/ids.json" | sed -n 1p | tr ',' '\n' | wc -l)" -eq 5 ]; then
+  pass "JSON: the prompts' ids and 5 generated ids per sequence"
+else fail "JSON ids"; cat "$tmp/ids.json"; fi
+expect "--prompt-ids not ids" 2 "expected comma-separated token ids" -- "$gen" --ckpt "$ckpt" --prompt-ids 1,,2
+expect "--prompt-ids outside the vocabulary" 1 "token 256 at position 1 is outside the model's vocabulary of 256" -- \
+  "$gen" --ckpt "$ckpt" --prompt-ids 1,256
+expect "--tokenizer missing" 1 "--tokenizer $tmp/none.json" -- "$gen" --ckpt "$ckpt" --tokenizer "$tmp/none.json" --prompt a
 expect "generate --prefill-bench with a prompt" 2 "leave out --prompt" -- "$gen" --ckpt "$ckpt" --prefill-bench 10 --prompt a
 
 echo "$fails failed"

@@ -66,6 +66,21 @@ else
     --data "$tmp/data.tok" --steps 2 --batch 2 --seq-len 32 --eval-every 2 --sample 0 --out "$tmp/run"
   expect "a model with a smaller vocabulary refuses the shard" 1 "exceeds the model's" -- "$train" --preset tiny \
     --data "$tmp/data.tok" --steps 2 --batch 2 --seq-len 32 --sample 0 --quiet --out "$tmp/run2"
+  # clmoe-generate through the tokenizer: the prompt's ids are clmoe-tokenize's, and the
+  # printed text is the decoding of the ids it reports
+  gen="$apps/clmoe-generate"
+  expect "clmoe-generate --tokenizer" 0 "" -- sh -c "'$gen' --ckpt '$tmp/run/checkpoint.safetensors' --tokenizer \
+    '$fx/llama3.json' --prompt 'Hello world' -n 6 --greedy --quiet --json '$tmp/gen.json' > '$tmp/gen.txt'"
+  want=$("$tok" --tokenizer "$fx/llama3.json" --print-ids --text "Hello world" | sed 's/,/, /g')
+  got=$(sed -n 's/.*"prompt_ids": \[\([0-9, ]*\)\].*/\1/p' "$tmp/gen.json")
+  ids=$(sed -n 's/.*"ids": \[\([0-9, ]*\)\]}.*/\1/p' "$tmp/gen.json" | tr -d ' ')
+  "$tok" --tokenizer "$fx/llama3.json" --decode "$ids" > "$tmp/dec.txt" 2> /dev/null
+  printf '\n' >> "$tmp/dec.txt" # (clmoe-generate ends one prompt's text with a newline)
+  if [ -n "$want" ] && [ "$got" = "$want" ] && [ -n "$ids" ] && cmp -s "$tmp/dec.txt" "$tmp/gen.txt"; then
+    pass "clmoe-generate --tokenizer: prompt ids $got, output ids $ids decode to its text"
+  else
+    fail "clmoe-generate --tokenizer: prompt ids '$got' (want '$want'), ids '$ids'"; od -c "$tmp/gen.txt" | head -3; od -c "$tmp/dec.txt" | head -3
+  fi
 fi
 
 # 3. bad command lines, files and ids
