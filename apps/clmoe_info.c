@@ -27,7 +27,7 @@ static void usage(void)
          "                 a device's name or vendor (default: CLMOE_DEVICE, else the first\n"
          "                 GPU, else the first CPU device)\n"
          "  --json FILE    write the same information as JSON (- for stdout)\n"
-         "  --warm         build the kernels a model's training step uses on the chosen\n"
+         "  --warm         build the kernels a model's training step and generation use on the chosen\n"
          "                 device into the cache (for example in a Slurm prolog; kernels are\n"
          "                 built for the model's sizes): one forward, backward and AdamW\n"
          "                 step of the model of --preset NAME or --config FILE on B x T\n"
@@ -298,8 +298,10 @@ static int info_knobs(const char *device, const char *json, int probe)
   return 0;
 }
 
-/* One training step of the model (forward, backward, AdamW) on B x T tokens: every kernel
- * it uses is built for the model's sizes and lands in the cache; nothing else is written. */
+/* One training step of the model (forward, backward, AdamW) on B x T tokens, then what
+ * clmoe-generate runs with its defaults (a chunked prefill of B prompts of T tokens and a
+ * decode step): every kernel they use is built for the model's sizes and lands in the
+ * cache; nothing else is written. */
 static void warm_model(clmoe_ctx *ctx, const char *preset, const char *config,
                        const char *seq_len, const char *batch)
 {
@@ -325,6 +327,17 @@ static void warm_model(clmoe_ctx *ctx, const char *preset, const char *config,
   APP_CHECK(clmoe_model_backward(model));
   APP_CHECK(clmoe_model_balance_update(model));
   APP_CHECK(clmoe_params_adamw(clmoe_model_params(model), &hp, cfg.train.clip, &norm));
+  clmoe_gen_state *g = NULL;
+  const int32_t **prompts = malloc((size_t)B * sizeof *prompts);
+  int64_t *lens = malloc((size_t)B * sizeof *lens);
+  float *logits = malloc((size_t)(B * cfg.vocab) * sizeof *logits);
+  if (!prompts || !lens || !logits) app_die(CLMOE_ERR_OUT_OF_MEMORY, "the warm-up prompts");
+  for (int64_t b = 0; b < B; b++) prompts[b] = tokens + b * T, lens[b] = T;
+  APP_CHECK(clmoe_gen_state_create(model, B, NULL, &g));
+  APP_CHECK(clmoe_gen_prefill(g, prompts, lens, logits, NULL));
+  APP_CHECK(clmoe_gen_step(g, targets, logits)); /* one token per sequence (any) */
+  clmoe_gen_state_destroy(g);
+  free(prompts), free(lens), free(logits);
   clmoe_model_destroy(model);
   free(tokens), free(targets);
 }

@@ -59,8 +59,9 @@ expect "bench --help" 0 "Benchmarks:" -- "$bench" --help
 expect "bench without a benchmark" 2 "" -- "$bench"
 expect "bench unknown benchmark" 2 "unknown benchmark 'nope'" -- "$bench" nope
 expect "bench gemm bad size" 2 "--sizes: '12q'" -- "$bench" gemm --sizes 12q
-# --warm builds a model's training kernels: a 2-step run of that model afterwards adds no
-# entry to the cache; without a model it is a usage error
+# --warm builds a model's training and generation kernels: a 2-step run of that model and
+# a generation from its checkpoint afterwards add no entry to the cache; without a model
+# it is a usage error
 wcache="$tmp/warm-cache"
 expect "info --warm needs a model" 2 "--warm needs the model" -- "$info" --warm
 expect "info --preset without --warm" 2 "go with --warm" -- "$info" --preset tiny
@@ -69,10 +70,12 @@ warmed=$(ls "$wcache" | wc -l)
 printf 'the kernels of a short run, warmed before it starts. %.0s' $(seq 40) > "$tmp/warm.txt"
 expect "train after --warm" 0 "" -- env CLMOE_CACHE_DIR="$wcache" "$apps/clmoe-train" --preset tiny \
   --data "$tmp/warm.txt" --batch 1 --seq-len 32 --steps 2 --sample 0 --quiet --out "$tmp/warm-run"
+expect "generate after --warm" 0 "" -- env CLMOE_CACHE_DIR="$wcache" "$apps/clmoe-generate" \
+  --ckpt "$tmp/warm-run/checkpoint.safetensors" --prompt "the kernels" -n 4 --quiet
 if [ "$warmed" -gt 0 ] && [ "$(ls "$wcache" | wc -l)" -eq "$warmed" ]; then
-  pass "--warm built every kernel of the training step ($warmed programs)"
+  pass "--warm built every kernel of the training step and of generation ($warmed programs)"
 else
-  fail "--warm left kernels to build: $warmed programs after --warm, $(ls "$wcache" | wc -l) after training"
+  fail "--warm left kernels to build: $warmed programs after --warm, $(ls "$wcache" | wc -l) after training and generation"
 fi
 # integers are decimal: 064 is sixty-four (not octal 52), 0x40 is refused
 expect "bench gemm decimal size" 0 '"m": 64,' -- "$bench" gemm --sizes 064 --backends naive --reps 1 --json -
