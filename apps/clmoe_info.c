@@ -237,6 +237,20 @@ static const char *source_name(clmoe_knob_source s)
   return s == CLMOE_KNOB_SET ? "set" : s == CLMOE_KNOB_ENV ? "environment" : "default";
 }
 
+/* What an "auto" knob comes to here (NULL: not one that resolves, or not auto): the fast
+ * path on this device, MPI under this launch. */
+static const char *resolved(clmoe_ctx *ctx, const char *name, const char *value)
+{
+  if (strcmp(value, "auto")) return NULL;
+  if (!strcmp(name, "CLMOE_FASTPATH")) return clmoe_ctx_fastpath(ctx) ? "on" : "off";
+  if (!strcmp(name, "CLMOE_MPI")) {
+    clmoe_launch l;
+    clmoe_launch_detect(&l);
+    return l.mpi ? "on" : "off";
+  }
+  return NULL;
+}
+
 /* --knobs: the knob table with each knob's value on a context of the chosen device. */
 static int info_knobs(const char *device, const char *json, int probe)
 {
@@ -266,6 +280,7 @@ static int info_knobs(const char *device, const char *json, int probe)
     char value[1024];
     clmoe_knob_source src;
     APP_CHECK(clmoe_ctx_knob(ctx, k.name, value, sizeof value, &src));
+    const char *now = resolved(ctx, k.name, value);
     if (f) {
       fprintf(f, "    {\"name\": ");
       json_string(f, k.name);
@@ -275,6 +290,7 @@ static int info_knobs(const char *device, const char *json, int probe)
       fprintf(f, ", \"default\": ");
       if (k.def) json_string(f, k.def);
       else fprintf(f, "null");
+      if (now) fprintf(f, ", \"resolved\": \"%s\"", now);
       fprintf(f, ", \"from\": \"%s\", \"kind\": ", source_name(src));
       json_string(f, k.kind);
       fprintf(f, ", \"accepts\": ");
@@ -285,8 +301,11 @@ static int info_knobs(const char *device, const char *json, int probe)
       json_string(f, k.doc);
       fprintf(f, "}%s\n", i + 1 < count ? "," : "");
     } else {
-      printf("%-30s %-14s %-8s %-11s %-7s %s (%s)\n", k.name, value[0] ? value : "(unset)",
-             k.def ? k.def : "(unset)", source_name(src), k.scope, k.doc, k.accepts);
+      char shown[1100];
+      snprintf(shown, sizeof shown, "%s%s%s%s", value[0] ? value : "(unset)", now ? " (" : "", now ? now : "",
+               now ? ")" : "");
+      printf("%-30s %-14s %-8s %-11s %-7s %s (%s)\n", k.name, shown, k.def ? k.def : "(unset)", source_name(src),
+             k.scope, k.doc, k.accepts);
     }
   }
   if (f) {

@@ -41,6 +41,12 @@ else fail "docs/user-guide.md names variables that are no knobs: $extra"; fi
 # the text listing and a bad value
 expect "clmoe-info --knobs lists CLMOE_KDA_TCB_PAIR from the environment" 0 "CLMOE_KDA_TCB_PAIR *2 *auto *environment" -- \
   env CLMOE_KDA_TCB_PAIR=2 "$info" --knobs --no-probe
+# "auto" says what it comes to here: no matrix unit on a CPU device (off), no MPI launcher (off)
+if "$info" --no-probe 2> /dev/null | grep -q "^Chosen.*CPU"; then
+  expect "CLMOE_FASTPATH auto resolves on a CPU device" 0 "CLMOE_FASTPATH *auto (off)" -- "$info" --knobs --no-probe
+fi
+expect "CLMOE_MPI auto resolves without a launcher" 0 "CLMOE_MPI *auto (off)" -- "$info" --knobs --no-probe
+expect "CLMOE_FASTPATH=1 is not resolved again" 0 "CLMOE_FASTPATH *1 " -- env CLMOE_FASTPATH=1 "$info" --knobs --no-probe
 expect "a bad value names the variable and the accepted values" 1 "CLMOE_FASTPATH=sometimes.*auto, 0, 1" -- \
   env CLMOE_FASTPATH=sometimes "$info" --knobs --no-probe
 
