@@ -16,7 +16,9 @@
  * relabelled tensor, a truncated, damaged or edited file, is an error naming the file and
  * the tensor or metadata entry. Nothing is changed unless the header fits; a tensor whose
  * data fails its checksum is found as it is read, and leaves the registry partly loaded
- * (the call fails: do not use the registry then). A checkpoint of format 2 without its
+ * (the call fails: do not use the registry then). A checksum failure is CLMOE_ERR_DAMAGED
+ * (the file was damaged or edited: copy it again), the only failure that may leave the
+ * registry changed; the other refusals are CLMOE_ERR_FORMAT (or _IO) and change nothing. A checkpoint of format 2 without its
  * checksums is refused; one of format 1 (no "clmoe_format": written by clmoe before
  * checkpoints had checksums) loads unchecked, and the next checkpoint saved has them. */
 #ifndef CLMOE_PARAMS_H

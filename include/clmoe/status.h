@@ -31,7 +31,9 @@ enum {
   CLMOE_ERR_UNSUPPORTED = -3010,      /* the device or build lacks a needed feature */
   CLMOE_ERR_MPI = -3011,              /* an MPI call failed */
   CLMOE_ERR_CHECK_FAILED = -3012,     /* a conformance check exceeded its tolerance */
-  CLMOE_ERR_INTERNAL = -3013          /* a bug in clmoe: please report it */
+  CLMOE_ERR_INTERNAL = -3013,         /* a bug in clmoe: please report it */
+  CLMOE_ERR_DAMAGED = -3014           /* a file fails its checksum: damaged on disk or in
+                                         transfer, or edited (copy it again) */
 };
 
 /* Short constant name of a status: "CL_OUT_OF_RESOURCES", "CLMOE_ERR_SHAPE", ... */

@@ -81,7 +81,7 @@ clmoe_status clmoe__io_st_verify_header(clmoe_st_file *f)
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata: '%s' is '%.40s', not 8 hex digits: the header is damaged",
                         f->path, CLMOE_ST_CRC_METADATA, mc);
   if (want != have)
-    return clmoe__error(CLMOE_ERR_FORMAT, "%s: metadata: the entries fail their CRC-32C checksum (stored %08x, "
+    return clmoe__error(CLMOE_ERR_DAMAGED, "%s: metadata: the entries fail their CRC-32C checksum (stored %08x, "
                         "computed %08x): the header was damaged or edited", f->path, want, have);
   /* The list is covered by the metadata's crc: a malformed one was written so. */
   if (strlen(list) != (size_t)f->n * 18 - (f->n > 0))
@@ -99,7 +99,7 @@ clmoe_status clmoe__io_st_verify_header(clmoe_st_file *f)
     if (entry != have) {
       char desc[200];
       clmoe__io_st_describe_shape(e, desc, sizeof desc);
-      return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%.200s': its name, dtype, shape or data_offsets (%s at "
+      return clmoe__error(CLMOE_ERR_DAMAGED, "%s: tensor '%.200s': its name, dtype, shape or data_offsets (%s at "
                           "[%llu, %llu]) fail their CRC-32C checksum (stored %08x, computed %08x): the header "
                           "was damaged or edited", f->path, e->name, desc, (unsigned long long)e->begin,
                           (unsigned long long)e->end, entry, have);
@@ -112,6 +112,6 @@ clmoe_status clmoe__io_st_verify_header(clmoe_st_file *f)
 clmoe_status clmoe__io_st_check_data_crc(const clmoe_st_file *f, const st_entry *e, uint32_t crc)
 {
   if (!f->checksummed || crc == e->data_crc) return CLMOE_OK;
-  return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%.200s': its data fails its CRC-32C checksum (stored %08x, "
+  return clmoe__error(CLMOE_ERR_DAMAGED, "%s: tensor '%.200s': its data fails its CRC-32C checksum (stored %08x, "
                       "computed %08x): the file is damaged", f->path, e->name, e->data_crc, crc);
 }

@@ -95,6 +95,7 @@ const char *clmoe_strerror(clmoe_status status)
   case CLMOE_ERR_MPI: return "CLMOE_ERR_MPI";
   case CLMOE_ERR_CHECK_FAILED: return "CLMOE_ERR_CHECK_FAILED";
   case CLMOE_ERR_INTERNAL: return "CLMOE_ERR_INTERNAL";
+  case CLMOE_ERR_DAMAGED: return "CLMOE_ERR_DAMAGED";
   default: break;
   }
   const char *name = opencl_name(status);

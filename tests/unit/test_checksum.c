@@ -207,26 +207,26 @@ static void test_st_edits(void)
   memcpy(m, buf, n);
   memcpy(m + find(m, n, "\"F32\""), "\"I32\"", 5);
   spill(q, m, n);
-  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_FORMAT);
+  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_DAMAGED);
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "tensor 'param/a': its name, dtype, shape or data_offsets (I32 [2, 3]"));
   /* two same-shape tensors swapped in the data region (in the table: test_st_swap_table) */
   memcpy(m, buf, n);
   size_t d = 8 + hlen;
   memcpy(m + d, buf + d + 24, 24), memcpy(m + d + 24, buf + d, 24);
   spill(q, m, n);
-  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_FORMAT);
+  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_DAMAGED);
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "tensor 'param/a': its data fails its CRC-32C checksum"));
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, q));
   /* an edited metadata value (the same length: the JSON stays valid) */
   memcpy(m, buf, n);
   m[find(m, n, "\"0.001\"") + 5] = '2';
   spill(q, m, n);
-  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_FORMAT);
+  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_DAMAGED);
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "metadata: the entries fail their CRC-32C checksum"));
   memcpy(m, buf, n);
   m[find(m, n, "\"12\"") + 1] = '9';
   spill(q, m, n);
-  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_FORMAT);
+  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_DAMAGED);
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "metadata"));
   unlink(q);
 }
@@ -249,13 +249,13 @@ static void test_st_swap_table(void)
   size_t oa = find(m, n, "[24,48]"), ob = find(m, n, "[48,72]");
   memcpy(m + oa, "[48,72]", 7), memcpy(m + ob, "[24,48]", 7);
   spill(q, m, n);
-  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_FORMAT);
+  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_DAMAGED);
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "tensor 'w/a': its name, dtype, shape or data_offsets"));
   /* the names exchanged instead */
   memcpy(m, buf, n);
   m[find(m, n, "\"w/a\"") + 3] = 'b', m[find(m, n, "\"w/b\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[48") + 3] = 'a';
   spill(q, m, n);
-  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_FORMAT);
+  CU_ASSERT_EQUAL(open_read_all(q, msg, sizeof msg), CLMOE_ERR_DAMAGED);
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "its name, dtype, shape or data_offsets"));
   unlink(q);
 }

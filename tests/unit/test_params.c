@@ -216,17 +216,20 @@ static size_t find(const unsigned char *b, size_t n, const char *s)
 
 /* Loading `path` into a fresh model3 fails with a format error whose message names the file
  * and holds `what`. */
-static int load_fails(const char *path, const char *what)
+static int load_fails_with(clmoe_status want, const char *path, const char *what)
 {
   model3 m;
   clmoe_params ps;
   model3_create(&m, &ps, 3, 6);
   clmoe_status st = clmoe_params_load(&ps, path, NULL);
-  int ok = st == CLMOE_ERR_FORMAT && strstr(clmoe_last_error(), path) && strstr(clmoe_last_error(), what);
+  int ok = st == want && strstr(clmoe_last_error(), path) && strstr(clmoe_last_error(), what);
   if (!ok) fprintf(stderr, "\n  %s: %s: %s (expected '%s')\n", path, clmoe_strerror(st), clmoe_last_error(), what);
   model3_destroy(&m, &ps);
   return ok;
 }
+/* A malformed checkpoint (CLMOE_ERR_FORMAT), or one that fails a checksum (_DAMAGED). */
+static int load_fails(const char *path, const char *what) { return load_fails_with(CLMOE_ERR_FORMAT, path, what); }
+static int load_damaged(const char *path, const char *what) { return load_fails_with(CLMOE_ERR_DAMAGED, path, what); }
 
 /* A copy of checkpoint src as dst through the writer (fresh checksums): metadata `key`
  * set to `value` (NULL: dropped), tensor `relabel` stored as I32 (its bits), and `extra`
@@ -324,22 +327,22 @@ static void test_checkpoint_integrity(void)
   /* one flipped bit in the data of param/layer0/b, and one in the metadata (lr) */
   memcpy(c, b, n), c[data + ib.offset + 7] ^= 0x10;
   spill(bad, c, n);
-  CU_ASSERT(load_fails(bad, "tensor 'param/layer0/b': its data fails its CRC-32C checksum"));
+  CU_ASSERT(load_damaged(bad, "tensor 'param/layer0/b': its data fails its CRC-32C checksum"));
   memcpy(c, b, n), c[find(c, n, "lr = 0.001") + 9] ^= 0x02;
   spill(bad, c, n);
-  CU_ASSERT(load_fails(bad, "metadata: the entries fail their CRC-32C checksum"));
+  CU_ASSERT(load_damaged(bad, "metadata: the entries fail their CRC-32C checksum"));
   memcpy(c, b, n), c[find(c, n, "\"optimizer_step\":\"1\"") + 18] ^= 0x02; /* "1" -> "3" */
   spill(bad, c, n);
-  CU_ASSERT(load_fails(bad, "metadata"));
+  CU_ASSERT(load_damaged(bad, "metadata"));
   /* two same-shape tensors swapped (a parameter and its first moment) */
   memcpy(c, b, n);
   memcpy(c + data + ia.offset, b + data + im.offset, ia.bytes), memcpy(c + data + im.offset, b + data + ia.offset, ia.bytes);
   spill(bad, c, n);
-  CU_ASSERT(load_fails(bad, "its data fails its CRC-32C checksum"));
+  CU_ASSERT(load_damaged(bad, "its data fails its CRC-32C checksum"));
   /* F32 relabelled I32: with checksums the entry's, without them the registry's dtype */
   memcpy(c, b, n), memcpy(c + find(c, n, "\"F32\""), "\"I32\"", 5);
   spill(bad, c, n);
-  CU_ASSERT(load_fails(bad, "its name, dtype, shape or data_offsets (I32"));
+  CU_ASSERT(load_damaged(bad, "its name, dtype, shape or data_offsets (I32"));
   strip(good, bad, NULL, 1);
   CU_ASSERT(load_fails(bad, "is I32, but the model's is F32"));
   rewrite(good, bad, NULL, NULL, "adam_v/layer0/gain", NULL);
