@@ -313,6 +313,9 @@ int main(int argc, char **argv)
       app_usage_error("--resume auto: %s holds no checkpoint, and there is no --preset or --config to start "
                       "a run from", o.out_dir);
     if (o.resume) given_preset = preset, given_config = config, preset = config = NULL;
+    /* No checkpoint: nothing resumable is there (a first job killed before its first
+     * checkpoint leaves only metrics rows): the run starts again, replacing them. */
+    else if (is_dir(o.out_dir)) o.overwrite = 1;
   } else if (o.resume && is_dir(o.resume)) {
     if (!train_dir_latest(o.resume, latest, sizeof latest))
       app_fail(APP_EXIT_USAGE, "--resume %s: the directory holds no checkpoint", o.resume);

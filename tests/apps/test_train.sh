@@ -168,7 +168,10 @@ expect "--overwrite discards a run" 0 "" -- "$train" $short --steps 2 --out "$rd
 if [ "$(cd "$rd.branch" && ls checkpoint-*.safetensors | tr '\n' ' ')" = "checkpoint-00000002.safetensors " ] &&
    [ "$(grep -c '^[0-9]' "$rd.branch/metrics.csv")" -eq 2 ]; then pass "--overwrite: only the new run's checkpoint and rows"
 else fail "--overwrite left: $(ls "$rd.branch")"; fi
-expect "--resume auto starts a run" 75 "at step 3 (--stop-at)" -- "$train" $short --steps 5 --stop-at 3 --out "$rd.auto" --resume auto
+mkdir -p "$rd.auto" && printf 'step,loss\n1,5.5\n' > "$rd.auto/metrics.csv" # a first job killed before its first checkpoint
+expect "--resume auto starts a run (over a leftover without checkpoints)" 75 "at step 3 (--stop-at)" -- "$train" $short --steps 5 --stop-at 3 --out "$rd.auto" --resume auto
+if [ "$(grep -c '^[0-9]' "$rd.auto/metrics.csv")" -eq 3 ]; then pass "--resume auto: the leftover rows replaced"
+else fail "--resume auto: metrics $(cat "$rd.auto/metrics.csv")"; fi
 expect "--resume auto goes on" 0 "at step 5 (end)" -- "$train" $short --steps 5 --out "$rd.auto" --resume auto
 expect "--resume auto with another model" 2 "a run of another model" -- "$train" --preset demo --data "$tmp/text.txt" --out "$rd.auto" --resume auto
 expect "--resume auto with nothing to start from" 2 "holds no checkpoint" -- "$train" --out "$tmp/none" --resume auto
