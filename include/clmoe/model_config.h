@@ -6,14 +6,23 @@
  *   [model]    vocab, d_model, layers, mla_every (every N-th layer, 1-based, is MLA),
  *              mla_layers (explicit 1-based list of layers and ranges a-b, "4, 8-11",
  *              added to mla_every), dense_layers (the first n layers have a dense FFN, the
- *              rest MoE), norm_eps
+ *              rest MoE), norm_eps, residual (attn_res: Block Attention Residuals, the K3
+ *              stack | plain: x += sublayer(RMSNorm(x)), the Kimi Linear stack)
  *   [kda]      heads, head_dim (K = V), gate_rank, conv_width, lower_bound (in [-5, 0)),
- *              gate (bounded | unbounded)
- *   [mla]      heads, q_rank, kv_rank, qk_nope_dim, qk_rope_dim, v_dim
- *   [ffn]      dense_ff (intermediate width of the dense SiTU-GLU FFN)
+ *              gate (bounded | unbounded), out_gate_rank (0: the output gate sigmoid(W_g x)
+ *              is full rank; r: W_g = W_g_up [H D, r] W_g_down [r, d])
+ *   [mla]      heads, q_rank (0: q = W_q x directly, no query latent or its norm), kv_rank,
+ *              qk_nope_dim, qk_rope_dim, v_dim, output_gate (true: y = W_o [sigmoid(W_g x) *
+ *              o] | false: y = W_o o)
+ *   [ffn]      dense_ff (intermediate width of the dense FFN), activation (the GLU of every
+ *              FFN, dense, shared and routed: situ | swiglu, SiLU(u) * w)
  *   [moe]      experts, top_k, shared_experts, shared_ff, latent (0: no latent projection),
  *              expert_ff, routed_scale, balancing (quantile | quantile-hist | sign | none),
- *              quantile_bins, sign_rate
+ *              quantile_bins, sign_rate, groups and topk_groups (grouped selection: the
+ *              experts form `groups` equal groups, a group's score is the sum of its two best
+ *              biased scores, and the top_k come from the best topk_groups groups),
+ *              renormalize (true: p_i = s_i / sum of the chosen s | false: p_i = s_i; either
+ *              way times routed_scale)
  *   [attn_res] block (layers per Block AttnRes block)
  *   [train]    lr, min_lr, warmup_steps, steps, batch, seq_len, curriculum ("len@step, ..."),
  *              weight_decay, beta1, beta2, adam_eps, clip, seed, eval_every, eval_batches,
@@ -49,6 +58,19 @@ typedef enum clmoe_precision {
 /* "auto", "fp32", "bf16" (NULL for a value outside the enum). */
 CLMOE_API const char *clmoe_precision_name(clmoe_precision precision);
 
+/* [model] residual: how the sub-layers' outputs are combined. */
+typedef enum clmoe_residual {
+  CLMOE_RESIDUAL_ATTN_RES = 0, /* Block Attention Residuals (the K3 stack) */
+  CLMOE_RESIDUAL_PLAIN = 1     /* pre-norm residual x += f(RMSNorm(x)), final RMSNorm */
+} clmoe_residual;
+
+/* [ffn] activation: the gated unit of every FFN, h = W_dn [a(u) * b(w)], u = W_gate x,
+ * w = W_up x. */
+typedef enum clmoe_activation {
+  CLMOE_ACTIVATION_SITU = 0,  /* SiTU-GLU: (4 tanh(u/4) sigmoid(u)) * (25 tanh(w/25)) */
+  CLMOE_ACTIVATION_SWIGLU = 1 /* SwiGLU: SiLU(u) * w */
+} clmoe_activation;
+
 typedef struct clmoe_train_config {
   double lr, min_lr;          /* peak and final learning rate of the cosine schedule */
   int64_t warmup_steps, steps;
@@ -70,19 +92,25 @@ typedef struct clmoe_config {
   unsigned char is_mla[CLMOE_MAX_LAYERS]; /* by 0-based layer index */
   int dense_layers;
   double norm_eps;
+  int residual; /* clmoe_residual */
   /* [kda] */
   int64_t kda_heads, kda_head_dim, kda_gate_rank;
   int kda_conv_width, kda_unbounded_gate;
   double kda_lower_bound;
+  int64_t kda_out_gate_rank; /* 0: full rank */
   /* [mla] */
   int64_t mla_heads, mla_q_rank, mla_kv_rank, mla_qk_nope_dim, mla_qk_rope_dim, mla_v_dim;
+  int mla_output_gate; /* 1 (default): gated output */
   /* [ffn] */
   int64_t dense_ff;
+  int activation; /* clmoe_activation */
   /* [moe] */
   int64_t experts, top_k, shared_experts, shared_ff, latent, expert_ff;
   double routed_scale, sign_rate;
   char balancing[16];
   int quantile_bins;
+  int64_t groups, topk_groups; /* 1, 1: plain top-k */
+  int renormalize;             /* 1 (default) */
   /* [attn_res] */
   int attn_res_block;
   clmoe_train_config train;

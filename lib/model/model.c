@@ -152,11 +152,27 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   return clmoe_params_add_buffer(&m->params, full, &L->moe.bias);
 }
 
+/* The config's forms of layer that the model does not build yet. */
+static clmoe_status check_supported(const clmoe_config *c)
+{
+  const char *what = c->residual != CLMOE_RESIDUAL_ATTN_RES ? "[model] residual = plain"
+                     : c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
+                     : c->mla_q_rank == 0 && clmoe_config_mla_count(c) > 0 ? "[mla] q_rank = 0"
+                     : !c->mla_output_gate              ? "[mla] output_gate = false"
+                     : c->activation != CLMOE_ACTIVATION_SITU ? "[ffn] activation = swiglu"
+                     : c->groups != 1                   ? "[moe] groups > 1"
+                     : !c->renormalize                  ? "[moe] renormalize = false"
+                                                        : NULL;
+  if (what) return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %s is not supported yet", c->name, what);
+  return CLMOE_OK;
+}
+
 static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inference, clmoe_dist *dist,
                            const clmoe_expert_map *map, clmoe_model **out)
 {
   *out = NULL;
   CLMOE_TRY(clmoe_config_validate(cfg, cfg->name));
+  CLMOE_TRY(check_supported(cfg));
   if (dist && (!map || map->ranks != clmoe_dist_size(dist) || map->experts != cfg->experts))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_create_ep: the expert map must have %d ranks "
                         "and %lld experts (it has %d and %d)", clmoe_dist_size(dist), (long long)cfg->experts,

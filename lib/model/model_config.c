@@ -24,6 +24,10 @@ void clmoe_config_defaults(clmoe_config *c)
   snprintf(c->balancing, sizeof c->balancing, "quantile");
   c->quantile_bins = 1000;
   c->attn_res_block = 1;
+  c->mla_output_gate = 1;
+  c->groups = 1;
+  c->topk_groups = 1;
+  c->renormalize = 1;
   clmoe_train_config *t = &c->train;
   t->lr = 3e-4; /* MODEL.md: 3e-3 collapsed the tiny model's routing, 3e-4 stayed healthy */
   t->min_lr = 3e-5;
@@ -57,63 +61,74 @@ const char *clmoe_precision_name(clmoe_precision precision)
 /* ---- the key table ------------------------------------------------------------------- */
 #define OFF(field) offsetof(clmoe_config, field)
 #define TOFF(field) (offsetof(clmoe_config, train) + offsetof(clmoe_train_config, field))
+static const char *const residual_names[] = {"attn_res", "plain", NULL};
+static const char *const activation_names[] = {"situ", "swiglu", NULL};
+static const char *const bool_names[] = {"false", "true", NULL};
+
 /* The sections; those of a kind of layer (kda, mla, ffn, moe) are optional. */
 const config_section clmoe__model_config_sections[] = {
     {"model", 0}, {"kda", 1},      {"mla", 1},   {"ffn", 1},
     {"moe", 1},   {"attn_res", 0}, {"train", 0}, {NULL, 0}};
 
 const config_key clmoe__model_config_keys[] = {
-    {"model", "vocab", CFG_I64, OFF(vocab), 2, 1 << 30},
-    {"model", "d_model", CFG_I64, OFF(d_model), 1, 1 << 20},
-    {"model", "layers", CFG_INT, OFF(layers), 1, CLMOE_MAX_LAYERS},
-    {"model", "mla_every", CFG_EVERY, 0, 1, CLMOE_MAX_LAYERS},
-    {"model", "mla_layers", CFG_LAYERS, 0, 1, CLMOE_MAX_LAYERS},
-    {"model", "dense_layers", CFG_INT, OFF(dense_layers), 0, CLMOE_MAX_LAYERS},
-    {"model", "norm_eps", CFG_F64, OFF(norm_eps), 1e-12, 1.0},
-    {"kda", "heads", CFG_I64, OFF(kda_heads), 1, 4096},
-    {"kda", "head_dim", CFG_I64, OFF(kda_head_dim), 1, 4096},
-    {"kda", "gate_rank", CFG_I64, OFF(kda_gate_rank), 1, 1 << 20},
-    {"kda", "conv_width", CFG_INT, OFF(kda_conv_width), 1, 64},
-    {"kda", "lower_bound", CFG_F64, OFF(kda_lower_bound), -5.0, -1e-6},
-    {"kda", "gate", CFG_GATE, OFF(kda_unbounded_gate), 0, 0},
-    {"mla", "heads", CFG_I64, OFF(mla_heads), 1, 4096},
-    {"mla", "q_rank", CFG_I64, OFF(mla_q_rank), 1, 1 << 20},
-    {"mla", "kv_rank", CFG_I64, OFF(mla_kv_rank), 1, 1 << 20},
-    {"mla", "qk_nope_dim", CFG_I64, OFF(mla_qk_nope_dim), 1, 4096},
-    {"mla", "qk_rope_dim", CFG_I64, OFF(mla_qk_rope_dim), 0, 4096},
-    {"mla", "v_dim", CFG_I64, OFF(mla_v_dim), 1, 4096},
-    {"ffn", "dense_ff", CFG_I64, OFF(dense_ff), 1, 1 << 24},
-    {"moe", "experts", CFG_I64, OFF(experts), 1, 1 << 20},
-    {"moe", "top_k", CFG_I64, OFF(top_k), 1, 1024},
-    {"moe", "shared_experts", CFG_I64, OFF(shared_experts), 0, 64},
-    {"moe", "shared_ff", CFG_I64, OFF(shared_ff), 1, 1 << 24},
-    {"moe", "latent", CFG_I64, OFF(latent), 0, 1 << 20},
-    {"moe", "expert_ff", CFG_I64, OFF(expert_ff), 1, 1 << 24},
-    {"moe", "routed_scale", CFG_F64, OFF(routed_scale), 1e-6, 1e6},
-    {"moe", "balancing", CFG_BALANCE, OFF(balancing), 0, 0},
-    {"moe", "quantile_bins", CFG_INT, OFF(quantile_bins), 2, 1 << 24},
-    {"moe", "sign_rate", CFG_F64, OFF(sign_rate), 0.0, 1.0},
-    {"attn_res", "block", CFG_INT, OFF(attn_res_block), 1, CLMOE_MAX_LAYERS},
-    {"train", "lr", CFG_F64, TOFF(lr), 0.0, 10.0},
-    {"train", "min_lr", CFG_F64, TOFF(min_lr), 0.0, 10.0},
-    {"train", "warmup_steps", CFG_I64, TOFF(warmup_steps), 0, 1e15},
-    {"train", "steps", CFG_I64, TOFF(steps), 0, 1e15},
-    {"train", "batch", CFG_I64, TOFF(batch), 1, 1 << 20},
-    {"train", "seq_len", CFG_I64, TOFF(seq_len), 1, 1 << 24},
-    {"train", "curriculum", CFG_CURRICULUM, 0, 1, 1 << 24},
-    {"train", "weight_decay", CFG_F64, TOFF(weight_decay), 0.0, 10.0},
-    {"train", "beta1", CFG_F64, TOFF(beta1), 0.0, 0.999999},
-    {"train", "beta2", CFG_F64, TOFF(beta2), 0.0, 0.999999},
-    {"train", "adam_eps", CFG_F64, TOFF(adam_eps), 1e-30, 1.0},
-    {"train", "clip", CFG_F64, TOFF(clip), 0.0, 1e9},
-    {"train", "seed", CFG_U64, TOFF(seed), 0, 0},
-    {"train", "eval_every", CFG_I64, TOFF(eval_every), 0, 1e15},
-    {"train", "eval_batches", CFG_I64, TOFF(eval_batches), 0, 1e9},
-    {"train", "log_every", CFG_I64, TOFF(log_every), 1, 1e15},
-    {"train", "checkpoint_every", CFG_I64, TOFF(checkpoint_every), 0, 1e15},
-    {"train", "keep_checkpoints", CFG_I64, TOFF(keep_checkpoints), 0, 1e9},
-    {"train", "precision", CFG_PRECISION, TOFF(precision), 0, 0},
-    {NULL, NULL, CFG_I64, 0, 0, 0}};
+    {"model", "vocab", CFG_I64, OFF(vocab), 2, 1 << 30, NULL},
+    {"model", "d_model", CFG_I64, OFF(d_model), 1, 1 << 20, NULL},
+    {"model", "layers", CFG_INT, OFF(layers), 1, CLMOE_MAX_LAYERS, NULL},
+    {"model", "mla_every", CFG_EVERY, 0, 1, CLMOE_MAX_LAYERS, NULL},
+    {"model", "mla_layers", CFG_LAYERS, 0, 1, CLMOE_MAX_LAYERS, NULL},
+    {"model", "dense_layers", CFG_INT, OFF(dense_layers), 0, CLMOE_MAX_LAYERS, NULL},
+    {"model", "norm_eps", CFG_F64, OFF(norm_eps), 1e-12, 1.0, NULL},
+    {"model", "residual", CFG_CHOICE, OFF(residual), 0, 0, residual_names},
+    {"kda", "heads", CFG_I64, OFF(kda_heads), 1, 4096, NULL},
+    {"kda", "head_dim", CFG_I64, OFF(kda_head_dim), 1, 4096, NULL},
+    {"kda", "gate_rank", CFG_I64, OFF(kda_gate_rank), 1, 1 << 20, NULL},
+    {"kda", "conv_width", CFG_INT, OFF(kda_conv_width), 1, 64, NULL},
+    {"kda", "lower_bound", CFG_F64, OFF(kda_lower_bound), -5.0, -1e-6, NULL},
+    {"kda", "gate", CFG_GATE, OFF(kda_unbounded_gate), 0, 0, NULL},
+    {"kda", "out_gate_rank", CFG_I64, OFF(kda_out_gate_rank), 0, 1 << 20, NULL},
+    {"mla", "heads", CFG_I64, OFF(mla_heads), 1, 4096, NULL},
+    {"mla", "q_rank", CFG_I64, OFF(mla_q_rank), 0, 1 << 20, NULL},
+    {"mla", "kv_rank", CFG_I64, OFF(mla_kv_rank), 1, 1 << 20, NULL},
+    {"mla", "qk_nope_dim", CFG_I64, OFF(mla_qk_nope_dim), 1, 4096, NULL},
+    {"mla", "qk_rope_dim", CFG_I64, OFF(mla_qk_rope_dim), 0, 4096, NULL},
+    {"mla", "v_dim", CFG_I64, OFF(mla_v_dim), 1, 4096, NULL},
+    {"mla", "output_gate", CFG_CHOICE, OFF(mla_output_gate), 0, 0, bool_names},
+    {"ffn", "dense_ff", CFG_I64, OFF(dense_ff), 1, 1 << 24, NULL},
+    {"ffn", "activation", CFG_CHOICE, OFF(activation), 0, 0, activation_names},
+    {"moe", "experts", CFG_I64, OFF(experts), 1, 1 << 20, NULL},
+    {"moe", "top_k", CFG_I64, OFF(top_k), 1, 1024, NULL},
+    {"moe", "shared_experts", CFG_I64, OFF(shared_experts), 0, 64, NULL},
+    {"moe", "shared_ff", CFG_I64, OFF(shared_ff), 1, 1 << 24, NULL},
+    {"moe", "latent", CFG_I64, OFF(latent), 0, 1 << 20, NULL},
+    {"moe", "expert_ff", CFG_I64, OFF(expert_ff), 1, 1 << 24, NULL},
+    {"moe", "routed_scale", CFG_F64, OFF(routed_scale), 1e-6, 1e6, NULL},
+    {"moe", "balancing", CFG_BALANCE, OFF(balancing), 0, 0, NULL},
+    {"moe", "quantile_bins", CFG_INT, OFF(quantile_bins), 2, 1 << 24, NULL},
+    {"moe", "sign_rate", CFG_F64, OFF(sign_rate), 0.0, 1.0, NULL},
+    {"moe", "groups", CFG_I64, OFF(groups), 1, 1 << 20, NULL},
+    {"moe", "topk_groups", CFG_I64, OFF(topk_groups), 1, 1 << 20, NULL},
+    {"moe", "renormalize", CFG_CHOICE, OFF(renormalize), 0, 0, bool_names},
+    {"attn_res", "block", CFG_INT, OFF(attn_res_block), 1, CLMOE_MAX_LAYERS, NULL},
+    {"train", "lr", CFG_F64, TOFF(lr), 0.0, 10.0, NULL},
+    {"train", "min_lr", CFG_F64, TOFF(min_lr), 0.0, 10.0, NULL},
+    {"train", "warmup_steps", CFG_I64, TOFF(warmup_steps), 0, 1e15, NULL},
+    {"train", "steps", CFG_I64, TOFF(steps), 0, 1e15, NULL},
+    {"train", "batch", CFG_I64, TOFF(batch), 1, 1 << 20, NULL},
+    {"train", "seq_len", CFG_I64, TOFF(seq_len), 1, 1 << 24, NULL},
+    {"train", "curriculum", CFG_CURRICULUM, 0, 1, 1 << 24, NULL},
+    {"train", "weight_decay", CFG_F64, TOFF(weight_decay), 0.0, 10.0, NULL},
+    {"train", "beta1", CFG_F64, TOFF(beta1), 0.0, 0.999999, NULL},
+    {"train", "beta2", CFG_F64, TOFF(beta2), 0.0, 0.999999, NULL},
+    {"train", "adam_eps", CFG_F64, TOFF(adam_eps), 1e-30, 1.0, NULL},
+    {"train", "clip", CFG_F64, TOFF(clip), 0.0, 1e9, NULL},
+    {"train", "seed", CFG_U64, TOFF(seed), 0, 0, NULL},
+    {"train", "eval_every", CFG_I64, TOFF(eval_every), 0, 1e15, NULL},
+    {"train", "eval_batches", CFG_I64, TOFF(eval_batches), 0, 1e9, NULL},
+    {"train", "log_every", CFG_I64, TOFF(log_every), 1, 1e15, NULL},
+    {"train", "checkpoint_every", CFG_I64, TOFF(checkpoint_every), 0, 1e15, NULL},
+    {"train", "keep_checkpoints", CFG_I64, TOFF(keep_checkpoints), 0, 1e9, NULL},
+    {"train", "precision", CFG_PRECISION, TOFF(precision), 0, 0, NULL},
+    {NULL, NULL, CFG_I64, 0, 0, 0, NULL}};
 #define NKEYS (sizeof clmoe__model_config_keys / sizeof clmoe__model_config_keys[0] - 1)
 
 const char *const clmoe__model_config_balancing[] = {"quantile", "quantile-hist", "sign", "none",
@@ -236,6 +251,19 @@ static clmoe_status set_value(const parser *p, const config_key *k, char *value,
       return CLMOE_OK;
     }
     return bad(p, "'%s' is not bounded or unbounded", value);
+  case CFG_CHOICE: {
+    char list[128] = "";
+    for (int n = 0; k->choices[n]; n++) {
+      if (!strcmp(value, k->choices[n])) {
+        *(int *)(base + k->offset) = n;
+        return CLMOE_OK;
+      }
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", k->choices[n]);
+    }
+    char what[192];
+    snprintf(what, sizeof what, "'%%s' is not one of %s", list);
+    return bad(p, what, value);
+  }
   case CFG_PRECISION:
     for (int q = CLMOE_PRECISION_AUTO; q <= CLMOE_PRECISION_BF16; q++)
       if (!strcmp(value, clmoe_precision_name((clmoe_precision)q))) {
@@ -451,9 +479,8 @@ clmoe_status clmoe_config_validate(const clmoe_config *c, const char *name)
     NEED(c->kda_heads >= 1 && c->kda_head_dim >= 1 && c->kda_gate_rank >= 1,
          "[kda] heads, head_dim and gate_rank are required (the model has KDA layers)");
   if (nmla > 0)
-    NEED(c->mla_heads >= 1 && c->mla_q_rank >= 1 && c->mla_kv_rank >= 1 && c->mla_qk_nope_dim >= 1 &&
-             c->mla_v_dim >= 1,
-         "[mla] heads, q_rank, kv_rank, qk_nope_dim and v_dim are required (the model has MLA layers)");
+    NEED(c->mla_heads >= 1 && c->mla_kv_rank >= 1 && c->mla_qk_nope_dim >= 1 && c->mla_v_dim >= 1,
+         "[mla] heads, kv_rank, qk_nope_dim and v_dim are required (the model has MLA layers)");
   if (c->dense_layers > 0) NEED(c->dense_ff >= 1, "[ffn] dense_ff is required (dense_layers = %d)", c->dense_layers);
   if (c->dense_layers < c->layers) {
     NEED(c->experts >= 1 && c->top_k >= 1 && c->expert_ff >= 1,
@@ -461,6 +488,16 @@ clmoe_status clmoe_config_validate(const clmoe_config *c, const char *name)
     NEED(c->top_k <= c->experts, "[moe] top_k = %lld exceeds experts = %lld", (long long)c->top_k,
          (long long)c->experts);
     NEED(c->shared_experts == 0 || c->shared_ff >= 1, "[moe] shared_ff is required with shared_experts");
+    NEED(c->experts % c->groups == 0, "[moe] groups = %lld does not divide experts = %lld", (long long)c->groups,
+         (long long)c->experts);
+    NEED(c->topk_groups <= c->groups, "[moe] topk_groups = %lld exceeds groups = %lld",
+         (long long)c->topk_groups, (long long)c->groups);
+    NEED(c->top_k <= c->topk_groups * (c->experts / c->groups),
+         "[moe] top_k = %lld exceeds the %lld experts of topk_groups = %lld groups", (long long)c->top_k,
+         (long long)(c->topk_groups * (c->experts / c->groups)), (long long)c->topk_groups);
+    NEED(c->groups == 1 || c->experts / c->groups >= 2,
+         "[moe] groups = %lld leaves fewer than 2 experts per group (a group scores its best two)",
+         (long long)c->groups);
   }
   NEED(c->kda_lower_bound >= -5.0 && c->kda_lower_bound < 0.0, "[kda] lower_bound %g is outside [-5, 0)",
        c->kda_lower_bound);

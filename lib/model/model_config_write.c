@@ -76,6 +76,7 @@ static void value_text(const config_key *k, const clmoe_config *c, char *buf, si
   case CFG_LAYERS: layer_list(c, buf, len); return;
   case CFG_BALANCE: snprintf(buf, len, "%s", c->balancing); return;
   case CFG_GATE: snprintf(buf, len, "%s", c->kda_unbounded_gate ? "unbounded" : "bounded"); return;
+  case CFG_CHOICE: snprintf(buf, len, "%s", k->choices[*(const int *)field]); return;
   case CFG_PRECISION: {
     const char *name = clmoe_precision_name((clmoe_precision) * (const int *)field);
     snprintf(buf, len, "%s", name ? name : "?");

@@ -115,6 +115,7 @@ typedef enum {
   CFG_LAYERS,                         /* mla_layers: 1-based numbers and ranges a-b */
   CFG_BALANCE, CFG_GATE,              /* names: balancing; bounded | unbounded */
   CFG_PRECISION,                      /* auto | fp32 | bf16 (an int clmoe_precision) */
+  CFG_CHOICE,                         /* one of the names in choices: its index, an int */
   CFG_CURRICULUM                      /* length@step, ... */
 } config_kind;
 
@@ -123,6 +124,7 @@ typedef struct config_key {
   config_kind kind;
   size_t offset; /* of the field in clmoe_config (numbers, CFG_BALANCE, CFG_GATE) */
   double lo, hi; /* accepted range of numbers */
+  const char *const *choices; /* CFG_CHOICE: the names, NULL-terminated */
 } config_key;
 
 /* A section; an optional one (the sizes of a kind of layer) is written only when one of its

@@ -327,6 +327,10 @@ static void set_random(uint64_t *s, const config_key *k, clmoe_config *c)
     break;
   case CFG_GATE: c->kda_unbounded_gate = (int)(rng_next(s) & 1); break;
   case CFG_PRECISION: *(int *)field = (int)(rng_next(s) % 3); break;
+  case CFG_CHOICE:
+    while (k->choices[nb]) nb++;
+    *(int *)field = (int)(rng_next(s) % (uint64_t)nb);
+    break;
   case CFG_EVERY:
   case CFG_LAYERS:
   case CFG_CURRICULUM: break;
@@ -376,6 +380,11 @@ static void random_config(uint64_t *s, int index, clmoe_config *c)
     need(s, c, "moe", "experts"), need(s, c, "moe", "top_k"), need(s, c, "moe", "expert_ff");
     if (c->top_k > c->experts) c->top_k = rng_int(s, 1, c->experts < 1024 ? c->experts : 1024);
     if (c->shared_experts > 0) need(s, c, "moe", "shared_ff");
+    /* groups: a divisor of experts with at least 2 experts each, enough chosen groups */
+    c->groups = rng_next(s) % 2 ? 1 : rng_int(s, 1, c->experts / 2 > 1 ? c->experts / 2 : 1);
+    while (c->experts % c->groups) c->groups--;
+    c->topk_groups = rng_int(s, 1, c->groups);
+    while (c->top_k > c->topk_groups * (c->experts / c->groups)) c->topk_groups++;
   }
   clmoe_train_config *t = &c->train;
   if (t->min_lr > t->lr) {
@@ -432,6 +441,8 @@ static const struct { const char *file, *expect; } bad_files[] = {
     {"bad_curriculum.conf", ":3: [train] curriculum: steps must increase"},
     {"missing_sizes.conf", "[model] vocab, d_model and layers are required"},
     {"topk_too_big.conf", "[moe] top_k = 9 exceeds experts = 8"},
+    {"groups_too_few.conf", "[moe] top_k = 3 exceeds the 2 experts of topk_groups = 1 groups"},
+    {"bad_activation.conf", ":3: [ffn] activation: 'gelu' is not one of situ, swiglu"},
     {"kda_missing.conf", "[kda] heads, head_dim and gate_rank are required"},
     {"empty.conf", "[model] vocab, d_model and layers are required"},
     {"nul_byte.conf", "contains a NUL byte"},
