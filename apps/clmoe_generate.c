@@ -1,4 +1,5 @@
-/* clmoe-generate: text from a clmoe-train checkpoint. Prompts (bytes for the byte-level
+/* clmoe-generate: text from a clmoe-train checkpoint or a Hugging Face Kimi Linear
+ * checkpoint directory (include/clmoe/hf.h). Prompts (bytes for the byte-level
  * models clmoe-train makes, token ids, or text through a tokenizer: generate_tokens.c) are
  * prefilled together in chunks, then decoded together one token per sequence per step with
  * sampling, streamed as produced; a summary of speed and memory goes to stderr.
@@ -13,15 +14,20 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-generate --ckpt FILE [--prompt TEXT | --prompt-file FILE | --prompt-ids LIST]...\n"
-         "                      [options]\n"
-         "       clmoe-generate --ckpt FILE --prefill-bench T[,T...] [options]\n"
+  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR) [--prompt TEXT | --prompt-file FILE |\n"
+         "                      --prompt-ids LIST]... [options]\n"
+         "       clmoe-generate (--ckpt FILE | --model DIR) --prefill-bench T[,T...] [options]\n"
          "\n"
-         "Generates bytes from a checkpoint written by clmoe-train (its config is inside it).\n"
-         "Several prompts are decoded together as a batch of sequences of different lengths.\n"
+         "Generates text from a checkpoint written by clmoe-train (its config is inside it) or\n"
+         "from a Hugging Face Kimi Linear checkpoint directory. Several prompts are decoded\n"
+         "together as a batch of sequences of different lengths.\n"
          "\n"
          "Input:\n"
          "  --ckpt FILE         the checkpoint (e.g. clmoe-run/checkpoint.safetensors)\n"
+         "  --model DIR         a Hugging Face checkpoint directory (config.json, model.safetensors\n"
+         "                      or model.safetensors.index.json and its shards; Kimi Linear models):\n"
+         "                      its tokenizer (tiktoken.model or tokenizer.json) is used when\n"
+         "                      present and --tokenizer is not given\n"
          "  --prompt TEXT       a prompt (repeat for a batch); bytes are tokens\n"
          "  --prompt-file FILE  a prompt read from a file (repeatable; - is stdin)\n"
          "  --prompt-ids LIST   a prompt as token ids, e.g. 5,17,300 (repeatable)\n"
@@ -65,6 +71,22 @@ static void usage(void)
          "printed when its sequence ends, after a line \"--- [i] SOURCE\". The summary on\n"
          "stderr gives prefill and decode tokens/s, the time to the first token and device\n"
          "memory by kind (weights, KDA states, MLA cache).\n");
+}
+
+/* 1 when dir holds a tokenizer.json or a tiktoken.model. */
+static int gen_dir_has_tokenizer(const char *dir)
+{
+  static const char *const names[] = {"tokenizer.json", "tiktoken.model"};
+  char path[4200];
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      fclose(f);
+      return 1;
+    }
+  }
+  return 0;
 }
 
 static double parse_real(const char *flag, const char *v, double min, double max)
@@ -126,6 +148,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
     if (app_option(argc, argv, &i, "--ckpt", &v)) o->ckpt = v;
+    else if (app_option(argc, argv, &i, "--model", &v)) o->model_dir = v;
     else if (app_option(argc, argv, &i, "--prompt", &v)) {
       char *copy = strdup(v);
       if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
@@ -173,7 +196,12 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   o->device = flags.device, o->json = flags.json;
-  if (!o->ckpt) app_usage_error("--ckpt FILE is required");
+  if (o->ckpt && o->model_dir) app_usage_error("--ckpt and --model: give one of them");
+  if (!o->ckpt && !o->model_dir) app_usage_error("--ckpt FILE or --model DIR is required");
+  if (o->model_dir && !clmoe_hf_is_checkpoint(o->model_dir))
+    app_usage_error("--model %s: not a directory holding a config.json (a Hugging Face checkpoint)", o->model_dir);
+  if (o->model_dir && o->ep > 0) app_usage_error("--model with --ep: not supported yet (one process per model)");
+  if (o->model_dir) o->ckpt = o->model_dir;
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
   for (int p = 0; p < o->nprompts; p++)
@@ -303,8 +331,9 @@ int main(int argc, char **argv)
   clmoe_model *model;
   clmoe_ckpt_meta meta = {0};
   const double t0 = app_now();
-  clmoe_status st = app_dist ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
-                             : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
+  clmoe_status st = o.model_dir ? clmoe_hf_load(ctx, o.model_dir, &model)
+                     : app_dist  ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
+                                 : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
   if (st != CLMOE_OK) {
     if (app_dist && clmoe_dist_size(app_dist) > 1)
       app_fail(1, "cannot load the checkpoint: %s: %s", clmoe_strerror(st), clmoe_last_error());
@@ -314,7 +343,7 @@ int main(int argc, char **argv)
     return 1;
   }
   const double load_s = app_now() - t0;
-  if (!clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
+  if (!o.model_dir && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
     fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified\n",
             app_name, o.ckpt);
   clmoe_ckpt_meta_free(&meta);
@@ -322,6 +351,9 @@ int main(int argc, char **argv)
   clmoe_tokenizer *tk = NULL;
   if (o.tokenizer && clmoe_tokenizer_open(o.tokenizer, NULL, &tk) != CLMOE_OK)
     app_fail(APP_EXIT_FAILED, "--tokenizer %s: %s", o.tokenizer, clmoe_last_error());
+  if (!o.tokenizer && o.model_dir && gen_dir_has_tokenizer(o.model_dir) &&
+      clmoe_tokenizer_open(o.model_dir, NULL, &tk) != CLMOE_OK)
+    app_fail(APP_EXIT_FAILED, "--model %s: its tokenizer: %s", o.model_dir, clmoe_last_error());
   if (tk && clmoe_tokenizer_vocab(tk) > clmoe_model_config(model)->vocab)
     fprintf(stderr, "%s: warning: the tokenizer has %lld ids, the model's vocabulary %lld: larger ids are refused\n",
             app_name, (long long)clmoe_tokenizer_vocab(tk), (long long)clmoe_model_config(model)->vocab);

@@ -11,6 +11,7 @@
 
 typedef struct gen_opts {
   const char *ckpt, *device, *stop, *json;
+  const char *model_dir; /* --model: a Hugging Face checkpoint directory (ckpt then names it too) */
   int nprompts;
   char *prompt[GEN_MAX_PROMPTS]; /* malloc'ed bytes */
   int64_t prompt_len[GEN_MAX_PROMPTS];

@@ -23,6 +23,7 @@
 #include "mla.h"
 #include "moe.h"
 #include "generate.h"
+#include "hf.h"
 #include "dist.h"
 #include "expert_map.h"
 #include "dist_exchange.h"

@@ -518,17 +518,21 @@ void clmoe_config_count_params(const clmoe_config *c, clmoe_param_count *n)
   const double d = (double)c->d_model, V = (double)c->vocab;
   n->embedding = V * d;
   n->head = d * V;
-  /* KDA: q, k, v, the output gate W_g and W_o at full rank; beta; the low-rank decay gate;
-   * dt_bias, A_log; the three short convolutions; one RMSNorm gain of D shared by heads. */
+  /* KDA: q, k, v and W_o at full rank; the output gate full rank or low rank (out_gate_rank);
+   * beta; the low-rank decay gate; dt_bias, A_log; the three short convolutions; one RMSNorm
+   * gain of D shared by heads. */
   const double H = (double)c->kda_heads, D = (double)c->kda_head_dim, r = (double)c->kda_gate_rank;
-  const double kda_layer = 5.0 * d * H * D + d * H + d * r + r * H * D + H * D + H +
+  const double og = (double)c->kda_out_gate_rank;
+  const double out_gate = og > 0 ? og * (d + H * D) : d * H * D;
+  const double kda_layer = 4.0 * d * H * D + out_gate + d * H + d * r + r * H * D + H * D + H +
                            (double)c->kda_conv_width * 3.0 * H * D + D;
-  /* MLA: W_dq, q norm, W_uq; W_dkv (latent + shared key), latent norm, W_ukv (nope keys and
-   * values); W_g and W_o. */
+  /* MLA: W_dq, q norm, W_uq (q_rank 0: W_q from x); W_dkv (latent + shared key), latent norm,
+   * W_ukv (nope keys and values); W_g (when gated) and W_o. */
   const double Hm = (double)c->mla_heads, qk = (double)(c->mla_qk_nope_dim + c->mla_qk_rope_dim);
   const double qr = (double)c->mla_q_rank, kr = (double)c->mla_kv_rank, vd = (double)c->mla_v_dim;
-  const double mla_layer = d * qr + qr + qr * Hm * qk + d * (kr + (double)c->mla_qk_rope_dim) + kr +
-                           kr * Hm * ((double)c->mla_qk_nope_dim + vd) + 2.0 * d * Hm * vd;
+  const double q_part = qr > 0 ? d * qr + qr + qr * Hm * qk : d * Hm * qk;
+  const double mla_layer = q_part + d * (kr + (double)c->mla_qk_rope_dim) + kr +
+                           kr * Hm * ((double)c->mla_qk_nope_dim + vd) + (c->mla_output_gate ? 2.0 : 1.0) * d * Hm * vd;
   /* MoE: the router; the latent down/up projections and norm; experts of SiTU-GLU (gate, up,
    * down) at the latent width (or full width without a latent); the shared experts as one
    * SiTU-GLU FFN of width shared_experts x shared_ff. */
@@ -548,11 +552,12 @@ void clmoe_config_count_params(const clmoe_config *c, clmoe_param_count *n)
       n->moe_shared += shared;
       n->active_moe_experts += (double)c->top_k * expert;
     }
-    n->norms += 2.0 * d;    /* the pre-norms of the mixer and the FFN */
-    n->attn_res += 4.0 * d; /* a pseudo-query and a norm gain before each of the two sub-layers */
+    n->norms += 2.0 * d; /* the pre-norms of the mixer and the FFN */
+    if (c->residual == CLMOE_RESIDUAL_ATTN_RES)
+      n->attn_res += 4.0 * d; /* a pseudo-query and a norm gain before each of the two sub-layers */
   }
-  n->norms += d;    /* final norm */
-  n->attn_res += 2.0 * d; /* the final AttnRes */
+  n->norms += d; /* final norm */
+  if (c->residual == CLMOE_RESIDUAL_ATTN_RES) n->attn_res += 2.0 * d; /* the final AttnRes */
   n->total = n->embedding + n->head + n->kda + n->mla + n->dense_ffn + n->moe_experts + n->moe_shared +
              n->moe_router + n->moe_latent + n->norms + n->attn_res;
   n->active = n->total - n->embedding - n->moe_experts + n->active_moe_experts;

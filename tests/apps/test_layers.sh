@@ -3,10 +3,10 @@
 # uses (nm on the convenience archive), with each object's subsystem from the folder of
 # its source (lib/<subsystem>/<name>.c):
 #   1. across subsystems, calls go only down the order of docs/architecture.md:
-#        runtime < tile < gemm < ops < {dist, io} < tokenize < {kda, mla, moe} < model < generate
+#        runtime < tile < gemm < ops < {dist, io} < tokenize < {kda, mla, moe} < model < {generate, hf}
 #      (dist and io sit beside the lower floors: dist needs the runtime only, io too;
 #      tokenize just above them, below every model part; moe's expert-parallel layer calls
-#      dist);
+#      dist; hf, the Hugging Face checkpoint reader, sits beside generate);
 #   2. within the library, no two files call each other, directly or through others
 #      (no cycle in the file graph).
 # Run by make check (CLMOE_SRCDIR, CLMOE_LIB_DIR from it). Needs nm (binutils).
@@ -40,7 +40,7 @@ pass "$(wc -l < "$tmp/edges") calls between files read"
 awk 'BEGIN {n = split("runtime tile gemm ops dist io tokenize kda mla moe model generate", s, " ");
             for (i = 1; i <= n; i++) floor[s[i]] = i;
             floor["dist"] = floor["io"] = 4.5; floor["tokenize"] = 5.5;
-            floor["kda"] = floor["mla"] = floor["moe"] = 6}
+            floor["kda"] = floor["mla"] = floor["moe"] = 6; floor["hf"] = floor["generate"]}
      NR == FNR {sub_of[$1] = $2; next}
      {a = sub_of[$1]; b = sub_of[$2];
       if (a != b && !(floor[b] < floor[a])) print a " (" $1 ") -> " b " (" $2 ")"}' \

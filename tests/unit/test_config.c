@@ -69,6 +69,13 @@ static int config_diff(const clmoe_config *a, const clmoe_config *b, char *why, 
   for (int i = 0; i < CLMOE_MAX_LAYERS; i++) SAME_I(is_mla[i]);
   SAME_I(dense_layers);
   SAME_D(norm_eps);
+  SAME_I(residual);
+  SAME_I(kda_out_gate_rank);
+  SAME_I(mla_output_gate);
+  SAME_I(activation);
+  SAME_I(groups);
+  SAME_I(topk_groups);
+  SAME_I(renormalize);
   SAME_I(kda_heads);
   SAME_I(kda_head_dim);
   SAME_I(kda_gate_rank);
