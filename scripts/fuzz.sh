@@ -17,7 +17,7 @@ shift
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 build=$(pwd)
 [ -f Makefile ] || { echo "fuzz.sh: run it from the build folder (no Makefile in $build)" >&2; exit 2; }
-harnesses=${*:-fuzz_safetensors fuzz_config fuzz_data fuzz_ckpt fuzz_kernel_cache fuzz_tokenizer}
+harnesses=${*:-fuzz_safetensors fuzz_config fuzz_data fuzz_ckpt fuzz_kernel_cache fuzz_tokenizer fuzz_hf_config}
 
 start=$(date +%s)
 ${MAKE:-make} --no-print-directory fuzz || { echo "fuzz.sh: make fuzz failed" >&2; exit 2; }

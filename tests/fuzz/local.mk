@@ -1,6 +1,6 @@
 # tests/fuzz/local.mk: the libFuzzer harnesses (tests/fuzz/fuzz_*.c, each with its README
 # at the top) over the readers of untrusted input: safetensors, configs, training data,
-# checkpoints, the kernel cache, tokenizer files and text. Built only on request, with FUZZ_CC (clang, found by
+# checkpoints, the kernel cache, tokenizer files and text, Hugging Face config.json files. Built only on request, with FUZZ_CC (clang, found by
 # configure) and ASan + UBSan, by tests/fuzz/fuzz.mk; run by scripts/fuzz.sh on a copy of
 # the seed corpora tests/fuzz/corpus/<harness>/.
 #   make fuzz        builds tests/fuzz/fuzz_* in the build folder (without clang and libFuzzer:
@@ -11,10 +11,12 @@ FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=un
 	-fno-omit-frame-pointer
 FUZZ_SHORT_SECONDS = 25
 FUZZ_SECONDS = 3600
-FUZZ_HARNESSES = fuzz_safetensors fuzz_config fuzz_data fuzz_ckpt fuzz_kernel_cache fuzz_tokenizer
+FUZZ_HARNESSES = fuzz_safetensors fuzz_config fuzz_data fuzz_ckpt fuzz_kernel_cache fuzz_tokenizer \
+	fuzz_hf_config
 EXTRA_DIST += tests/fuzz/fuzz.mk tests/fuzz/fuzz_common.h tests/fuzz/lsan.supp tests/fuzz/corpus \
 	tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_config.c tests/fuzz/fuzz_data.c \
-	tests/fuzz/fuzz_ckpt.c tests/fuzz/fuzz_kernel_cache.c tests/fuzz/fuzz_tokenizer.c scripts/fuzz.sh
+	tests/fuzz/fuzz_ckpt.c tests/fuzz/fuzz_kernel_cache.c tests/fuzz/fuzz_tokenizer.c \
+	tests/fuzz/fuzz_hf_config.c scripts/fuzz.sh
 
 .PHONY: fuzz
 if HAVE_LIBFUZZER
