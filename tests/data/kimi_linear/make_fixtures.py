@@ -18,14 +18,15 @@ writes next to itself:
   */expected.safetensors  prompt.i (I32 [T]) and logits.i (F32 [T, 512]) for three prompts
               (T = 5, 37, 70), one uncached forward; greedy_logits.i (F32 [8, 512]) the
               logits of the 8 cached greedy steps
-  */expected.json         {"prompts": [[ids]...], "greedy": [[8 ids]...]} from
-              generate(use_cache=True, greedy, EOS ignored)
+  */expected.json         {"prompts": [[ids]...], "greedy": [[8 ids]...], "greedy_min_margin":
+              [...]} from generate(use_cache=True, greedy, EOS ignored)
 
 Checks made here (it stops with an error if one fails): transformers loads each directory
 back with from_pretrained to the same weights and bit-identical logits (so the names, shapes
-and configs are read as intended); the cached greedy tokens equal the argmax of an uncached
-forward over prompt + continuation; the gates, routing and conv taps have the spread the C
-tests need (see check_spread).
+and configs are read as intended); the float64 forward of reference.py, which reads only the
+files, agrees with transformers' logits, and each deliberate error it can be given is caught;
+the cached greedy tokens equal the argmax of an uncached forward over prompt + continuation;
+the gates, routing and conv taps have the spread the C tests need (see check_spread).
 """
 import json
 import math
@@ -37,6 +38,10 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import KimiLinearConfig, KimiLinearForCausalLM
+
+sys.dont_write_bytecode = True  # nothing but the fixtures lands in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference  # noqa: E402  (the float64 forward beside this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER_DIR = os.path.join(HERE, "..", "tokenizer")
@@ -324,14 +329,12 @@ def check_spread(model, prompts, name):
     def router_hook(mod, inp, out):
         x = inp[0].reshape(-1, HIDDEN).float()
         s = torch.sigmoid(x @ mod.weight.float().t())
-        chosen = set(map(tuple, out[2].sort(-1)[0].tolist()))
         plain = s.topk(TOP_K, -1)[1].sort(-1)[0]
         ungrouped = (s + mod.e_score_correction_bias).topk(TOP_K, -1)[1].sort(-1)[0]
         got = out[2].sort(-1)[0]
         sel["differs_without_bias"] += int((plain != got).any(-1).sum())
         sel["differs_without_groups"] += int((ungrouped != got).any(-1).sum())
         sel["tokens"] += x.shape[0]
-        del chosen
 
     for m in model.modules():
         if type(m).__name__ == "KimiLinearForgetGate":
@@ -340,12 +343,6 @@ def check_spread(model, prompts, name):
             hooks.append(m.register_forward_hook(router_hook))
     # each sub-layer's output size against the residual it is added to
     ratios = []
-
-    def sub_hook(mod, inp, out):
-        o = out[0] if isinstance(out, tuple) else out
-        x = inp[0] if inp else None
-        if x is not None:
-            ratios.append(float(o.norm() / x.norm()))
 
     for layer in model.model.layers:
         hooks.append(layer.self_attn.register_forward_hook(lambda m, i, o: ratios.append(
@@ -402,132 +399,6 @@ def write_tokenizer(d):
         "unk_token": "[UNK]", "model_max_length": 1048576, "tokenizer_class": "TikTokenTokenizer"})
 
 
-# ---- an independent float64 forward from the files alone, written from README.md's notes ----
-
-# a deliberate error in the reference (None: none), to show that the fixtures catch it
-MUTATION = None
-
-
-def read_dir(d):
-    """config.json (either form) and every tensor under its hub name, as float64."""
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
-    files = ["model.safetensors"]
-    if os.path.exists(os.path.join(d, "model.safetensors.index.json")):
-        with open(os.path.join(d, "model.safetensors.index.json")) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    w = {}
-    for fn in files:
-        with safe_open(os.path.join(d, fn), "pt") as f:
-            for k in f.keys():
-                w[k] = f.get_tensor(k).to(torch.float64)
-    if "linear_attn_config" in cfg:  # the hub form
-        la = cfg["linear_attn_config"]
-        mla = [i - 1 for i in la["full_attn_layers"]]
-        kda = dict(heads=la["num_heads"], dim=la["head_dim"], conv=la["short_conv_kernel_size"])
-        dense = list(range(cfg["first_k_dense_replace"]))
-    else:  # the transformers-5 form
-        mla = [i for i, t in enumerate(cfg["layer_types"]) if t == "full_attention"]
-        kda = dict(heads=cfg["linear_num_heads"], dim=cfg["linear_head_dim"], conv=cfg["linear_conv_kernel_dim"])
-        dense = [i for i, t in enumerate(cfg["mlp_layer_types"]) if t == "dense"]
-    return cfg, w, mla, kda, dense
-
-
-def rms(x, w, eps):
-    return w * x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
-
-
-def ref_kda(w, p, h, kda, eps):
-    T, H, D, K = h.shape[0], kda["heads"], kda["dim"], kda["conv"]
-    silu = torch.nn.functional.silu
-
-    def conv(u, taps):  # taps [H*D, 1, K]; out[t] = sum_j taps[:, 0, j] * u[t - (K - 1) + j]
-        if MUTATION == "conv taps reversed":
-            taps = taps.flip(-1)
-        out = torch.zeros_like(u)
-        for j in range(K):
-            s = K - 1 - j
-            out[s:] += taps[:, 0, j] * u[:T - s]
-        return out
-
-    q, k, v = (silu(conv(h @ w[p + n + "_proj.weight"].t(), w[p + n + "_conv1d.weight"])).view(T, H, D) for n in "qkv")
-    q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
-    k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
-    z = ((h @ w[p + "f_a_proj.weight"].t()) @ w[p + "f_b_proj.weight"].t() + w[p + "dt_bias"]).view(T, H, D)
-    soft = torch.where(z > 20, z, torch.log1p(torch.exp(z)))
-    g = -torch.exp(w[p + "A_log"].view(1, H, 1)) * soft                     # [T, H, D]
-    if MUTATION == "decay bounded at -5":
-        g = g.clamp(min=-5.0)
-    beta = torch.sigmoid(h @ w[p + "b_proj.weight"].t())                     # [T, H]
-    S = torch.zeros(H, D, D, dtype=torch.float64)                            # [H, D_k, D_v]
-    o = torch.zeros(T, H, D, dtype=torch.float64)
-    for t in range(T):
-        S = S * torch.exp(g[t])[:, :, None]
-        pred = torch.einsum("hkv,hk->hv", S, k[t])
-        S = S + torch.einsum("hk,hv->hkv", k[t], beta[t][:, None] * (v[t] - pred))
-        o[t] = torch.einsum("hkv,hk->hv", S, q[t]) / math.sqrt(D)
-    gate = ((h @ w[p + "g_a_proj.weight"].t()) @ w[p + "g_b_proj.weight"].t()).view(T, H, D)
-    o = rms(o, w[p + "o_norm.weight"], eps) * torch.sigmoid(gate)
-    return o.reshape(T, H * D) @ w[p + "o_proj.weight"].t()
-
-
-def ref_mla(w, p, h, cfg):
-    T, H = h.shape[0], cfg["num_attention_heads"]
-    nope, rope, vd, r = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
-    q = (h @ w[p + "q_proj.weight"].t()).view(T, H, nope + rope)
-    ckv = h @ w[p + "kv_a_proj_with_mqa.weight"].t()                         # [T, r + rope]
-    c = rms(ckv[:, :r], w[p + "kv_a_layernorm.weight"], cfg["rms_norm_eps"])
-    kv = (c @ w[p + "kv_b_proj.weight"].t()).view(T, H, nope + vd)
-    k = torch.cat([kv[:, :, :nope], ckv[:, None, r:].expand(T, H, rope)], -1)
-    if MUTATION == "MLA scale 1/sqrt(nope)":
-        q = q * math.sqrt((nope + rope) / nope)
-    s = torch.einsum("thd,uhd->htu", q, k) / math.sqrt(nope + rope)
-    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-    o = torch.einsum("htu,uhd->thd", torch.softmax(s, -1), kv[:, :, nope:])
-    return o.reshape(T, H * vd) @ w[p + "o_proj.weight"].t()
-
-
-def ref_swiglu(w, p, h):
-    silu = torch.nn.functional.silu
-    return (silu(h @ w[p + "gate_proj.weight"].t()) * (h @ w[p + "up_proj.weight"].t())) @ w[p + "down_proj.weight"].t()
-
-
-def ref_moe(w, p, h, cfg):
-    E, k = cfg["num_experts"], cfg["num_experts_per_token"]
-    G, keep = cfg["num_expert_group"], cfg["topk_group"]
-    s = torch.sigmoid(h @ w[p + "gate.weight"].t())                           # [T, E]
-    b = s + (0 if MUTATION == "bias left out of the choice" else w[p + "gate.e_score_correction_bias"])
-    group = b.view(-1, G, E // G).topk(2, -1)[0].sum(-1)                       # [T, G]
-    if MUTATION == "groups ignored":
-        keep = G
-    allowed = torch.zeros_like(group).scatter(1, group.topk(keep, -1)[1], 1.0).repeat_interleave(E // G, 1)
-    chosen = b.masked_fill(allowed == 0, float("-inf")).topk(k, -1)[1]       # [T, k]
-    pw = s.gather(1, chosen)
-    if cfg["moe_renormalize"] != (MUTATION == "renormalize flipped"):
-        pw = pw / pw.sum(-1, keepdim=True)
-    pw = pw * cfg["routed_scaling_factor"]
-    y = ref_swiglu(w, p + "shared_experts.", h)
-    for t in range(h.shape[0]):
-        for j in range(k):
-            e = p + "experts.%d." % int(chosen[t, j])
-            u = torch.nn.functional.silu(h[t] @ w[e + "w1.weight"].t()) * (h[t] @ w[e + "w3.weight"].t())
-            y[t] += pw[t, j] * (u @ w[e + "w2.weight"].t())
-    return y
-
-
-def ref_logits(d, ids):
-    cfg, w, mla, kda, dense = read_dir(d)
-    eps = cfg["rms_norm_eps"]
-    x = w["model.embed_tokens.weight"][ids]
-    for i in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % i
-        h = rms(x, w[p + "input_layernorm.weight"], eps)
-        x = x + (ref_mla(w, p + "self_attn.", h, cfg) if i in mla else ref_kda(w, p + "self_attn.", h, kda, eps))
-        h = rms(x, w[p + "post_attention_layernorm.weight"], eps)
-        x = x + (ref_swiglu(w, p + "mlp.", h) if i in dense else ref_moe(w, p + "block_sparse_moe.", h, cfg))
-    return rms(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].t()
-
-
 def make(name, spec):
     d = os.path.join(HERE, name)
     os.makedirs(d, exist_ok=True)
@@ -549,8 +420,8 @@ def make(name, spec):
         config.architectures = ["KimiLinearForCausalLM"]
         config.dtype = torch.float32
         config.save_pretrained(d)
-        os.remove(os.path.join(d, "generation_config.json")) if os.path.exists(
-            os.path.join(d, "generation_config.json")) else None
+        if os.path.exists(os.path.join(d, "generation_config.json")):
+            os.remove(os.path.join(d, "generation_config.json"))
 
     tensors, greedy_ids, margins = {}, [], []
     for i, p in enumerate(prompts):
@@ -592,22 +463,21 @@ def make(name, spec):
         if not torch.equal(forward_logits(back, p), tensors["logits.%d" % i]):
             fail("%s: reloaded logits differ for prompt %d" % (name, i))
     for i, p in enumerate(prompts):
-        want = ref_logits(d, p.long())
+        want = reference.logits(d, p.long())
         err = float((want - tensors["logits.%d" % i].double()).abs().max())
         print("%s prompt %d: float64 reference from the files vs transformers fp32: max |dlogit| %.3g (logits up to %.3g)"
               % (name, i, err, float(want.abs().max())))
         if not err < 1e-4:
             fail("%s: the float64 reference disagrees with transformers on prompt %d" % (name, i))
-    global MUTATION
-    for MUTATION in ("conv taps reversed", "decay bounded at -5", "bias left out of the choice", "groups ignored",
+    for reference.MUTATION in ("conv taps reversed", "decay bounded at -5", "bias left out of the choice", "groups ignored",
                      "renormalize flipped", "MLA scale 1/sqrt(nope)"):
-        err = max(float((ref_logits(d, p.long()) - tensors["logits.%d" % i].double()).abs().max())
+        err = max(float((reference.logits(d, p.long()) - tensors["logits.%d" % i].double()).abs().max())
                   for i, p in enumerate(prompts))
-        print("%s: with %s the reference is off by up to %.3g" % (name, MUTATION, err))
-        if err < 1e-2 and not (MUTATION == "groups ignored" and spec["groups"] == 1) and not (
-                MUTATION == "renormalize flipped" and TOP_K == 1):
-            fail("%s: the fixtures do not catch: %s" % (name, MUTATION))
-    MUTATION = None
+        mutation = reference.MUTATION
+        print("%s: with %s the reference is off by up to %.3g" % (name, mutation, err))
+        if err < 1e-2 and not (mutation == "groups ignored" and spec["groups"] == 1):
+            fail("%s: the fixtures do not catch: %s" % (name, mutation))
+    reference.MUTATION = None
     with safe_open(os.path.join(d, "expected.safetensors"), "pt") as f:
         if sorted(f.keys()) != sorted(tensors):
             fail("expected.safetensors keys")
