@@ -13,7 +13,8 @@
  *              is full rank; r: W_g = W_g_up [H D, r] W_g_down [r, d])
  *   [mla]      heads, q_rank (0: q = W_q x directly, no query latent or its norm), kv_rank,
  *              qk_nope_dim, qk_rope_dim, v_dim, output_gate (true: y = W_o [sigmoid(W_g x) *
- *              o] | false: y = W_o o)
+ *              o] | false: y = W_o o), norm_eps (of the query and key-value latent norms; 0:
+ *              [model] norm_eps)
  *   [ffn]      dense_ff (intermediate width of the dense FFN), activation (the GLU of every
  *              FFN, dense, shared and routed: situ | swiglu, SiLU(u) * w)
  *   [moe]      experts, top_k, shared_experts, shared_ff, latent (0: no latent projection),
@@ -101,6 +102,7 @@ typedef struct clmoe_config {
   /* [mla] */
   int64_t mla_heads, mla_q_rank, mla_kv_rank, mla_qk_nope_dim, mla_qk_rope_dim, mla_v_dim;
   int mla_output_gate; /* 1 (default): gated output */
+  double mla_norm_eps;  /* 0: norm_eps */
   /* [ffn] */
   int64_t dense_ff;
   int activation; /* clmoe_activation */

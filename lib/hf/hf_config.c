@@ -246,6 +246,8 @@ static clmoe_status read_mla(const hf_cfg *h, clmoe_config *c)
   int nope = 1, gate = 0, bias = 0;
   CLMOE_TRY(get_bool(h, r, KEYS("mla_use_nope"), 1, &nope));
   if (!nope) return bad(h, "mla_use_nope", "false: MLA with rotary embeddings is not supported (NoPE only)");
+  /* transformers builds q_a_layernorm and kv_a_layernorm with its RMSNorm's default eps */
+  c->mla_norm_eps = 1e-6;
   CLMOE_TRY(get_bool(h, r, KEYS("mla_use_output_gate"), 0, &gate));
   c->mla_output_gate = gate;
   CLMOE_TRY(get_bool(h, r, KEYS("attention_bias"), 0, &bias));

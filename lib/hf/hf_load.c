@@ -32,41 +32,43 @@ typedef struct hf_rule {
   const char *leaf; /* the registry name after "layerN/mixer/" or "layerN/ffn/" */
   const char *hub;  /* after "model.layers.N." ("%d": the expert) */
   int flat;         /* the hub tensor may have any shape of the same size */
+  const char *alt;  /* another spelling of hub, or NULL */
 } hf_rule;
 
 static const hf_rule kda_rules[] = {
-    {"w_q", "self_attn.q_proj.weight", 0},        {"w_k", "self_attn.k_proj.weight", 0},
-    {"w_v", "self_attn.v_proj.weight", 0},        {"w_beta", "self_attn.b_proj.weight", 0},
-    {"w_a_down", "self_attn.f_a_proj.weight", 0}, {"w_a_up", "self_attn.f_b_proj.weight", 0},
-    {"dt_bias", "self_attn.dt_bias", 1},          {"A_log", "self_attn.A_log", 1},
-    {"conv_q", "self_attn.q_conv1d.weight", 0},   {"conv_k", "self_attn.k_conv1d.weight", 0},
-    {"conv_v", "self_attn.v_conv1d.weight", 0},   {"o_gain", "self_attn.o_norm.weight", 0},
-    {"w_g", "self_attn.g_proj.weight", 0},        {"w_g_down", "self_attn.g_a_proj.weight", 0},
-    {"w_g_up", "self_attn.g_b_proj.weight", 0},   {"w_o", "self_attn.o_proj.weight", 0},
-    {NULL, NULL, 0}};
+    {"w_q", "self_attn.q_proj.weight", 0, NULL},        {"w_k", "self_attn.k_proj.weight", 0, NULL},
+    {"w_v", "self_attn.v_proj.weight", 0, NULL},        {"w_beta", "self_attn.b_proj.weight", 0, NULL},
+    {"w_a_down", "self_attn.f_a_proj.weight", 0, NULL}, {"w_a_up", "self_attn.f_b_proj.weight", 0, NULL},
+    {"dt_bias", "self_attn.dt_bias", 1, NULL},          {"A_log", "self_attn.A_log", 1, NULL},
+    {"conv_q", "self_attn.q_conv1d.weight", 0, NULL},   {"conv_k", "self_attn.k_conv1d.weight", 0, NULL},
+    {"conv_v", "self_attn.v_conv1d.weight", 0, NULL},   {"o_gain", "self_attn.o_norm.weight", 0, NULL},
+    {"w_g", "self_attn.g_proj.weight", 0, NULL},        {"w_g_down", "self_attn.g_a_proj.weight", 0, NULL},
+    {"w_g_up", "self_attn.g_b_proj.weight", 0, NULL},   {"w_o", "self_attn.o_proj.weight", 0, NULL},
+    {NULL, NULL, 0, NULL}};
 
 static const hf_rule mla_rules[] = {
-    {"w_dq", "self_attn.q_a_proj.weight", 0},    {"q_norm", "self_attn.q_a_layernorm.weight", 0},
-    {"w_dkv", "self_attn.kv_a_proj_with_mqa.weight", 0},
-    {"kv_norm", "self_attn.kv_a_layernorm.weight", 0},
-    {"w_ukv", "self_attn.kv_b_proj.weight", 0},  {"w_g", "self_attn.g_proj.weight", 0},
-    {"w_o", "self_attn.o_proj.weight", 0},       {NULL, NULL, 0}};
+    {"w_dq", "self_attn.q_a_proj.weight", 0, NULL},    {"q_norm", "self_attn.q_a_layernorm.weight", 0, NULL},
+    {"w_dkv", "self_attn.kv_a_proj_with_mqa.weight", 0, NULL},
+    {"kv_norm", "self_attn.kv_a_layernorm.weight", 0, NULL},
+    {"w_ukv", "self_attn.kv_b_proj.weight", 0, NULL},  {"w_g", "self_attn.g_proj.weight", 0, NULL},
+    {"w_o", "self_attn.o_proj.weight", 0, NULL},       {NULL, NULL, 0, NULL}};
 
-static const hf_rule dense_rules[] = {{"w_gate", "mlp.gate_proj.weight", 0},
-                                      {"w_upp", "mlp.up_proj.weight", 0},
-                                      {"w_dn", "mlp.down_proj.weight", 0},
-                                      {NULL, NULL, 0}};
+/* transformers 5.25's save_pretrained writes the dense layers under block_sparse_moe. */
+static const hf_rule dense_rules[] = {{"w_gate", "mlp.gate_proj.weight", 0, "block_sparse_moe.gate_proj.weight"},
+                                      {"w_upp", "mlp.up_proj.weight", 0, "block_sparse_moe.up_proj.weight"},
+                                      {"w_dn", "mlp.down_proj.weight", 0, "block_sparse_moe.down_proj.weight"},
+                                      {NULL, NULL, 0, NULL}};
 
 static const hf_rule moe_rules[] = {
-    {"w_router", "block_sparse_moe.gate.weight", 0},
-    {"bias", "block_sparse_moe.gate.e_score_correction_bias", 0},
-    {"w_gate", "block_sparse_moe.experts.%d.w1.weight", 0},
-    {"w_upp", "block_sparse_moe.experts.%d.w3.weight", 0},
-    {"w_dn", "block_sparse_moe.experts.%d.w2.weight", 0},
-    {"shared/w_gate", "block_sparse_moe.shared_experts.gate_proj.weight", 0},
-    {"shared/w_upp", "block_sparse_moe.shared_experts.up_proj.weight", 0},
-    {"shared/w_dn", "block_sparse_moe.shared_experts.down_proj.weight", 0},
-    {NULL, NULL, 0}};
+    {"w_router", "block_sparse_moe.gate.weight", 0, NULL},
+    {"bias", "block_sparse_moe.gate.e_score_correction_bias", 0, NULL},
+    {"w_gate", "block_sparse_moe.experts.%d.w1.weight", 0, NULL},
+    {"w_upp", "block_sparse_moe.experts.%d.w3.weight", 0, NULL},
+    {"w_dn", "block_sparse_moe.experts.%d.w2.weight", 0, NULL},
+    {"shared/w_gate", "block_sparse_moe.shared_experts.gate_proj.weight", 0, NULL},
+    {"shared/w_upp", "block_sparse_moe.shared_experts.up_proj.weight", 0, NULL},
+    {"shared/w_dn", "block_sparse_moe.shared_experts.down_proj.weight", 0, NULL},
+    {NULL, NULL, 0, NULL}};
 
 typedef struct loader {
   hf_weights w;
@@ -183,10 +185,10 @@ static clmoe_status load_param(loader *L, clmoe_param *p)
   }
   const hf_rule *r;
   if (mixer && c->is_mla[layer] && c->mla_q_rank == 0 && (!strcmp(leaf, "w_uq") || !strcmp(leaf, "w_q"))) {
-    static const hf_rule direct = {"w_uq", "self_attn.q_proj.weight", 0};
+    static const hf_rule direct = {"w_uq", "self_attn.q_proj.weight", 0, NULL};
     r = &direct;
   } else if (mixer && c->is_mla[layer] && !strcmp(leaf, "w_uq")) {
-    static const hf_rule latent = {"w_uq", "self_attn.q_b_proj.weight", 0};
+    static const hf_rule latent = {"w_uq", "self_attn.q_b_proj.weight", 0, NULL};
     r = &latent;
   } else {
     r = find_rule(mixer ? (c->is_mla[layer] ? mla_rules : kda_rules) : layer < c->dense_layers ? dense_rules
@@ -198,6 +200,11 @@ static clmoe_status load_param(loader *L, clmoe_param *p)
                         "checkpoints", c->name, p->name);
   if (strstr(r->hub, "%d")) return load_experts(L, r->hub, layer, p);
   snprintf(name, sizeof name, "model.layers.%d.%s", layer, r->hub);
+  if (r->alt && !clmoe__hf_weights_find(&L->w, name)) {
+    char alt[256];
+    snprintf(alt, sizeof alt, "model.layers.%d.%s", layer, r->alt);
+    if (clmoe__hf_weights_find(&L->w, alt)) snprintf(name, sizeof name, "%s", alt);
+  }
   return load_one(L, name, p->name, r->flat, p->value);
 }
 

@@ -93,6 +93,7 @@ const config_key clmoe__model_config_keys[] = {
     {"mla", "qk_rope_dim", CFG_I64, OFF(mla_qk_rope_dim), 0, 4096, NULL},
     {"mla", "v_dim", CFG_I64, OFF(mla_v_dim), 1, 4096, NULL},
     {"mla", "output_gate", CFG_CHOICE, OFF(mla_output_gate), 0, 0, bool_names},
+    {"mla", "norm_eps", CFG_F64, OFF(mla_norm_eps), 0.0, 1.0, NULL},
     {"ffn", "dense_ff", CFG_I64, OFF(dense_ff), 1, 1 << 24, NULL},
     {"ffn", "activation", CFG_CHOICE, OFF(activation), 0, 0, activation_names},
     {"moe", "experts", CFG_I64, OFF(experts), 1, 1 << 20, NULL},

@@ -72,6 +72,7 @@ static int config_diff(const clmoe_config *a, const clmoe_config *b, char *why, 
   SAME_I(residual);
   SAME_I(kda_out_gate_rank);
   SAME_I(mla_output_gate);
+  SAME_D(mla_norm_eps);
   SAME_I(activation);
   SAME_I(groups);
   SAME_I(topk_groups);

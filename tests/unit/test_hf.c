@@ -98,6 +98,7 @@ static void expect_tiny(const clmoe_config *c)
   CU_ASSERT_EQUAL(c->mla_qk_rope_dim, 8);
   CU_ASSERT_EQUAL(c->mla_v_dim, 16);
   CU_ASSERT_EQUAL(c->mla_output_gate, 0);
+  CU_ASSERT_DOUBLE_EQUAL(c->mla_norm_eps, 1e-6, 0.0); /* transformers' default, not rms_norm_eps */
   CU_ASSERT_EQUAL(c->dense_ff, 96);
   CU_ASSERT_EQUAL(c->activation, CLMOE_ACTIVATION_SWIGLU);
   CU_ASSERT_EQUAL(c->experts, 8);
