@@ -200,7 +200,6 @@ static void parse_args(int argc, char **argv, gen_opts *o)
   if (!o->ckpt && !o->model_dir) app_usage_error("--ckpt FILE or --model DIR is required");
   if (o->model_dir && !clmoe_hf_is_checkpoint(o->model_dir))
     app_usage_error("--model %s: not a directory holding a config.json (a Hugging Face checkpoint)", o->model_dir);
-  if (o->model_dir && o->ep > 0) app_usage_error("--model with --ep: not supported yet (one process per model)");
   if (o->model_dir) o->ckpt = o->model_dir;
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
@@ -331,9 +330,10 @@ int main(int argc, char **argv)
   clmoe_model *model;
   clmoe_ckpt_meta meta = {0};
   const double t0 = app_now();
-  clmoe_status st = o.model_dir ? clmoe_hf_load(ctx, o.model_dir, &model)
-                     : app_dist  ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
-                                 : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
+  clmoe_status st = o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
+                     : o.model_dir          ? clmoe_hf_load(ctx, o.model_dir, &model)
+                     : app_dist             ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
+                                            : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
   if (st != CLMOE_OK) {
     if (app_dist && clmoe_dist_size(app_dist) > 1)
       app_fail(1, "cannot load the checkpoint: %s: %s", clmoe_strerror(st), clmoe_last_error());

@@ -28,6 +28,8 @@
 #ifndef CLMOE_HF_H
 #define CLMOE_HF_H
 
+#include "dist.h"
+#include "expert_map.h"
 #include "model.h"
 #include "model_config.h"
 #include "status.h"
@@ -42,6 +44,12 @@ CLMOE_API clmoe_status clmoe_hf_config_read(const char *path, clmoe_config *cfg)
 
 /* An inference model from checkpoint directory `dir` (its config.json and weights). */
 CLMOE_API clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model);
+
+/* Expert parallelism: this rank's part of the model over the ranks of dist, the routed
+ * experts placed as map says (NULL: spread evenly); each rank reads only its experts' data
+ * (every expert's tensor is still checked to be there). */
+CLMOE_API clmoe_status clmoe_hf_load_ep(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist,
+                                        const clmoe_expert_map *map, clmoe_model **model);
 
 /* 1 when `path` is a directory holding a config.json (a Hugging Face checkpoint). */
 CLMOE_API int clmoe_hf_is_checkpoint(const char *path);

@@ -22,6 +22,7 @@
  * Shapes must match the config; dimensions of size 1 are ignored (the hub stores A_log as
  * [1, 1, H, 1] and the convolutions as [HD, 1, K]) and dt_bias may be flat. */
 #include "hf_internal.h"
+#include "model/model_internal.h" /* the expert-parallel inference model, its owned map */
 #include "clmoe/params.h"
 
 #include <stdio.h>
@@ -208,7 +209,25 @@ static clmoe_status load_param(loader *L, clmoe_param *p)
   return load_one(L, name, p->name, r->flat, p->value);
 }
 
-clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model)
+/* The model the config describes: one process's, or this rank's part of an expert-parallel
+ * one (map NULL: the experts spread evenly, the map owned by the model). */
+static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist, const clmoe_expert_map *map,
+                           clmoe_model **m)
+{
+  if (!dist) return clmoe_model_create_inference(ctx, cfg, m);
+  clmoe_expert_map *even = NULL;
+  if (!map) CLMOE_TRY(clmoe_expert_map_even((int)cfg->experts, clmoe_dist_size(dist), &even));
+  clmoe_status st = clmoe__model_create_ep_inference(ctx, cfg, dist, map ? map : even, m);
+  if (st != CLMOE_OK) {
+    clmoe_expert_map_destroy(even);
+    return st;
+  }
+  (*m)->owned_map = even;
+  return CLMOE_OK;
+}
+
+static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
+                         clmoe_model **model)
 {
   if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load: model is NULL");
   *model = NULL;
@@ -218,7 +237,7 @@ clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model)
   loader L = {.cfg = &cfg};
   CLMOE_TRY(clmoe__hf_weights_open(dir, &L.w));
   clmoe_model *m = NULL;
-  clmoe_status st = clmoe_model_create_inference(ctx, &cfg, &m);
+  clmoe_status st = create(ctx, &cfg, dist, map, &m);
   clmoe_params *ps = st == CLMOE_OK ? clmoe_model_params(m) : NULL;
   for (int i = 0; st == CLMOE_OK && i < ps->n; i++) st = load_param(&L, &ps->p[i]);
   if (st == CLMOE_OK) {
@@ -235,4 +254,16 @@ clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model)
   }
   *model = m;
   return CLMOE_OK;
+}
+
+clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model)
+{
+  return load(ctx, dir, NULL, NULL, model);
+}
+
+clmoe_status clmoe_hf_load_ep(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
+                              clmoe_model **model)
+{
+  if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_ep: dist is NULL");
+  return load(ctx, dir, dist, map, model);
 }

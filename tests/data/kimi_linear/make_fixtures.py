@@ -15,6 +15,8 @@ writes next to itself:
   tiny-tf5/   config.json as transformers 5 writes KimiLinearConfig (layer_types,
               mlp_layer_types, linear_*), one model.safetensors in fp32 under the same hub
               names; plain top-k, routing weights not renormalized
+  tiny-f16/   as tiny-tf5 with its own weights in fp16 (A_log, dt_bias in fp32), 2 groups with
+              the best one kept, renormalized routing
   */expected.safetensors  prompt.i (I32 [T]) and logits.i (F32 [T, 512]) for three prompts
               (T = 5, 37, 70), one uncached forward; greedy_logits.i (F32 [8, 512]) the
               logits of the 8 cached greedy steps
@@ -64,9 +66,11 @@ SPECIAL_NAMES = {0: "[BOS]", 1: "[EOS]", 2: "<|im_end|>", 3: "<|im_user|>", 4: "
 BOS, EOS, PAD = TOK_BASE + 0, TOK_BASE + 2, TOK_BASE + 15
 
 MODELS = {
-    # name: seed, groups, topk_groups, renormalize, weights in bf16
-    "tiny-hub": dict(seed=1101, groups=4, topk_groups=2, renormalize=True, bf16=True),
-    "tiny-tf5": dict(seed=2202, groups=1, topk_groups=1, renormalize=False, bf16=False),
+    # name: seed, groups, topk_groups, renormalize, weight dtype (None: fp32), the hub's form
+    # (config, two shards, tokenizer) or transformers 5's (one file)
+    "tiny-hub": dict(seed=1101, groups=4, topk_groups=2, renormalize=True, half=torch.bfloat16, hub=True),
+    "tiny-tf5": dict(seed=2202, groups=1, topk_groups=1, renormalize=False, half=None, hub=False),
+    "tiny-f16": dict(seed=3303, groups=2, topk_groups=1, renormalize=True, half=torch.float16, hub=False),
 }
 
 
@@ -142,7 +146,7 @@ def hub_config(spec):
     }
 
 
-def init_weights(model, seed, bf16):
+def init_weights(model, seed, half):
     """Random weights that make every sub-layer matter, set by name in a fixed order."""
     gen = torch.Generator().manual_seed(seed)
 
@@ -189,13 +193,13 @@ def init_weights(model, seed, bf16):
         else:
             fail("no initializer for " + name)
         w = w.to(torch.float32)
-        if bf16 and not (name.endswith("A_log") or name.endswith("dt_bias")):
-            w = w.to(torch.bfloat16).to(torch.float32)  # the hub stores these in bf16
+        if half is not None and not (name.endswith("A_log") or name.endswith("dt_bias")):
+            w = w.to(half).to(torch.float32)  # stored in bf16 (the hub) or fp16
         state[name] = w
     model.load_state_dict(state, strict=True)
 
 
-def to_hub_names(model, bf16):
+def to_hub_names(model, half):
     """transformers' state dict -> the hub's tensor names and shapes, in file order."""
     out = {}
     dense = set(i for i in range(LAYERS) if model.config.mlp_layer_types[i] == "dense")
@@ -226,8 +230,8 @@ def to_hub_names(model, bf16):
                     continue
             name = pre + rest
         out[name] = t
-    if bf16:
-        out = {k: (v if k.endswith("A_log") or k.endswith("dt_bias") else v.to(torch.bfloat16)) for k, v in out.items()}
+    if half is not None:
+        out = {k: (v if k.endswith("A_log") or k.endswith("dt_bias") else v.to(half)) for k, v in out.items()}
     return out
 
 
@@ -257,9 +261,9 @@ def write_tensors(path, tensors):
     os.replace(tmp, path)
 
 
-def write_checkpoint(d, hub, bf16):
-    """The weights: two shards and an index (tiny-hub) or one file (tiny-tf5)."""
-    if not bf16:
+def write_checkpoint(d, hub, sharded):
+    """The weights: two shards and an index (tiny-hub) or one file (tiny-tf5, tiny-f16)."""
+    if not sharded:
         write_tensors(os.path.join(d, "model.safetensors"), hub)
         return
     names = list(hub)
@@ -406,19 +410,19 @@ def make(name, spec):
     config = tf5_config(spec)
     config._attn_implementation = "eager"
     model = KimiLinearForCausalLM(config).eval()
-    init_weights(model, spec["seed"], spec["bf16"])
+    init_weights(model, spec["seed"], spec["half"])
     prompt_seed, prompts = pick_prompts(model, spec["seed"] + 7)
     print(name, "prompt seed", prompt_seed)
     check_spread(model, prompts, name)
 
-    hub = to_hub_names(model, spec["bf16"])
-    write_checkpoint(d, hub, spec["bf16"])
-    if spec["bf16"]:
+    hub = to_hub_names(model, spec["half"])
+    write_checkpoint(d, hub, spec["hub"])
+    if spec["hub"]:
         write_json(os.path.join(d, "config.json"), hub_config(spec))
         write_tokenizer(d)
     else:
         config.architectures = ["KimiLinearForCausalLM"]
-        config.dtype = torch.float32
+        config.dtype = spec["half"] or torch.float32
         config.save_pretrained(d)
         if os.path.exists(os.path.join(d, "generation_config.json")):
             os.remove(os.path.join(d, "generation_config.json"))

@@ -1,0 +1,90 @@
+#!/bin/sh
+# clmoe-generate --model on the tiny Kimi Linear checkpoints of tests/data/kimi_linear
+# (made and checked by transformers 5.25: README.md there): the hub's form (bf16, two shards,
+# a tiktoken tokenizer, grouped routing) and transformers 5's (fp32, one file, no
+# renormalisation; and fp16 weights). For every fixture prompt and several of its prefixes, the logits at the
+# last position equal transformers' within 1e-4 of the largest logit (fp32 compute; the
+# bf16 weights are converted exactly), through the chunked prefill with chunks that cut the
+# prompts (and the unbounded decay's extremes: g down to -48.7); the 8 greedy tokens equal
+# transformers' cached greedy continuation; the tokenizer found beside the weights decodes
+# them. Broken checkpoint folders are refused naming the file and the tensor.
+# Needs CLMOE_APPS_DIR and CLMOE_SRCDIR (make check sets them).
+set -u
+. "$(dirname "$0")/apps_common.sh"
+skip_without_device
+srcdir=${CLMOE_SRCDIR:-$(dirname "$0")/../..}
+fx="$srcdir/tests/data/kimi_linear"
+gen="$apps/clmoe-generate"
+check="$apps/../tests/apps/hf_logits_check"
+
+# prompt K [LEN]: fixture prompt K (0-based) of expected.json, its first LEN ids, as a list.
+prompt() {
+  sed -n '/"prompts"/,/]]*$/p' "$fx/$m/expected.json" | grep '^ *\[[0-9]' | sed -n "$(($1 + 1))p" |
+    tr -d ' []' | sed 's/,$//' | cut -d, -f1-"${2:-1000}"
+}
+# greedy K: transformers' 8 greedy ids after prompt K, space-separated.
+greedy() {
+  sed -n '/"greedy"/,/]$/p' "$fx/$m/expected.json" | grep '^ *\[[0-9]' | sed -n "$(($1 + 1))p" |
+    tr -d ' []' | sed 's/,$//' | tr ',' ' '
+}
+
+for m in tiny-hub tiny-tf5 tiny-f16; do
+  # logits after each prompt and prefixes that end inside and at the edges of 16-token tiles
+  args="" specs=""
+  for kl in 0:5 1:1 1:16 1:17 1:37 2:33 2:64 2:65 2:70; do
+    k=${kl%%:*} len=${kl#*:}
+    args="$args --prompt-ids $(prompt "$k" "$len")"
+    specs="$specs $kl"
+  done
+  for chunk in 2048 7; do
+    # shellcheck disable=SC2086
+    expect "$m: logits (prefill chunk $chunk)" 0 "" -- "$gen" --model "$fx/$m" $args -n 1 --greedy --quiet \
+      --prefill-chunk $chunk --logits "$tmp/$m-$chunk.safetensors"
+    # shellcheck disable=SC2086
+    if "$check" "$tmp/$m-$chunk.safetensors" "$fx/$m/expected.safetensors" 1e-4 $specs > "$tmp/cmp" 2>&1; then
+      pass "$m: logits equal transformers' at 1e-4 (chunk $chunk)"
+    else
+      fail "$m: logits differ from transformers' (chunk $chunk)"
+    fi
+    sed 's/^/    /' "$tmp/cmp"
+  done
+  # greedy continuations, all three prompts decoded together
+  "$gen" --model "$fx/$m" --prompt-ids "$(prompt 0)" --prompt-ids "$(prompt 1)" --prompt-ids "$(prompt 2)" \
+    -n 8 --greedy --quiet --json "$tmp/$m.json" > "$tmp/out" 2>&1 || { fail "$m: greedy run"; cat "$tmp/out"; }
+  for k in 0 1 2; do
+    got=$(tr -d '\n' < "$tmp/$m.json" | grep -o '"ids": *\[[0-9, ]*\]' | sed -n "$((k + 1))p" |
+          sed 's/.*\[//; s/\]//' | tr -d ' ' | tr ',' ' ')
+    want=$(greedy $k)
+    if [ "$got" = "$want" ]; then pass "$m: prompt $k greedy = transformers' ($want)"
+    else fail "$m: prompt $k greedy '$got', transformers '$want'"; fi
+  done
+done
+
+# the hub folder's tokenizer: text in, text out
+expect "tiny-hub: tokenizer found beside the weights" 0 "" -- "$gen" --model "$fx/tiny-hub" --prompt "Hello" \
+  -n 4 --greedy --quiet
+
+# broken folders: each names the file and what is wrong
+bad() { rm -rf "$tmp/bad"; cp -r "$fx/$1" "$tmp/bad"; }
+bad tiny-hub
+rm "$tmp/bad/model-00002-of-00002.safetensors"
+expect "missing shard" 1 "model-00002-of-00002.safetensors" -- "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
+bad tiny-hub
+sed 's/"num_experts": 8/"num_experts": 16/' "$fx/tiny-hub/config.json" > "$tmp/bad/config.json"
+expect "experts the weights lack" 1 "no tensor model.layers.1.block_sparse_moe.experts.8.w1.weight" -- \
+  "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
+bad tiny-hub
+sed 's/"kv_lora_rank": 32/"kv_lora_rank": 24/' "$fx/tiny-hub/config.json" > "$tmp/bad/config.json"
+expect "shape that does not match the config" 1 "kv_a_proj_with_mqa.weight is \[40, 64\], but" -- \
+  "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
+bad tiny-hub
+sed 's/"num_hidden_layers": 5/"num_hidden_layers": 4/; s/"full_attn_layers": \[2, 5\]/"full_attn_layers": [2]/' \
+  "$fx/tiny-hub/config.json" > "$tmp/bad/config.json"
+expect "unknown tensor" 1 "tensor model.layers.4.* belongs to no parameter" -- \
+  "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
+bad tiny-hub
+printf '{"model_type": "kimi_linear",' > "$tmp/bad/config.json"
+expect "malformed config.json" 1 "config.json" -- "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
+expect "not a checkpoint folder" 2 "not a directory holding a config.json" -- \
+  "$gen" --model "$tmp/nothing" --prompt-ids 1 -n 1
+exit $((fails > 0))
