@@ -75,8 +75,8 @@ int main(int argc, char **argv)
       if (g[v] > g[argmax_g]) argmax_g = (int)v;
     }
     const int ok = !nan && err <= tol * scale;
-    printf("%s prompt %d, %d tokens: max |error| %.3g of max |logit| %.3g (relative %.3g), argmax %d vs %d\n",
-           ok ? "ok  " : "BAD ", k, len, err, scale, err / scale, argmax_g, argmax_w);
+    printf("%s prompt %d, %d tokens: max |error| %.3g of max |logit| %.3g (relative %.3g), argmax %d vs %d%s\n",
+           ok ? "ok  " : "BAD ", k, len, err, scale, err / scale, argmax_g, argmax_w, nan ? ", ours not finite" : "");
     bad += !ok;
     free(want);
   }

@@ -70,8 +70,14 @@ bad tiny-hub
 rm "$tmp/bad/model-00002-of-00002.safetensors"
 expect "missing shard" 1 "model-00002-of-00002.safetensors" -- "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
 bad tiny-hub
-sed 's/"num_experts": 8/"num_experts": 16/' "$fx/tiny-hub/config.json" > "$tmp/bad/config.json"
-expect "experts the weights lack" 1 "no tensor model.layers.1.block_sparse_moe.experts.8.w1.weight" -- \
+sed 's/"first_k_dense_replace": 1/"first_k_dense_replace": 2/' "$fx/tiny-hub/config.json" > "$tmp/bad/config.json"
+expect "a tensor the config needs is missing" 1 "no tensor model.layers.1.mlp.gate_proj.weight" -- \
+  "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
+bad tiny-hub
+sed 's/"model.layers.0.input_layernorm.weight": "model-00001-of-00002.safetensors"/"model.layers.0.input_layernorm.weight": "model-00002-of-00002.safetensors"/' \
+  "$fx/tiny-hub/model.safetensors.index.json" > "$tmp/bad/model.safetensors.index.json"
+expect "an index that disagrees with its shards" 1 \
+  "tensor model.layers.0.input_layernorm.weight is not in shard model-00002-of-00002.safetensors" -- \
   "$gen" --model "$tmp/bad" --prompt-ids 1 -n 1
 bad tiny-hub
 sed 's/"kv_lora_rank": 32/"kv_lora_rank": 24/' "$fx/tiny-hub/config.json" > "$tmp/bad/config.json"
