@@ -41,10 +41,3 @@ check_PROGRAMS += tests/apps/json_check
 tests_apps_json_check_SOURCES = tests/apps/json_check.c
 tests_apps_json_check_LDADD =
 
-# Hugging Face Kimi Linear checkpoints through clmoe-generate --model, against the logits and
-# greedy tokens transformers computed (tests/data/kimi_linear)
-TESTS += tests/apps/test_hf.sh
-EXTRA_DIST += tests/apps/test_hf.sh
-check_PROGRAMS += tests/apps/hf_logits_check
-tests_apps_hf_logits_check_SOURCES = tests/apps/hf_logits_check.c
-tests_apps_hf_logits_check_LDADD = lib/libclmoe.la -lm

@@ -5,3 +5,11 @@ lib_libclmoe_impl_la_SOURCES += lib/hf/hf_internal.h lib/hf/hf_config.c lib/hf/h
 	lib/hf/hf_load.c
 clmoeinclude_HEADERS += include/clmoe/hf.h
 TEST_SUITES += tests/unit/test_hf
+# clmoe-generate --model on the tiny checkpoints of tests/data/kimi_linear against the logits
+# and greedy tokens transformers computed (hf_logits_check compares the rows), and under
+# mpirun with the experts spread over ranks
+TESTS += tests/apps/test_hf.sh tests/mpi/test_hf_ep.sh
+EXTRA_DIST += tests/apps/test_hf.sh tests/mpi/test_hf_ep.sh
+check_PROGRAMS += tests/apps/hf_logits_check
+tests_apps_hf_logits_check_SOURCES = tests/apps/hf_logits_check.c
+tests_apps_hf_logits_check_LDADD = lib/libclmoe.la -lm
