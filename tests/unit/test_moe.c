@@ -371,8 +371,20 @@ static void test_errors(void)
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "top-(k+1)");
   c = good, c.balance = CLMOE_MOE_BALANCE_QB_HIST, c.hist_bins = 1;
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "hist_bins");
-  c = good, c.latent = 0;
+  c = good, c.latent = -1; /* 0 is valid: no latent projection */
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "latent");
+  c = good, c.groups = 4; /* 6 experts */
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "groups = 4");
+  c = good, c.groups = 6; /* one expert a group: no two best */
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "fewer than 2");
+  c = good, c.groups = 3, c.topk_groups = 4;
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "topk_groups");
+  c = good, c.groups = 3, c.topk_groups = 1, c.top_k = 3; /* 2 experts in 1 group */
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "exceeds the 2 experts");
+  c = good, c.glu = (clmoe_glu)7;
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "glu");
+  c = good, c.routed_scale = -2.0f;
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "routed_scale");
   c = good, c.norm_eps = -1.0f;
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "norm_eps");
   TEST_OK(clmoe_moe_layer_create(test_ctx, &L, &good));
