@@ -234,6 +234,8 @@ static void test_ties(void)
   clmoe_moe_layer_destroy(&L);
 }
 
+static void expect_error(clmoe_status st, clmoe_status want, const char *needle);
+
 /* Grouped selection, 8 experts in 2 groups of 4, the best group kept, top-2; the router is 0
  * (every s = 0.5) and the bias makes the scores s + b, all exact in binary:
  *   A: group 0 = 0.875 0.5 0.5 0.5, group 1 = 0.75 0.6875 0.5 0.5. Group scores (two best):
@@ -275,9 +277,21 @@ static void test_grouped_hand(void)
         CU_ASSERT(hp[t * 2 + j] == 1.25f);
       }
   }
-  clmoe_tensor *all[] = {&x, &s_all, &topk, &sc, &p};
-  for (int i = 0; i < 5; i++) clmoe_tensor_destroy(all[i]);
+  /* Quantile Balancing has no cut-off with groups: refused in training, inference runs */
+  clmoe_moe_layer Q;
+  clmoe_moe_config qc = cfg;
+  clmoe_moe_saved sv;
+  clmoe_tensor y = {0};
+  qc.balance = CLMOE_MOE_BALANCE_QB;
+  TEST_OK(clmoe_moe_layer_create(test_ctx, &Q, &qc));
+  TEST_OK(clmoe_moe_layer_init(&Q, 5, 0.1f));
+  TEST_OK(clmoe_tensor_create(test_ctx, &y, CLMOE_F32, 2, (int64_t[]){m, 8}));
+  TEST_OK(clmoe_moe_forward(test_ctx, &Q, &x, &y, NULL));
+  expect_error(clmoe_moe_forward(test_ctx, &Q, &x, &y, &sv), CLMOE_ERR_UNSUPPORTED, "Quantile Balancing");
+  clmoe_tensor *all[] = {&x, &s_all, &topk, &sc, &p, &y};
+  for (int i = 0; i < 6; i++) clmoe_tensor_destroy(all[i]);
   clmoe_moe_layer_destroy(&L);
+  clmoe_moe_layer_destroy(&Q);
 }
 
 /* Forward + backward twice: the same bits (no atomics on floats, fixed sum orders). */
