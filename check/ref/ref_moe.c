@@ -1,4 +1,5 @@
-/* Double-precision reference of the Stable LatentMoE layer: token loops, no tricks. */
+/* Double-precision reference of the Stable LatentMoE layer and its Kimi Linear options (SwiGLU,
+ * grouped selection, plain combine weights, no latent projection): token loops, no tricks. */
 #include "ref_moe.h"
 
 #include <math.h>
@@ -19,6 +20,22 @@ void ref_situ_grad(double u, double w, double *du, double *dw)
   *du = ((1.0 - tu * tu) * su + REF_SITU_B1 * tu * su * (1.0 - su)) * h;
   *dw = g * (1.0 - tw * tw);
 }
+
+double ref_glu(int glu, double u, double w) { return glu ? u * sigm(u) * w : ref_situ(u, w); }
+
+void ref_glu_grad(int glu, double u, double w, double *du, double *dw)
+{
+  if (!glu) {
+    ref_situ_grad(u, w, du, dw);
+    return;
+  }
+  const double su = sigm(u); /* d/du u sigmoid(u) = sigmoid(u) + u sigmoid(u) (1 - sigmoid(u)) */
+  *du = (su + u * su * (1.0 - su)) * w;
+  *dw = u * su;
+}
+
+/* The experts' width: the latent width, or d without a latent projection. */
+static int64_t width(const ref_moe_shape *s) { return s->l > 0 ? s->l : s->d; }
 
 /* out[r] (+)= sum_c W[r, c] v[c] for W [rows, cols]. */
 static void matvec(const double *W, int64_t rows, int64_t cols, const double *v, double *out, int add)
@@ -44,32 +61,32 @@ static void outer_add(double *G, int64_t rows, int64_t cols, const double *a, co
     for (int64_t c = 0; c < cols; c++) G[r * cols + c] += a[r] * b[c];
 }
 
-/* One SiTU-GLU FFN applied to one vector h [in] -> out [in] (added), intermediate f, with the
- * intermediate u, w, a kept in caller buffers of f. */
-static void ffn_vec(int64_t in, int64_t f, const double *h, const double *wg, const double *wu,
+/* One gated FFN (unit glu) applied to one vector h [in] -> out [in] (added), intermediate f,
+ * with the intermediate u, w, a kept in caller buffers of f. */
+static void ffn_vec(int glu, int64_t in, int64_t f, const double *h, const double *wg, const double *wu,
                     const double *wd, double *u, double *w, double *a, double *out, int add)
 {
   matvec(wg, f, in, h, u, 0);
   matvec(wu, f, in, h, w, 0);
-  for (int64_t j = 0; j < f; j++) a[j] = ref_situ(u[j], w[j]);
+  for (int64_t j = 0; j < f; j++) a[j] = ref_glu(glu, u[j], w[j]);
   matvec(wd, in, f, a, out, add);
 }
 
 /* Gradient of out . dout for ffn_vec: adds to dwg, dwu, dwd (may be NULL) and dh. */
-static void ffn_vec_backward(int64_t in, int64_t f, const double *h, const double *wg,
+static void ffn_vec_backward(int glu, int64_t in, int64_t f, const double *h, const double *wg,
                              const double *wu, const double *wd, const double *dout, double *dwg,
                              double *dwu, double *dwd, double *dh, double *u, double *w, double *a,
                              double *da)
 {
   matvec(wg, f, in, h, u, 0);
   matvec(wu, f, in, h, w, 0);
-  for (int64_t j = 0; j < f; j++) a[j] = ref_situ(u[j], w[j]);
+  for (int64_t j = 0; j < f; j++) a[j] = ref_glu(glu, u[j], w[j]);
   if (dwd) outer_add(dwd, in, f, dout, a);
   for (int64_t j = 0; j < f; j++) da[j] = 0.0;
   matvec_t_add(wd, in, f, dout, da);
   for (int64_t j = 0; j < f; j++) {
     double gu, gw;
-    ref_situ_grad(u[j], w[j], &gu, &gw);
+    ref_glu_grad(glu, u[j], w[j], &gu, &gw);
     u[j] = da[j] * gu; /* u, w now hold du, dw */
     w[j] = da[j] * gw;
   }
@@ -81,50 +98,89 @@ static void ffn_vec_backward(int64_t in, int64_t f, const double *h, const doubl
   }
 }
 
-void ref_situ_ffn_forward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
-                          const double *w_upp, const double *w_dn, double *y)
+void ref_glu_ffn_forward(int glu, int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                         const double *w_upp, const double *w_dn, double *y)
 {
   double *buf = malloc((size_t)(3 * f + 1) * sizeof *buf);
   for (int64_t t = 0; t < m; t++)
-    ffn_vec(d, f, x + t * d, w_gate, w_upp, w_dn, buf, buf + f, buf + 2 * f, y + t * d, 1);
+    ffn_vec(glu, d, f, x + t * d, w_gate, w_upp, w_dn, buf, buf + f, buf + 2 * f, y + t * d, 1);
   free(buf);
+}
+
+void ref_glu_ffn_backward(int glu, int64_t m, int64_t d, int64_t f, const double *x,
+                          const double *w_gate, const double *w_upp, const double *w_dn,
+                          const double *dy, double *dw_gate, double *dw_upp, double *dw_dn, double *dx)
+{
+  double *buf = malloc((size_t)(4 * f + 1) * sizeof *buf);
+  for (int64_t t = 0; t < m; t++)
+    ffn_vec_backward(glu, d, f, x + t * d, w_gate, w_upp, w_dn, dy + t * d, dw_gate, dw_upp, dw_dn,
+                     dx ? dx + t * d : NULL, buf, buf + f, buf + 2 * f, buf + 3 * f);
+  free(buf);
+}
+
+void ref_situ_ffn_forward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                          const double *w_upp, const double *w_dn, double *y)
+{
+  ref_glu_ffn_forward(0, m, d, f, x, w_gate, w_upp, w_dn, y);
 }
 
 void ref_situ_ffn_backward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
                            const double *w_upp, const double *w_dn, const double *dy,
                            double *dw_gate, double *dw_upp, double *dw_dn, double *dx)
 {
-  double *buf = malloc((size_t)(4 * f + 1) * sizeof *buf);
-  for (int64_t t = 0; t < m; t++)
-    ffn_vec_backward(d, f, x + t * d, w_gate, w_upp, w_dn, dy + t * d, dw_gate, dw_upp, dw_dn,
-                     dx ? dx + t * d : NULL, buf, buf + f, buf + 2 * f, buf + 3 * f);
-  free(buf);
+  ref_glu_ffn_backward(0, m, d, f, x, w_gate, w_upp, w_dn, dy, dw_gate, dw_upp, dw_dn, dx);
+}
+
+void ref_moe_keep_groups(const ref_moe_shape *s, const double *v, char *allowed)
+{
+  const int64_t G = s->groups > 1 ? s->groups : 1, gs = s->E / G;
+  const int64_t TG = s->topk_groups > 0 ? s->topk_groups : G;
+  for (int64_t e = 0; e < s->E; e++) allowed[e] = G == 1;
+  if (G == 1) return;
+  double *gsc = malloc((size_t)G * sizeof *gsc);
+  char *kept = calloc((size_t)G, 1);
+  for (int64_t g = 0; g < G; g++) {
+    int64_t b1 = -1, b2 = -1; /* the two best of the group, by index */
+    for (int64_t e = g * gs; e < (g + 1) * gs; e++) {
+      if (b1 < 0 || v[e] > v[b1]) b2 = b1, b1 = e;
+      else if (b2 < 0 || v[e] > v[b2]) b2 = e;
+    }
+    gsc[g] = v[b1] + v[b2];
+  }
+  for (int64_t r = 0; r < TG; r++) {
+    int64_t best = -1;
+    for (int64_t g = 0; g < G; g++)
+      if (!kept[g] && (best < 0 || gsc[g] > gsc[best])) best = g;
+    kept[best] = 1;
+    for (int64_t e = best * gs; e < (best + 1) * gs; e++) allowed[e] = 1;
+  }
+  free(gsc), free(kept);
 }
 
 void ref_moe_route(const ref_moe_shape *s, const double *w_router, const double *bias,
                    const double *x, int64_t k1, int32_t *topk, double *s_all)
 {
-  double *sc = malloc((size_t)s->E * sizeof *sc);
-  char *taken = malloc((size_t)s->E);
+  double *sc = malloc((size_t)s->E * sizeof *sc), *v = malloc((size_t)s->E * sizeof *v);
+  char *taken = malloc((size_t)s->E), *allowed = malloc((size_t)s->E);
   for (int64_t t = 0; t < s->m; t++) {
     matvec(w_router, s->E, s->d, x + t * s->d, sc, 0);
     for (int64_t e = 0; e < s->E; e++) {
       sc[e] = sigm(sc[e]);
+      v[e] = sc[e] + (bias ? bias[e] : 0.0);
       if (s_all) s_all[t * s->E + e] = sc[e];
       taken[e] = 0;
     }
+    ref_moe_keep_groups(s, v, allowed);
     for (int64_t r = 0; r < k1; r++) { /* the largest untaken s + b; '>' keeps the lower index */
       int64_t best = -1;
       double bv = 0.0;
-      for (int64_t e = 0; e < s->E; e++) {
-        double v = sc[e] + (bias ? bias[e] : 0.0);
-        if (!taken[e] && (best < 0 || v > bv)) best = e, bv = v;
-      }
+      for (int64_t e = 0; e < s->E; e++)
+        if (allowed[e] && !taken[e] && (best < 0 || v[e] > bv)) best = e, bv = v[e];
       taken[best] = 1;
       topk[t * k1 + r] = (int32_t)best;
     }
   }
-  free(sc), free(taken);
+  free(sc), free(v), free(taken), free(allowed);
 }
 
 /* Per-token work buffers of the layer. */
@@ -134,21 +190,21 @@ typedef struct tok_buf {
 
 static double *tok_buf_alloc(const ref_moe_shape *s, tok_buf *b)
 {
-  int64_t f = s->f > s->S ? s->f : s->S;
-  size_t n = (size_t)(s->k * 4 + 2 * s->k * s->l + 6 * s->l + 4 * f + 1);
+  int64_t f = s->f > s->S ? s->f : s->S, l = width(s);
+  size_t n = (size_t)(s->k * 4 + 2 * s->k * l + 6 * l + 4 * f + 1);
   double *all = calloc(n, sizeof *all), *p = all;
   b->sc = p, p += s->k;
   b->p = p, p += s->k;
   b->dp = p, p += s->k;
   p += s->k;
-  b->ye = p, p += s->k * s->l;
-  p += s->k * s->l;
-  b->xl = p, p += s->l;
-  b->z = p, p += s->l;
-  b->zn = p, p += s->l;
-  b->dz = p, p += s->l;
-  b->dzn = p, p += s->l;
-  b->dxl = p, p += s->l;
+  b->ye = p, p += s->k * l;
+  p += s->k * l;
+  b->xl = p, p += l;
+  b->z = p, p += l;
+  b->zn = p, p += l;
+  b->dz = p, p += l;
+  b->dzn = p, p += l;
+  b->dxl = p, p += l;
   b->u = p, p += f;
   b->w = p, p += f;
   b->a = p, p += f;
@@ -161,8 +217,10 @@ static double *tok_buf_alloc(const ref_moe_shape *s, tok_buf *b)
 static double token_forward(const ref_moe_shape *s, const ref_moe_params *P, const double *xt,
                             const int32_t *sel, tok_buf *b)
 {
-  const int64_t l = s->l, f = s->f;
-  matvec(P->w_down, l, s->d, xt, b->xl, 0);
+  const int64_t l = width(s), f = s->f;
+  const double cs = s->scale != 0.0 ? s->scale : 1.0;
+  if (s->l > 0) matvec(P->w_down, l, s->d, xt, b->xl, 0);
+  else memcpy(b->xl, xt, (size_t)l * sizeof *xt);
   double S = 0.0;
   for (int64_t j = 0; j < s->k; j++) {
     const double *wr = P->w_router + (int64_t)sel[j] * s->d;
@@ -174,8 +232,8 @@ static double token_forward(const ref_moe_shape *s, const ref_moe_params *P, con
   for (int64_t c = 0; c < l; c++) b->z[c] = 0.0;
   for (int64_t j = 0; j < s->k; j++) {
     const int64_t e = sel[j];
-    b->p[j] = b->sc[j] / S;
-    ffn_vec(l, f, b->xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f, b->u,
+    b->p[j] = (s->no_renorm ? b->sc[j] : b->sc[j] / S) * cs;
+    ffn_vec(s->glu, l, f, b->xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f, b->u,
             b->w, b->a, b->ye + j * l, 0);
     for (int64_t c = 0; c < l; c++) b->z[c] += b->p[j] * b->ye[j * l + c];
   }
@@ -199,10 +257,14 @@ void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const doub
     token_forward(s, P, xt, topk + t * s->k, &b);
     if (probs)
       for (int64_t j = 0; j < s->k; j++) probs[t * s->k + j] = b.p[j];
-    const double r = rms_factor(b.z, s->l, s->eps);
-    for (int64_t c = 0; c < s->l; c++) b.zn[c] = b.z[c] * r * P->gain[c];
-    matvec(P->w_up, s->d, s->l, b.zn, y + t * s->d, 0);
-    if (s->S) ffn_vec(s->d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, b.u, b.w, b.a, y + t * s->d, 1);
+    if (s->l > 0) {
+      const double r = rms_factor(b.z, s->l, s->eps);
+      for (int64_t c = 0; c < s->l; c++) b.zn[c] = b.z[c] * r * P->gain[c];
+      matvec(P->w_up, s->d, s->l, b.zn, y + t * s->d, 0);
+    } else {
+      memcpy(y + t * s->d, b.z, (size_t)s->d * sizeof *b.z);
+    }
+    if (s->S) ffn_vec(s->glu, s->d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, b.u, b.w, b.a, y + t * s->d, 1);
   }
   free(all);
 }
@@ -210,14 +272,17 @@ void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const doub
 void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
                       const int32_t *topk, const double *dy, ref_moe_params *g, double *dx)
 {
-  const int64_t d = s->d, l = s->l, f = s->f, E = s->E;
+  const int64_t d = s->d, l = width(s), f = s->f, E = s->E;
+  const double sc = s->scale != 0.0 ? s->scale : 1.0;
   memset(g->w_router, 0, (size_t)(E * d) * sizeof(double));
-  memset(g->w_down, 0, (size_t)(l * d) * sizeof(double));
   memset(g->w_gate, 0, (size_t)(E * f * l) * sizeof(double));
   memset(g->w_upp, 0, (size_t)(E * f * l) * sizeof(double));
   memset(g->w_dn, 0, (size_t)(E * l * f) * sizeof(double));
-  memset(g->gain, 0, (size_t)l * sizeof(double));
-  memset(g->w_up, 0, (size_t)(d * l) * sizeof(double));
+  if (s->l > 0) {
+    memset(g->w_down, 0, (size_t)(l * d) * sizeof(double));
+    memset(g->gain, 0, (size_t)l * sizeof(double));
+    memset(g->w_up, 0, (size_t)(d * l) * sizeof(double));
+  }
   if (s->S) {
     memset(g->sh_gate, 0, (size_t)(s->S * d) * sizeof(double));
     memset(g->sh_upp, 0, (size_t)(s->S * d) * sizeof(double));
@@ -231,20 +296,23 @@ void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const dou
     const int32_t *sel = topk + t * s->k;
     double *dxt = dx + t * d;
     const double S = token_forward(s, P, xt, sel, &b);
-    /* y = W_up zn: dW_up and dzn */
-    const double r = rms_factor(b.z, l, s->eps);
-    for (int64_t c = 0; c < l; c++) b.zn[c] = b.z[c] * r * P->gain[c];
-    outer_add(g->w_up, d, l, dyt, b.zn);
-    for (int64_t c = 0; c < l; c++) b.dzn[c] = 0.0;
-    matvec_t_add(P->w_up, d, l, dyt, b.dzn);
-    /* zn = z r gain, r = (mean z^2 + eps)^-1/2 */
-    double dot = 0.0;
-    for (int64_t c = 0; c < l; c++) {
-      g->gain[c] += b.dzn[c] * b.z[c] * r;
-      dot += P->gain[c] * b.dzn[c] * b.z[c];
+    if (s->l > 0) { /* y = W_up zn: dW_up and dzn */
+      const double r = rms_factor(b.z, l, s->eps);
+      for (int64_t c = 0; c < l; c++) b.zn[c] = b.z[c] * r * P->gain[c];
+      outer_add(g->w_up, d, l, dyt, b.zn);
+      for (int64_t c = 0; c < l; c++) b.dzn[c] = 0.0;
+      matvec_t_add(P->w_up, d, l, dyt, b.dzn);
+      /* zn = z r gain, r = (mean z^2 + eps)^-1/2 */
+      double dot = 0.0;
+      for (int64_t c = 0; c < l; c++) {
+        g->gain[c] += b.dzn[c] * b.z[c] * r;
+        dot += P->gain[c] * b.dzn[c] * b.z[c];
+      }
+      for (int64_t c = 0; c < l; c++)
+        b.dz[c] = r * P->gain[c] * b.dzn[c] - r * r * r * b.z[c] * dot / (double)l;
+    } else { /* y = z */
+      memcpy(b.dz, dyt, (size_t)l * sizeof *dyt);
     }
-    for (int64_t c = 0; c < l; c++)
-      b.dz[c] = r * P->gain[c] * b.dzn[c] - r * r * r * b.z[c] * dot / (double)l;
     /* z = sum_j p_j ye_j: dp_j, and each expert's backward with dye_j = p_j dz */
     for (int64_t c = 0; c < l; c++) b.dxl[c] = 0.0;
     double pdp = 0.0;
@@ -255,24 +323,28 @@ void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const dou
       pdp += b.p[j] * b.dp[j];
       double *dye = b.dzn; /* dzn is no longer needed: reuse it for p_j dz */
       for (int64_t c = 0; c < l; c++) dye[c] = b.p[j] * b.dz[c];
-      ffn_vec_backward(l, f, b.xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f,
+      ffn_vec_backward(s->glu, l, f, b.xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f,
                        dye, g->w_gate + e * f * l, g->w_upp + e * f * l, g->w_dn + e * l * f, b.dxl,
                        b.u, b.w, b.a, b.da);
     }
-    /* p_j = s_j / S, s_j = sigmoid(logit_j); the chosen set is fixed */
+    /* p_j = c s_j / S (or c s_j), s_j = sigmoid(logit_j); the chosen set is fixed */
     for (int64_t j = 0; j < s->k; j++) {
-      const double ds = (b.dp[j] - pdp) / S, dl = ds * b.sc[j] * (1.0 - b.sc[j]);
+      const double ds = s->no_renorm ? sc * b.dp[j] : (sc * b.dp[j] - pdp) / S;
+      const double dl = ds * b.sc[j] * (1.0 - b.sc[j]);
       const int64_t e = sel[j];
       for (int64_t c = 0; c < d; c++) {
         g->w_router[e * d + c] += dl * xt[c];
         dxt[c] += dl * P->w_router[e * d + c];
       }
     }
-    /* xl = W_down x */
-    outer_add(g->w_down, l, d, b.dxl, xt);
-    matvec_t_add(P->w_down, l, d, b.dxl, dxt);
+    if (s->l > 0) { /* xl = W_down x */
+      outer_add(g->w_down, l, d, b.dxl, xt);
+      matvec_t_add(P->w_down, l, d, b.dxl, dxt);
+    } else { /* xl = x */
+      for (int64_t c = 0; c < d; c++) dxt[c] += b.dxl[c];
+    }
     if (s->S)
-      ffn_vec_backward(d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, dyt, g->sh_gate, g->sh_upp,
+      ffn_vec_backward(s->glu, d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, dyt, g->sh_gate, g->sh_upp,
                        g->sh_dn, dxt, b.u, b.w, b.a, b.da);
   }
   free(all);

@@ -1,7 +1,8 @@
 /* Double-precision reference of the Stable LatentMoE layer (shared/spec/MODEL.md section 4):
- * the router, the SiTU-GLU FFN, the whole layer as a loop over tokens and their chosen
- * experts with its analytic backward, Quantile Balancing (exact and histogram) and the
- * sign rule. Written for clarity, independent of the library's kernels. Row-major arrays;
+ * the router (with grouped selection), the gated FFN (SiTU-GLU or SwiGLU), the whole layer as
+ * a loop over tokens and their chosen experts with its analytic backward (with or without the
+ * latent projection, renormalised or plain combine weights times a scale), Quantile
+ * Balancing (exact and histogram) and the sign rule. Written for clarity, independent of the library's kernels. Row-major arrays;
  * weight matrices are [out, in] as in include/clmoe/moe.h. */
 #ifndef CLMOE_REF_MOE_H
 #define CLMOE_REF_MOE_H
@@ -15,6 +16,9 @@
 /* SiTU(u, w) = (b1 tanh(u/b1) sigmoid(u)) (b2 tanh(w/b2)) and its two partial derivatives. */
 double ref_situ(double u, double w);
 void ref_situ_grad(double u, double w, double *du, double *dw);
+/* The gated unit glu (0: SiTU, 1: SwiGLU = u sigmoid(u) w) and its partial derivatives. */
+double ref_glu(int glu, double u, double w);
+void ref_glu_grad(int glu, double u, double w, double *du, double *dw);
 
 /* Dense SiTU-GLU FFN, y += W_dn situ(W_gate x, W_upp x) for m rows of width d and an
  * intermediate width f: w_gate, w_upp [f, d], w_dn [d, f]. */
@@ -24,19 +28,30 @@ void ref_situ_ffn_forward(int64_t m, int64_t d, int64_t f, const double *x, cons
 void ref_situ_ffn_backward(int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
                            const double *w_upp, const double *w_dn, const double *dy,
                            double *dw_gate, double *dw_upp, double *dw_dn, double *dx);
+/* The same with the gated unit glu. */
+void ref_glu_ffn_forward(int glu, int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
+                         const double *w_upp, const double *w_dn, double *y);
+void ref_glu_ffn_backward(int glu, int64_t m, int64_t d, int64_t f, const double *x,
+                          const double *w_gate, const double *w_upp, const double *w_dn,
+                          const double *dy, double *dw_gate, double *dw_upp, double *dw_dn, double *dx);
 
 typedef struct ref_moe_shape {
   int64_t m;   /* tokens */
   int64_t d;   /* model width */
-  int64_t l;   /* latent width */
+  int64_t l;   /* latent width; 0: no latent projection (the experts work at d on x) */
   int64_t E;   /* routed experts */
   int64_t k;   /* experts per token */
   int64_t f;   /* expert intermediate width */
   int64_t S;   /* shared FFN width (n_shared * shared_ff; 0: none) */
   double eps;  /* latent RMSNorm epsilon */
+  int glu;     /* gated unit of every FFN (0: SiTU-GLU, 1: SwiGLU) */
+  int64_t groups, topk_groups; /* grouped selection (0 or 1 group: none) */
+  int no_renorm; /* 1: p = scale s (no division by the chosen sum) */
+  double scale;  /* routed scale of p (0 means 1) */
 } ref_moe_shape;
 
-/* Parameters (or, for the backward, their gradients), layouts as include/clmoe/moe.h:
+/* Parameters (or, for the backward, their gradients; l = 0: no w_down, gain, w_up and the
+ * experts' l is d), layouts as include/clmoe/moe.h:
  * w_router [E, d], w_down [l, d], w_gate and w_upp [E, f, l], w_dn [E, l, f], gain [l],
  * w_up [d, l], sh_gate and sh_upp [S, d], sh_dn [d, S]. */
 typedef struct ref_moe_params {
@@ -44,12 +59,20 @@ typedef struct ref_moe_params {
 } ref_moe_params;
 
 /* s_all [m, E] = sigmoid(x W_r^T) (may be NULL); topk [m, k1]: the k1 largest s + bias per
- * token in descending order, ties to the lower expert index; bias may be NULL (zero). */
+ * token in descending order, ties to the lower expert index; bias may be NULL (zero). With
+ * groups > 1: only among the experts of the topk_groups groups (E / groups consecutive
+ * experts each) with the largest sum of their two best s + bias, ties to the lower group. */
 void ref_moe_route(const ref_moe_shape *s, const double *w_router, const double *bias,
                    const double *x, int64_t k1, int32_t *topk, double *s_all);
 
+/* allowed [E]: 1 for the experts of the topk_groups groups of v [E] (s + b of one token) with
+ * the largest sum of their two best values (ties: the lower group); every expert without
+ * groups. */
+void ref_moe_keep_groups(const ref_moe_shape *s, const double *v, char *allowed);
+
 /* y [m, d] of the layer for the chosen experts topk [m, k]; probs [m, k] (may be NULL)
- * receives the combine weights p = s / sum of the chosen s. */
+ * receives the combine weights p = scale s / sum of the chosen s (or scale s). Without a
+ * latent projection (l = 0) w_down, gain and w_up are not read. */
 void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *p, const double *x,
                      const int32_t *topk, double *y, double *probs);
 

@@ -1,13 +1,21 @@
 /* Stable LatentMoE with SiTU-GLU experts and Quantile Balancing (shared/spec/MODEL.md
- * sections 4 and 7), forward and backward, plus the dense SiTU-GLU FFN on its own.
+ * sections 4 and 7), forward and backward, plus the dense SiTU-GLU FFN on its own; with the
+ * options of the Kimi Linear / DeepSeek-V3 MoE (SwiGLU, grouped selection, no renormalisation,
+ * no latent projection).
  *
  *   y = Shared(x) + W_up RMSNorm_gain( sum_{i in TopK} p_i Expert_i(W_down x) )
+ *   latent 0: y = Shared(x) + sum_{i in TopK} p_i Expert_i(x) (no W_down, norm or W_up).
  *   s = sigmoid(W_r x) (fp32, over the full-width x); TopK = the k largest s + b, ties to the
- *   lower expert index; p_i = s_i / sum_{j in TopK} s_j. The bias b only selects: it carries
- *   no gradient, and the backward treats the chosen set as fixed.
+ *   lower expert index; p_i = c s_i / sum_{j in TopK} s_j (renormalised) or p_i = c s_i, with
+ *   c = routed_scale. The bias b only selects: it carries no gradient, and the backward treats
+ *   the chosen set as fixed.
+ *   Grouped selection (groups G > 1): the E experts form G groups of E / G consecutive ones; a
+ *   group's score is the sum of its two largest s + b; the topk_groups best groups are kept
+ *   (ties: the lower group index) and TopK is taken among their experts only.
  *   SiTU-GLU(h) = W_dn [ (b1 tanh(u/b1) sigmoid(u)) * (b2 tanh(w/b2)) ], u = W_gate h,
- *   w = W_upp h, b1 = 4, b2 = 25. Shared experts: one SiTU-GLU FFN of width
- *   n_shared * shared_ff at full width d. No biases in any projection.
+ *   w = W_upp h, b1 = 4, b2 = 25; SwiGLU(h) = W_dn [ SiLU(u) * w ]. Every FFN of a layer (the
+ *   routed and the shared experts) uses the layer's one gated unit. Shared experts: one FFN of
+ *   width n_shared * shared_ff at full width d. No biases in any projection.
  *
  * Matrices are fp32 and stored [out, in] (y = x W^T), the layout of PyTorch's nn.Linear.
  * Activations x, y, dy, dx: [m, d] or any shape whose last dimension is d (m = the rest).
@@ -35,11 +43,18 @@ extern "C" {
 #define CLMOE_MOE_MAX_TOP_K 64      /* largest k (QB routes with k + 1) */
 #define CLMOE_MOE_MAX_HIST_BINS 4096
 
-/* ---- the dense SiTU-GLU FFN (the model's first layer, the shared experts) ---------------- */
+/* The gated unit of an FFN: act = a(u) * b(w) with u = W_gate h, w = W_upp h. */
+typedef enum clmoe_glu {
+  CLMOE_GLU_SITU = 0,  /* SiTU-GLU: (4 tanh(u/4) sigmoid(u)) * (25 tanh(w/25)) */
+  CLMOE_GLU_SWIGLU = 1 /* SwiGLU: SiLU(u) * w = u sigmoid(u) * w */
+} clmoe_glu;
+
+/* ---- the dense gated FFN (the model's first layer, the shared experts) ------------------- */
 typedef struct clmoe_situ_ffn {
   clmoe_tensor w_gate; /* [f, d] */
   clmoe_tensor w_upp;  /* [f, d] */
   clmoe_tensor w_dn;   /* [d, f] */
+  clmoe_glu glu;       /* the gated unit; create sets SiTU, the owner may change it */
 } clmoe_situ_ffn;
 
 /* What the FFN's backward needs (f32 [m, f] each); the forward fills it when not NULL. */
@@ -53,7 +68,7 @@ CLMOE_API clmoe_status clmoe_situ_ffn_create(clmoe_ctx *ctx, clmoe_situ_ffn *ffn
                                              int64_t f);
 CLMOE_API void clmoe_situ_ffn_destroy(clmoe_situ_ffn *ffn);
 
-/* y = beta y + SiTU-GLU(x); x, y [m, d]; beta 0 never reads y. */
+/* y = beta y + FFN(x) with the FFN's gated unit; x, y [m, d]; beta 0 never reads y. */
 CLMOE_API clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn,
                                               const clmoe_tensor *x, float beta, clmoe_tensor *y,
                                               clmoe_situ_saved *saved);
@@ -82,9 +97,12 @@ typedef enum clmoe_moe_gemm {
   CLMOE_MOE_GEMM_PADDED    /* CLBlast batched GEMMs over groups padded to the largest */
 } clmoe_moe_gemm;
 
+#define CLMOE_MOE_MAX_GROUPS 256 /* largest number of expert groups */
+
 typedef struct clmoe_moe_config {
   int64_t d;         /* model width */
-  int64_t latent;    /* l: width the routed experts work at */
+  int64_t latent;    /* l: width the routed experts work at; 0: no latent projection (the
+                        experts work at d on x itself, and y is their weighted sum) */
   int64_t n_experts; /* E (the report: 896) */
   int64_t top_k;     /* k (the report: 16), 1 .. min(E, CLMOE_MOE_MAX_TOP_K) */
   int64_t expert_ff; /* f: intermediate width of a routed expert */
@@ -95,6 +113,12 @@ typedef struct clmoe_moe_config {
   int hist_bins;     /* QB_HIST: bins (0 means 1000) */
   float sign_gamma;  /* SIGN: step (0 means 1e-3) */
   clmoe_moe_gemm gemm;
+  clmoe_glu glu;     /* gated unit of the routed and the shared experts (0: SiTU-GLU) */
+  int64_t groups;    /* G expert groups for grouped selection (0 means 1: no grouping);
+                        G > 1 needs E a multiple of G with at least 2 experts a group */
+  int64_t topk_groups; /* groups kept per token (0 means G); top_k <= topk_groups E / G */
+  int no_renormalize; /* 1: p_i = routed_scale s_i (no division by the chosen sum) */
+  float routed_scale; /* c multiplying every combine weight; 0 means 1 */
 } clmoe_moe_config;
 
 /* Per-phase wall-clock seconds, accumulated when clmoe_moe_layer.timing is set (the layer then
@@ -110,18 +134,19 @@ typedef struct clmoe_moe_timing {
 typedef struct clmoe_moe_layer {
   clmoe_moe_config cfg;   /* as given, with the defaults filled in */
   clmoe_tensor w_router;  /* [E, d] */
-  clmoe_tensor w_down;    /* [l, d] */
-  clmoe_tensor w_gate;    /* [E, f, l] */
+  clmoe_tensor w_down;    /* [l, d]; latent 0: not created (buf NULL) */
+  clmoe_tensor w_gate;    /* [E, f, l] (latent 0: l = d here and below) */
   clmoe_tensor w_upp;     /* [E, f, l] */
   clmoe_tensor w_dn;      /* [E, l, f] */
-  clmoe_tensor norm_gain; /* [l] */
-  clmoe_tensor w_up;      /* [d, l] */
+  clmoe_tensor norm_gain; /* [l]; latent 0: not created */
+  clmoe_tensor w_up;      /* [d, l]; latent 0: not created */
   clmoe_situ_ffn shared;  /* [S, d], [S, d], [d, S] with S = n_shared * shared_ff (empty if 0) */
   clmoe_tensor bias;      /* [E] selection bias: state, not a parameter; starts at 0 */
   clmoe_moe_timing *timing; /* NULL, or per-phase times (see clmoe_moe_timing) */
 } clmoe_moe_layer;
 
-/* Gradients, the same shapes as the layer's parameters (no bias). */
+/* Gradients, the same shapes as the layer's parameters (no bias; latent 0: no w_down,
+ * norm_gain, w_up). */
 typedef struct clmoe_moe_grads {
   clmoe_tensor w_router, w_down, w_gate, w_upp, w_dn, norm_gain, w_up;
   clmoe_situ_ffn shared;
@@ -168,8 +193,10 @@ CLMOE_API clmoe_status clmoe_moe_combine(clmoe_ctx *ctx, const clmoe_moe_dispatc
                                          clmoe_tensor *z);
 
 /* The router: s_all [m, E] = sigmoid(x W_r^T) (f32); topk i32 [m, k]: the k largest s + b in
- * descending order (ties: lower index); scores [m, k] their s; probs [m, k] = p. cutoff [m]
- * (NULL: not computed) gets the (k+1)-th largest s + b, the QB cut-off. */
+ * descending order (ties: lower index), among the experts of the kept groups when the layer
+ * groups them; scores [m, k] their s; probs [m, k] = p (renormalised or not, times
+ * routed_scale). cutoff [m] (NULL: not computed; not with groups) gets the (k+1)-th largest
+ * s + b, the QB cut-off. */
 CLMOE_API clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
                                        const clmoe_tensor *x, clmoe_tensor *s_all,
                                        clmoe_tensor *topk, clmoe_tensor *scores,
@@ -203,11 +230,11 @@ typedef struct clmoe_moe_saved {
   int64_t tokens;             /* m */
   clmoe_tensor topk, scores, probs; /* [m, k] */
   clmoe_moe_dispatch disp;
-  clmoe_tensor xl;            /* [m, l] W_down x */
+  clmoe_tensor xl;            /* [m, l] W_down x (latent 0: a copy of x [m, d]) */
   clmoe_tensor xs;            /* [R, l] xl in expert order */
   clmoe_tensor u, w, act;     /* [R, f] expert intermediates */
   clmoe_tensor ys;            /* [R, l] expert outputs */
-  clmoe_tensor z, rstd, zn;   /* [m, l], [m], [m, l] combine, its norm */
+  clmoe_tensor z, rstd, zn;   /* [m, l], [m], [m, l] combine, its norm (latent 0: z only) */
   clmoe_situ_saved shared;    /* [m, S] */
   /* Balancing statistics of this batch (train mode): QB: thr [E]; QB_HIST: hist i32
    * [E, bins], range [3]; hist_tokens = m (set it to the sum over ranks after summing hist). */

@@ -142,22 +142,22 @@ __kernel void moe_gather_sum(__global const float *dxs, int l, int k, int m,
   dx[(ulong)t * l + c] = acc;
 }
 
-/* act = SiTU(u, w), n elements */
+/* act = glu(u, w), n elements (glu: clmoe_glu) */
 __kernel void moe_situ_fwd(__global const float *u, __global const float *w, ulong n,
-                           __global float *act)
+                           __global float *act, int glu)
 {
   const ulong i = get_global_id(0);
-  if (i < n) act[i] = situ(u[i], w[i]);
+  if (i < n) act[i] = glu_act(glu, u[i], w[i]);
 }
 
-/* (du, dw) = SiTU'(u, w) dact; du, dw may alias u, w. */
+/* (du, dw) = glu'(u, w) dact; du, dw may alias u, w. */
 __kernel void moe_situ_bwd(__global const float *dact, __global const float *u,
                            __global const float *w, ulong n, __global float *du,
-                           __global float *dw)
+                           __global float *dw, int glu)
 {
   const ulong i = get_global_id(0);
   if (i >= n) return;
-  const float2 g = situ_grad(u[i], w[i], dact[i]);
+  const float2 g = glu_grad(glu, u[i], w[i], dact[i]);
   du[i] = g.x;
   dw[i] = g.y;
 }

@@ -126,12 +126,12 @@ inline int mg_cols(int ncols, int tx) { return ncols > tx ? (ncols - tx + MG_LX 
     }                                                                                      \
   }
 
-/* Gate and up products with SiTU-GLU fused: for X [R, K], Wg and Wu [E, n, K]:
- * act = SiTU(X Wg[e]^T, X Wu[e]^T) [R, n]; with save, also U and W (the two products). */
+/* Gate and up products with the gated unit fused: for X [R, K], Wg and Wu [E, n, K]:
+ * act = glu(X Wg[e]^T, X Wu[e]^T) [R, n]; with save, also U and W (the two products). */
 __kernel __attribute__((reqd_work_group_size(MG_LX, MG_LY, 1)))
 void moe_gemm_gu(__global const int *tiles, int ntiles, __global const int *offsets, __global const float *X,
                  int K, __global const float *Wg, __global const float *Wu, int n,
-                 __global float *act, __global float *U, __global float *W, int save)
+                 __global float *act, __global float *U, __global float *W, int save, int glu)
 {
   __local float As[MG_AS], Bg[MG_BS], Bu[MG_BS];
   MG_TILE_IDS;
@@ -150,7 +150,7 @@ void moe_gemm_gu(__global const int *tiles, int ntiles, __global const int *offs
       barrier(CLK_LOCAL_MEM_FENCE);
     }
     MG_FOR_OUTPUTS({
-      act[o] = situ(acc[a][b], acc2[a][b]);
+      act[o] = glu_act(glu, acc[a][b], acc2[a][b]);
       if (save) {
         U[o] = acc[a][b];
         W[o] = acc2[a][b];
@@ -181,13 +181,13 @@ void moe_gemm_nt(__global const int *tiles, int ntiles, __global const int *offs
   }
 }
 
-/* The down product's backward with SiTU-GLU's gradient fused: dact = dY [R, K] B[e] with
- * B = W_dn [E, K, n]; (dU, dW) = SiTU'(U, W) dact, [R, n] each. */
+/* The down product's backward with the gated unit's gradient fused: dact = dY [R, K] B[e]
+ * with B = W_dn [E, K, n]; (dU, dW) = glu'(U, W) dact, [R, n] each. */
 __kernel __attribute__((reqd_work_group_size(MG_LX, MG_LY, 1)))
 void moe_gemm_dact(__global const int *tiles, int ntiles, __global const int *offsets,
                    __global const float *dY, int K, __global const float *B, int n,
                    __global const float *U, __global const float *W, __global float *dU,
-                   __global float *dW)
+                   __global float *dW, int glu)
 {
   __local float As[MG_AS], Bs[MG_BS];
   MG_TILE_IDS;
@@ -203,7 +203,7 @@ void moe_gemm_dact(__global const int *tiles, int ntiles, __global const int *of
       barrier(CLK_LOCAL_MEM_FENCE);
     }
     MG_FOR_OUTPUTS({
-      const float2 g = situ_grad(U[o], W[o], acc[a][b]);
+      const float2 g = glu_grad(glu, U[o], W[o], acc[a][b]);
       dU[o] = g.x;
       dW[o] = g.y;
     });

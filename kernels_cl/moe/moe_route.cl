@@ -7,35 +7,78 @@
  * lower index. Round r takes the largest key below round r - 1's by a max-reduction over
  * the lanes, so the choice and its order depend only on the scores, not on the work-group
  * size. (One work-item per token walking the E scores was latency-bound on a GPU: 38% of
- * the H200's forward time at 2048 tokens, E 896, top-16.) */
+ * the H200's forward time at 2048 tokens, E 896, top-16.)
+ *
+ * Grouped selection (G > 1 groups of E / G consecutive experts): each lane scores whole groups
+ * (the sum of a group's two largest s + b), lane 0 keeps the TG best (a strictly larger score
+ * replaces, so ties keep the lower group index), and the top-k rounds skip the experts of the
+ * other groups. */
 
 #ifndef MOE_MAX_K1
 #define MOE_MAX_K1 65 /* CLMOE_MOE_MAX_TOP_K + 1 */
+#endif
+
+#ifndef MOE_MAX_GROUPS
+#define MOE_MAX_GROUPS 256 /* CLMOE_MOE_MAX_GROUPS */
 #endif
 
 #ifndef MOE_ROUTE_WG
 #define MOE_ROUTE_WG 64 /* lanes per token: a power of two */
 #endif
 
+/* keep[g] = 1 for the tg groups of row + bias with the largest scores (the sum of a group's
+ * two largest values), G groups of gs experts; every lane calls it. */
+inline void moe_keep_groups(__global const float *row, __global const float *bias, int G, int gs, int tg,
+                            __local float *gscore, __local uchar *keep)
+{
+  const int lid = (int)get_local_id(0);
+  for (int g = lid; g < G; g += MOE_ROUTE_WG) {
+    float b1 = -INFINITY, b2 = -INFINITY;
+    for (int i = g * gs; i < (g + 1) * gs; i++) {
+      const float v = row[i] + bias[i];
+      if (v > b1) b2 = b1, b1 = v;
+      else if (v > b2) b2 = v;
+    }
+    gscore[g] = b1 + b2;
+    keep[g] = 0;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0)
+    for (int r = 0; r < tg; r++) {
+      int bg = -1;
+      for (int g = 0; g < G; g++)
+        if (!keep[g] && (bg < 0 || gscore[g] > gscore[bg])) bg = g;
+      keep[bg] = 1;
+    }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* s [m, E] holds the router logits and is overwritten with s = sigmoid(logits). Writes
- * topk, scores (the chosen s) and probs (s / sum) [m, k] in slot order, and, when k1 = k + 1,
- * cutoff[t] = the (k+1)-th largest s + b. Launch: m work-groups of MOE_ROUTE_WG. */
+ * topk, scores (the chosen s) and probs [m, k] in slot order, and, when k1 = k + 1,
+ * cutoff[t] = the (k+1)-th largest s + b. probs = scale s / sum (renorm) or scale s. G > 1:
+ * only the experts of the tg best of G groups compete (gs = E / G each). Launch: m
+ * work-groups of MOE_ROUTE_WG. */
 __kernel __attribute__((reqd_work_group_size(MOE_ROUTE_WG, 1, 1)))
 void moe_route(__global float *s, __global const float *bias, int m, int E, int k, int k1,
                __global int *topk, __global float *scores, __global float *probs,
-               __global float *cutoff)
+               __global float *cutoff, int G, int tg, int renorm, float scale)
 {
   __local ulong best[MOE_ROUTE_WG];
   __local ulong chosen[MOE_MAX_K1];
+  __local float gscore[MOE_MAX_GROUPS];
+  __local uchar keep[MOE_MAX_GROUPS];
   const int t = (int)get_group_id(0), lid = (int)get_local_id(0);
   if (t >= m) return; /* whole work-group */
   __global float *row = s + (ulong)t * (ulong)E;
   for (int e = lid; e < E; e += MOE_ROUTE_WG) row[e] = moe_sigmoid(row[e]);
   barrier(CLK_GLOBAL_MEM_FENCE); /* lane 0 reads every lane's s below */
+  const int gs = G > 1 ? E / G : E;
+  if (G > 1) moe_keep_groups(row, bias, G, gs, tg, gscore, keep);
   ulong prev = ~(ulong)0;        /* round r takes the largest key below prev */
   for (int r = 0; r < k1; r++) {
     ulong mx = 0; /* below every key: moe_ord(v) >= moe_ord(-inf) > 0 */
     for (int e = lid; e < E; e += MOE_ROUTE_WG) {
+      if (G > 1 && !keep[e / gs]) continue;
       const ulong key = ((ulong)moe_ord(row[e] + bias[e]) << 32) | (ulong)(~(uint)e);
       if (key < prev && key > mx) mx = key;
     }
@@ -58,19 +101,23 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
     scores[(ulong)t * k + r] = se;
     sum += se;
   }
-  for (int r = 0; r < k; r++) probs[(ulong)t * k + r] = scores[(ulong)t * k + r] / sum;
+  for (int r = 0; r < k; r++) {
+    const float se = scores[(ulong)t * k + r];
+    probs[(ulong)t * k + r] = (renorm ? se / sum : se) * scale;
+  }
   if (k1 > k) {
     const int e = (int)(~(uint)chosen[k]);
     cutoff[t] = row[e] + bias[e];
   }
 }
 
-/* Router backward for one token per work-item: p_s = s_s / S with S = sum of the chosen s,
- * so ds_s = (dp_s - sum_j p_j dp_j) / S, and dlogit = ds s (1 - s) at the chosen experts of
- * dlogit [m, E] (zero elsewhere, filled by the host). */
+/* Router backward for one token per work-item: p_s = c s_s / S with S = sum of the chosen s,
+ * so ds_s = (c dp_s - sum_j p_j dp_j) / S (renorm; else p_s = c s_s and ds_s = c dp_s), and
+ * dlogit = ds s (1 - s) at the chosen experts of dlogit [m, E] (zero elsewhere, filled by the
+ * host). */
 __kernel void moe_router_bwd(__global const int *topk, __global const float *scores,
                              __global const float *probs, __global const float *dp, int m, int k,
-                             int E, __global float *dlogit)
+                             int E, __global float *dlogit, int renorm, float scale)
 {
   const int t = (int)get_global_id(0);
   if (t >= m) return;
@@ -81,7 +128,7 @@ __kernel void moe_router_bwd(__global const int *topk, __global const float *sco
     pdp += probs[b + j] * dp[b + j];
   }
   for (int j = 0; j < k; j++) {
-    const float sj = scores[b + j], ds = (dp[b + j] - pdp) / S;
+    const float sj = scores[b + j], ds = renorm ? (scale * dp[b + j] - pdp) / S : scale * dp[b + j];
     dlogit[(ulong)t * E + topk[b + j]] = ds * sj * (1.0f - sj);
   }
 }

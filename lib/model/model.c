@@ -61,7 +61,7 @@ static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_conf
   char full[96];
   /* the single-rank model's registration order: router, down, gate, upp, dn, gain, up, shared */
   for (int i = 0; i < 7; i++) {
-    if (i >= 4 && !dense[i].t->buf) continue; /* no shared experts */
+    if (!dense[i].t->buf) continue; /* latent 0: no w_down, norm_gain, w_up; no shared experts */
     CLMOE_TRY(reg(m, prefix, dense[i].name, dense[i].t, dense[i].decay, dense[i].g));
     if (i != 1) continue;
     for (int j = 0; j < 3; j++) {
@@ -119,6 +119,7 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   snprintf(prefix, sizeof prefix, "layer%d/ffn", l);
   if (L->is_dense) {
     CLMOE_TRY(clmoe_situ_ffn_create(ctx, &L->ffn, d, c->dense_ff));
+    L->ffn.glu = c->activation == CLMOE_ACTIVATION_SWIGLU ? CLMOE_GLU_SWIGLU : CLMOE_GLU_SITU;
     CLMOE_TRY(reg(m, prefix, "w_gate", &L->ffn.w_gate, 1, &L->ffn_g.w_gate));
     CLMOE_TRY(reg(m, prefix, "w_upp", &L->ffn.w_upp, 1, &L->ffn_g.w_upp));
     CLMOE_TRY(reg(m, prefix, "w_dn", &L->ffn.w_dn, 1, &L->ffn_g.w_dn));
@@ -128,9 +129,12 @@ static clmoe_status create_layer(clmoe_model *m, int l)
                                               CLMOE_MOE_BALANCE_SIGN, CLMOE_MOE_BALANCE_NONE};
   static const char *const balance_names[] = {"quantile", "quantile-hist", "sign", "none"};
   clmoe_moe_config mc = {0};
-  mc.d = d, mc.latent = c->latent > 0 ? c->latent : d, mc.n_experts = c->experts, mc.top_k = c->top_k;
+  mc.d = d, mc.latent = c->latent, mc.n_experts = c->experts, mc.top_k = c->top_k; /* latent 0: none */
   mc.expert_ff = c->expert_ff, mc.n_shared = c->shared_experts, mc.shared_ff = c->shared_ff;
   mc.norm_eps = (float)c->norm_eps, mc.hist_bins = c->quantile_bins, mc.sign_gamma = (float)c->sign_rate;
+  mc.glu = c->activation == CLMOE_ACTIVATION_SWIGLU ? CLMOE_GLU_SWIGLU : CLMOE_GLU_SITU;
+  mc.groups = c->groups, mc.topk_groups = c->topk_groups, mc.no_renormalize = !c->renormalize;
+  mc.routed_scale = (float)c->routed_scale;
   for (int b = 0; b < 4; b++)
     if (!strcmp(c->balancing, balance_names[b])) mc.balance = balance[b];
   if (m->dist) return create_ep_moe(m, L, &mc, prefix);
@@ -141,7 +145,8 @@ static clmoe_status create_layer(clmoe_model *m, int l)
       {"w_dn", &L->moe.w_dn, &L->moe_g.w_dn, 1},             {"norm_gain", &L->moe.norm_gain, &L->moe_g.norm_gain, 0},
       {"w_up", &L->moe.w_up, &L->moe_g.w_up, 1}};
   for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
-    CLMOE_TRY(reg(m, prefix, moe[i].name, moe[i].t, moe[i].decay, moe[i].g));
+    if (moe[i].t->buf) /* latent 0: no w_down, norm_gain, w_up */
+      CLMOE_TRY(reg(m, prefix, moe[i].name, moe[i].t, moe[i].decay, moe[i].g));
   if (c->shared_experts > 0) {
     CLMOE_TRY(reg(m, prefix, "shared/w_gate", &L->moe.shared.w_gate, 1, &L->moe_g.shared.w_gate));
     CLMOE_TRY(reg(m, prefix, "shared/w_upp", &L->moe.shared.w_upp, 1, &L->moe_g.shared.w_upp));
@@ -159,9 +164,6 @@ static clmoe_status check_supported(const clmoe_config *c)
                      : c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
                      : c->mla_q_rank == 0 && clmoe_config_mla_count(c) > 0 ? "[mla] q_rank = 0"
                      : !c->mla_output_gate              ? "[mla] output_gate = false"
-                     : c->activation != CLMOE_ACTIVATION_SITU ? "[ffn] activation = swiglu"
-                     : c->groups != 1                   ? "[moe] groups > 1"
-                     : !c->renormalize                  ? "[moe] renormalize = false"
                                                         : NULL;
   if (what) return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %s is not supported yet", c->name, what);
   return CLMOE_OK;

@@ -1,7 +1,7 @@
 /* MoE layer: configuration, parameters, their gradients and the saved state (create, init,
  * destroy). The helpers every MoE file uses are in moe_util.c, the forward and backward in
  * moe_layer.c, the router and balancing in moe_route.c, dispatch in moe_dispatch.c, the
- * experts in moe_experts.c, the dense SiTU-GLU FFN in moe_ffn.c. */
+ * experts in moe_experts.c, the dense gated FFN in moe_ffn.c. */
 #include "moe_internal.h"
 
 #include <math.h>
@@ -18,16 +18,44 @@ const char *clmoe_moe_balance_name(clmoe_moe_balance b)
   return "?";
 }
 
-/* Fills defaults and checks every field; the message names the field. */
-static clmoe_status config_check(const clmoe_moe_config *in, clmoe_moe_config *c)
+/* The options of the Kimi Linear / DeepSeek-V3 form: gated unit, groups, weights' scale. */
+static clmoe_status options_check(const char *op, clmoe_moe_config *c)
 {
-  static const char op[] = "clmoe_moe_layer_create";
+  if (c->groups == 0) c->groups = 1;
+  if (c->topk_groups == 0) c->topk_groups = c->groups;
+  if (c->routed_scale == 0.0f) c->routed_scale = 1.0f;
+  if (c->glu != CLMOE_GLU_SITU && c->glu != CLMOE_GLU_SWIGLU)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: config field glu = %d is not a clmoe_glu", op,
+                        (int)c->glu);
+  if (c->groups < 1 || c->groups > CLMOE_MOE_MAX_GROUPS || c->n_experts % c->groups)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: config field groups = %lld must divide n_experts "
+                        "(%lld) and be in [1, %d]", op, (long long)c->groups, (long long)c->n_experts,
+                        CLMOE_MOE_MAX_GROUPS);
+  if (c->groups > 1 && c->n_experts / c->groups < 2)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: config field groups = %lld leaves fewer than 2 "
+                        "experts a group (a group's score is the sum of its two best)", op, (long long)c->groups);
+  if (c->topk_groups < 1 || c->topk_groups > c->groups)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: config field topk_groups = %lld must be in [1, "
+                        "groups = %lld]", op, (long long)c->topk_groups, (long long)c->groups);
+  if (c->top_k > c->topk_groups * (c->n_experts / c->groups))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: config field top_k = %lld exceeds the %lld experts "
+                        "of topk_groups = %lld groups", op, (long long)c->top_k,
+                        (long long)(c->topk_groups * (c->n_experts / c->groups)), (long long)c->topk_groups);
+  if (!(c->routed_scale > 0.0f) || isinf(c->routed_scale))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: config field routed_scale = %g must be finite "
+                        "and > 0", op, (double)c->routed_scale);
+  return CLMOE_OK;
+}
+
+/* Fills defaults and checks every field; the message names the field. */
+clmoe_status clmoe__moe_config_check(const char *op, const clmoe_moe_config *in, clmoe_moe_config *c)
+{
   *c = *in;
   if (c->norm_eps == 0.0f) c->norm_eps = 1e-5f;
   if (c->hist_bins == 0) c->hist_bins = 1000;
   if (c->sign_gamma == 0.0f) c->sign_gamma = 1e-3f;
   const struct { const char *name; int64_t v, lo; } dims[] = {
-      {"d", c->d, 1}, {"latent", c->latent, 1}, {"n_experts", c->n_experts, 1},
+      {"d", c->d, 1}, {"latent", c->latent, 0}, {"n_experts", c->n_experts, 1},
       {"top_k", c->top_k, 1}, {"expert_ff", c->expert_ff, 1}, {"n_shared", c->n_shared, 0},
       {"shared_ff", c->shared_ff, 0}};
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
@@ -60,7 +88,7 @@ static clmoe_status config_check(const clmoe_moe_config *in, clmoe_moe_config *c
                         op, (int)c->gemm);
   if (c->n_shared * c->shared_ff >= INT32_MAX)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: n_shared x shared_ff is too large", op);
-  return CLMOE_OK;
+  return options_check(op, c);
 }
 
 void clmoe_situ_ffn_destroy(clmoe_situ_ffn *f)
@@ -95,15 +123,17 @@ static void param_list(clmoe_tensor *t[10], clmoe_tensor *wr, clmoe_tensor *wd, 
 
 static clmoe_status params_create(clmoe_ctx *ctx, const clmoe_moe_config *c, clmoe_tensor *t[10])
 {
-  const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
+  const int64_t E = c->n_experts, d = c->d, l = clmoe__moe_width(c), f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
   CLMOE_TRY(clmoe__moe_new2(ctx, t[0], CLMOE_F32, E, d));
-  CLMOE_TRY(clmoe__moe_new2(ctx, t[1], CLMOE_F32, l, d));
   CLMOE_TRY(clmoe__moe_new3(ctx, t[2], E, f, l));
   CLMOE_TRY(clmoe__moe_new3(ctx, t[3], E, f, l));
   CLMOE_TRY(clmoe__moe_new3(ctx, t[4], E, l, f));
-  CLMOE_TRY(clmoe_tensor_create(ctx, t[5], CLMOE_F32, 1, &l));
-  CLMOE_TRY(clmoe__moe_new2(ctx, t[6], CLMOE_F32, d, l));
+  if (c->latent > 0) { /* latent 0: no W_down, latent norm or W_up */
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[1], CLMOE_F32, l, d));
+    CLMOE_TRY(clmoe_tensor_create(ctx, t[5], CLMOE_F32, 1, &l));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[6], CLMOE_F32, d, l));
+  }
   if (S) {
     CLMOE_TRY(clmoe__moe_new2(ctx, t[7], CLMOE_F32, S, d));
     CLMOE_TRY(clmoe__moe_new2(ctx, t[8], CLMOE_F32, S, d));
@@ -127,12 +157,13 @@ clmoe_status clmoe_moe_layer_create(clmoe_ctx *ctx, clmoe_moe_layer *L, const cl
 {
   memset(L, 0, sizeof *L);
   if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_moe_layer_create: cfg is NULL");
-  CLMOE_TRY(config_check(cfg, &L->cfg));
+  CLMOE_TRY(clmoe__moe_config_check("clmoe_moe_layer_create", cfg, &L->cfg));
   clmoe_tensor *t[10];
   param_list(t, &L->w_router, &L->w_down, &L->w_gate, &L->w_upp, &L->w_dn, &L->norm_gain, &L->w_up,
              &L->shared);
   clmoe_status st;
   CLMOE_TRY_GOTO(st, params_create(ctx, &L->cfg, t), fail);
+  L->shared.glu = L->cfg.glu;
   CLMOE_TRY_GOTO(st, clmoe_tensor_zeros(ctx, &L->bias, CLMOE_F32, 1, &L->cfg.n_experts), fail);
   return CLMOE_OK;
 fail:
@@ -195,9 +226,9 @@ void clmoe_moe_saved_destroy(clmoe_moe_saved *s)
 
 double clmoe_moe_forward_flops(const clmoe_moe_config *c, int64_t m)
 {
-  const double d = (double)c->d, l = (double)c->latent, E = (double)c->n_experts;
+  const double d = (double)c->d, l = (double)clmoe__moe_width(c), E = (double)c->n_experts;
   const double k = (double)c->top_k, f = (double)c->expert_ff;
-  const double S = (double)(c->n_shared * c->shared_ff);
+  const double S = (double)(c->n_shared * c->shared_ff), proj = c->latent > 0 ? 2.0 * d * l : 0.0;
   /* router d E, W_down d l, experts k 3 l f, W_up l d, shared 3 d S: 2 FLOPs per multiply-add */
-  return 2.0 * (double)m * (d * E + 2.0 * d * l + 3.0 * k * l * f + 3.0 * d * S);
+  return 2.0 * (double)m * (d * E + proj + 3.0 * k * l * f + 3.0 * d * S);
 }

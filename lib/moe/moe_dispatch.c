@@ -187,18 +187,19 @@ clmoe_status clmoe__moe_gather_backward(clmoe_ctx *ctx, const clmoe_moe_dispatch
   return clmoe__moe_launch_rows(ctx, k, l, d->tokens);
 }
 
-clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, const clmoe_tensor *u, const clmoe_tensor *w,
-                                     clmoe_tensor *act)
+clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, clmoe_glu glu, const clmoe_tensor *u,
+                                     const clmoe_tensor *w, clmoe_tensor *act)
 {
   cl_ulong n = (cl_ulong)clmoe_tensor_numel(act);
   if (n == 0) return CLMOE_OK;
   cl_kernel k;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_situ_fwd", &k));
-  CLMOE_TRY(clmoe__args(k, 4, KA(u->buf), KA(w->buf), KA(n), KA(act->buf)));
+  cl_int g = (cl_int)glu;
+  CLMOE_TRY(clmoe__args(k, 5, KA(u->buf), KA(w->buf), KA(n), KA(act->buf), KA(g)));
   return clmoe__launch1d(ctx, k, (size_t)n);
 }
 
-clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact,
+clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, clmoe_glu glu, const clmoe_tensor *dact,
                                       const clmoe_tensor *u, const clmoe_tensor *w,
                                       clmoe_tensor *du, clmoe_tensor *dw)
 {
@@ -206,6 +207,8 @@ clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact,
   if (n == 0) return CLMOE_OK;
   cl_kernel k;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_DISPATCH, "moe_situ_bwd", &k));
-  CLMOE_TRY(clmoe__args(k, 6, KA(dact->buf), KA(u->buf), KA(w->buf), KA(n), KA(du->buf), KA(dw->buf)));
+  cl_int g = (cl_int)glu;
+  CLMOE_TRY(clmoe__args(k, 7, KA(dact->buf), KA(u->buf), KA(w->buf), KA(n), KA(du->buf), KA(dw->buf),
+                        KA(g)));
   return clmoe__launch1d(ctx, k, (size_t)n);
 }

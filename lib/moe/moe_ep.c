@@ -51,13 +51,16 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
                           clmoe_moe_ep_layer *ep)
 {
   clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
-  const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
+  const int64_t E = c->n_experts, d = c->d, l = clmoe__moe_width(c), f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
   D->cfg = *c;
+  D->shared.glu = c->glu;
   CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, CLMOE_F32, E, d));
-  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, CLMOE_F32, l, d));
-  CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
-  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, CLMOE_F32, d, l));
+  if (c->latent > 0) { /* latent 0: no W_down, latent norm or W_up */
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, CLMOE_F32, l, d));
+    CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, CLMOE_F32, d, l));
+  }
   CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
   if (S) {
     CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
@@ -106,12 +109,12 @@ clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *c
   memset(ep, 0, sizeof *ep);
   if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cfg is NULL", op);
   CLMOE_TRY(check_map(op, cfg, map, rank));
-  ep->cfg = *cfg;
+  CLMOE_TRY(clmoe__moe_config_check(op, cfg, &ep->cfg));
   ep->map = map;
   ep->rank = rank;
   clmoe_status st;
   CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, cfg, NULL, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &ep->cfg, NULL, ep), fail);
   return CLMOE_OK;
 fail:
   clmoe_moe_ep_layer_destroy(ep);
@@ -209,7 +212,7 @@ static clmoe_status route_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, co
                                 int64_t m, int train, ep_host *h, clmoe_moe_saved *sv)
 {
   const clmoe_moe_config *c = &ep->cfg;
-  const int64_t k = c->top_k, E = c->n_experts, l = c->latent;
+  const int64_t k = c->top_k, E = c->n_experts, l = clmoe__moe_width(c);
   /* Quantile Balancing across ranks works from histograms (summed by the caller with
    * clmoe_dist_sum_qb_histogram): exact QB would need every rank's scores. */
   const int hist = train && (c->balance == CLMOE_MOE_BALANCE_QB || c->balance == CLMOE_MOE_BALANCE_QB_HIST);
@@ -230,8 +233,8 @@ static clmoe_status route_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, co
     CLMOE_TRY_GOTO(st, clmoe_moe_qb_histogram(ctx, &s_all, &cutoff, &ep->dense.bias, &sv->hist, &sv->range), done);
     sv->hist_tokens = m;
   }
-  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x2, &ep->dense.w_down, NULL, &xl),
-                 done);
+  if (c->latent > 0) CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x2, &ep->dense.w_down, NULL, &xl), done);
+  else CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&xl, x2), done); /* no latent projection */
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->topk, h->topk, clmoe_tensor_bytes(&sv->topk)), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_read(&sv->probs, h->probs, clmoe_tensor_bytes(&sv->probs)), done);
   st = clmoe_tensor_read(&xl, h->xl, clmoe_tensor_bytes(&xl));
@@ -248,7 +251,7 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
                                   ep_host *h, int train, clmoe_moe_saved *sv)
 {
   const clmoe_moe_layer *X = &ep->experts;
-  const int64_t R = plan->recv_rows, l = ep->cfg.latent, f = ep->cfg.expert_ff;
+  const int64_t R = plan->recv_rows, l = clmoe__moe_width(&ep->cfg), f = ep->cfg.expert_ff;
   sv->tokens = R;
   if (R == 0) return CLMOE_OK;
   for (int64_t i = 0; i < R; i++) {
@@ -304,19 +307,24 @@ static void combine_host(const ep_host *h, int64_t m, int64_t k, int64_t l)
   }
 }
 
-/* The dense tail on the device: y = W_up RMSNorm_gain(z) + Shared(x); z, its norm and the
- * shared experts' intermediates stay in sv. */
+/* The dense tail on the device: y = W_up RMSNorm_gain(z) + Shared(x) (latent 0: y = z +
+ * Shared(x)); z, its norm and the shared experts' intermediates stay in sv. */
 static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_tensor *x2,
                                int64_t m, const float *zh, clmoe_tensor *y2, int train,
                                clmoe_moe_saved *sv)
 {
   const clmoe_moe_config *c = &ep->cfg;
-  CLMOE_TRY(clmoe__moe_new2(ctx, &sv->z, CLMOE_F32, m, c->latent));
-  CLMOE_TRY(clmoe__moe_new2(ctx, &sv->zn, CLMOE_F32, m, c->latent));
-  CLMOE_TRY(clmoe_tensor_create(ctx, &sv->rstd, CLMOE_F32, 1, &m));
+  const int64_t l = clmoe__moe_width(c);
+  CLMOE_TRY(clmoe__moe_new2(ctx, &sv->z, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_tensor_write(&sv->z, zh, clmoe_tensor_bytes(&sv->z)));
-  CLMOE_TRY(clmoe_rmsnorm(ctx, &sv->z, &ep->dense.norm_gain, c->norm_eps, &sv->zn, &sv->rstd));
-  CLMOE_TRY(clmoe_linear(ctx, &sv->zn, &ep->dense.w_up, NULL, y2));
+  if (c->latent > 0) {
+    CLMOE_TRY(clmoe__moe_new2(ctx, &sv->zn, CLMOE_F32, m, l));
+    CLMOE_TRY(clmoe_tensor_create(ctx, &sv->rstd, CLMOE_F32, 1, &m));
+    CLMOE_TRY(clmoe_rmsnorm(ctx, &sv->z, &ep->dense.norm_gain, c->norm_eps, &sv->zn, &sv->rstd));
+    CLMOE_TRY(clmoe_linear(ctx, &sv->zn, &ep->dense.w_up, NULL, y2));
+  } else {
+    CLMOE_TRY(clmoe_tensor_copy(y2, &sv->z));
+  }
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &ep->dense.shared, x2, 1.0f, y2, train ? &sv->shared : NULL));
   return CLMOE_OK;
@@ -364,7 +372,7 @@ clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_
 {
   int64_t m;
   CLMOE_TRY(want_forward(dist, ep, x, y, &m));
-  const int64_t k = ep->cfg.top_k, l = ep->cfg.latent, d = ep->cfg.d;
+  const int64_t k = ep->cfg.top_k, l = clmoe__moe_width(&ep->cfg), d = ep->cfg.d;
   const int train = saved != NULL;
   clmoe_moe_ep_saved local, *s = train ? saved : &local;
   memset(s, 0, sizeof *s);

@@ -56,18 +56,22 @@ static clmoe_status bhost_alloc(float **p, int64_t n)
   return CLMOE_OK;
 }
 
-/* dW_up, the latent norm's backward, then dz to the host. */
+/* dW_up, the latent norm's backward, then dz to the host (latent 0: dz = dy). */
 static clmoe_status tail_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_moe_saved *s,
                                   const clmoe_tensor *dy2, clmoe_moe_grads *g, float *dzh)
 {
-  const int64_t m = s->tokens, l = ep->cfg.latent;
+  const int64_t m = s->tokens, l = clmoe__moe_width(&ep->cfg);
   clmoe_tensor dzn = {0}, dz = {0};
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dzn, CLMOE_F32, m, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dz, CLMOE_F32, m, l), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &s->zn, &ep->dense.w_up, dy2, &dzn, &g->w_up, NULL, 0), done);
-  CLMOE_TRY_GOTO(st, clmoe_rmsnorm_backward(ctx, &s->z, &ep->dense.norm_gain, &s->rstd, &dzn, &dz,
-                                            &g->norm_gain), done);
+  if (ep->cfg.latent > 0) {
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dzn, CLMOE_F32, m, l), done);
+    CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &s->zn, &ep->dense.w_up, dy2, &dzn, &g->w_up, NULL, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_rmsnorm_backward(ctx, &s->z, &ep->dense.norm_gain, &s->rstd, &dzn, &dz,
+                                              &g->norm_gain), done);
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&dz, dy2), done);
+  }
   st = clmoe_tensor_read(&dz, dzh, clmoe_tensor_bytes(&dz));
 done:
   clmoe_tensor_destroy(&dzn), clmoe_tensor_destroy(&dz);
@@ -98,7 +102,7 @@ static void combine_backward_host(const clmoe_moe_ep_saved *s, int64_t m, int64_
 static clmoe_status experts_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep,
                                      const clmoe_moe_saved *sv, clmoe_moe_grads *g, float *drecv)
 {
-  const int64_t R = sv->tokens, l = ep->cfg.latent, Rd = sv->disp.rows;
+  const int64_t R = sv->tokens, l = clmoe__moe_width(&ep->cfg), Rd = sv->disp.rows;
   if (ep->n_local == 0) return CLMOE_OK;
   if (R == 0) { /* no tokens for the local experts: their gradients are 0 */
     CLMOE_TRY(clmoe_tensor_fill(&g->w_gate, 0.0));
@@ -140,14 +144,16 @@ static clmoe_status dense_backward(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep,
                                    const clmoe_moe_saved *s, const clmoe_tensor *dy2, const ep_bhost *h,
                                    clmoe_moe_grads *g, clmoe_tensor *dx2)
 {
-  const int64_t m = s->tokens, l = ep->cfg.latent, k = ep->cfg.top_k;
+  const int64_t m = s->tokens, l = clmoe__moe_width(&ep->cfg), k = ep->cfg.top_k;
   clmoe_tensor dxl = {0}, dp = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dxl, CLMOE_F32, m, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dp, CLMOE_F32, m, k), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dxl, h->dxl, clmoe_tensor_bytes(&dxl)), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&dp, h->dp, clmoe_tensor_bytes(&dp)), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, x2, &ep->dense.w_down, &dxl, dx2, &g->w_down, NULL, 0), done);
+  if (ep->cfg.latent > 0)
+    CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, x2, &ep->dense.w_down, &dxl, dx2, &g->w_down, NULL, 0), done);
+  else CLMOE_TRY_GOTO(st, clmoe_tensor_copy(dx2, &dxl), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_router_backward(ctx, &ep->dense, x2, s, &dp, &g->w_router, dx2),
                  done);
   if (ep->cfg.n_shared * ep->cfg.shared_ff > 0)
@@ -184,16 +190,19 @@ static clmoe_status want_backward(clmoe_dist *dist, const clmoe_moe_ep_layer *ep
                         "the same %lld tokens", op, (long long)*m);
   if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
   CLMOE_TRY(clmoe__want_shape(&g->w_router, op, "grads w_router", 0, 2, c->n_experts, c->d, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(&g->w_down, op, "grads w_down", 0, 2, c->latent, c->d, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(&g->norm_gain, op, "grads norm_gain", 0, 1, c->latent, 0, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(&g->w_up, op, "grads w_up", 0, 2, c->d, c->latent, 0, 0));
+  const int64_t l = clmoe__moe_width(c);
+  if (c->latent > 0) {
+    CLMOE_TRY(clmoe__want_shape(&g->w_down, op, "grads w_down", 0, 2, l, c->d, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(&g->norm_gain, op, "grads norm_gain", 0, 1, l, 0, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(&g->w_up, op, "grads w_up", 0, 2, c->d, l, 0, 0));
+  }
   if (ep->n_local > 0) {
     CLMOE_TRY(clmoe__moe_want_buf(&g->w_gate, op, "grads w_gate", 3, ep->n_local, c->expert_ff,
-                                  c->latent));
+                                  l));
     CLMOE_TRY(
-        clmoe__moe_want_buf(&g->w_upp, op, "grads w_upp", 3, ep->n_local, c->expert_ff, c->latent));
+        clmoe__moe_want_buf(&g->w_upp, op, "grads w_upp", 3, ep->n_local, c->expert_ff, l));
     CLMOE_TRY(
-        clmoe__moe_want_buf(&g->w_dn, op, "grads w_dn", 3, ep->n_local, c->latent, c->expert_ff));
+        clmoe__moe_want_buf(&g->w_dn, op, "grads w_dn", 3, ep->n_local, l, c->expert_ff));
   }
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe__want_shape(&g->shared.w_gate, op, "grads shared.w_gate", 0, 2,
@@ -207,7 +216,7 @@ clmoe_status clmoe_moe_ep_backward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe
 {
   int64_t m;
   CLMOE_TRY(want_backward(dist, ep, x, s, dy, g, dx, &m));
-  const int64_t k = ep->cfg.top_k, l = ep->cfg.latent, d = ep->cfg.d, R = s->plan->recv_rows;
+  const int64_t k = ep->cfg.top_k, l = clmoe__moe_width(&ep->cfg), d = ep->cfg.d, R = s->plan->recv_rows;
   ep_bhost h = {0};
   clmoe_tensor x2, dy2, dx2;
   clmoe_status st;

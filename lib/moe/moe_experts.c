@@ -1,5 +1,5 @@
 /* MoE experts on the expert buffers: our grouped GEMM kernels (kernels_cl/moe/moe_gemm.cl, with
- * SiTU-GLU fused) or CLBlast batched GEMMs over groups padded to the largest expert. */
+ * the gated unit fused) or CLBlast batched GEMMs over groups padded to the largest expert. */
 #include "moe_internal.h"
 
 #include <string.h>
@@ -45,15 +45,15 @@ static clmoe_status grouped_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
                                     const clmoe_tensor *xs, clmoe_tensor *u, clmoe_tensor *w,
                                     clmoe_tensor *act, clmoe_tensor *ys)
 {
-  const int64_t l = L->cfg.latent, f = L->cfg.expert_ff;
+  const int64_t l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   cl_kernel kgu, knt;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_gu", &kgu));
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_nt", &knt));
-  cl_int il = (cl_int)l, iff = (cl_int)f, save = u && w, nt = (cl_int)d->max_tiles;
+  cl_int il = (cl_int)l, iff = (cl_int)f, save = u && w, nt = (cl_int)d->max_tiles, glu = (cl_int)L->cfg.glu;
   cl_mem ub = save ? u->buf : act->buf, wb = save ? w->buf : act->buf; /* unused when !save */
-  CLMOE_TRY(clmoe__args(kgu, 12, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(xs->buf), KA(il),
+  CLMOE_TRY(clmoe__args(kgu, 13, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(xs->buf), KA(il),
                         KA(L->w_gate.buf), KA(L->w_upp.buf), KA(iff), KA(act->buf), KA(ub), KA(wb),
-                        KA(save)));
+                        KA(save), KA(glu)));
   CLMOE_TRY(launch_tiles(ctx, kgu, f, d->max_tiles));
   CLMOE_TRY(clmoe__args(knt, 8, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(act->buf), KA(iff),
                         KA(L->w_dn.buf), KA(il), KA(ys->buf)));
@@ -65,13 +65,14 @@ static clmoe_status grouped_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, c
                                      clmoe_tensor *du, clmoe_tensor *dw)
 {
   const clmoe_moe_dispatch *d = &s->disp;
-  const int64_t l = L->cfg.latent, f = L->cfg.expert_ff;
+  const int64_t l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   cl_kernel kda, kdx;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_dact", &kda));
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_dx", &kdx));
-  cl_int il = (cl_int)l, iff = (cl_int)f, nt = (cl_int)d->max_tiles;
-  CLMOE_TRY(clmoe__args(kda, 11, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(dys->buf), KA(il),
-                        KA(L->w_dn.buf), KA(iff), KA(s->u.buf), KA(s->w.buf), KA(du->buf), KA(dw->buf)));
+  cl_int il = (cl_int)l, iff = (cl_int)f, nt = (cl_int)d->max_tiles, glu = (cl_int)L->cfg.glu;
+  CLMOE_TRY(clmoe__args(kda, 12, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(dys->buf), KA(il),
+                        KA(L->w_dn.buf), KA(iff), KA(s->u.buf), KA(s->w.buf), KA(du->buf), KA(dw->buf),
+                        KA(glu)));
   CLMOE_TRY(launch_tiles(ctx, kda, f, d->max_tiles));
   CLMOE_TRY(wgrad(ctx, d, dys, l, &s->act, f, &g->w_dn));
   CLMOE_TRY(wgrad(ctx, d, du, f, &s->xs, l, &g->w_gate));
@@ -93,7 +94,7 @@ static clmoe_status padded_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
                                    const clmoe_tensor *xs, clmoe_tensor *u, clmoe_tensor *w,
                                    clmoe_tensor *act, clmoe_tensor *ys)
 {
-  const int64_t E = d->n_experts, cap = d->cap, l = L->cfg.latent, f = L->cfg.expert_ff;
+  const int64_t E = d->n_experts, cap = d->cap, l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   clmoe_tensor tu = {0}, tw = {0}, x3, u3, w3, a3, y3;
   clmoe_status st;
   if (!u || !w) { /* inference: the products are temporary */
@@ -108,7 +109,7 @@ static clmoe_status padded_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   CLMOE_TRY_GOTO(st, clmoe_tensor_view3d(ys, &y3, E, cap, l), done);
   CLMOE_TRY_GOTO(st, batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &x3, &L->w_gate, 0.0f, &u3), done);
   CLMOE_TRY_GOTO(st, batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &x3, &L->w_upp, 0.0f, &w3), done);
-  CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, u, w, act), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, L->cfg.glu, u, w, act), done);
   st = batched(ctx, CLMOE_NOTRANS, CLMOE_TRANS, &a3, &L->w_dn, 0.0f, &y3);
 done:
   clmoe_tensor_destroy(&tu);
@@ -121,7 +122,7 @@ static clmoe_status padded_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
                                     clmoe_tensor *du, clmoe_tensor *dw)
 {
   const clmoe_moe_dispatch *d = &s->disp;
-  const int64_t E = d->n_experts, cap = d->cap, l = L->cfg.latent, f = L->cfg.expert_ff;
+  const int64_t E = d->n_experts, cap = d->cap, l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   clmoe_tensor dy3, x3, a3, du3, dw3, dx3;
   CLMOE_TRY(clmoe_tensor_view3d(dys, &dy3, E, cap, l));
   CLMOE_TRY(clmoe_tensor_view3d(&s->xs, &x3, E, cap, l));
@@ -129,9 +130,9 @@ static clmoe_status padded_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
   CLMOE_TRY(clmoe_tensor_view3d(du, &du3, E, cap, f));
   CLMOE_TRY(clmoe_tensor_view3d(dw, &dw3, E, cap, f));
   CLMOE_TRY(clmoe_tensor_view3d(dxs, &dx3, E, cap, l));
-  /* dact into du, then SiTU's gradient in place (du = dact, dw from it) */
+  /* dact into du, then the gated unit's gradient in place (du = dact, dw from it) */
   CLMOE_TRY(batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, &dy3, &L->w_dn, 0.0f, &du3));
-  CLMOE_TRY(clmoe__moe_situ_backward(ctx, du, &s->u, &s->w, du, dw));
+  CLMOE_TRY(clmoe__moe_situ_backward(ctx, L->cfg.glu, du, &s->u, &s->w, du, dw));
   CLMOE_TRY(batched(ctx, CLMOE_TRANS, CLMOE_NOTRANS, &dy3, &a3, 0.0f, &g->w_dn));
   CLMOE_TRY(batched(ctx, CLMOE_TRANS, CLMOE_NOTRANS, &du3, &x3, 0.0f, &g->w_gate));
   CLMOE_TRY(batched(ctx, CLMOE_TRANS, CLMOE_NOTRANS, &dw3, &x3, 0.0f, &g->w_upp));

@@ -1,5 +1,6 @@
-/* The dense SiTU-GLU FFN: y = W_dn SiTU(W_gate x, W_upp x), three products (clmoe_linear) and an
- * elementwise kernel. The model's first layer and the MoE's shared experts use it. */
+/* The dense gated FFN: y = W_dn glu(W_gate x, W_upp x) with the FFN's gated unit (SiTU-GLU or
+ * SwiGLU), three products (clmoe_linear) and an elementwise kernel. The model's dense layers
+ * and the MoE's shared experts use it. */
 #include "moe_internal.h"
 
 #include <string.h>
@@ -12,6 +13,9 @@ static clmoe_status want_ffn(const char *op, const clmoe_situ_ffn *ffn, int64_t 
 {
   if (!ffn || ffn->w_gate.ndim != 2)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: the FFN's w_gate must be [f, d]", op);
+  if (allow_bf16 && ffn->glu != CLMOE_GLU_SITU && ffn->glu != CLMOE_GLU_SWIGLU) /* the weights' */
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the FFN's glu = %d is not a clmoe_glu", op,
+                        (int)ffn->glu);
   *f = ffn->w_gate.shape[0];
   CLMOE_TRY(clmoe__want_shape(&ffn->w_gate, op, "w_gate", allow_bf16, 2, *f, d, 0, 0));
   CLMOE_TRY(clmoe__want_shape(&ffn->w_upp, op, "w_upp", allow_bf16, 2, *f, d, 0, 0));
@@ -58,7 +62,7 @@ clmoe_status clmoe_situ_ffn_forward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, c
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s->act, CLMOE_F32, m, f), fail);
   CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &ffn->w_gate, NULL, &s->u), fail);
   CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &x2, &ffn->w_upp, NULL, &s->w), fail);
-  CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, &s->u, &s->w, &s->act), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_situ_forward(ctx, ffn->glu, &s->u, &s->w, &s->act), fail);
   CLMOE_TRY_GOTO(st, weight_gemm(ctx, CLMOE_TRANS, &s->act, &ffn->w_dn, beta, &y2), fail);
   if (!saved) clmoe_situ_saved_destroy(s);
   return CLMOE_OK;
@@ -94,9 +98,9 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dy, &dy2, m, d), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du, CLMOE_F32, m, f), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw, CLMOE_F32, m, f), done);
-  /* dact = dy W_dn (into du), dW_dn = dy^T act, then SiTU's gradient in place */
+  /* dact = dy W_dn (into du), dW_dn = dy^T act, then the gated unit's gradient in place */
   CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &saved->act, &ffn->w_dn, &dy2, &du, &grad->w_dn, NULL, 0), done);
-  CLMOE_TRY_GOTO(st, clmoe__moe_situ_backward(ctx, &du, &saved->u, &saved->w, &du, &dw), done);
+  CLMOE_TRY_GOTO(st, clmoe__moe_situ_backward(ctx, ffn->glu, &du, &saved->u, &saved->w, &du, &dw), done);
   CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_gate, &du, NULL, &grad->w_gate, NULL, 0), done);
   CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_upp, &dw, NULL, &grad->w_upp, NULL, 0), done);
   if (dx) {

@@ -43,10 +43,16 @@ clmoe_status clmoe__moe_want_rows(const clmoe_tensor *x, const char *op, const c
 double clmoe__moe_now(void);
 clmoe_status clmoe__moe_phase(clmoe_ctx *ctx, double *slot, double *t0);
 
-/* Elementwise SiTU-GLU (moe_dispatch.c; the padded and dense paths). */
-clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, const clmoe_tensor *u, const clmoe_tensor *w,
-                                     clmoe_tensor *act);
-clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, const clmoe_tensor *dact,
+/* The width the routed experts work at: the latent width, or d without a latent projection. */
+static inline int64_t clmoe__moe_width(const clmoe_moe_config *c) { return c->latent > 0 ? c->latent : c->d; }
+
+/* Fills the defaults of *in into *out and checks every field (moe.c); op names the caller. */
+clmoe_status clmoe__moe_config_check(const char *op, const clmoe_moe_config *in, clmoe_moe_config *out);
+
+/* Elementwise gated unit `glu` (moe_dispatch.c; the padded and dense paths). */
+clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, clmoe_glu glu, const clmoe_tensor *u,
+                                     const clmoe_tensor *w, clmoe_tensor *act);
+clmoe_status clmoe__moe_situ_backward(clmoe_ctx *ctx, clmoe_glu glu, const clmoe_tensor *dact,
                                       const clmoe_tensor *u, const clmoe_tensor *w,
                                       clmoe_tensor *du, clmoe_tensor *dw);
 

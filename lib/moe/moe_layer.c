@@ -17,6 +17,10 @@ static clmoe_status forward_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, cons
   const clmoe_moe_config *c = &L->cfg;
   const int64_t m = s->tokens, E = c->n_experts, k = c->top_k;
   const int qb = train && (c->balance == CLMOE_MOE_BALANCE_QB || c->balance == CLMOE_MOE_BALANCE_QB_HIST);
+  if (qb && c->groups > 1)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_moe_forward: Quantile Balancing is not defined with "
+                        "grouped selection (groups = %lld) in training; use balance sign or none",
+                        (long long)c->groups);
   clmoe_tensor s_all = {0}, cutoff = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &s_all, CLMOE_F32, m, E), done);
@@ -47,9 +51,10 @@ static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
                                  clmoe_tensor *y2, int train, clmoe_moe_saved *s, double *t0)
 {
   const clmoe_moe_config *c = &L->cfg;
-  const int64_t m = s->tokens, l = c->latent, f = c->expert_ff;
+  const int64_t m = s->tokens, l = clmoe__moe_width(c), f = c->expert_ff;
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->xl, CLMOE_F32, m, l));
-  CLMOE_TRY(clmoe_linear(ctx, x2, &L->w_down, NULL, &s->xl));
+  if (c->latent > 0) CLMOE_TRY(clmoe_linear(ctx, x2, &L->w_down, NULL, &s->xl));
+  else CLMOE_TRY(clmoe_tensor_copy(&s->xl, x2)); /* the gather takes a buffer from its start */
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), t0));
   CLMOE_TRY(clmoe_moe_dispatch_create(ctx, &s->topk, c->n_experts, use_padded(c), &s->disp));
   const int64_t R = s->disp.rows;
@@ -68,10 +73,14 @@ static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->z, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_moe_combine(ctx, &s->disp, &s->probs, &s->ys, &s->z));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, combine), t0));
-  CLMOE_TRY(clmoe_tensor_create(ctx, &s->rstd, CLMOE_F32, 1, &m));
-  CLMOE_TRY(clmoe__moe_new2(ctx, &s->zn, CLMOE_F32, m, l));
-  CLMOE_TRY(clmoe_rmsnorm(ctx, &s->z, &L->norm_gain, c->norm_eps, &s->zn, &s->rstd));
-  CLMOE_TRY(clmoe_linear(ctx, &s->zn, &L->w_up, NULL, y2));
+  if (c->latent > 0) {
+    CLMOE_TRY(clmoe_tensor_create(ctx, &s->rstd, CLMOE_F32, 1, &m));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &s->zn, CLMOE_F32, m, l));
+    CLMOE_TRY(clmoe_rmsnorm(ctx, &s->z, &L->norm_gain, c->norm_eps, &s->zn, &s->rstd));
+    CLMOE_TRY(clmoe_linear(ctx, &s->zn, &L->w_up, NULL, y2));
+  } else {
+    CLMOE_TRY(clmoe_tensor_copy(y2, &s->z)); /* y = the experts' weighted sum (+ shared) */
+  }
   if (c->n_shared * c->shared_ff > 0)
     CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &L->shared, x2, 1.0f, y2, train ? &s->shared : NULL));
   return clmoe__moe_phase(ctx, PHASE(L, dense), t0);
@@ -111,16 +120,18 @@ done:
 static clmoe_status want_grads(const char *op, const clmoe_moe_layer *L, const clmoe_moe_grads *g)
 {
   const clmoe_moe_config *c = &L->cfg;
-  const int64_t E = c->n_experts, d = c->d, l = c->latent, f = c->expert_ff;
+  const int64_t E = c->n_experts, d = c->d, l = clmoe__moe_width(c), f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
   if (!g) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads is NULL", op);
   CLMOE_TRY(clmoe__want_shape(&g->w_router, op, "grads w_router", 0, 2, E, d, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(&g->w_down, op, "grads w_down", 0, 2, l, d, 0, 0));
+  if (c->latent > 0) {
+    CLMOE_TRY(clmoe__want_shape(&g->w_down, op, "grads w_down", 0, 2, l, d, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(&g->norm_gain, op, "grads norm_gain", 0, 1, l, 0, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(&g->w_up, op, "grads w_up", 0, 2, d, l, 0, 0));
+  }
   CLMOE_TRY(clmoe__moe_want_buf(&g->w_gate, op, "grads w_gate", 3, E, f, l));
   CLMOE_TRY(clmoe__moe_want_buf(&g->w_upp, op, "grads w_upp", 3, E, f, l));
   CLMOE_TRY(clmoe__moe_want_buf(&g->w_dn, op, "grads w_dn", 3, E, l, f));
-  CLMOE_TRY(clmoe__want_shape(&g->norm_gain, op, "grads norm_gain", 0, 1, l, 0, 0, 0));
-  CLMOE_TRY(clmoe__want_shape(&g->w_up, op, "grads w_up", 0, 2, d, l, 0, 0));
   if (S)
     CLMOE_TRY(clmoe__want_shape(&g->shared.w_gate, op, "grads shared.w_gate", 0, 2, S, d, 0, 0));
   return CLMOE_OK;
@@ -151,13 +162,16 @@ static clmoe_status backward_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
                                    clmoe_moe_grads *g, clmoe_tensor *dx2, bwd_buf *b)
 {
   const clmoe_moe_config *c = &L->cfg;
-  const int64_t m = s->tokens, l = c->latent, R = s->disp.rows;
+  const int64_t m = s->tokens, l = clmoe__moe_width(c), R = s->disp.rows;
   double t0 = clmoe__moe_now();
-  /* y = W_up zn (+ shared): dW_up, dzn, then the latent norm */
-  CLMOE_TRY(clmoe__moe_new2(ctx, &b->dzn, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->dz, CLMOE_F32, m, l));
-  CLMOE_TRY(clmoe_linear_backward(ctx, &s->zn, &L->w_up, dy2, &b->dzn, &g->w_up, NULL, 0));
-  CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->z, &L->norm_gain, &s->rstd, &b->dzn, &b->dz, &g->norm_gain));
+  if (c->latent > 0) { /* y = W_up zn (+ shared): dW_up, dzn, then the latent norm */
+    CLMOE_TRY(clmoe__moe_new2(ctx, &b->dzn, CLMOE_F32, m, l));
+    CLMOE_TRY(clmoe_linear_backward(ctx, &s->zn, &L->w_up, dy2, &b->dzn, &g->w_up, NULL, 0));
+    CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->z, &L->norm_gain, &s->rstd, &b->dzn, &b->dz, &g->norm_gain));
+  } else { /* y = z (+ shared) */
+    CLMOE_TRY(clmoe_tensor_copy(&b->dz, dy2));
+  }
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
   /* combine: dp and the expert outputs' gradient */
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->dp, CLMOE_F32, m, c->top_k));
@@ -170,8 +184,9 @@ static clmoe_status backward_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->dxl, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe__moe_gather_backward(ctx, &s->disp, &b->dxs, &b->dxl));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dispatch), &t0));
-  /* xl = W_down x; dx starts here (beta 0), every later term adds in a fixed order */
-  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &L->w_down, &b->dxl, dx2, &g->w_down, NULL, 0));
+  /* xl = W_down x (or x); dx starts here (beta 0), every later term adds in a fixed order */
+  if (c->latent > 0) CLMOE_TRY(clmoe_linear_backward(ctx, x2, &L->w_down, &b->dxl, dx2, &g->w_down, NULL, 0));
+  else CLMOE_TRY(clmoe_tensor_copy(dx2, &b->dxl));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
   CLMOE_TRY(clmoe__moe_router_backward(ctx, L, x2, s, &b->dp, &g->w_router, dx2));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, route), &t0));

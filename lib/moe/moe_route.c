@@ -32,10 +32,18 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
   CLMOE_TRY(want_i32(topk, op, "topk", m, k));
   CLMOE_TRY(clmoe__moe_want_buf(scores, op, "scores", 2, m, k, 0));
   CLMOE_TRY(clmoe__moe_want_buf(probs, op, "probs", 2, m, k, 0));
+  const clmoe_moe_config *c = &L->cfg;
+  const int64_t G = c->groups > 1 ? c->groups : 1, TG = c->topk_groups > 0 ? c->topk_groups : G;
+  if (G > 1 && (G > CLMOE_MOE_MAX_GROUPS || E % G || E / G < 2 || TG > G || k > TG * (E / G)))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: groups %lld, topk_groups %lld do not fit %lld "
+                        "experts and top_k %lld", op, (long long)G, (long long)TG, (long long)E, (long long)k);
   if (cutoff) {
     CLMOE_TRY(clmoe__moe_want_buf(cutoff, op, "cutoff", 1, m, 0, 0));
     if (k >= E)
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: a cut-off needs top_k + 1 <= n_experts", op);
+    if (G > 1)
+      return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the QB cut-off is not defined with grouped "
+                          "selection (groups = %lld)", op, (long long)G);
   }
   if (m == 0) return CLMOE_OK;
   if (m * k >= INT32_MAX)
@@ -48,8 +56,11 @@ clmoe_status clmoe_moe_route(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clm
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_route", &kr));
   cl_int im = (cl_int)m, iE = (cl_int)E, ik = (cl_int)k, ik1 = (cl_int)(cutoff ? k + 1 : k);
   cl_mem cbuf = cutoff ? cutoff->buf : probs->buf; /* never written when k1 = k */
-  CLMOE_TRY(clmoe__args(kr, 10, KA(s_all->buf), KA(L->bias.buf), KA(im), KA(iE), KA(ik), KA(ik1),
-                        KA(topk->buf), KA(scores->buf), KA(probs->buf), KA(cbuf)));
+  cl_int iG = (cl_int)G, iTG = (cl_int)TG, renorm = !c->no_renormalize;
+  cl_float scale = c->routed_scale != 0.0f ? c->routed_scale : 1.0f;
+  CLMOE_TRY(clmoe__args(kr, 14, KA(s_all->buf), KA(L->bias.buf), KA(im), KA(iE), KA(ik), KA(ik1),
+                        KA(topk->buf), KA(scores->buf), KA(probs->buf), KA(cbuf), KA(iG), KA(iTG),
+                        KA(renorm), KA(scale)));
   return clmoe__launch_groups(ctx, kr, m, 64); /* MOE_ROUTE_WG of kernels_cl/moe/moe_route.cl */
 }
 
@@ -239,9 +250,10 @@ clmoe_status clmoe__moe_router_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L
   CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&dlogit, 0.0), done);
   cl_kernel kb;
   CLMOE_TRY_GOTO(st, clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_router_bwd", &kb), done);
-  cl_int im = (cl_int)m, ik = (cl_int)k, iE = (cl_int)E;
-  CLMOE_TRY_GOTO(st, clmoe__args(kb, 8, KA(s->topk.buf), KA(s->scores.buf), KA(s->probs.buf), KA(dp->buf),
-                                 KA(im), KA(ik), KA(iE), KA(dlogit.buf)), done);
+  cl_int im = (cl_int)m, ik = (cl_int)k, iE = (cl_int)E, renorm = !L->cfg.no_renormalize;
+  cl_float scale = L->cfg.routed_scale != 0.0f ? L->cfg.routed_scale : 1.0f;
+  CLMOE_TRY_GOTO(st, clmoe__args(kb, 10, KA(s->topk.buf), KA(s->scores.buf), KA(s->probs.buf), KA(dp->buf),
+                                 KA(im), KA(ik), KA(iE), KA(dlogit.buf), KA(renorm), KA(scale)), done);
   CLMOE_TRY_GOTO(st, clmoe__launch1d(ctx, kb, (size_t)m), done);
   st = clmoe_linear_backward(ctx, x2, &L->w_router, &dlogit, dx2, dw_router, NULL, CLMOE_LINEAR_ACC_DX);
 done:

@@ -11,7 +11,9 @@
  * NaN fails. Both the even map and a balanced map with replicas are checked.
  * --mutate: every rank takes its experts' weights from the next expert (a wrong expert
  * offset); --mutate-saved: the saved expert output of each rank's first routed copy is off
- * by 1 (only the backward sees it). Both must fail. Prints "mpi_moe_ep: OK ..." on rank 0
+ * by 1 (only the backward sees it). Both must fail. --kimi: the layer in the Kimi Linear form
+ * (no latent projection, SwiGLU, 2 groups of 11 experts of which 1 is kept, p = 2 s without
+ * renormalisation). Prints "mpi_moe_ep: OK ..." on rank 0
  * when every rank passed; exits non-zero naming the rank otherwise. */
 #include <math.h>
 #include <stdio.h>
@@ -26,8 +28,8 @@
 #define TOLERANCE 1e-5
 
 
-/* The small layer: E not divisible by 3 or 4, k = 3, shared experts on. */
-static const clmoe_moe_config config = {
+/* The small layer: E not divisible by 3 or 4, k = 3, shared experts on (--kimi changes it). */
+static clmoe_moe_config config = {
   .d = 24, .latent = 16, .n_experts = 22, .top_k = 3, .expert_ff = 12,
   .n_shared = 1, .shared_ff = 8, .balance = CLMOE_MOE_BALANCE_NONE,
 };
@@ -48,7 +50,7 @@ static void share(int rank, int size, int64_t *first, int64_t *count)
 /* Overwrites each local expert with the next expert's weights (a wrong offset). */
 static void mutate(clmoe_moe_ep_layer *ep, const clmoe_moe_layer *full)
 {
-  const int64_t f = config.expert_ff, l = config.latent, E = config.n_experts;
+  const int64_t f = config.expert_ff, l = config.latent > 0 ? config.latent : config.d, E = config.n_experts;
   const clmoe_tensor *src[3] = {&full->w_gate, &full->w_upp, &full->w_dn};
   clmoe_tensor *dst[3] = {&ep->experts.w_gate, &ep->experts.w_upp, &ep->experts.w_dn};
   const int64_t shape[2] = {f, l};
@@ -104,7 +106,10 @@ static void reference_compute(clmoe_ctx *ctx, const clmoe_moe_layer *full, refer
   TRY(clmoe_moe_backward(ctx, full, &x, &saved, &dy, &g, &dx));
   r->x = read_host(&x), r->dy = read_host(&dy), r->y = read_host(&y), r->dx = read_host(&dx);
   grad_list(&g, gt);
-  for (int i = 0; i < NGRAD; i++) r->grad[i] = read_host(gt[i]), r->grad_n[i] = clmoe_tensor_numel(gt[i]);
+  for (int i = 0; i < NGRAD; i++) { /* latent 0: no w_down, norm_gain, w_up */
+    r->grad[i] = gt[i]->buf ? read_host(gt[i]) : NULL;
+    r->grad_n[i] = gt[i]->buf ? clmoe_tensor_numel(gt[i]) : 0;
+  }
   clmoe_moe_grads_destroy(&g);
   clmoe_moe_saved_destroy(&saved);
   clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&y), clmoe_tensor_destroy(&dy), clmoe_tensor_destroy(&dx);
@@ -231,7 +236,15 @@ int main(int argc, char **argv)
     fprintf(stderr, "mpi_moe_ep: clmoe_dist_init: %s\n", clmoe_last_error());
     return 1;
   }
-  const char *mutation = argc > 1 ? argv[1] : NULL;
+  const char *mutation = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--kimi") != 0) {
+      mutation = argv[i];
+      continue;
+    }
+    config.latent = 0, config.glu = CLMOE_GLU_SWIGLU, config.groups = 2, config.topk_groups = 1;
+    config.no_renormalize = 1, config.routed_scale = 2.0f;
+  }
   const int size = clmoe_dist_size(mpi_dist), E = (int)config.n_experts;
   clmoe_ctx *ctx = NULL;
   TRY(clmoe_ctx_create(&ctx, NULL));

@@ -3,7 +3,8 @@
 # mpirun), 1, 2, 3 and 4 ranks every rank's rows of the output and the input gradient, and
 # the weight gradients summed over the ranks, equal the single-rank layer's on the whole
 # batch (tests/mpi/mpi_moe_ep.c, fp32 relative error <= 1e-5); a wrong expert offset and a
-# corrupted saved expert output (seen only by the backward) fail.
+# corrupted saved expert output (seen only by the backward) fail. The same for the layer in
+# the Kimi Linear form (--kimi: no latent projection, SwiGLU, grouped selection, p = 2 s).
 # Skipped (77) when clmoe was built without MPI or no mpirun exists. Run by make check.
 set -u
 . "$(dirname "$0")/../apps/apps_common.sh"
@@ -20,5 +21,13 @@ expect "a wrong expert offset is caught (3 ranks)" 1 "relative error" -- \
   run -np 3 --bind-to none "$tests/mpi_moe_ep" --mutate
 expect "a wrong saved expert output is caught by the backward (2 ranks)" 1 "dx relative error" -- \
   run -np 2 --bind-to none "$tests/mpi_moe_ep" --mutate-saved
+expect "expert-parallel Kimi Linear MoE, one rank without MPI" 0 "mpi_moe_ep: OK 1 rank" -- \
+  "$tests/mpi_moe_ep" --kimi
+for n in 2 3; do
+  expect "expert-parallel Kimi Linear MoE on $n ranks" 0 "mpi_moe_ep: OK $n rank" -- \
+    run -np $n --bind-to none "$tests/mpi_moe_ep" --kimi
+done
+expect "a wrong expert offset is caught (Kimi Linear form, 2 ranks)" 1 "relative error" -- \
+  run -np 2 --bind-to none "$tests/mpi_moe_ep" --kimi --mutate
 
 [ "$fails" -eq 0 ]

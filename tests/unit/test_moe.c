@@ -38,11 +38,13 @@ static double fd_loss(const ref_moe_shape *s, const ref_moe_params *P, const dou
   return L;
 }
 
-static void test_ref_fd(void)
+/* Every parameter and x of the shape s; a latent width of 0 has no w_down, gain or w_up. */
+static void ref_fd(const ref_moe_shape *sp)
 {
-  const ref_moe_shape s = {5, 6, 4, 7, 3, 5, 6, 1e-5};
-  const int64_t n[FD_N] = {s.E * s.d, s.l * s.d, s.E * s.f * s.l, s.E * s.f * s.l, s.E * s.l * s.f,
-                           s.l,       s.d * s.l, s.S * s.d,       s.S * s.d,       s.d * s.S,
+  const ref_moe_shape s = *sp;
+  const int64_t lw = s.l > 0 ? s.l : s.d; /* the experts' width */
+  const int64_t n[FD_N] = {s.E * s.d, s.l * s.d, s.E * s.f * lw, s.E * s.f * lw, s.E * lw * s.f,
+                           s.l,       s.d * s.l, s.S * s.d,      s.S * s.d,      s.d * s.S,
                            s.m * s.d};
   const char *names[FD_N] = {"w_router", "w_down", "w_gate", "w_upp", "w_dn", "gain",
                              "w_up", "sh_gate", "sh_upp", "sh_dn", "x"};
@@ -50,13 +52,13 @@ static void test_ref_fd(void)
   double *val[FD_N], *grad[FD_N], *dy = malloc((size_t)(s.m * s.d) * sizeof *dy);
   uint64_t seed = test_seed;
   for (int i = 0; i < FD_N; i++) {
-    val[i] = malloc((size_t)n[i] * sizeof(double));
-    grad[i] = malloc((size_t)n[i] * sizeof(double));
+    val[i] = malloc((size_t)(n[i] + 1) * sizeof(double));
+    grad[i] = malloc((size_t)(n[i] + 1) * sizeof(double));
     for (int64_t j = 0; j < n[i]; j++) val[i][j] = (i == 5 ? 1.0 + 0.5 * urand(&seed) : urand(&seed));
     if (i < 10) *fd_slot(&P, i) = val[i], *fd_slot(&G, i) = grad[i];
   }
   for (int64_t j = 0; j < s.m * s.d; j++) dy[j] = urand(&seed);
-  int32_t topk[5 * 3];
+  int32_t topk[5 * 4];
   ref_moe_route(&s, P.w_router, NULL, val[FD_X], s.k, topk, NULL);
   ref_moe_backward(&s, &P, val[FD_X], topk, dy, &G, grad[FD_X]);
   for (int i = 0; i < FD_N; i++) {
@@ -78,75 +80,22 @@ static void test_ref_fd(void)
   free(dy);
 }
 
-
-/* ---- the dense SiTU-GLU FFN against the reference ---------------------------------------- */
-
-static clmoe_status check_ffn(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int backward)
+static void test_ref_fd(void)
 {
-  clmoe_status st = CLMOE_OK;
-  const int64_t m = 37, d = 40, f = 72, sx[2] = {m, d};
-  clmoe_situ_ffn ffn, grad;
-  clmoe_situ_saved sv;
-  clmoe_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
-  double *hx = NULL, *hy = NULL, *gy = NULL, *hw[3] = {0}, *hdy = NULL, *hdx = NULL, *gdx = NULL;
-  double *gg[3] = {0}, *rg[3] = {0};
-  memset(&ffn, 0, sizeof ffn), memset(&grad, 0, sizeof grad), memset(&sv, 0, sizeof sv);
-  CK(clmoe_situ_ffn_create(ctx, &ffn, d, f));
-  clmoe_tensor *w[3] = {&ffn.w_gate, &ffn.w_upp, &ffn.w_dn};
-  const float a[3] = {(float)(5.0 / sqrt((double)d)), (float)(3.0 / sqrt((double)d)), (float)(2.0 / sqrt((double)f))};
-  for (int i = 0; i < 3; i++) {
-    CK(clmoe_tensor_fill_uniform(w[i], seed + 60 + i, -a[i], a[i]));
-    CK(ck_read(w[i], &hw[i]));
-  }
-  CK(ck_uniform(ctx, &x, CLMOE_F32, 2, sx, seed + 63, -1.0f, 1.0f, &hx));
-  CK(ck_uniform(ctx, &y, CLMOE_F32, 2, sx, seed + 64, -1.0f, 1.0f, &hy)); /* beta 1: y += FFN */
-  CK(clmoe_situ_ffn_forward(ctx, &ffn, &x, 1.0f, &y, backward ? &sv : NULL));
-  res->tolerance = backward ? 2e-5 : 1e-5;
-  if (!backward) {
-    CK(ck_read(&y, &gy));
-    ref_situ_ffn_forward(m, d, f, hx, hw[0], hw[1], hw[2], hy);
-    ck_compare("y", gy, hy, (size_t)(m * d), res);
-    goto done;
-  }
-  CK(clmoe_situ_ffn_create(ctx, &grad, d, f));
-  clmoe_tensor *gt[3] = {&grad.w_gate, &grad.w_upp, &grad.w_dn};
-  for (int i = 0; i < 3; i++) CK(clmoe_tensor_fill(gt[i], NAN));
-  CK(ck_uniform(ctx, &dy, CLMOE_F32, 2, sx, seed + 65, -1.0f, 1.0f, &hdy));
-  CK(ck_uniform(ctx, &dx, CLMOE_F32, 2, sx, seed + 66, -1.0f, 1.0f, &hdx)); /* accumulated into */
-  CK(clmoe_situ_ffn_backward(ctx, &ffn, &x, &sv, &dy, &grad, 1.0f, &dx));
-  CK(ck_read(&dx, &gdx));
-  for (int i = 0; i < 3; i++) {
-    CK(ck_read(gt[i], &gg[i]));
-    CK_ALLOC(rg[i], f * d);
-    for (int64_t j = 0; j < f * d; j++) rg[i][j] = 0.0;
-  }
-  ref_situ_ffn_backward(m, d, f, hx, hw[0], hw[1], hw[2], hdy, rg[0], rg[1], rg[2], hdx);
-  ck_compare("dx", gdx, hdx, (size_t)(m * d), res);
-  ck_compare("dw_gate", gg[0], rg[0], (size_t)(f * d), res);
-  ck_compare("dw_upp", gg[1], rg[1], (size_t)(f * d), res);
-  ck_compare("dw_dn", gg[2], rg[2], (size_t)(f * d), res);
-done:
-  free(hx), free(hy), free(gy), free(hdy), free(hdx), free(gdx);
-  for (int i = 0; i < 3; i++) free(hw[i]), free(gg[i]), free(rg[i]);
-  clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&y), clmoe_tensor_destroy(&dy);
-  clmoe_tensor_destroy(&dx);
-  clmoe_situ_saved_destroy(&sv);
-  clmoe_situ_ffn_destroy(&ffn), clmoe_situ_ffn_destroy(&grad);
-  return st;
+  const ref_moe_shape k3 = {5, 6, 4, 7, 3, 5, 6, 1e-5, 0, 0, 0, 0, 0.0};
+  ref_fd(&k3);
 }
 
-/* The dense FFN on its own, beta 1 and dx accumulated (tolerances as check_moe.c). */
-static void ffn_case(int backward)
+/* SwiGLU experts, plain weights p = 2.5 s, and no latent projection; then renormalised with
+ * a scale at a latent width, grouped selection (the fixed choice is what backward sees). */
+static void test_ref_fd_kimi(void)
 {
-  clmoe_check_result res;
-  memset(&res, 0, sizeof res);
-  TEST_OK(check_ffn(test_ctx, test_seed, &res, backward));
-  if (!(res.max_err <= res.tolerance)) fprintf(stderr, "\n  %s\n", res.worst);
-  CU_ASSERT(res.max_err <= res.tolerance);
+  const ref_moe_shape plain = {5, 6, 0, 8, 3, 5, 6, 1e-5, 1, 2, 1, 1, 2.5};
+  const ref_moe_shape renorm = {5, 6, 4, 8, 4, 5, 0, 1e-5, 1, 4, 2, 0, 1.7};
+  ref_fd(&plain);
+  ref_fd(&renorm);
 }
 
-static void test_ffn_forward(void) { ffn_case(0); }
-static void test_ffn_backward(void) { ffn_case(1); }
 
 /* ---- layers on the device ------------------------------------------------------------------ */
 
@@ -285,6 +234,66 @@ static void test_ties(void)
   clmoe_moe_layer_destroy(&L);
 }
 
+static void expect_error(clmoe_status st, clmoe_status want, const char *needle);
+
+/* Grouped selection, 8 experts in 2 groups of 4, the best group kept, top-2; the router is 0
+ * (every s = 0.5) and the bias makes the scores s + b, all exact in binary:
+ *   A: group 0 = 0.875 0.5 0.5 0.5, group 1 = 0.75 0.6875 0.5 0.5. Group scores (two best):
+ *      1.375 and 1.4375, so group 1 is kept and the top-2 are 4, 5, although expert 0 has the
+ *      best single score (ungrouped the top-2 would be 0, 4).
+ *   B: group 0 = 0.75 0.625 0.5 0.5, group 1 = 0.6875 0.6875 0.5 0.5: both score 1.375, the
+ *      tie keeps the lower group, and the top-2 are 0, 1.
+ * Weights: renormalize off, routed scale 2.5: p = 2.5 s = 1.25 for each (from the unbiased s). */
+static void test_grouped_hand(void)
+{
+  static const float bias[2][8] = {{0.375f, 0, 0, 0, 0.25f, 0.1875f, 0, 0},
+                                   {0.25f, 0.125f, 0, 0, 0.1875f, 0.1875f, 0, 0}};
+  static const int32_t want[2][2] = {{4, 5}, {0, 1}};
+  const int64_t m = 2, E = 8, k = 2;
+  const clmoe_moe_config cfg = {.d = 8, .latent = 0, .n_experts = E, .top_k = k, .expert_ff = 4,
+                                .balance = CLMOE_MOE_BALANCE_NONE, .groups = 2, .topk_groups = 1,
+                                .no_renormalize = 1, .routed_scale = 2.5f};
+  clmoe_moe_layer L;
+  clmoe_tensor x = {0}, s_all = {0}, topk = {0}, sc = {0}, p = {0};
+  TEST_OK(clmoe_moe_layer_create(test_ctx, &L, &cfg));
+  TEST_OK(clmoe_moe_layer_init(&L, 5, 0.1f));
+  TEST_OK(clmoe_tensor_fill(&L.w_router, 0.0));
+  TEST_OK(clmoe_tensor_create(test_ctx, &x, CLMOE_F32, 2, (int64_t[]){m, 8}));
+  TEST_OK(clmoe_tensor_fill_uniform(&x, 3, -1.0f, 1.0f));
+  TEST_OK(clmoe_tensor_create(test_ctx, &s_all, CLMOE_F32, 2, (int64_t[]){m, E}));
+  TEST_OK(clmoe_tensor_create(test_ctx, &topk, CLMOE_I32, 2, (int64_t[]){m, k}));
+  TEST_OK(clmoe_tensor_create(test_ctx, &sc, CLMOE_F32, 2, (int64_t[]){m, k}));
+  TEST_OK(clmoe_tensor_create(test_ctx, &p, CLMOE_F32, 2, (int64_t[]){m, k}));
+  for (int c = 0; c < 2; c++) {
+    TEST_OK(clmoe_tensor_write_f32(&L.bias, bias[c]));
+    TEST_OK(clmoe_moe_route(test_ctx, &L, &x, &s_all, &topk, &sc, &p, NULL));
+    int32_t got[4];
+    float hp[4];
+    TEST_OK(clmoe_tensor_read(&topk, got, sizeof got));
+    TEST_OK(clmoe_tensor_read_f32(&p, hp));
+    for (int t = 0; t < 2; t++)
+      for (int j = 0; j < 2; j++) {
+        CU_ASSERT_EQUAL(got[t * 2 + j], want[c][j]);
+        CU_ASSERT(hp[t * 2 + j] == 1.25f);
+      }
+  }
+  /* Quantile Balancing has no cut-off with groups: refused in training, inference runs */
+  clmoe_moe_layer Q;
+  clmoe_moe_config qc = cfg;
+  clmoe_moe_saved sv;
+  clmoe_tensor y = {0};
+  qc.balance = CLMOE_MOE_BALANCE_QB;
+  TEST_OK(clmoe_moe_layer_create(test_ctx, &Q, &qc));
+  TEST_OK(clmoe_moe_layer_init(&Q, 5, 0.1f));
+  TEST_OK(clmoe_tensor_create(test_ctx, &y, CLMOE_F32, 2, (int64_t[]){m, 8}));
+  TEST_OK(clmoe_moe_forward(test_ctx, &Q, &x, &y, NULL));
+  expect_error(clmoe_moe_forward(test_ctx, &Q, &x, &y, &sv), CLMOE_ERR_UNSUPPORTED, "Quantile Balancing");
+  clmoe_tensor *all[] = {&x, &s_all, &topk, &sc, &p, &y};
+  for (int i = 0; i < 6; i++) clmoe_tensor_destroy(all[i]);
+  clmoe_moe_layer_destroy(&L);
+  clmoe_moe_layer_destroy(&Q);
+}
+
 /* Forward + backward twice: the same bits (no atomics on floats, fixed sum orders). */
 static void test_repeatable(void)
 {
@@ -371,8 +380,20 @@ static void test_errors(void)
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "top-(k+1)");
   c = good, c.balance = CLMOE_MOE_BALANCE_QB_HIST, c.hist_bins = 1;
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "hist_bins");
-  c = good, c.latent = 0;
+  c = good, c.latent = -1; /* 0 is valid: no latent projection */
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "latent");
+  c = good, c.groups = 4; /* 6 experts */
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "groups = 4");
+  c = good, c.groups = 6; /* one expert a group: no two best */
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "fewer than 2");
+  c = good, c.groups = 3, c.topk_groups = 4;
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "topk_groups");
+  c = good, c.groups = 3, c.topk_groups = 1, c.top_k = 3; /* 2 experts in 1 group */
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "exceeds the 2 experts");
+  c = good, c.glu = (clmoe_glu)7;
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "glu");
+  c = good, c.routed_scale = -2.0f;
+  expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "routed_scale");
   c = good, c.norm_eps = -1.0f;
   expect_error(clmoe_moe_layer_create(test_ctx, &L, &c), CLMOE_ERR_INVALID_ARGUMENT, "norm_eps");
   TEST_OK(clmoe_moe_layer_create(test_ctx, &L, &good));
@@ -418,8 +439,8 @@ static void add_tests(CU_pSuite suite)
 {
   test_add_checks(suite, "moe");
   CU_add_test(suite, "reference backward vs finite differences", test_ref_fd);
-  CU_add_test(suite, "dense SiTU-GLU FFN forward", test_ffn_forward);
-  CU_add_test(suite, "dense SiTU-GLU FFN backward", test_ffn_backward);
+  CU_add_test(suite, "reference backward vs finite differences, Kimi Linear options", test_ref_fd_kimi);
+  CU_add_test(suite, "grouped selection on hand-made scores", test_grouped_hand);
   CU_add_test(suite, "QB toy case: loads 4,3,1,0 -> 2,2,2,2", test_qb_toy);
   CU_add_test(suite, "QB histogram toy case", test_qb_hist_toy);
   CU_add_test(suite, "QB on a skewed router: max/mean <= 1.10 in 5 steps", test_qb_skewed);
