@@ -61,9 +61,9 @@ static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_conf
   char full[96];
   /* the single-rank model's registration order: router, down, gate, upp, dn, gain, up, shared */
   for (int i = 0; i < 7; i++) {
-    if (!dense[i].t->buf) continue; /* latent 0: no w_down, norm_gain, w_up; no shared experts */
-    CLMOE_TRY(reg(m, prefix, dense[i].name, dense[i].t, dense[i].decay, dense[i].g));
-    if (i != 1) continue;
+    if (dense[i].t->buf) /* latent 0: no w_down, norm_gain, w_up; no shared experts */
+      CLMOE_TRY(reg(m, prefix, dense[i].name, dense[i].t, dense[i].decay, dense[i].g));
+    if (i != 1) continue; /* the experts come after w_down, or after the router without it */
     for (int j = 0; j < 3; j++) {
       snprintf(full, sizeof full, "%s/%s", prefix, experts[j].name);
       CLMOE_TRY(clmoe_params_add_rows(&m->params, full, experts[j].t, 1, m->map->experts, L->ep.local_expert));

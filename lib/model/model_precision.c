@@ -89,6 +89,7 @@ const clmoe_mla_weights *clmoe__model_mla(const clmoe_model *m, const clmoe_mla_
 const clmoe_situ_ffn *clmoe__model_ffn(const clmoe_model *m, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp)
 {
   if (m->precision != CLMOE_PRECISION_BF16) return f;
+  *tmp = *f; /* the FFN's form (its gated unit) with the weights swapped below */
   SWAP(m, tmp, f, w_gate);
   SWAP(m, tmp, f, w_upp);
   SWAP(m, tmp, f, w_dn);
