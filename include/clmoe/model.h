@@ -7,7 +7,13 @@
  *
  * The residual stream keeps fp32 block sums: slot 0 the token embedding, slot b the sum of
  * the sub-layer outputs of block b (attn_res.block layers each); a sub-layer's input is the
- * AttnRes mix of the finished blocks and the current partial sum (left out while empty). */
+ * AttnRes mix of the finished blocks and the current partial sum (left out while empty).
+ *
+ * [model] residual = plain (Kimi Linear's stack) replaces Block AttnRes by the pre-norm
+ * residual: x = embed(ids); per layer x += mixer(RMSNorm(x)), x += ffn(RMSNorm(x));
+ * logits = head RMSNorm(x). The stream is one fp32 [N, d] sum; there are no AttnRes
+ * parameters, and the RMSNorm gains keep their names: "layerL/mixer/norm" (the mixer's input
+ * norm), "layerL/ffn/norm" (the FFN's) and "final/norm" (before the head). */
 #ifndef CLMOE_MODEL_H
 #define CLMOE_MODEL_H
 
@@ -49,9 +55,9 @@ CLMOE_API void clmoe_model_set_loss_count(clmoe_model *model, int64_t count);
 CLMOE_API void clmoe_model_destroy(clmoe_model *model);
 /* Documented, seeded initialisation (the same model on any device for the same seed):
  * matrices N(0, 0.02) from the counter-based generator, one stream per tensor; RMSNorm gains
- * 1; AttnRes pseudo-queries 0 (uniform mixing at the start) and gains 1; KDA A_log 0,
- * dt_bias for initial memories of ~2 to ~1000 tokens (kda_layer.h), convolutions near the
- * identity; MoE biases 0. */
+ * 1; AttnRes pseudo-queries 0 (uniform mixing at the start) and gains 1 (with Block AttnRes);
+ * KDA A_log 0, dt_bias for initial memories of ~2 to ~1000 tokens (kda_layer.h),
+ * convolutions near the identity; MoE biases 0. */
 CLMOE_API clmoe_status clmoe_model_init(clmoe_model *model, uint64_t seed);
 
 /* The precision of the training step (clmoe_precision, include/clmoe/model_config.h): a model

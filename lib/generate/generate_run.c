@@ -1,7 +1,7 @@
 /* Inference: the layer stack over the tokens of a prefill pass or a decode step
  * (include/clmoe/generate.h). The order of operations is that of clmoe_model_forward (model_run.c)
- * with train = 0, over the same Block AttnRes schedule (lib/model/model_stack.c); only the
- * token mixers differ: they read and advance the sequences' states.
+ * with train = 0, over the same schedule (lib/model/model_stack.c: Block AttnRes, or the
+ * plain residual); only the token mixers differ: they read and advance the sequences' states.
  * tests/unit/test_generate.c checks that the logits agree. */
 #include "generate_internal.h"
 
@@ -84,16 +84,26 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&ids, ids_host, (size_t)N * sizeof *ids_host), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &stream, CLMOE_F32, 3, (int64_t[]){m->nslots, N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, (int64_t[]){N, d}), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &h, CLMOE_F32, 2, (int64_t[]){N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &hn, CLMOE_F32, 2, (int64_t[]){N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rstd, CLMOE_F32, 1, &N), done);
-  /* [N, nsrc] for the largest nsrc (every slot); views take the smaller ones */
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
+  const int plain = c->residual == CLMOE_RESIDUAL_PLAIN; /* no mix: h is the running sum */
+  if (!plain) {
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &h, CLMOE_F32, 2, (int64_t[]){N, d}), done);
+    /* [N, nsrc] for the largest nsrc (every slot); views take the smaller ones */
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
+  }
   CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, 0, &slot), done);
   CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &ids, &slot), done);
   model_stack it;
   for (clmoe__model_stack_begin(&it, c);; clmoe__model_stack_next(&it)) {
     const int l = it.layer, s = it.sub, nsrc = it.nsrc;
+    if (plain) { /* x [N, d] in slot 0: x += f(RMSNorm(x)); the final norm before the head */
+      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, it.final ? &m->fnorm : &m->layers[l].norm[s], eps, &hn, &rstd), done);
+      if (it.final) break;
+      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
+      CLMOE_TRY_GOTO(st, clmoe_axpy(ctx, 1.0f, &y, &slot), done);
+      continue;
+    }
     clmoe_tensor a2;
     CLMOE_TRY_GOTO(st, clmoe_tensor_view(&alpha, &a2, 2, (int64_t[]){N, nsrc}, 0), done);
     CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&stream, nsrc, &src), done);

@@ -11,7 +11,7 @@ CLMOE_KERNEL_FILES += kernels_cl/model/attn_res.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_layers.h check/ref/ref_layers.c \
 	check/check_layers.c
 TEST_SUITES += tests/unit/test_config tests/unit/test_layers tests/unit/test_params \
-	tests/unit/test_model
+	tests/unit/test_model tests/unit/test_model_plain
 # the bucketed gradient all-reduce and the QB histogram sum, under mpirun; training with
 # experts over ranks, and with ranks on two vendors' OpenCL
 check_PROGRAMS += tests/mpi/mpi_grads

@@ -83,13 +83,14 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   char prefix[48];
   L->is_mla = c->is_mla[l] != 0;
   L->is_dense = l < c->dense_layers;
-  for (int s = 0; s < 2; s++) {
-    CLMOE_TRY(vec(ctx, &L->ar_w[s], d));
-    CLMOE_TRY(vec(ctx, &L->ar_g[s], d));
+  for (int s = 0; s < 2; s++) { /* a plain stack has the norm gains only */
+    const int ar = c->residual == CLMOE_RESIDUAL_ATTN_RES;
+    if (ar) CLMOE_TRY(vec(ctx, &L->ar_w[s], d));
+    if (ar) CLMOE_TRY(vec(ctx, &L->ar_g[s], d));
     CLMOE_TRY(vec(ctx, &L->norm[s], d));
     snprintf(prefix, sizeof prefix, "layer%d/%s", l, s == SUB_MIXER ? "mixer" : "ffn");
-    CLMOE_TRY(reg(m, prefix, "attn_res_w", &L->ar_w[s], 0, NULL));
-    CLMOE_TRY(reg(m, prefix, "attn_res_gain", &L->ar_g[s], 0, NULL));
+    if (ar) CLMOE_TRY(reg(m, prefix, "attn_res_w", &L->ar_w[s], 0, NULL));
+    if (ar) CLMOE_TRY(reg(m, prefix, "attn_res_gain", &L->ar_g[s], 0, NULL));
     CLMOE_TRY(reg(m, prefix, "norm", &L->norm[s], 0, NULL));
   }
   snprintf(prefix, sizeof prefix, "layer%d/mixer", l);
@@ -160,8 +161,7 @@ static clmoe_status create_layer(clmoe_model *m, int l)
 /* The config's forms of layer that the model does not build yet. */
 static clmoe_status check_supported(const clmoe_config *c)
 {
-  const char *what = c->residual != CLMOE_RESIDUAL_ATTN_RES ? "[model] residual = plain"
-                     : c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
+  const char *what = c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
                      : c->mla_q_rank == 0 && clmoe_config_mla_count(c) > 0 ? "[mla] q_rank = 0"
                      : !c->mla_output_gate              ? "[mla] output_gate = false"
                                                         : NULL;
@@ -198,13 +198,14 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inferenc
   m->nslots = clmoe__model_stack_slots(cfg);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->embed, CLMOE_F32, 2, (int64_t[]){V, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->head, CLMOE_F32, 2, (int64_t[]){V, d}), fail);
-  CLMOE_TRY_GOTO(st, vec(ctx, &m->far_w, d), fail);
-  CLMOE_TRY_GOTO(st, vec(ctx, &m->far_g, d), fail);
+  const int ar = cfg->residual == CLMOE_RESIDUAL_ATTN_RES; /* plain: the final norm only */
+  if (ar) CLMOE_TRY_GOTO(st, vec(ctx, &m->far_w, d), fail);
+  if (ar) CLMOE_TRY_GOTO(st, vec(ctx, &m->far_g, d), fail);
   CLMOE_TRY_GOTO(st, vec(ctx, &m->fnorm, d), fail);
   CLMOE_TRY_GOTO(st, reg(m, "", "embed", &m->embed, 1, NULL), fail);
   for (int l = 0; l < cfg->layers; l++) CLMOE_TRY_GOTO(st, create_layer(m, l), fail);
-  CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_w", &m->far_w, 0, NULL), fail);
-  CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_gain", &m->far_g, 0, NULL), fail);
+  if (ar) CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_w", &m->far_w, 0, NULL), fail);
+  if (ar) CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_gain", &m->far_g, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "final", "norm", &m->fnorm, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "", "head", &m->head, 1, NULL), fail);
   CLMOE_TRY_GOTO(st, clmoe_model_set_precision(m, (clmoe_precision)cfg->train.precision), fail);
@@ -277,15 +278,16 @@ clmoe_status clmoe_model_init(clmoe_model *m, uint64_t seed)
   uint64_t s = seed * 1000003u;
   CLMOE_TRY(clmoe_tensor_fill_normal(&m->embed, s + 1, 0.0f, sd));
   CLMOE_TRY(clmoe_tensor_fill_normal(&m->head, s + 2, 0.0f, sd));
-  CLMOE_TRY(clmoe_tensor_fill(&m->far_w, 0.0));
-  CLMOE_TRY(clmoe_tensor_fill(&m->far_g, 1.0));
+  const int ar = m->cfg.residual == CLMOE_RESIDUAL_ATTN_RES; /* plain: no AttnRes tensors */
+  if (ar) CLMOE_TRY(clmoe_tensor_fill(&m->far_w, 0.0));
+  if (ar) CLMOE_TRY(clmoe_tensor_fill(&m->far_g, 1.0));
   CLMOE_TRY(clmoe_tensor_fill(&m->fnorm, 1.0));
   for (int l = 0; l < m->cfg.layers; l++) {
     model_layer *L = &m->layers[l];
     const uint64_t ls = s + 1000 * (uint64_t)(l + 1);
     for (int k = 0; k < 2; k++) {
-      CLMOE_TRY(clmoe_tensor_fill(&L->ar_w[k], 0.0));
-      CLMOE_TRY(clmoe_tensor_fill(&L->ar_g[k], 1.0));
+      if (ar) CLMOE_TRY(clmoe_tensor_fill(&L->ar_w[k], 0.0));
+      if (ar) CLMOE_TRY(clmoe_tensor_fill(&L->ar_g[k], 1.0));
       CLMOE_TRY(clmoe_tensor_fill(&L->norm[k], 1.0));
     }
     if (L->is_mla) CLMOE_TRY(clmoe_mla_weights_init(&L->mla, ls + 10, sd));

@@ -23,12 +23,13 @@ typedef struct model_layer {
   clmoe_moe_layer moe;
   clmoe_moe_ep_layer ep;       /* the MoE layer on expert-parallel ranks (model->dist set) */
   clmoe_moe_grads moe_g;       /* (with ep: dense whole, experts the local ones) */
-  clmoe_tensor ar_w[2], ar_g[2], norm[2]; /* AttnRes pseudo-query, its gain; pre-norm gain */
+  clmoe_tensor ar_w[2], ar_g[2], norm[2]; /* AttnRes pseudo-query, its gain (none in a plain
+                                             stack); pre-norm gain [d] */
   /* what a train forward keeps, per sub-layer */
   int slot[2], nsrc[2], has_snap[2];
   clmoe_tensor snap[2];  /* the current block's partial sum this sub-layer saw [N, d] */
   clmoe_tensor alpha[2]; /* [N, nsrc] */
-  clmoe_tensor h[2];     /* AttnRes output [N, d] */
+  clmoe_tensor h[2];     /* AttnRes output [N, d] (plain: the running sum x it saw) */
   clmoe_tensor hn[2];    /* RMSNorm(h): the sub-layer's input [N, d] */
   clmoe_tensor rstd[2];  /* [N] */
   clmoe_kda_layer_cache kcache;
@@ -43,7 +44,7 @@ struct clmoe_model {
   clmoe_config cfg;
   clmoe_tensor embed;  /* [V, d] */
   clmoe_tensor head;   /* [V, d] ([out, in]) */
-  clmoe_tensor far_w, far_g, fnorm; /* final AttnRes and RMSNorm */
+  clmoe_tensor far_w, far_g, fnorm; /* final AttnRes (none in a plain stack) and RMSNorm [d] */
   model_layer *layers;
   clmoe_params params;
   int nslots;
@@ -53,7 +54,8 @@ struct clmoe_model {
   int final_nsrc;
   clmoe_tensor ids, targets;           /* i32 [N] */
   clmoe_tensor stream;                 /* [nslots, N, d] */
-  clmoe_tensor falpha, fh, fhn, frstd; /* final AttnRes and norm */
+  clmoe_tensor falpha, fh, fhn, frstd; /* final AttnRes and norm (plain: no falpha, fh; the
+                                          norm's input is the stream) */
   clmoe_tensor logits, loss, lse;      /* [N, V], [N], [N] */
   int64_t scored;
   int inference_only;   /* gradients and moments released (clmoe_gen_load): no training */
@@ -84,18 +86,22 @@ void clmoe__model_release_activations(clmoe_model *m);
 clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
                                               const clmoe_expert_map *map, clmoe_model **model);
 
-/* One step of the Block AttnRes schedule (model_stack.c): a sub-layer, each in order, then
- * the final mix before the head. The stream [nslots, N, d] holds the embedding in slot 0 and
- * block b's sum in slot b. */
+/* One step of the stack's schedule (model_stack.c): a sub-layer, each in order, then the
+ * final mix before the head. With Block AttnRes the stream [nslots, N, d] holds the
+ * embedding in slot 0 and block b's sum in slot b. With the plain residual (plain set) it
+ * is one slot [1, N, d], the running sum x: every step reads slot 0 (no mix: the input is
+ * RMSNorm(x)), and every sub-layer adds its output to it (slot 0, nsrc 1, empty 0). */
 typedef struct model_stack {
   int layers, block;  /* the config's layers and attn_res_block */
+  int plain;          /* [model] residual = plain: x += f(RMSNorm(x)) */
   int layer, sub;     /* the sub-layer (SUB_MIXER, SUB_FFN) of this step */
   int final;          /* the final AttnRes and norm (layer == layers): no output slot */
   int nsrc;           /* the step's AttnRes mixes slots 0 .. nsrc - 1 */
   int slot;           /* the slot (its block's) the sub-layer's output goes to */
   int empty;          /* the slot holds nothing yet: the output is copied, not added */
 } model_stack;
-/* Slots of the residual stream: the embedding and one per block. */
+/* Slots of the residual stream: the embedding and one per block (Block AttnRes), or the one
+ * running sum (plain). */
 int clmoe__model_stack_slots(const clmoe_config *cfg);
 /* The first step: layer 0's mixer (or the final mix of a model without layers). */
 void clmoe__model_stack_begin(model_stack *it, const clmoe_config *cfg);

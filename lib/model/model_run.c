@@ -1,6 +1,7 @@
 /* The model's forward and backward (include/clmoe/model.h): the layer stack in the order of
- * the Block AttnRes schedule (model_stack.c), each sub-layer's activations kept for the
- * backward, which walks the same steps in reverse. */
+ * its schedule (model_stack.c: Block AttnRes, or the plain residual x += f(RMSNorm(x))),
+ * each sub-layer's activations kept for the backward, which walks the same steps in
+ * reverse. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -105,6 +106,29 @@ static clmoe_status upload_ids(clmoe_model *m, clmoe_tensor *t, const int32_t *h
   return clmoe_tensor_write(t, host, (size_t)m->N * sizeof *host);
 }
 
+/* A sub-layer of the plain residual: x [N, d] += f(RMSNorm(x)), out [N, d] scratch. A train
+ * forward keeps the x it saw (h), RMSNorm(x) (hn) and its rstd; inference keeps nothing. */
+static clmoe_status plain_sublayer(clmoe_model *m, model_layer *L, int s, clmoe_tensor *x, clmoe_tensor *out,
+                                   int train)
+{
+  clmoe_ctx *ctx = m->ctx;
+  const int64_t d = m->cfg.d_model;
+  const float eps = (float)m->cfg.norm_eps;
+  clmoe_status st;
+  if (train) {
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->h[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&L->h[s], x), done);
+  }
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->rstd[s], CLMOE_F32, 1, &m->N), done);
+  CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, x, &L->norm[s], eps, &L->hn[s], &L->rstd[s]), done);
+  CLMOE_TRY_GOTO(st, sublayer_forward(m, L, s, &L->hn[s], out, train), done);
+  st = clmoe_axpy(ctx, 1.0f, out, x);
+done:
+  if (!train) clmoe_tensor_destroy(&L->hn[s]), clmoe_tensor_destroy(&L->rstd[s]);
+  return st; /* a failed train forward's tensors go with the rest of its activations */
+}
+
 clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int32_t *tokens,
                                  const int32_t *targets, int train, double *loss, int64_t *scored)
 {
@@ -133,6 +157,10 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
     const int s = it.sub, nsrc = it.nsrc;
     L->slot[s] = it.slot, L->nsrc[s] = nsrc;
     CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, it.slot, &slot), fail);
+    if (it.plain) {
+      CLMOE_TRY_GOTO(st, plain_sublayer(m, L, s, &slot, &out, train), fail);
+      continue;
+    }
     if (train && !it.empty) { /* the partial sum this sub-layer sees, for the backward */
       CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->snap[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
       CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&L->snap[s], &slot), fail);
@@ -153,14 +181,21 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
     }
   }
   m->final_nsrc = it.nsrc;
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->falpha, CLMOE_F32, 2, (int64_t[]){m->N, m->final_nsrc}), fail);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fh, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+  if (!it.plain) {
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->falpha, CLMOE_F32, 2, (int64_t[]){m->N, m->final_nsrc}), fail);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fh, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+  }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fhn, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->frstd, CLMOE_F32, 1, &m->N), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->logits, CLMOE_F32, 2, (int64_t[]){m->N, V}), fail);
-  CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), fail);
-  CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &m->far_w, &m->far_g, eps, &m->fh, &m->falpha), fail);
-  CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &m->fh, &m->fnorm, eps, &m->fhn, &m->frstd), fail);
+  if (it.plain) { /* the final norm of the running sum (slot 0, which the backward reads) */
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, 0, &slot), fail);
+    CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, &m->fnorm, eps, &m->fhn, &m->frstd), fail);
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), fail);
+    CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &m->far_w, &m->far_g, eps, &m->fh, &m->falpha), fail);
+    CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &m->fh, &m->fnorm, eps, &m->fhn, &m->frstd), fail);
+  }
   CLMOE_TRY_GOTO(st, clmoe_linear(ctx, &m->fhn, clmoe__model_weight(m, &m->head), NULL, &m->logits), fail);
   m->scored = 0;
   if (targets) {
@@ -194,6 +229,25 @@ static clmoe_tensor *grad_of(clmoe_model *m, const clmoe_tensor *value)
   return NULL;
 }
 
+/* The backward of an RMSNorm: dhn -> *tmp_dh (overwritten), the gain's gradient (added). */
+static clmoe_status norm_backward(clmoe_model *m, const clmoe_tensor *norm, const clmoe_tensor *h,
+                                  const clmoe_tensor *rstd, const clmoe_tensor *dhn, clmoe_tensor *tmp_dh,
+                                  clmoe_tensor *tmp_d)
+{
+  CLMOE_TRY(clmoe_rmsnorm_backward(m->ctx, h, norm, rstd, dhn, tmp_dh, tmp_d));
+  return clmoe_axpy(m->ctx, 1.0f, tmp_d, grad_of(m, norm));
+}
+
+/* The backward of the plain residual's RMSNorm: dhn -> dx [N, d] (added: the running sum's
+ * gradient, which also passes through the residual), the gain's gradient (added). */
+static clmoe_status plain_backward(clmoe_model *m, const clmoe_tensor *norm, const clmoe_tensor *x,
+                                   const clmoe_tensor *rstd, const clmoe_tensor *dhn, clmoe_tensor *dx,
+                                   clmoe_tensor *tmp_dh, clmoe_tensor *tmp_d)
+{
+  CLMOE_TRY(norm_backward(m, norm, x, rstd, dhn, tmp_dh, tmp_d));
+  return clmoe_axpy(m->ctx, 1.0f, tmp_dh, dx);
+}
+
 /* The backward of an AttnRes + RMSNorm pair: dhn -> dsources (added), gains and query. */
 static clmoe_status mix_backward(clmoe_model *m, const clmoe_tensor *src, const clmoe_tensor *w, const clmoe_tensor *g,
                                  const clmoe_tensor *norm, const clmoe_tensor *alpha, const clmoe_tensor *h,
@@ -202,8 +256,7 @@ static clmoe_status mix_backward(clmoe_model *m, const clmoe_tensor *src, const 
 {
   clmoe_ctx *ctx = m->ctx;
   const float eps = (float)m->cfg.norm_eps;
-  CLMOE_TRY(clmoe_rmsnorm_backward(ctx, h, norm, rstd, dhn, tmp_dh, tmp_d));
-  CLMOE_TRY(clmoe_axpy(ctx, 1.0f, tmp_d, grad_of(m, norm)));
+  CLMOE_TRY(norm_backward(m, norm, h, rstd, dhn, tmp_dh, tmp_d));
   clmoe_tensor dw = {0}, dg = {0};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dw, CLMOE_F32, 1, &m->cfg.d_model), done);
@@ -244,10 +297,17 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, clmoe__model_weight(m, &m->head), &dlogits, &dhn,
                                            grad_of(m, &m->head), NULL, CLMOE_LINEAR_ACC_DW), done);
   clmoe_tensor_destroy(&dlogits);
-  CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), done);
-  CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, m->final_nsrc, &dsrc), done);
-  CLMOE_TRY_GOTO(st, mix_backward(m, &src, &m->far_w, &m->far_g, &m->fnorm, &m->falpha, &m->fh, &m->frstd, &dhn,
-                                  &dsrc, &dh, &dd), done);
+  const int plain = c->residual == CLMOE_RESIDUAL_PLAIN;
+  if (plain) { /* one slot: the running sum, what the final norm saw */
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, 0, &slot), done);
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&dstream, 0, &dslot), done);
+    CLMOE_TRY_GOTO(st, plain_backward(m, &m->fnorm, &slot, &m->frstd, &dhn, &dslot, &dh, &dd), done);
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, m->final_nsrc, &src), done);
+    CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&dstream, m->final_nsrc, &dsrc), done);
+    CLMOE_TRY_GOTO(st, mix_backward(m, &src, &m->far_w, &m->far_g, &m->fnorm, &m->falpha, &m->fh, &m->frstd, &dhn,
+                                    &dsrc, &dh, &dd), done);
+  }
   /* The sub-layers in reverse: each one's output gradient is its block slot's gradient so
    * far (every later consumer has added to it). */
   for (int l = c->layers - 1; l >= 0; l--) {
@@ -257,6 +317,10 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
       CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, bi, &slot), done);
       CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&dstream, bi, &dslot), done);
       CLMOE_TRY_GOTO(st, sublayer_backward(m, L, s, &L->hn[s], &dslot, &dhn), done);
+      if (plain) { /* dx = dy + RMSNorm's backward of dhn at the x the sub-layer saw */
+        CLMOE_TRY_GOTO(st, plain_backward(m, &L->norm[s], &L->h[s], &L->rstd[s], &dhn, &dslot, &dh, &dd), done);
+        continue;
+      }
       /* The sources as this sub-layer saw them: its block's partial sum before it. */
       if (L->has_snap[s]) CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&slot, &L->snap[s]), done);
       CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, nsrc, &src), done);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Tests of clmoe-generate: command-line and checkpoint errors (clear message, exit status,
-# no crash), and an end-to-end run on a tiny checkpoint trained for 3 steps here.
+# no crash), and an end-to-end run on a tiny checkpoint trained for 3 steps here (and on
+# one of the plain residual stack).
 # Run by make check with CLMOE_APPS_DIR set to the built apps.
 set -u
 . "$(dirname "$0")/apps_common.sh"
@@ -100,6 +101,25 @@ if "$train" --config "$tmp/v130.conf" --steps 1 --batch 2 --seq-len 32 --task mq
     --prompt "abc" -n 4
 else
   fail "clmoe-train made no vocab-130 checkpoint"; cat "$tmp/train130.log"
+fi
+# The plain residual stack ([model] residual = plain): clmoe-train trains it, writes its
+# config with the form and resumes it; clmoe-generate's prompt in chunks of 3 gives the
+# logits of one pass (1e-4), and the same greedy text.
+"$train" --preset tiny --print-config | sed 's/^residual = attn_res/residual = plain/' > "$tmp/plain.conf"
+pck="$tmp/plain/checkpoint.safetensors"
+if grep -q '^residual = plain$' "$tmp/plain.conf" &&
+   "$train" --config "$tmp/plain.conf" --steps 3 --batch 2 --seq-len 32 --data "$tmp/cycle.txt" --out "$tmp/plain" \
+     --quiet --sample 0 > "$tmp/trainplain.log" 2>&1 &&
+   "$train" --resume "$tmp/plain" --steps 4 --quiet --sample 0 >> "$tmp/trainplain.log" 2>&1; then
+  expect "plain: the checkpoint's config has the form" 0 "residual = plain" -- "$train" --resume "$pck" --print-config
+  expect "plain: generate in chunks of 3" 0 "" -- sh -c "'$gen' --ckpt '$pck' --prompt '0123456789012' -n 6 --greedy \
+    --quiet --prefill-chunk 3 --logits '$tmp/plain3.st' > '$tmp/plain3.txt'"
+  expect "plain: generate in one pass" 0 "" -- sh -c "'$gen' --ckpt '$pck' --prompt '0123456789012' -n 6 --greedy \
+    --quiet --logits '$tmp/plain1.st' > '$tmp/plain1.txt'"
+  expect "  ... the same logits" 0 "logits .* ok" -- "$apps/clmoe-op" compare "$tmp/plain3.st" "$tmp/plain1.st" --tol 1e-4
+  expect "  ... the same text" 0 "" -- cmp "$tmp/plain3.txt" "$tmp/plain1.txt"
+else
+  fail "clmoe-train made no plain-residual checkpoint"; cat "$tmp/trainplain.log"
 fi
 # Token ids in and out: a prompt given as ids gives the text and the logits (--logits) of
 # the same prompt given as bytes; the JSON has the prompt's and the output's ids; bad ids.

@@ -6,7 +6,8 @@
 # uninterrupted run; experts re-placed by load mid-run (--ep-rebalance) change no loss;
 # clmoe-generate --ep writes one process's text; the loss comparison fails for a run that
 # differs (another seed); several ranks without --ep train expert-parallel over all of them;
-# bad rank counts and batch sizes are refused with the rank named.
+# the same for the plain residual stack on 2 ranks; bad rank counts and batch sizes are
+# refused with the rank named.
 # Skipped (77) without MPI.
 set -u
 . "$(dirname "$0")/../apps/apps_common.sh"
@@ -96,6 +97,24 @@ expect "  ... the text once, as one process's" 0 "" -- cmp "$tmp/g1" "$tmp/gauto
 [ -s "$tmp/g1" ] && pass "the generated text is not empty" || fail "no generated text"
 expect "clmoe-generate --ep 2 --prefill-bench" 0 "tokens/s" -- \
   run -np 2 --bind-to none "$gen" --ckpt "$ck" --prefill-bench 128 --bench-steps 2 --ep 2
+
+# The plain residual stack ([model] residual = plain): --ep 2 trains it with one process's
+# losses and weights, and generates from its checkpoint one process's prompt logits (1e-5)
+# and greedy text.
+sed 's/^residual = .*/residual = plain/' "$tmp/hist.conf" > "$tmp/plain.conf"
+pcommon=$(printf '%s\n' "$common" | sed "s|$tmp/hist.conf|$tmp/plain.conf|")
+expect "plain residual, one process" 0 "" -- "$train" $pcommon --out "$tmp/pref"
+expect "plain residual --ep 2: trains" 0 "" -- run -np 2 --bind-to none "$train" $pcommon --out "$tmp/pep2" --ep 2
+expect "  ... losses equal one process's" 0 "" -- same_losses "$tmp/pep2/metrics.csv" "$tmp/pref/metrics.csv"
+expect "  ... checkpoint equals one process's" 0 "" -- \
+  same_weights "$tmp/pep2/checkpoint.safetensors" "$tmp/pref/checkpoint.safetensors"
+pck="$tmp/pref/checkpoint.safetensors"
+expect "plain residual: clmoe-generate, one process" 0 "" -- sh -c "'$gen' --ckpt '$pck' --prompt 'The cat ' -n 24 \
+  --greedy --quiet --logits '$tmp/pl1.st' > '$tmp/pg1'"
+expect "plain residual: clmoe-generate --ep 2" 0 "" -- sh -c "timeout $mpi_timeout $mpirun $flags -np 2 --bind-to none \
+  '$gen' --ckpt '$pck' --prompt 'The cat ' -n 24 --greedy --quiet --logits '$tmp/pl2.st' --ep 2 > '$tmp/pg2'"
+expect "  ... the logits of one process" 0 "logits .* ok" -- "$op" compare "$tmp/pl2.st" "$tmp/pl1.st" --tol 1e-5
+expect "  ... the same text as one process" 0 "" -- cmp "$tmp/pg1" "$tmp/pg2"
 
 # Bad launches end the whole job with the rank named, never a hang.
 expect "--ep 3 on 2 ranks is refused" 2 "of 2: --ep 3: the job has 2 ranks" -- \

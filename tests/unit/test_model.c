@@ -1,7 +1,9 @@
 /* CUnit suite: the whole model on the tiny preset: the loss at initialisation, the
  * gradient of every parameter group against finite differences of the loss along random
  * directions, training steps lowering the loss, checkpoints restoring the same losses, the
- * training precision (bf16 weight copies and their products). */
+ * training precision (bf16 weight copies and their products). The gradients and training
+ * also with the plain residual ([model] residual = plain); test_model_plain.c compares that
+ * stack with a double-precision reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +25,15 @@ static void batch(uint64_t seed)
     }
 }
 
-/* The tiny preset; smooth = 1 routes every token to all of 8 experts (top_k = experts), so
- * the loss has no top-k discontinuity for finite differences to trip over. */
-static clmoe_model *tiny(uint64_t seed, int smooth)
+/* The tiny preset with the residual form `residual` (clmoe_residual); smooth = 1 routes
+ * every token to all of 8 experts (top_k = experts), so the loss has no top-k discontinuity
+ * for finite differences to trip over. */
+static clmoe_model *tiny_form(uint64_t seed, int smooth, int residual)
 {
   clmoe_config cfg;
   clmoe_model *m = NULL;
   if (clmoe_config_preset("tiny", &cfg) != CLMOE_OK) return NULL;
+  cfg.residual = residual;
   if (smooth) {
     cfg.experts = 8, cfg.top_k = 8;
     snprintf(cfg.balancing, sizeof cfg.balancing, "none"); /* QB needs top_k < experts */
@@ -44,6 +48,8 @@ static clmoe_model *tiny(uint64_t seed, int smooth)
   }
   return m;
 }
+
+static clmoe_model *tiny(uint64_t seed, int smooth) { return tiny_form(seed, smooth, CLMOE_RESIDUAL_ATTN_RES); }
 
 static void test_init_loss(void)
 {
@@ -94,9 +100,9 @@ static double grad_dot(clmoe_model *m, const char *prefix, uint64_t dir_seed)
   return dot;
 }
 
-static void test_gradients(void)
+static void check_gradients(int residual)
 {
-  clmoe_model *m = tiny(2, 1);
+  clmoe_model *m = tiny_form(2, 1, residual);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   batch(4);
   double loss;
@@ -122,16 +128,19 @@ static void test_gradients(void)
     /* 1% plus what fp32 rounding of the loss (about 2e-6) does to a difference of 2 h g.v. */
     const double tol = 1e-2 + 2e-6 / (2.0 * h * fabs(gd));
     if (!(err < tol) || getenv("CLMOE_TEST_VERBOSE"))
-      fprintf(stderr, "\n  group '%s': finite difference %.6g, gradient %.6g (rel err %.3g, tolerance %.3g)\n",
-              groups[gidx], fd, gd, err, tol);
+      fprintf(stderr, "\n  %s group '%s': finite difference %.6g, gradient %.6g (rel err %.3g, tolerance %.3g)\n",
+              residual == CLMOE_RESIDUAL_PLAIN ? "plain" : "attn_res", groups[gidx], fd, gd, err, tol);
     CU_ASSERT(err < tol);
   }
   clmoe_model_destroy(m);
 }
 
-static void test_training_lowers_loss(void)
+static void test_gradients(void) { check_gradients(CLMOE_RESIDUAL_ATTN_RES); }
+static void test_gradients_plain(void) { check_gradients(CLMOE_RESIDUAL_PLAIN); }
+
+static void check_training(int residual)
 {
-  clmoe_model *m = tiny(5, 0);
+  clmoe_model *m = tiny_form(5, 0, residual);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   clmoe_params *ps = clmoe_model_params(m);
   batch(6);
@@ -146,9 +155,14 @@ static void test_training_lowers_loss(void)
     TEST_OK(clmoe_params_adamw(ps, &hp, 1.0, NULL));
     if (step == 0) first = loss;
   }
+  if (!(loss < 0.8 * first) || getenv("CLMOE_TEST_VERBOSE"))
+    fprintf(stderr, "\n  residual %d: loss %.4f -> %.4f\n", residual, first, loss);
   CU_ASSERT(loss < 0.8 * first);
   clmoe_model_destroy(m);
 }
+
+static void test_training_lowers_loss(void) { check_training(CLMOE_RESIDUAL_ATTN_RES); }
+static void test_training_plain(void) { check_training(CLMOE_RESIDUAL_PLAIN); }
 
 /* Information flows forward in time only, within a sequence: changing token s changes the
  * logits at every t >= s (through KDA states and MLA attention) and no logit before s nor in
@@ -335,6 +349,8 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "loss at initialisation is ln(vocab)", test_init_loss);
   CU_add_test(suite, "gradients = finite differences, by parameter group", test_gradients);
   CU_add_test(suite, "training steps lower the loss", test_training_lowers_loss);
+  CU_add_test(suite, "plain residual: gradients = finite differences, by parameter group", test_gradients_plain);
+  CU_add_test(suite, "plain residual: training steps lower the loss", test_training_plain);
   CU_add_test(suite, "precision: bf16 copies of the w_* matrices and the head, rounded, kept by AdamW", test_precision);
 }
 
