@@ -104,7 +104,7 @@ static void ref_ffn(host_params *h, const clmoe_config *c, int l, const double *
     return;
   }
   const int64_t S = c->shared_experts * c->shared_ff;
-  ref_moe_shape s = {N, d, c->latent, c->experts, c->top_k, c->expert_ff, S, c->norm_eps};
+  ref_moe_shape s = {N, d, c->latent, c->experts, c->top_k, c->expert_ff, S, c->norm_eps, c->activation, c->groups, c->topk_groups, !c->renormalize, c->routed_scale};
   ref_moe_params P = {hp(h, "layer%d/ffn/w_router", l), hp(h, "layer%d/ffn/w_down", l),
                       hp(h, "layer%d/ffn/w_gate", l),   hp(h, "layer%d/ffn/w_upp", l),
                       hp(h, "layer%d/ffn/w_dn", l),     hp(h, "layer%d/ffn/norm_gain", l),
