@@ -97,9 +97,10 @@ static clmoe_status create_layer(clmoe_model *m, int l)
     clmoe_mla_config mc = {d, c->mla_heads, c->mla_q_rank, c->mla_kv_rank, c->mla_qk_nope_dim,
                            c->mla_qk_rope_dim, c->mla_v_dim, (float)c->norm_eps, 0.0f};
     L->mla_cfg = mc;
-    CLMOE_TRY(clmoe_mla_weights_create(ctx, &L->mla_cfg, &L->mla));
+    CLMOE_TRY(clmoe_mla_weights_create_form(ctx, &L->mla_cfg, c->mla_output_gate != 0, &L->mla));
     for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) {
-      const char *name = clmoe_mla_weight_name(i);
+      const char *name = clmoe_mla_weight_name_in(&L->mla_cfg, &L->mla, i);
+      if (!name) continue; /* absent in this form */
       int decay = strcmp(name, "q_norm") && strcmp(name, "kv_norm");
       CLMOE_TRY(reg(m, prefix, name, clmoe_mla_weight_at(&L->mla, i), decay, clmoe_mla_weight_at(&L->mla_g, i)));
     }
@@ -157,8 +158,6 @@ static clmoe_status check_supported(const clmoe_config *c)
 {
   const char *what = c->residual != CLMOE_RESIDUAL_ATTN_RES ? "[model] residual = plain"
                      : c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
-                     : c->mla_q_rank == 0 && clmoe_config_mla_count(c) > 0 ? "[mla] q_rank = 0"
-                     : !c->mla_output_gate              ? "[mla] output_gate = false"
                      : c->activation != CLMOE_ACTIVATION_SITU ? "[ffn] activation = swiglu"
                      : c->groups != 1                   ? "[moe] groups > 1"
                      : !c->renormalize                  ? "[moe] renormalize = false"
