@@ -107,15 +107,15 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   } else {
     clmoe_kda_options ko = {0.0f, (float)c->kda_lower_bound,
                             c->kda_unbounded_gate ? CLMOE_KDA_GATE_UNBOUNDED : CLMOE_KDA_GATE_BOUNDED};
-    CLMOE_TRY(clmoe_kda_layer_create(ctx, &L->kda, d, c->kda_heads, c->kda_head_dim, c->kda_gate_rank,
-                                     c->kda_conv_width, (float)c->norm_eps, &ko));
+    CLMOE_TRY(clmoe_kda_layer_create_form(ctx, &L->kda, d, c->kda_heads, c->kda_head_dim, c->kda_gate_rank,
+                                          c->kda_conv_width, (float)c->norm_eps, &ko, c->kda_out_gate_rank));
     L->kda_g = L->kda; /* sizes and options; the tensors become registry views below */
     clmoe_tensor *t[CLMOE_KDA_LAYER_PARAMS], *g[CLMOE_KDA_LAYER_PARAMS];
     const char *names[CLMOE_KDA_LAYER_PARAMS];
     int decay[CLMOE_KDA_LAYER_PARAMS];
-    clmoe_kda_layer_params(&L->kda, t, names, decay);
+    const int np = clmoe_kda_layer_params(&L->kda, t, names, decay); /* the form's tensors */
     clmoe_kda_layer_params(&L->kda_g, g, NULL, NULL);
-    for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) CLMOE_TRY(reg(m, prefix, names[i], t[i], decay[i], g[i]));
+    for (int i = 0; i < np; i++) CLMOE_TRY(reg(m, prefix, names[i], t[i], decay[i], g[i]));
   }
   snprintf(prefix, sizeof prefix, "layer%d/ffn", l);
   if (L->is_dense) {
@@ -157,7 +157,6 @@ static clmoe_status create_layer(clmoe_model *m, int l)
 static clmoe_status check_supported(const clmoe_config *c)
 {
   const char *what = c->residual != CLMOE_RESIDUAL_ATTN_RES ? "[model] residual = plain"
-                     : c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
                      : c->activation != CLMOE_ACTIVATION_SITU ? "[ffn] activation = swiglu"
                      : c->groups != 1                   ? "[moe] groups > 1"
                      : !c->renormalize                  ? "[moe] renormalize = false"
