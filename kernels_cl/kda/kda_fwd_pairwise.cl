@@ -7,17 +7,17 @@
  * and e^(G0 - G) <= e^75 with the bounded gate's steps of at most 5. A token's unbounded
  * decay reaches -50 and beyond (then G0 - G passes fp32's e^88 within two tokens), and an
  * anchored product of a late key with a query after it becomes 0 * inf. Here nothing is
- * anchored: every factor is one exponential of a sum of gates over the tokens it spans,
- * never above 1, so none overflows, and one that underflows is below e^-88 where the exact
+ * anchored: every factor is a product of the per-token decays a = e^g in (0, 1] over the
+ * tokens it spans, so none overflows, and one that underflows is below 1e-38 where the exact
  * value is too. Per chunk (rows r, c, channel d, 16 x 16 work-items = entries (r, c)):
- *   D[r][c] = g_(c+1) + .. + g_r (c <= r),  G_r = g_0 + .. + g_r,  T_r = g_(r+1) + .. + g_last
- *   Akk = beta_r sum_d kn_r kn_c e^D (c < r),   Aqk = scale sum_d qn_r kn_c e^D (c <= r)
- *   Tm = (I + Akk)^-1,  W = Tm (beta e^G kn),  U = Tm (beta v)
- *   Qg = scale e^G qn,  Kd = e^T kn,  gl = e^(G_last)
- * The sums are taken directly over the tokens they span, never as differences of G: with
- * |G| in the hundreds a difference would lose the digits a short span keeps. Work per entry
- * K (r - c) additions and K exponentials, against kda_prep's K multiply-adds: a portable pass
- * for a gate whose decays no shared exponential can hold. */
+ *   P[r][c] = a_(c+1) .. a_r (c <= r),  E_r = a_0 .. a_r,  L_r = a_(r+1) .. a_last
+ *   Akk = beta_r sum_d kn_r kn_c P (c < r),   Aqk = scale sum_d qn_r kn_c P (c <= r)
+ *   Tm = (I + Akk)^-1,  W = Tm (beta E kn),  U = Tm (beta v)
+ *   Qg = scale E qn,  Kd = L kn,  gl = a_0 .. a_last
+ * A product of at most 16 roundings is within 16 ulp of its value at any magnitude, where
+ * the exponential of a difference of cumulative gates in the hundreds would lose digits.
+ * Work per entry K (r - c) multiplies besides kda_prep's K multiply-adds, and the same
+ * 16 K exponentials per chunk. */
 
 __kernel __attribute__((reqd_work_group_size(KDA_WG, 1, 1)))
 void kda_prep_pairwise(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
@@ -28,7 +28,7 @@ void kda_prep_pairwise(__global const store_t *q, ulong qo, __global const store
                        __global float *Wg, __global float *Ug, __global float *Ag, __global float *Qgg,
                        __global float *Kdg, __global float *glg)
 {
-  __local float Qn[CH][KD], Kn[CH][KD], Gz[CH][KD], Vs[CH][VD]; /* qn, kn (then beta e^G kn), g */
+  __local float Qn[CH][KD], Kn[CH][KD], Ad[CH][KD], Vs[CH][VD]; /* qn, kn (then beta E kn), a = e^g */
   __local float red[CH][CH + 1];
   __local float nq[CH], nk[CH], bt[CH];
   __local float Akk[CH][CH + 1], Aqk[CH][CH + 1], Tm[CH][CH + 1];
@@ -40,7 +40,8 @@ void kda_prep_pairwise(__global const store_t *q, ulong qo, __global const store
   const ulong rk = (tok * (ulong)H + (ulong)h) * KD, rv = (tok * (ulong)H + (ulong)h) * VD;
   const float ea = exp(A_log[ao + h]);
 
-  /* 1. q, k, v and the gates of the chunk's rows (zero past len); squared norms by fixed partials. */
+  /* 1. q, k, v and the decays of the chunk's rows (q, k, v zero and a one past len); squared
+   * norms by fixed partials. */
   for (int j = lane; j < VD; j += 16) Vs[r][j] = valid ? LOAD(v, vo + rv + j) : 0.0f;
   float sq = 0.0f, sk = 0.0f;
   for (int d = lane; d < KD; d += 16) {
@@ -49,7 +50,7 @@ void kda_prep_pairwise(__global const store_t *q, ulong qo, __global const store
     Kn[r][d] = kv;
     sq += qv * qv;
     sk += kv * kv;
-    Gz[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded) : 0.0f;
+    Ad[r][d] = valid ? exp(kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded)) : 1.0f;
   }
   red[r][lane] = sq;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -74,46 +75,44 @@ void kda_prep_pairwise(__global const store_t *q, ulong qo, __global const store
     Kn[r][d] *= nk[r];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* 3. Entry (r, lane) of Akk and Aqk: the decay from token lane to token r, one
-   * exponential per channel. */
+  /* 3. Entry (r, lane) of Akk and Aqk: the decay from token lane to token r per channel. */
   {
     const int cc = lane;
     float a = 0.0f, b = 0.0f;
     if (cc <= r)
       for (int d = 0; d < KD; d++) {
-        float s = 0.0f;
-        for (int i = cc + 1; i <= r; i++) s += Gz[i][d];
-        const float f = exp(s) * Kn[cc][d];
+        float f = Kn[cc][d];
+        for (int i = cc + 1; i <= r; i++) f *= Ad[i][d];
         a += Kn[r][d] * f;
         b += Qn[r][d] * f;
       }
     Akk[r][cc] = cc < r ? bt[r] * a : 0.0f;
     Aqk[r][cc] = cc <= r ? scale * b : 0.0f;
   }
-  /* Row r's factors from the gates: e^G_r for Qg and W, e^T_r for Kd, written to global
-   * memory here (Qg, Kd) and, once every work-item has read Kn, to Kn (beta e^G kn). */
+  /* Row r's factors: E_r for Qg and W, L_r for Kd, written to global memory here (Qg, Kd)
+   * and, once every work-item has read Kn, to Kn (beta E kn). */
   const ulong base = (ulong)c * (ulong)H + (ulong)h;
   float kb[(KD + 15) / 16];
   for (int d = lane, m = 0; d < KD; d += 16, m++) {
-    float s0 = 0.0f, s1 = 0.0f;
-    for (int i = 0; i <= r; i++) s0 += Gz[i][d];
-    for (int i = r + 1; i < len; i++) s1 += Gz[i][d];
-    const float eg = exp(s0), qn = Qn[r][d], kn = Kn[r][d];
+    float er = 1.0f, lr = 1.0f;
+    for (int i = 0; i <= r; i++) er *= Ad[i][d];
+    for (int i = r + 1; i < len; i++) lr *= Ad[i][d];
+    const float qn = Qn[r][d], kn = Kn[r][d];
     const ulong e = (base * CH + r) * KD + d;
-    Qgg[e] = scale * qn * eg;
-    Kdg[e] = kn * exp(s1);
-    kb[m] = bt[r] * kn * eg;
+    Qgg[e] = scale * qn * er;
+    Kdg[e] = kn * lr;
+    kb[m] = bt[r] * kn * er;
   }
   if (lid < KD) {
-    float gl = 0.0f;
-    for (int i = 0; i < len; i++) gl += Gz[i][lid];
-    glg[base * KD + lid] = exp(gl);
+    float gl = 1.0f;
+    for (int i = 0; i < len; i++) gl *= Ad[i][lid];
+    glg[base * KD + lid] = gl;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int d = lane, m = 0; d < KD; d += 16, m++) Kn[r][d] = kb[m];
   kda_unit_lower_inverse(Akk, Tm, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* 4. W = Tm (beta e^G kn), U = Tm (beta v), Aqk. */
+  /* 4. W = Tm (beta E kn), U = Tm (beta v), Aqk. */
   for (int d = lane; d < KD; d += 16) {
     float w = 0.0f;
     for (int m = 0; m < CH; m++) w += Tm[r][m] * Kn[m][d];
