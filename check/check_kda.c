@@ -24,7 +24,7 @@ typedef struct kda_case {
   float zlo, zhi;      /* range of the gate logits */
   int extreme;         /* gate logits of +-1e4 instead */
   int saturate;        /* gate logits of +1e4 everywhere: g = lb on every channel */
-  int kimi;            /* Kimi Linear's unbounded gate, per-token decays down to -50 */
+  int kimi;            /* Kimi Linear's unbounded gate, per-token decays down to -50 (2: to -4, every fourth 16-token run -4 to -50) */
 } kda_case;
 
 /* The case's inputs (the generator is shared with check_kda_tile.c: kda_inputs.h). */
@@ -241,6 +241,8 @@ KDA_CHECK(kda_fwd_kimi,     {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,  
 KDA_CHECK(kda_fwd_kimi_k128, {1, 0,   2, 128, 128, lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
 KDA_CHECK(kda_fwd_kimi_bf16, {2, 77,  2, 64,  64,  NULL, 0, 1, H16, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
 KDA_CHECK(kda_fwd_kimi_k24, {1, 0,    2, 24,  40,  lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_fwd_kimi_mod, {1, 0,    2, 64,  64,  lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 2})
+KDA_CHECK(kda_fwd_kimi_mix, {2, 150,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 0, 0, 2})
 KDA_CHECK(kda_rec_kimi,     {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_RECURRENT, 0.0f, 0.0f, 0, 0, 1})
 KDA_CHECK(kda_decode_kimi,  {2, 40,   2, 64,  64,  NULL, 0, 1, F, KDA_DECODE,    0.0f, 0.0f, 0, 0, 1})
 
@@ -272,6 +274,8 @@ const clmoe_check clmoe_checks_kda[] = {
     {"kda.forward.kimi.k128", "chunked forward, unbounded gate down to -50, K = V = 128, packed", kda_fwd_kimi_k128},
     {"kda.forward.kimi.bf16", "chunked forward, unbounded gate down to -50, bf16 inputs", kda_fwd_kimi_bf16},
     {"kda.forward.kimi.k24", "chunked forward, unbounded gate down to -50, K = 24, V = 40, packed", kda_fwd_kimi_k24},
+    {"kda.forward.kimi.moderate", "chunked forward, unbounded gate, decays -1e-4 .. -4 and runs of -4 .. -50, packed", kda_fwd_kimi_mod},
+    {"kda.forward.kimi.mixed", "chunked forward, unbounded gate: chunks above and below 1e-30 in turn", kda_fwd_kimi_mix},
     {"kda.recurrent.kimi", "recurrent kernel, unbounded gate down to -50", kda_rec_kimi},
     {"kda.decode.kimi", "decode steps, unbounded gate down to -50", kda_decode_kimi},
     {"kda.decode", "decode steps of 3 sequences against the full sequence", kda_decode},
