@@ -90,9 +90,9 @@ static double max_tile_factor(const ref_kda_shape *s, const double *z, int64_t T
 
 /* The same gate logits: the bounded gate keeps every anchored tile factor below e^80
  * (inside fp32 and bf16, whose largest value is about 2^128 = e^88.7); Kimi Linear's
- * unbounded form takes one past it, so the chunked kernel forms its tiles pairwise for that
- * gate (one exponential of a sum of gates each, never above 1): finite and equal to the
- * recurrent kernel (which never divides by a decay). */
+ * unbounded form takes one past it, so the chunked forward forms such a chunk's factors
+ * pairwise for that gate (products of per-token decays, never above 1): finite and equal to
+ * the recurrent kernel (which never divides by a decay). */
 static void test_bound(void)
 {
   const int64_t T = 64, H = 1, K = 16, V = 16;
