@@ -24,20 +24,27 @@ typedef struct kda_case {
   float zlo, zhi;      /* range of the gate logits */
   int extreme;         /* gate logits of +-1e4 instead */
   int saturate;        /* gate logits of +1e4 everywhere: g = lb on every channel */
+  int kimi;            /* Kimi Linear's unbounded gate, per-token decays down to -50 (2: to -4, every fourth 16-token run -4 to -50) */
 } kda_case;
 
 /* The case's inputs (the generator is shared with check_kda_tile.c: kda_inputs.h). */
 static clmoe_status kda_setup(clmoe_ctx *ctx, uint64_t seed, const kda_case *kc, kda_data *d)
 {
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,
-                               kc->zlo, kc->zhi, kc->extreme, kc->saturate};
+                               kc->zlo, kc->zhi, kc->extreme, kc->saturate, kc->kimi};
   return ck_kda_setup(ctx, seed, &spec, d);
 }
 
-static ref_kda_shape ref_shape(const kda_data *d)
+static ref_kda_shape ref_shape(const kda_data *d, const kda_case *kc)
 {
-  ref_kda_shape s = {d->B, d->T, d->H, d->K, d->V, d->cu, d->N, 1.0 / sqrt((double)d->K), -5.0, 0};
+  ref_kda_shape s = {d->B, d->T, d->H, d->K, d->V, d->cu, d->N, 1.0 / sqrt((double)d->K), -5.0, kc->kimi};
   return s;
+}
+
+static clmoe_kda_options case_options(const kda_case *kc)
+{
+  clmoe_kda_options o = {.gate = kc->kimi ? CLMOE_KDA_GATE_UNBOUNDED : CLMOE_KDA_GATE_BOUNDED};
+  return o;
 }
 
 static clmoe_kda_inputs device_inputs(const kda_data *d)
@@ -71,7 +78,7 @@ static clmoe_status run_decode(clmoe_ctx *ctx, const kda_case *kc, const kda_dat
   CK_ALLOC(all, N * T * H * V);
   if (d->hh0) CK(clmoe_tensor_copy(ht, &d->h0));
   else CK(clmoe_tensor_fill(ht, 0.0));
-  clmoe_kda_options opts = {0};
+  const clmoe_kda_options opts = case_options(kc);
   for (int64_t t = 0; t < T; t++) {
     for (int64_t n = 0; n < N; n++)
       for (int64_t h = 0; h < H; h++) {
@@ -116,7 +123,7 @@ static clmoe_status check_kda_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check
   CK(clmoe_tensor_create(ctx, &ht, CLMOE_F32, 4, sh));
   CK(clmoe_tensor_fill(&o, NAN)); /* every output element must be written */
   clmoe_kda_inputs in = device_inputs(&d);
-  clmoe_kda_options opts = {0};
+  const clmoe_kda_options opts = case_options(kc);
   if (kc->path == KDA_CHUNKED) CK(clmoe_kda_forward(ctx, &opts, &in, &o, &ht));
   else if (kc->path == KDA_RECURRENT) CK(clmoe_kda_recurrent(ctx, &opts, &in, &o, &ht));
   else CK(run_decode(ctx, kc, &d, &o, &ht));
@@ -124,7 +131,7 @@ static clmoe_status check_kda_forward(clmoe_ctx *ctx, uint64_t seed, clmoe_check
   CK(ck_read(&ht, &ght));
   CK_ALLOC(ro, no);
   CK_ALLOC(rht, nh);
-  ref_kda_shape s = ref_shape(&d);
+  ref_kda_shape s = ref_shape(&d, kc);
   ref_kda_forward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, ro, rht);
   res->tolerance = TOL_KDA;
   ck_compare("o", go, ro, no, res);
@@ -168,14 +175,14 @@ static clmoe_status check_kda_backward(clmoe_ctx *ctx, uint64_t seed, clmoe_chec
   CK(clmoe_tensor_create(ctx, &g[GH0], CLMOE_F32, 4, sh));
   for (int i = 0; i < NG; i++) CK(clmoe_tensor_fill(&g[i], NAN)); /* every element must be written */
   clmoe_kda_inputs in = device_inputs(&d);
-  clmoe_kda_options opts = {0};
+  const clmoe_kda_options opts = case_options(kc);
   clmoe_kda_grads grads = {&g[GQ], &g[GK], &g[GV], &g[GZ], &g[GB], &g[GA], &g[GDT], &g[GH0]};
   CK(clmoe_kda_backward(ctx, &opts, &in, &dout, kc->h0 ? &dht : NULL, &grads));
   for (int i = 0; i < NG; i++) {
     CK(ck_read(&g[i], &got[i]));
     CK_ALLOC(ref[i], count[i]);
   }
-  ref_kda_shape s = ref_shape(&d);
+  ref_kda_shape s = ref_shape(&d, kc);
   ref_kda_backward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, hdo, hdht, ref[GQ],
                    ref[GK], ref[GV], ref[GZ], ref[GB], ref[GA], ref[GDT], ref[GH0]);
   res->tolerance = TOL_KDA;
@@ -202,32 +209,42 @@ done:
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 3};
 static const int32_t lens_empty[] = {5, 0, 33};
 
-/*                          B  T     H  K    V    lens nl h0 dtype path          zlo   zhi  extreme saturate */
-KDA_CHECK(kda_fwd_t1,      {2, 1,    2, 16,  16,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_t15,     {1, 15,   2, 16,  16,  NULL, 0, 0, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_t16,     {2, 16,   1, 64,  64,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_t17,     {1, 17,   3, 16,  32,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_t100,    {2, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_t1000,   {1, 1000, 2, 128, 128, NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_kv,      {1, 50,   2, 32,  48,  NULL, 0, 0, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_bf16,    {1, 77,   2, 64,  64,  NULL, 0, 1, H16, KDA_CHUNKED, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_packed,  {1, 0,    2, 64,  64,  lens_mixed, 6, 1, F, KDA_CHUNKED, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_empty,   {1, 0,    1, 16,  16,  lens_empty, 3, 1, F, KDA_CHUNKED, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_fwd_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 1, 0})
-KDA_CHECK(kda_fwd_long,    {1, 65536, 1, 16, 16,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 0, 1})
-KDA_CHECK(kda_rec_t100,    {2, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_RECURRENT, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_rec_packed,  {1, 0,    2, 32,  32,  lens_mixed, 6, 1, H16, KDA_RECURRENT, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_rec_extreme, {1, 200,  1, 128, 128, NULL, 0, 1, F, KDA_RECURRENT, 0.0f, 0.0f, 1, 0})
-KDA_CHECK(kda_bwd_t1,      {1, 1,    2, 16,  16,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_bwd_t17,     {2, 17,   2, 16,  32,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_bwd_t100,    {1, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_bwd_k128,    {1, 200,  1, 128, 128, NULL, 0, 0, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_bwd_packed,  {1, 0,    2, 32,  32,  lens_mixed, 6, 1, F, KDA_BACKWARD, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_bwd_bf16,    {1, 50,   2, 64,  64,  NULL, 0, 1, H16, KDA_BACKWARD, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_bwd_extreme, {1, 64,   1, 32,  32,  NULL, 0, 1, F, KDA_BACKWARD,  0.0f, 0.0f, 1, 0})
-KDA_CHECK(kda_bwd_empty,   {1, 0,    1, 16,  16,  lens_empty, 3, 1, F, KDA_BACKWARD, -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_decode,      {3, 20,   2, 64,  64,  NULL, 0, 1, F, KDA_DECODE,    -4.0f, 4.0f, 0, 0})
-KDA_CHECK(kda_decode_bf16, {2, 9,    2, 128, 128, NULL, 0, 0, H16, KDA_DECODE,  -4.0f, 4.0f, 0, 0})
+/*                          B  T     H  K    V    lens nl h0 dtype path          zlo   zhi  extreme saturate kimi */
+KDA_CHECK(kda_fwd_t1,      {2, 1,    2, 16,  16,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_t15,     {1, 15,   2, 16,  16,  NULL, 0, 0, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_t16,     {2, 16,   1, 64,  64,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_t17,     {1, 17,   3, 16,  32,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_t100,    {2, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_t1000,   {1, 1000, 2, 128, 128, NULL, 0, 1, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_kv,      {1, 50,   2, 32,  48,  NULL, 0, 0, F, KDA_CHUNKED,   -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_bf16,    {1, 77,   2, 64,  64,  NULL, 0, 1, H16, KDA_CHUNKED, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_packed,  {1, 0,    2, 64,  64,  lens_mixed, 6, 1, F, KDA_CHUNKED, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_empty,   {1, 0,    1, 16,  16,  lens_empty, 3, 1, F, KDA_CHUNKED, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_fwd_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 1, 0, 0})
+KDA_CHECK(kda_fwd_long,    {1, 65536, 1, 16, 16,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 0, 1, 0})
+KDA_CHECK(kda_rec_t100,    {2, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_RECURRENT, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_rec_packed,  {1, 0,    2, 32,  32,  lens_mixed, 6, 1, H16, KDA_RECURRENT, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_rec_extreme, {1, 200,  1, 128, 128, NULL, 0, 1, F, KDA_RECURRENT, 0.0f, 0.0f, 1, 0, 0})
+KDA_CHECK(kda_bwd_t1,      {1, 1,    2, 16,  16,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_bwd_t17,     {2, 17,   2, 16,  32,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_bwd_t100,    {1, 100,  2, 64,  64,  NULL, 0, 1, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_bwd_k128,    {1, 200,  1, 128, 128, NULL, 0, 0, F, KDA_BACKWARD,  -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_bwd_packed,  {1, 0,    2, 32,  32,  lens_mixed, 6, 1, F, KDA_BACKWARD, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_bwd_bf16,    {1, 50,   2, 64,  64,  NULL, 0, 1, H16, KDA_BACKWARD, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_bwd_extreme, {1, 64,   1, 32,  32,  NULL, 0, 1, F, KDA_BACKWARD,  0.0f, 0.0f, 1, 0, 0})
+KDA_CHECK(kda_bwd_empty,   {1, 0,    1, 16,  16,  lens_empty, 3, 1, F, KDA_BACKWARD, -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_decode,      {3, 20,   2, 64,  64,  NULL, 0, 1, F, KDA_DECODE,    -4.0f, 4.0f, 0, 0, 0})
+KDA_CHECK(kda_decode_bf16, {2, 9,    2, 128, 128, NULL, 0, 0, H16, KDA_DECODE,  -4.0f, 4.0f, 0, 0, 0})
+/* Kimi Linear's unbounded gate with per-token decays from -1e-4 to -50 (a chunk's cumulative
+ * log decay down to -800): the chunked forward against the token loop, finite and exact */
+KDA_CHECK(kda_fwd_kimi,     {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_fwd_kimi_k128, {1, 0,   2, 128, 128, lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_fwd_kimi_bf16, {2, 77,  2, 64,  64,  NULL, 0, 1, H16, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_fwd_kimi_k24, {1, 0,    2, 24,  40,  lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_fwd_kimi_mod, {1, 0,    2, 64,  64,  lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 2})
+KDA_CHECK(kda_fwd_kimi_mix, {2, 150,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 0, 0, 2})
+KDA_CHECK(kda_rec_kimi,     {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_RECURRENT, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_decode_kimi,  {2, 40,   2, 64,  64,  NULL, 0, 1, F, KDA_DECODE,    0.0f, 0.0f, 0, 0, 1})
 
 const clmoe_check clmoe_checks_kda[] = {
     {"kda.forward.t1", "chunked forward, T = 1, initial state", kda_fwd_t1},
@@ -253,6 +270,14 @@ const clmoe_check clmoe_checks_kda[] = {
     {"kda.backward.bf16", "backward, bf16 inputs", kda_bwd_bf16},
     {"kda.backward.extreme", "backward, gate logits of +-1e4", kda_bwd_extreme},
     {"kda.backward.empty", "backward, a packed sequence of length 0", kda_bwd_empty},
+    {"kda.forward.kimi", "chunked forward, unbounded gate, decays -1e-4 .. -50 per token", kda_fwd_kimi},
+    {"kda.forward.kimi.k128", "chunked forward, unbounded gate down to -50, K = V = 128, packed", kda_fwd_kimi_k128},
+    {"kda.forward.kimi.bf16", "chunked forward, unbounded gate down to -50, bf16 inputs", kda_fwd_kimi_bf16},
+    {"kda.forward.kimi.k24", "chunked forward, unbounded gate down to -50, K = 24, V = 40, packed", kda_fwd_kimi_k24},
+    {"kda.forward.kimi.moderate", "chunked forward, unbounded gate, decays -1e-4 .. -4 and runs of -4 .. -50, packed", kda_fwd_kimi_mod},
+    {"kda.forward.kimi.mixed", "chunked forward, unbounded gate: chunks above and below 1e-30 in turn", kda_fwd_kimi_mix},
+    {"kda.recurrent.kimi", "recurrent kernel, unbounded gate down to -50", kda_rec_kimi},
+    {"kda.decode.kimi", "decode steps, unbounded gate down to -50", kda_decode_kimi},
     {"kda.decode", "decode steps of 3 sequences against the full sequence", kda_decode},
     {"kda.decode.bf16", "decode steps, bf16 inputs, K = V = 128", kda_decode_bf16},
     {NULL, NULL, NULL}};

@@ -19,7 +19,7 @@
 static clmoe_status tile_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, kda_data *d)
 {
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,
-                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE};
+                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE, 0};
   return ck_kda_setup(ctx, seed, &spec, d);
 }
 

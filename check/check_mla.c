@@ -124,11 +124,12 @@ clmoe_status ck_mla_layer_setup(clmoe_ctx *ctx, uint64_t seed, const layer_case 
   clmoe_mla_config cfg = {lc->d, lc->H, lc->rq, lc->dc, lc->Dn, lc->Dr, lc->Dv, 0.0f, 0.0f};
   L->cfg = cfg;
   ref_mla_layer rl = {{1, 0, lc->H, lc->Dn, lc->Dr, lc->Dv, NULL, 0, 1.0 / sqrt((double)(lc->Dn + lc->Dr)), 0},
-                      lc->d, lc->rq, lc->dc, 1e-5, 0};
+                      lc->d, lc->rq, lc->dc, 1e-5, 0, lc->ungated};
   L->rl = rl;
-  CK(clmoe_mla_weights_create(ctx, &cfg, &L->w));
+  CK(clmoe_mla_weights_create_form(ctx, &cfg, !lc->ungated, &L->w));
   for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) {
     clmoe_tensor *t = clmoe_mla_weight_at(&L->w, i);
+    if (!t->buf) continue; /* absent in this form: hw[i] stays NULL */
     float a = t->ndim == 1 ? 0.5f : sqrtf(3.0f / (float)t->shape[1]), lo = t->ndim == 1 ? 1.0f - a : -a;
     CK(clmoe_tensor_fill_uniform(t, seed + 100 + (uint64_t)i, lo, lo + 2.0f * a));
     CK(ck_read(t, &L->hw[i]));
@@ -171,20 +172,29 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   }
   CK(ck_uniform(ctx, &dy, CLMOE_F32, 3, sx, seed + 1, -1.0f, 1.0f, &hdy));
   CK(clmoe_tensor_create(ctx, &dx, CLMOE_F32, 3, sx));
-  CK(clmoe_mla_weights_create(ctx, &L.cfg, &g));
+  CK(clmoe_mla_weights_create_form(ctx, &L.cfg, !lc->ungated, &g));
   CK(clmoe_tensor_fill(&dx, NAN));
-  for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) CK(clmoe_tensor_fill(clmoe_mla_weight_at(&g, i), NAN));
+  for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++)
+    if (clmoe_mla_weight_at(&g, i)->buf) CK(clmoe_tensor_fill(clmoe_mla_weight_at(&g, i), NAN));
   CK(clmoe_mla_backward(ctx, &L.cfg, &L.w, &x, cu ? &cu_t : NULL, &saved, &dy, &dx, &g));
   CK(ck_read(&dx, &hdx));
   CK_ALLOC(rdx, M * d);
   for (int i = 0; i < REF_MLA_NWEIGHTS; i++) {
+    /* a tensor absent in the form: none on the device, none in the reference */
+    if ((clmoe_mla_weight_at(&g, i)->buf != NULL) != (ref_mla_weight_numel(&L.rl, i) > 0)) {
+      snprintf(res->worst, sizeof res->worst, "%s: the device and the reference disagree on its presence",
+               clmoe_mla_weight_name(i));
+      res->max_err = INFINITY;
+      goto done;
+    }
+    if (!clmoe_mla_weight_at(&g, i)->buf) continue;
     CK(ck_read(clmoe_mla_weight_at(&g, i), &gg[i]));
     CK_ALLOC(rg[i], ref_mla_weight_numel(&L.rl, i));
   }
   ref_mla_backward(&L.rl, (const double *const *)L.hw, hx, hdy, rdx, rg);
   ck_compare("dx", hdx, rdx, (size_t)(M * d), res);
   for (int i = 0; i < REF_MLA_NWEIGHTS; i++)
-    ck_compare(clmoe_mla_weight_name(i), gg[i], rg[i], (size_t)ref_mla_weight_numel(&L.rl, i), res);
+    if (gg[i]) ck_compare(clmoe_mla_weight_name(i), gg[i], rg[i], (size_t)ref_mla_weight_numel(&L.rl, i), res);
 done:
   clmoe_mla_saved_release(&saved);
   clmoe_mla_weights_destroy(&g);
@@ -315,12 +325,23 @@ ATTN_CHECK(bwd_bf16,    {1, 77,  2, 16,  8,  16,  NULL,       0, H16,  F,   A_BW
 ATTN_CHECK(bwd_bf16o,   {1, 77,  2, 16,  8,  16,  NULL,       0, H16,  H16, A_BWD})
 ATTN_CHECK(bwd_report,  {1, 40,  2, 128, 64, 128, NULL,       0, F,    F,   A_BWD})
 /*                              d   H  rq  dc  Dn  Dr Dv  B  T   lens nl steps cache */
-LAYER_CHECK(layer_fwd,     0, {64, 2, 32, 32, 16, 8, 16, 2, 20, NULL, 0, 0, F})
-LAYER_CHECK(layer_packed,  0, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F})
-LAYER_CHECK(layer_bwd,     1, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F})
-LAYER_CHECK(decode,        2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts, 3, 9, F})
-LAYER_CHECK(decode_bf16,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts, 3, 4, H16})
-LAYER_CHECK(decode_long,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  clmoe_check_small() ? prompts_long_small : prompts_long, 2, 2, F})
+LAYER_CHECK(layer_fwd,     0, {64, 2, 32, 32, 16, 8, 16, 2, 20, NULL, 0, 0, F, 0})
+LAYER_CHECK(layer_packed,  0, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 0})
+LAYER_CHECK(layer_bwd,     1, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 0})
+LAYER_CHECK(decode,        2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts, 3, 9, F, 0})
+LAYER_CHECK(decode_bf16,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  prompts, 3, 4, H16, 0})
+/* Kimi Linear's forms: q = W_q x (rq 0), no output gate, and both */
+LAYER_CHECK(qdirect_fwd,   0, {64, 2, 0,  32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 0})
+LAYER_CHECK(qdirect_bwd,   1, {64, 2, 0,  32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 0})
+LAYER_CHECK(ungated_fwd,   0, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 1})
+LAYER_CHECK(ungated_bwd,   1, {64, 2, 32, 32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 1})
+LAYER_CHECK(kimi_fwd,      0, {64, 2, 0,  32, 16, 8, 16, 2, 20, NULL, 0, 0, F, 1})
+LAYER_CHECK(kimi_bwd,      1, {64, 2, 0,  32, 16, 8, 16, 0, 0,  lens_layer, 4, 0, F, 1})
+LAYER_CHECK(qdirect_decode, 2, {64, 2, 0, 32, 16, 8, 16, 0, 0,  prompts, 3, 9, F, 0})
+LAYER_CHECK(ungated_decode, 2, {64, 2, 32, 32, 16, 8, 16, 0, 0, prompts, 3, 9, F, 1})
+LAYER_CHECK(kimi_decode,   2, {64, 2, 0,  32, 16, 8, 16, 0, 0,  prompts, 3, 9, F, 1})
+LAYER_CHECK(kimi_decode_bf16, 2, {64, 2, 0, 32, 16, 8, 16, 0, 0, prompts, 3, 4, H16, 1})
+LAYER_CHECK(decode_long,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  clmoe_check_small() ? prompts_long_small : prompts_long, 2, 2, F, 0})
 
 const clmoe_check clmoe_checks_mla[] = {
     {"mla.attention.t1", "tiled attention forward, T = 1, 2 sequences x 2 heads", fwd_t1},
@@ -345,6 +366,18 @@ const clmoe_check clmoe_checks_mla[] = {
     {"mla.decode", "prefill 5,0,70 + 9 absorbed decode steps = training-form forward", decode},
     {"mla.decode.bf16", "prefill + decode with a bf16 cache", decode_bf16},
     {"mla.decode.long", "a 602-token context: two decode splits merged", decode_long},
+    {"mla.layer.qdirect", "layer forward with q_rank 0 (q = W_q x), packed", qdirect_fwd},
+    {"mla.layer.qdirect.backward", "layer backward with q_rank 0 (dx, w_q and the rest)", qdirect_bwd},
+    {"mla.layer.ungated", "layer forward without the output gate, packed", ungated_fwd},
+    {"mla.layer.ungated.backward", "layer backward without the output gate", ungated_bwd},
+    {"mla.layer.kimi", "layer forward in Kimi Linear's form (q_rank 0, ungated)", kimi_fwd},
+    {"mla.layer.kimi.backward", "layer backward in Kimi Linear's form", kimi_bwd},
+    {"mla.decode.qdirect", "prefill + absorbed decode with q_rank 0", qdirect_decode},
+    {"mla.decode.ungated", "prefill + absorbed decode without the output gate", ungated_decode},
+    {"mla.decode.kimi", "prefill + absorbed decode in Kimi Linear's form", kimi_decode},
+    {"mla.decode.kimi.bf16", "prefill + decode in Kimi Linear's form, bf16 cache", kimi_decode_bf16},
+    {"mla.extend.kimi", "chunked prefill (absorbed) in Kimi Linear's form", check_mla_extend_kimi},
+    {"mla.extend.flash.kimi", "training-form chunked prefill in Kimi Linear's form, bf16 cache", check_mla_extend_flash_kimi},
     {"mla.extend", "chunked prefill: prompts 0,5,70, then 5 uneven extend passes (1-token, across blocks)", check_mla_extend_f32},
     {"mla.extend.bf16", "chunked prefill with a bf16 cache", check_mla_extend_bf16},
     {"mla.extend.long", "extend 150 then 1 then 130 tokens after a 300-token prompt, 3 heads", check_mla_extend_long},

@@ -10,12 +10,13 @@
 #define TOL_BF16 1e-2
 
 typedef struct layer_case {
-  int64_t d, H, rq, dc, Dn, Dr, Dv;
+  int64_t d, H, rq, dc, Dn, Dr, Dv; /* rq 0: q = W_q x (Kimi Linear's form) */
   int64_t B, T;           /* without lens */
   const int32_t *lens;    /* packed sequences, or for decoding the prompt lengths */
   int nlens;
   int steps;              /* decoding: tokens generated per sequence after the prompts */
   clmoe_dtype cache;      /* decoding: cache storage */
+  int ungated;            /* 1: no output gate (Kimi Linear's form) */
 } layer_case;
 
 typedef struct layer_data {
@@ -41,5 +42,7 @@ clmoe_status check_mla_extend_flash_f32(clmoe_ctx *c, uint64_t s, clmoe_check_re
 clmoe_status check_mla_extend_flash_bf16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 clmoe_status check_mla_extend_flash_long(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 clmoe_status check_mla_extend_flash_wide(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
+clmoe_status check_mla_extend_kimi(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
+clmoe_status check_mla_extend_flash_kimi(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 
 #endif

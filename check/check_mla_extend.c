@@ -151,17 +151,20 @@ static const int32_t ext_counts_long_small[] = {70, 1, 1, 66};
 #define LONG_PROMPTS (clmoe_check_small() ? ext_prompts_long_small : ext_prompts_long)
 #define LONG_COUNTS (clmoe_check_small() ? ext_counts_long_small : ext_counts_long)
 /*                                                     d   H  rq  dc   Dn  Dr Dv  B  T  lens      nl st cache */
-EXTEND_CHECK(check_mla_extend_f32,      ext_counts, 5,      {64, 2, 32, 32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, F})
-EXTEND_CHECK(check_mla_extend_bf16, ext_counts, 5,      {64, 2, 32, 32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, H16})
-EXTEND_CHECK(check_mla_extend_long, LONG_COUNTS, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, LONG_PROMPTS, 2, 0, F})
-EXTEND_CHECK(check_mla_extend_wide, ext_counts, 5,      {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, F})
-EXTEND_CHECK(check_mla_extend_wide_bf16, ext_counts, 5, {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, H16})
+EXTEND_CHECK(check_mla_extend_f32,      ext_counts, 5,      {64, 2, 32, 32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, F, 0})
+EXTEND_CHECK(check_mla_extend_bf16, ext_counts, 5,      {64, 2, 32, 32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, H16, 0})
+EXTEND_CHECK(check_mla_extend_long, LONG_COUNTS, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, LONG_PROMPTS, 2, 0, F, 0})
+EXTEND_CHECK(check_mla_extend_wide, ext_counts, 5,      {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, F, 0})
+EXTEND_CHECK(check_mla_extend_wide_bf16, ext_counts, 5, {64, 3, 32, 160, 16, 32, 16, 0, 0, ext_prompts, 3, 0, H16, 0})
 /* The training form (clmoe_mla_extend_flash): the same passes; 40 query rows cross the
  * forward's 32-row query tiles, and the long case's 150 and 130-token passes take several. */
 static const int32_t flash_prompts[] = {0, 5, 70, 33};
 static const int32_t flash_counts[] = {1, 1, 1, 0, 7, 0, 3, 40, 60, 1, 0, 1, 1, 64, 2, 0, 3, 2, 1, 31};
 /*                                                     d   H  rq  dc   Dn  Dr Dv  B  T  lens         nl st cache */
-FLASH_CHECK(check_mla_extend_flash_f32,  flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, F})
-FLASH_CHECK(check_mla_extend_flash_bf16, flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, H16})
-FLASH_CHECK(check_mla_extend_flash_long, LONG_COUNTS, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, LONG_PROMPTS, 2, 0, F})
-FLASH_CHECK(check_mla_extend_flash_wide, flash_counts, 5,    {64, 3, 32, 160, 16, 32, 24, 0, 0, flash_prompts, 4, 0, H16})
+FLASH_CHECK(check_mla_extend_flash_f32,  flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, F, 0})
+FLASH_CHECK(check_mla_extend_flash_bf16, flash_counts, 5,    {64, 2, 32, 32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, H16, 0})
+FLASH_CHECK(check_mla_extend_flash_long, LONG_COUNTS, 2, {64, 3, 32, 32,  16, 8, 16, 0, 0, LONG_PROMPTS, 2, 0, F, 0})
+FLASH_CHECK(check_mla_extend_flash_wide, flash_counts, 5,    {64, 3, 32, 160, 16, 32, 24, 0, 0, flash_prompts, 4, 0, H16, 0})
+/* Kimi Linear's form: q = W_q x (rq 0) and no output gate */
+EXTEND_CHECK(check_mla_extend_kimi,      ext_counts, 5,      {64, 2, 0,  32,  16, 8, 16, 0, 0, ext_prompts, 3, 0, F, 1})
+FLASH_CHECK(check_mla_extend_flash_kimi, flash_counts, 5,    {64, 2, 0,  32,  16, 8, 16, 0, 0, flash_prompts, 4, 0, H16, 1})

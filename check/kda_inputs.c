@@ -1,4 +1,5 @@
 /* The shared KDA conformance inputs (kda_inputs.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,21 @@ clmoe_status ck_kda_setup(clmoe_ctx *ctx, uint64_t seed, const kda_input_spec *k
     CK_ALLOC(zz, n);
     for (size_t i = 0; i < n; i++)
       zz[i] = kc->saturate || ck_host_uniform(seed + 6, i, 0.0, 1.0) < 0.5 ? 1e4f : -1e4f;
+    CK(clmoe_tensor_create(ctx, &d->z, kc->dtype, 4, sk));
+    CK(clmoe_tensor_write_f32(&d->z, zz));
+    CK(ck_read(&d->z, &d->hz));
+  } else if (kc->kimi) {
+    /* -exp(A_log) softplus(z + dt_bias) = -rate: z = log(expm1(rate / exp(A_log))) - dt_bias */
+    size_t n = (size_t)(d->B * d->T * d->H * d->K);
+    CK_ALLOC(zz, n);
+    for (size_t i = 0; i < n; i++) {
+      const int64_t t = (int64_t)(i / (size_t)(d->H * d->K)) % d->T, h = (int64_t)(i / (size_t)d->K) % d->H;
+      const int64_t c = (int64_t)(i % (size_t)d->K);
+      const int strong = kc->kimi == 2 && (t / 16) % 4 == 3;
+      const double hi = kc->kimi == 2 ? log(strong ? 50.0 : 4.0) : (t / 8) % 3 == 0 ? log(1e-2) : log(50.0);
+      const double rate = exp(ck_host_uniform(seed + 6, i, strong ? log(4.0) : log(1e-4), hi));
+      zz[i] = (float)(log(expm1(rate / exp(d->hA[h]))) - d->hdt[h * d->K + c]);
+    }
     CK(clmoe_tensor_create(ctx, &d->z, kc->dtype, 4, sk));
     CK(clmoe_tensor_write_f32(&d->z, zz));
     CK(ck_read(&d->z, &d->hz));

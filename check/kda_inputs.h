@@ -15,6 +15,12 @@ typedef struct kda_input_spec {
   float zlo, zhi;      /* gate logits uniform in [zlo, zhi] ... */
   int extreme;         /* ... or +-1e4 at random */
   int saturate;        /* ... or +1e4 everywhere: g = lb on every channel */
+  int kimi;            /* ... or logits that give Kimi Linear's unbounded gate per-token decays
+                          -g log-uniform in [1e-4, 50] (every third run of 8 tokens in
+                          [1e-4, 1e-2]: long memories across chunks of strong decays);
+                          2: in [1e-4, 4], every fourth run of 16 tokens in [4, 50]
+                          (chunks whose whole decay stays above 1e-30, and chunks whose
+                          does not) */
 } kda_input_spec;
 
 /* Device inputs [B, T, H, K] etc. and host copies (N sequences: B, or nlens when packed). */

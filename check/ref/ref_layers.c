@@ -76,7 +76,7 @@ void ref_kda_layer_forward(const ref_kda_layer *L, int64_t B, int64_t T, const i
                            int64_t nseq, const double *x, double *y)
 {
   const int64_t N = B * T, d = L->d, H = L->H, D = L->D, HD = H * D;
-  ref_kda_shape s = {B, T, H, D, D, cu_seqlens, nseq, 1.0 / sqrt((double)D), -5.0, 0};
+  ref_kda_shape s = {B, T, H, D, D, cu_seqlens, nseq, 1.0 / sqrt((double)D), -5.0, L->unbounded};
   double *pre = malloc((size_t)(N * HD) * sizeof *pre), *q = malloc((size_t)(N * HD) * sizeof *q);
   double *k = malloc((size_t)(N * HD) * sizeof *k), *v = malloc((size_t)(N * HD) * sizeof *v);
   double *za = malloc((size_t)(N * L->rank) * sizeof *za), *z = malloc((size_t)(N * HD) * sizeof *z);
@@ -93,7 +93,15 @@ void ref_kda_layer_forward(const ref_kda_layer *L, int64_t B, int64_t T, const i
   ref_gemm(0, 1, N, H, d, 1.0, x, d, L->w_beta, d, 0.0, beta, H);
   ref_kda_forward(&s, q, k, v, z, beta, L->A_log, L->dt_bias, NULL, o, NULL);
   ref_rmsnorm(o, L->o_gain, N * H, D, L->eps, o); /* per head, in place */
-  ref_gemm(0, 1, N, HD, d, 1.0, x, d, L->w_g, d, 0.0, gate, HD);
+  if (L->gate_rank > 0) {
+    const int64_t r = L->gate_rank;
+    double *gd = malloc((size_t)(N * r) * sizeof *gd);
+    ref_gemm(0, 1, N, r, d, 1.0, x, d, L->w_g_down, d, 0.0, gd, r);
+    ref_gemm(0, 1, N, HD, r, 1.0, gd, r, L->w_g_up, r, 0.0, gate, HD);
+    free(gd);
+  } else {
+    ref_gemm(0, 1, N, HD, d, 1.0, x, d, L->w_g, d, 0.0, gate, HD);
+  }
   for (int64_t i = 0; i < N * HD; i++) gate[i] = o[i] / (1.0 + exp(-gate[i]));
   ref_gemm(0, 1, N, d, HD, 1.0, gate, HD, L->w_o, HD, 0.0, y, d);
   free(pre), free(q), free(k), free(v), free(za), free(z), free(beta), free(o), free(gate);

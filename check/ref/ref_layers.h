@@ -23,6 +23,9 @@ typedef struct ref_kda_layer {
   double eps;
   const double *w_q, *w_k, *w_v, *w_beta, *w_a_down, *w_a_up, *dt_bias, *A_log;
   const double *conv_q, *conv_k, *conv_v, *o_gain, *w_g, *w_o;
+  int64_t gate_rank;                 /* r > 0: gate logits (x W_g_down^T) W_g_up^T, w_g unused */
+  const double *w_g_down, *w_g_up;   /* [r, d], [H D, r] */
+  int unbounded;                     /* 1: g = -exp(A_log) softplus(z + dt_bias) */
 } ref_kda_layer;
 /* x, y [B, T, d]. */
 void ref_kda_layer_forward(const ref_kda_layer *L, int64_t B, int64_t T, const int32_t *cu_seqlens,

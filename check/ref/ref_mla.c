@@ -146,8 +146,9 @@ void ref_mla_attention_backward(const ref_mla_shape *s, const double *q, const d
 int64_t ref_mla_weight_numel(const ref_mla_layer *l, int i)
 {
   const int64_t H = l->s.H, Dqk = l->s.Dn + l->s.Dr, Dv = l->s.Dv;
-  const int64_t n[REF_MLA_NWEIGHTS] = {l->rq * l->d, l->rq, H * Dqk * l->rq, (l->dc + l->s.Dr) * l->d,
-                                       l->dc, H * (l->s.Dn + Dv) * l->dc, H * Dv * l->d, l->d * H * Dv};
+  const int64_t n[REF_MLA_NWEIGHTS] = {l->rq * l->d, l->rq, H * Dqk * (l->rq ? l->rq : l->d),
+                                       (l->dc + l->s.Dr) * l->d, l->dc, H * (l->s.Dn + Dv) * l->dc,
+                                       l->ungated ? 0 : H * Dv * l->d, l->d * H * Dv};
   return n[i];
 }
 
@@ -176,9 +177,13 @@ static void forward_state(const ref_mla_layer *l, const double *const w[], const
   f->ckv = dalloc(M * (dc + Dr)), f->craw = dalloc(M * dc), f->c = dalloc(M * dc), f->kr = dalloc(M * Dr);
   f->kv = dalloc(M * H * (Dn + Dv)), f->kn = dalloc(M * H * Dn), f->v = dalloc(M * H * Dv);
   f->o = dalloc(M * H * Dv), f->g = dalloc(M * H * Dv), f->u = dalloc(M * H * Dv);
-  linear(M, l->d, l->rq, x, w[0], f->cq_raw);
-  ref_rmsnorm(f->cq_raw, w[1], M, l->rq, l->eps, f->cq);
-  linear(M, l->rq, H * Dqk, f->cq, w[2], f->q);
+  if (l->rq) {
+    linear(M, l->d, l->rq, x, w[0], f->cq_raw);
+    ref_rmsnorm(f->cq_raw, w[1], M, l->rq, l->eps, f->cq);
+    linear(M, l->rq, H * Dqk, f->cq, w[2], f->q);
+  } else {
+    linear(M, l->d, H * Dqk, x, w[2], f->q);
+  }
   linear(M, l->d, dc + Dr, x, w[3], f->ckv);
   for (int64_t i = 0; i < M; i++) {
     memcpy(f->craw + i * dc, f->ckv + i * (dc + Dr), (size_t)dc * sizeof(double));
@@ -195,9 +200,9 @@ static void forward_state(const ref_mla_layer *l, const double *const w[], const
     memcpy(f->v + i * Dv, f->kv + i * (Dn + Dv) + Dn, (size_t)Dv * sizeof(double));
   }
   ref_mla_attention(s, f->q, f->kn, f->kr, f->v, f->o, NULL);
-  linear(M, l->d, H * Dv, x, w[6], f->g);
+  if (!l->ungated) linear(M, l->d, H * Dv, x, w[6], f->g);
   for (int64_t i = 0; i < M * H * Dv; i++) {
-    f->g[i] = ref_sigmoid(f->g[i]);
+    f->g[i] = l->ungated ? 1.0 : ref_sigmoid(f->g[i]);
     f->u[i] = f->g[i] * f->o[i];
   }
   linear(M, H * Dv, l->d, f->u, w[7], y);
@@ -230,8 +235,10 @@ void ref_mla_backward(const ref_mla_layer *l, const double *const w[REF_MLA_NWEI
     dO[i] = du[i] * f.g[i];
     dgl[i] = du[i] * f.o[i] * f.g[i] * (1.0 - f.g[i]);
   }
-  ref_gemm(1, 0, HV, d, M, 1.0, dgl, HV, x, d, 0.0, dw[6], d);
-  ref_gemm(0, 0, M, d, HV, 1.0, dgl, HV, w[6], d, 0.0, dxa, d);
+  if (!l->ungated) {
+    ref_gemm(1, 0, HV, d, M, 1.0, dgl, HV, x, d, 0.0, dw[6], d);
+    ref_gemm(0, 0, M, d, HV, 1.0, dgl, HV, w[6], d, 0.0, dxa, d);
+  }
   /* attention */
   ref_mla_attention_backward(s, f.q, f.kn, f.kr, f.v, dO, dq, dkn, dkr, dv);
   for (int64_t i = 0; i < M * H; i++) {
@@ -249,11 +256,16 @@ void ref_mla_backward(const ref_mla_layer *l, const double *const w[REF_MLA_NWEI
   ref_gemm(1, 0, dc + Dr, d, M, 1.0, dckv, dc + Dr, x, d, 0.0, dw[3], d);
   ref_gemm(0, 0, M, d, dc + Dr, 1.0, dckv, dc + Dr, w[3], d, 1.0, dxa, d);
   /* q = c_q W_uq^T, c_q = RMSNorm(x W_dq^T) */
-  ref_gemm(1, 0, H * Dqk, l->rq, M, 1.0, dq, H * Dqk, f.cq, l->rq, 0.0, dw[2], l->rq);
-  ref_gemm(0, 0, M, l->rq, H * Dqk, 1.0, dq, H * Dqk, w[2], l->rq, 0.0, dcq, l->rq);
-  ref_rmsnorm_backward(f.cq_raw, w[1], dcq, M, l->rq, l->eps, dcqraw, dw[1]);
-  ref_gemm(1, 0, l->rq, d, M, 1.0, dcqraw, l->rq, x, d, 0.0, dw[0], d);
-  ref_gemm(0, 0, M, d, l->rq, 1.0, dcqraw, l->rq, w[0], d, 1.0, dxa, d);
+  if (l->rq) {
+    ref_gemm(1, 0, H * Dqk, l->rq, M, 1.0, dq, H * Dqk, f.cq, l->rq, 0.0, dw[2], l->rq);
+    ref_gemm(0, 0, M, l->rq, H * Dqk, 1.0, dq, H * Dqk, w[2], l->rq, 0.0, dcq, l->rq);
+    ref_rmsnorm_backward(f.cq_raw, w[1], dcq, M, l->rq, l->eps, dcqraw, dw[1]);
+    ref_gemm(1, 0, l->rq, d, M, 1.0, dcqraw, l->rq, x, d, 0.0, dw[0], d);
+    ref_gemm(0, 0, M, d, l->rq, 1.0, dcqraw, l->rq, w[0], d, 1.0, dxa, d);
+  } else { /* q = x W_q^T */
+    ref_gemm(1, 0, H * Dqk, d, M, 1.0, dq, H * Dqk, x, d, 0.0, dw[2], d);
+    ref_gemm(0, 0, M, d, H * Dqk, 1.0, dq, H * Dqk, w[2], d, 1.0, dxa, d);
+  }
   if (dx) memcpy(dx, dxa, (size_t)(M * d) * sizeof(double));
   double *tmp[] = {y, du, dgl, dO, dq, dkn, dkr, dv, dkv, dc_, dcraw, dckv, dcq, dcqraw, dxa};
   for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) free(tmp[i]);

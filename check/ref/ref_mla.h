@@ -34,13 +34,16 @@ void ref_mla_attention_backward(const ref_mla_shape *s, const double *q, const d
 
 /* The layer. Weights in clmoe_mla_weights' order and layouts ([out, in]):
  * w[0] w_dq [rq, d], w[1] q_norm [rq], w[2] w_uq [H (Dn + Dr), rq], w[3] w_dkv [dc + Dr, d],
- * w[4] kv_norm [dc], w[5] w_ukv [H (Dn + Dv), dc], w[6] w_g [H Dv, d], w[7] w_o [d, H Dv]. */
+ * w[4] kv_norm [dc], w[5] w_ukv [H (Dn + Dv), dc], w[6] w_g [H Dv, d], w[7] w_o [d, H Dv].
+ * rq 0: q = x W_q^T with W_q [H (Dn + Dr), d] in w[2], w[0] and w[1] absent (0 elements);
+ * ungated: y = o W_o^T, w[6] absent. */
 typedef struct ref_mla_layer {
   ref_mla_shape s; /* sequences, heads and head sizes, scale */
   int64_t d, rq, dc;
   double eps;      /* RMSNorm epsilon */
   int cache_bf16;  /* forward only: c and k_r rounded to bf16 before use, as a decode step
                       sees them in a bf16 cache */
+  int ungated;     /* 1: no output gate */
 } ref_mla_layer;
 #define REF_MLA_NWEIGHTS 8
 /* Number of elements of weight i. */

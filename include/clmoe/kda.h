@@ -3,6 +3,8 @@
  *
  * Per sequence and head, with state S [K, V] (fp32) and, for each token,
  *   qn, kn = q, k / sqrt(|.|^2 + 1e-6);  beta = sigmoid(beta logit);
+ *     (the L2 norm of transformers' Kimi Linear and flash-linear-attention: x / sqrt(sum x^2
+ *     + 1e-6), the same form and epsilon)
  *   g = lb sigmoid(exp(A_log[h]) (z + dt_bias[h]))   (per channel, in [lb, 0], lb in [-5, 0))
  *   S = diag(exp(g)) S;  u = v - S^T kn;  S += beta kn u^T;  o = scale S^T qn.
  * The gate, the L2 norm and the sigmoid are inside the op: callers pass raw logits (the
@@ -25,8 +27,12 @@ extern "C" {
 
 typedef enum clmoe_kda_gate {
   CLMOE_KDA_GATE_BOUNDED = 0,  /* lb sigmoid(.): every chunk factor stays within e^+-80 */
-  CLMOE_KDA_GATE_UNBOUNDED = 1 /* -exp(A_log) softplus(.): Kimi Linear's form; only the
-                                  recurrent path is safe with it (chunk factors overflow) */
+  CLMOE_KDA_GATE_UNBOUNDED = 1 /* -exp(A_log) softplus(.): Kimi Linear's form (transformers'
+                                  KimiLinearForgetGate). The chunked forward forms its chunk
+                                  factors pairwise for it (kda_fwd_pairwise.cl: finite and
+                                  exact for any gate values; the tile path leaves it to that
+                                  portable pass); the backward still anchors them: finite
+                                  while no chunk's decay passes about e^-80 */
 } clmoe_kda_gate;
 
 typedef struct clmoe_kda_options {

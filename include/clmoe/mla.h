@@ -3,10 +3,11 @@
  *
  * Per token x [d], with H heads, qk = Dn ("nope") + Dr (shared) dims and v = Dv dims:
  *   c_q = RMSNorm(W_dq x) (gain q_norm);   q = W_uq c_q          -> per head [q_n (Dn); q_r (Dr)]
+ *     (q_rank 0, Kimi Linear's form: q = W_q x, no query latent and no q_norm)
  *   [c_kv; k_r] = W_dkv x;  c = RMSNorm(c_kv) (gain kv_norm);  W_ukv c -> per head [k_n (Dn); v (Dv)]
  *   key_h = [k_n,h; k_r] (k_r shared by all heads, never rotated: NoPE)
  *   o_h = softmax_causal(q_h . key_h * scale) V_h,  scale = 1/sqrt(Dn + Dr)
- *   y = W_o [ sigmoid(W_g x) * concat_h o_h ]
+ *   y = W_o [ sigmoid(W_g x) * concat_h o_h ]    (without w_g, Kimi Linear's form: y = W_o concat_h o_h)
  * Weights are [out, in] row-major (PyTorch's Linear layout); no biases.
  *
  * Three levels of API:
@@ -78,7 +79,7 @@ CLMOE_API double clmoe_mla_attention_flops(const int64_t *lengths, int64_t nseq,
 typedef struct clmoe_mla_config {
   int64_t d_model;  /* d */
   int64_t n_heads;  /* H */
-  int64_t q_rank;   /* rq (report 1536) */
+  int64_t q_rank;   /* rq (report 1536); 0: q = W_q x directly (no w_dq, no q_norm) */
   int64_t kv_rank;  /* dc (report 512) */
   int64_t qk_nope;  /* Dn (report 128) */
   int64_t qk_rope;  /* Dr (report 64), shared by all heads */
@@ -91,7 +92,10 @@ typedef struct clmoe_mla_config {
 CLMOE_API clmoe_status clmoe_mla_config_check(const clmoe_mla_config *cfg);
 
 /* The layer's parameters, f32, contiguous, [out, in]. Either clmoe_mla_weights_create
- * (then clmoe_mla_weights_destroy) or tensors the caller owns with these shapes. */
+ * (then clmoe_mla_weights_destroy) or tensors the caller owns with these shapes. A form
+ * leaves some absent (zeroed structs: never created, read or written): w_dq and q_norm
+ * with q_rank 0, where w_uq holds W_q [H (Dn + Dr), d]; w_g in the ungated form, which the
+ * layer reads from the weights: without w_g, y = W_o o (gradients then lack w_g too). */
 typedef struct clmoe_mla_weights {
   clmoe_tensor w_dq;    /* [rq, d] */
   clmoe_tensor q_norm;  /* [rq] RMSNorm gain of c_q */
@@ -104,16 +108,26 @@ typedef struct clmoe_mla_weights {
 } clmoe_mla_weights;
 #define CLMOE_MLA_NWEIGHTS 8
 
-/* Names ("w_dq", ...) and shapes of the 8 tensors in struct order (i in [0, 8)). */
+/* Names ("w_dq", ...) and shapes of the 8 tensors in struct order (i in [0, 8)); the shape
+ * in cfg's form: ndim 0 for w_dq and q_norm with q_rank 0 (w_g's shape is that of the gated
+ * form). */
 CLMOE_API const char *clmoe_mla_weight_name(int i);
 CLMOE_API void clmoe_mla_weight_shape(const clmoe_mla_config *cfg, int i, int *ndim,
                                       int64_t shape[2]);
+/* The name of tensor i of w (a parameter registry's): NULL when w lacks it (absent in its
+ * form), "w_q" for w_uq with q_rank 0, else clmoe_mla_weight_name(i). */
+CLMOE_API const char *clmoe_mla_weight_name_in(const clmoe_mla_config *cfg,
+                                               const clmoe_mla_weights *w, int i);
 /* Pointer to the i-th tensor of a weights (or grads) struct. */
 CLMOE_API clmoe_tensor *clmoe_mla_weight_at(clmoe_mla_weights *w, int i);
 
-/* Creates every tensor (contents undefined); destroy releases them (safe on a zeroed struct). */
+/* Creates every tensor of cfg's form with the output gate (contents undefined); destroy
+ * releases them (safe on a zeroed struct). */
 CLMOE_API clmoe_status clmoe_mla_weights_create(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
                                                 clmoe_mla_weights *w);
+/* The same with output_gate 0 or 1: 0 leaves w_g absent (Kimi Linear's y = W_o o). */
+CLMOE_API clmoe_status clmoe_mla_weights_create_form(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
+                                                     int output_gate, clmoe_mla_weights *w);
 CLMOE_API void clmoe_mla_weights_destroy(clmoe_mla_weights *w);
 /* Suggested initialisation (MODEL.md section 7): matrices N(0, stddev), gains 1. Tensor i
  * uses seed + i. */
@@ -124,13 +138,13 @@ CLMOE_API clmoe_status clmoe_mla_weights_init(clmoe_mla_weights *w, uint64_t see
  * H (Dn + Dr + Dn + 3 Dv + 1) floats per token. */
 typedef struct clmoe_mla_saved {
   int64_t B, T;
-  clmoe_tensor cq_raw, cq, rstd_q; /* [M, rq], [M, rq], [M] */
+  clmoe_tensor cq_raw, cq, rstd_q; /* [M, rq], [M, rq], [M] (not made with q_rank 0) */
   clmoe_tensor q;                  /* [M, H, Dn + Dr] */
   clmoe_tensor ckv_raw, c, rstd_kv;/* [M, dc], [M, dc], [M] */
   clmoe_tensor kr;                 /* [M, Dr] */
   clmoe_tensor kv;                 /* [M, H, Dn + Dv] */
   clmoe_tensor o, lse;             /* [M, H, Dv], [M, H] */
-  clmoe_tensor gate, u;            /* sigmoid(W_g x) and gate * o: [M, H Dv] */
+  clmoe_tensor gate, u;            /* sigmoid(W_g x) and gate * o: [M, H Dv] (not made without w_g) */
 } clmoe_mla_saved;
 CLMOE_API void clmoe_mla_saved_release(clmoe_mla_saved *s);
 

@@ -107,7 +107,7 @@
 
 #define CH KDA_CHUNK /* rows of a chunk tile */
 #define VS KDA_VS    /* columns of V per state-pass work-group */
-#define L2_EPS 1e-6f
+#define L2_EPS 1e-6f /* x / sqrt(sum x^2 + 1e-6): transformers' Kimi Linear l2norm, the same form */
 
 /* Builds only where cond (a constant expression) holds: the layouts above checked against a
  * kernel's own arrays, once per kernel. */
@@ -126,7 +126,14 @@ inline float kda_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 inline float kda_softplus(float x) { return x > 0.0f ? x + log1p(exp(-x)) : log1p(exp(x)); }
 
 /* The log-decay of one channel from its gate logit z: bounded lb * sigmoid(ea (z + b)),
- * in [lb, 0]; or the unbounded -ea softplus(z + b) (only to show what the bound fixes). */
+ * in [lb, 0]; or the unbounded -ea softplus(z + b), Kimi Linear's form. That is exactly
+ * transformers' KimiLinearForgetGate (5.25): -exp(A_log) * softplus(z + dt_bias), its
+ * softplus x for x > 20 else log(1 + e^x); ours, x + log1p(e^-x) for x > 0, differs from x
+ * by under e^-20 < ulp(20) / 900 there and is the same function below (log1p: accurate
+ * where e^x is tiny). A_log per head, dt_bias per head and channel, as there. The chunked
+ * forward takes the unbounded gate through kda_fwd_pairwise.cl (its factors here would
+ * overflow); the backward's recomputation below still anchors them: finite while no
+ * chunk's decay passes about e^-80. */
 inline float kda_gate(float z, float ea, float b, float lb, int unbounded)
 {
   float x = z + b;

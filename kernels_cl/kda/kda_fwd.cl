@@ -8,6 +8,8 @@
  *   (the causal mask is applied by selection). Then Tm = (I + Akk)^-1 by forward
  *   substitution (column-parallel), W = Tm (beta e^G kn), U = Tm (beta v), and the factors
  *   the state pass needs: Qg = scale e^G qn, Kd = e^(G_last - G) kn, gl = e^G_last.
+ *   (The unbounded gate's prep is kda_fwd_pairwise.cl's kda_prep_pairwise: the same outputs
+ *   without anchored factors, finite and exact for any gate values.)
  * kda_state: one work-group per (sequence, head, 16 columns of V); walks the sequence's
  *   chunks in order with its slice of the state S [K, 16] in local memory:
  *     Vnew = U - W S,   O = Qg S + Aqk Vnew,   S = gl (.) S + Kd^T Vnew.

@@ -1,6 +1,7 @@
 /* The portable chunk passes of kernels_cl/kda/kda_fwd.cl, shared by the chunked forward
  * (kda_forward.c) and the portable backward (kda_backward.c): kda_prep (the per-chunk
- * intermediates) and kda_state (the chunk-to-chunk state recurrence); and the sums of the
+ * intermediates; for the unbounded gate kda_fwd_pairwise.cl's kda_prep_pairwise, the same
+ * outputs for any gate values) and kda_state (the chunk-to-chunk state recurrence); and the sums of the
  * per-chunk parameter partials (kda_bwd.cl) that close both backwards. */
 #include "kda_internal.h"
 
@@ -33,7 +34,11 @@ clmoe_status clmoe__kda_run_prep(clmoe_ctx *ctx, const kda_plan *p, const clmoe_
   char opts[128];
   clmoe__kda_options(p, 0, opts, sizeof opts);
   cl_kernel k;
-  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "kda_common+kda_fwd", opts, "kda_prep", &k), fail);
+  /* the unbounded gate's decays overflow kda_prep's anchored factors: the pairwise pass */
+  if (p->unbounded)
+    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "kda_common+kda_fwd_pairwise", opts, "kda_prep_pairwise", &k), fail);
+  else
+    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "kda_common+kda_fwd", opts, "kda_prep", &k), fail);
   cl_ulong qo = (cl_ulong)in->q->offset, ko = (cl_ulong)in->k->offset, vo = (cl_ulong)in->v->offset;
   cl_ulong zo = (cl_ulong)in->g->offset, bo = (cl_ulong)in->beta->offset;
   cl_ulong ao = (cl_ulong)in->A_log->offset, dto = (cl_ulong)in->dt_bias->offset;

@@ -1,6 +1,12 @@
 /* Causal depthwise short convolution with SiLU (KDA's ShortConv4): argument checks and the
  * launches of kernels_cl/kda/kda_conv.cl.
  *
+ * The tap order is torch's conv1d with padding W - 1 cut to the sequence, as transformers'
+ * Kimi Linear runs its conv1d (causal_conv1d_fn): y[t] = silu(sum_j w[c, j] x[t - W + 1 + j]),
+ * the newest input on the last tap (checked against torch on random inputs to 4e-16 in
+ * double). Its weight [3 H D, 1, W] is ours [C, W] for q, k and v in turn (channels
+ * [0, HD), [HD, 2 HD), [2 HD, 3 HD)): a depthwise convolution splits by channel.
+ *
  * dw is a sum over every token. It is made deterministic without atomics: the backward
  * splits the tokens into chunks whose size depends only on the shapes (B T, C, W), each
  * work-item sums its chunk's tokens in order into its own partial [chunk, C, W], and a

@@ -12,20 +12,29 @@
 
 #define NPARAM CLMOE_KDA_LAYER_PARAMS
 
+/* The tensors of the layer's form first (in the documented order), then the absent ones. */
 int clmoe_kda_layer_params(clmoe_kda_layer *l, clmoe_tensor **t, const char **names, int *decay)
 {
-  clmoe_tensor *all[NPARAM] = {&l->w_q, &l->w_k, &l->w_v, &l->w_beta, &l->w_a_down, &l->w_a_up,
+  clmoe_tensor *full[NPARAM] = {&l->w_q, &l->w_k, &l->w_v, &l->w_beta, &l->w_a_down, &l->w_a_up,
+                                &l->dt_bias, &l->A_log, &l->conv_q, &l->conv_k, &l->conv_v,
+                                &l->o_gain, &l->w_g, &l->w_o, &l->w_g_down, &l->w_g_up};
+  clmoe_tensor *low[NPARAM] = {&l->w_q, &l->w_k, &l->w_v, &l->w_beta, &l->w_a_down, &l->w_a_up,
                                &l->dt_bias, &l->A_log, &l->conv_q, &l->conv_k, &l->conv_v,
-                               &l->o_gain, &l->w_g, &l->w_o};
-  static const char *const n[NPARAM] = {"w_q", "w_k", "w_v", "w_beta", "w_a_down", "w_a_up", "dt_bias",
-                                        "A_log", "conv_q", "conv_k", "conv_v", "o_gain", "w_g", "w_o"};
-  static const int dec[NPARAM] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1};
+                               &l->o_gain, &l->w_g_down, &l->w_g_up, &l->w_o, &l->w_g};
+  static const char *const nfull[NPARAM] = {"w_q", "w_k", "w_v", "w_beta", "w_a_down", "w_a_up", "dt_bias",
+                                            "A_log", "conv_q", "conv_k", "conv_v", "o_gain", "w_g", "w_o",
+                                            NULL, NULL};
+  static const char *const nlow[NPARAM] = {"w_q", "w_k", "w_v", "w_beta", "w_a_down", "w_a_up", "dt_bias",
+                                           "A_log", "conv_q", "conv_k", "conv_v", "o_gain", "w_g_down",
+                                           "w_g_up", "w_o", NULL};
+  static const int dec[NPARAM] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0};
+  const int lr = l->out_gate_rank > 0, n = lr ? 15 : 14;
   for (int i = 0; i < NPARAM; i++) {
-    if (t) t[i] = all[i];
-    if (names) names[i] = n[i];
-    if (decay) decay[i] = dec[i];
+    if (t) t[i] = lr ? low[i] : full[i];
+    if (names) names[i] = lr ? nlow[i] : nfull[i];
+    if (decay) decay[i] = i < n ? dec[i] : 0;
   }
-  return NPARAM;
+  return n;
 }
 
 void clmoe_kda_layer_destroy(clmoe_kda_layer *l)
@@ -39,20 +48,32 @@ clmoe_status clmoe_kda_layer_create(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t 
                                     int64_t D, int64_t rank, int64_t conv_width, float norm_eps,
                                     const clmoe_kda_options *opts)
 {
+  return clmoe_kda_layer_create_form(ctx, l, d, H, D, rank, conv_width, norm_eps, opts, 0);
+}
+
+clmoe_status clmoe_kda_layer_create_form(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d, int64_t H,
+                                         int64_t D, int64_t rank, int64_t conv_width, float norm_eps,
+                                         const clmoe_kda_options *opts, int64_t out_gate_rank)
+{
   memset(l, 0, sizeof *l);
   if (d < 1 || H < 1 || D < 1 || rank < 1 || conv_width < 1)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_kda_layer_create: sizes must be positive");
+  if (out_gate_rank < 0 || out_gate_rank > (1 << 20))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_kda_layer_create_form: out_gate_rank = %lld is outside "
+                        "[0, 2^20]", (long long)out_gate_rank);
   l->d = d, l->H = H, l->D = D, l->rank = rank, l->conv_width = conv_width, l->norm_eps = norm_eps;
+  l->out_gate_rank = out_gate_rank;
   if (opts) l->opts = *opts;
-  const int64_t HD = H * D;
-  const int64_t shapes[NPARAM][2] = {{HD, d}, {HD, d}, {HD, d}, {H, d}, {rank, d}, {HD, rank}, {H, D},
-                                     {H, 1}, {HD, conv_width}, {HD, conv_width}, {HD, conv_width},
-                                     {D, 1}, {HD, d}, {d, HD}};
-  static const int rank1[NPARAM] = {0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
-  clmoe_tensor *t[NPARAM];
-  clmoe_kda_layer_params(l, t, NULL, NULL);
-  for (int i = 0; i < NPARAM; i++) {
-    clmoe_status st = clmoe_tensor_create(ctx, t[i], CLMOE_F32, rank1[i] ? 1 : 2, shapes[i]);
+  const int64_t HD = H * D, r = out_gate_rank;
+  struct { clmoe_tensor *t; int64_t s0, s1; } list[] = {
+      {&l->w_q, HD, d}, {&l->w_k, HD, d}, {&l->w_v, HD, d}, {&l->w_beta, H, d}, {&l->w_a_down, rank, d},
+      {&l->w_a_up, HD, rank}, {&l->dt_bias, H, D}, {&l->A_log, H, 0}, {&l->conv_q, HD, conv_width},
+      {&l->conv_k, HD, conv_width}, {&l->conv_v, HD, conv_width}, {&l->o_gain, D, 0},
+      {r ? &l->w_g_down : &l->w_g, r ? r : HD, d}, {r ? &l->w_g_up : NULL, HD, r}, {&l->w_o, d, HD}};
+  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+    if (!list[i].t) continue;
+    const int64_t shape[2] = {list[i].s0, list[i].s1};
+    clmoe_status st = clmoe_tensor_create(ctx, list[i].t, CLMOE_F32, list[i].s1 ? 2 : 1, shape);
     if (st != CLMOE_OK) {
       clmoe_kda_layer_destroy(l);
       return st;
@@ -92,8 +113,8 @@ clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed)
 {
   clmoe_tensor *t[NPARAM];
   const char *names[NPARAM];
-  clmoe_kda_layer_params(l, t, names, NULL);
-  for (int i = 0; i < NPARAM; i++) {
+  const int n = clmoe_kda_layer_params(l, t, names, NULL);
+  for (int i = 0; i < n; i++) {
     if (t[i] == &l->A_log) CLMOE_TRY(clmoe_tensor_fill(t[i], 0.0));
     else if (t[i] == &l->dt_bias) CLMOE_TRY(init_dt_bias(l, seed * 64 + (uint64_t)i));
     else if (t[i] == &l->o_gain) CLMOE_TRY(clmoe_tensor_fill(t[i], 1.0));
@@ -118,7 +139,7 @@ clmoe_status clmoe_kda_layer_init(clmoe_kda_layer *l, uint64_t seed)
 void clmoe_kda_layer_cache_destroy(clmoe_kda_layer_cache *c)
 {
   clmoe_tensor *t[] = {&c->xq, &c->xk, &c->xv, &c->q, &c->k, &c->v, &c->za, &c->z, &c->beta, &c->o,
-                       &c->rstd, &c->on, &c->gs};
+                       &c->rstd, &c->on, &c->gs, &c->gd};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   clmoe__kda_kept_free(c->kda_kept);
   c->kda_kept = NULL;
@@ -181,11 +202,15 @@ static clmoe_status cache_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64
     }
   }
   clmoe_status st = clmoe_tensor_create(ctx, &c->rstd, CLMOE_F32, 1, (int64_t[]){N * l->H});
+  if (st == CLMOE_OK && l->out_gate_rank > 0)
+    st = clmoe_tensor_create(ctx, &c->gd, CLMOE_F32, 2, (int64_t[]){N, l->out_gate_rank});
   if (st != CLMOE_OK) clmoe_kda_layer_cache_destroy(c);
   return st;
 }
 
-/* After KDA: on = RMSNorm_head(o), gs = sigmoid(x W_g), y = (gs * on) W_o. */
+/* After KDA: on = RMSNorm_head(o), gs = sigmoid(x W_g) (low rank: sigmoid((x W_g_down) W_g_up)),
+ * y = (gs * on) W_o. Kimi Linear's o_norm computes the same: weight [D] * RMSNorm over the head's
+ * D channels (eps the model's rms_norm_eps) * sigmoid(gate), in fp32. */
 static clmoe_status output_gate(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x2,
                                 clmoe_kda_layer_cache *c, clmoe_tensor *y2, int64_t N)
 {
@@ -194,7 +219,12 @@ static clmoe_status output_gate(clmoe_ctx *ctx, const clmoe_kda_layer *l, const 
   CLMOE_TRY(clmoe_tensor_view2d(&c->o, &o_rows, N * l->H, l->D));
   CLMOE_TRY(clmoe_tensor_view2d(&c->on, &on_rows, N * l->H, l->D));
   CLMOE_TRY(clmoe_rmsnorm(ctx, &o_rows, &l->o_gain, l->norm_eps, &on_rows, &c->rstd));
-  CLMOE_TRY(clmoe_linear(ctx, x2, &l->w_g, NULL, &c->gs));
+  if (l->out_gate_rank > 0) {
+    CLMOE_TRY(clmoe_linear(ctx, x2, &l->w_g_down, NULL, &c->gd));
+    CLMOE_TRY(clmoe_linear(ctx, &c->gd, &l->w_g_up, NULL, &c->gs));
+  } else {
+    CLMOE_TRY(clmoe_linear(ctx, x2, &l->w_g, NULL, &c->gs));
+  }
   CLMOE_TRY(clmoe_sigmoid(ctx, &c->gs, &c->gs));
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m, CLMOE_F32, 2, (int64_t[]){N, HD}), done);
@@ -272,7 +302,7 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
   const int64_t B = x->shape[0], T = x->shape[1], N = B * T, H = l->H, D = l->D, HD = H * D;
   clmoe_tensor x2, dx2, dy2, rows, drows, on_rows;
   clmoe_tensor dm = {0}, m = {0}, don = {0}, dO = {0}, dq = {0}, dk = {0}, dv = {0}, dz = {0}, dbeta = {0};
-  clmoe_tensor dza = {0}, dpre = {0}, small = {0}, dA = {0}, ddt = {0}, dconv = {0};
+  clmoe_tensor dza = {0}, dpre = {0}, small = {0}, dA = {0}, ddt = {0}, dconv = {0}, dgd = {0};
   const int64_t s3[3] = {B, T, HD}, s4[4] = {B, T, H, D}, sb[3] = {B, T, H};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, N, l->d), done);
@@ -294,7 +324,18 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
   /* m = gs * on; gs = sigmoid(x W_g) */
   CLMOE_TRY_GOTO(st, clmoe_mul_backward(ctx, &dm, &c->gs, &c->on, &m /* dgs */, &don), done);
   CLMOE_TRY_GOTO(st, clmoe_sigmoid_backward(ctx, &c->gs, &m, &m), done);
-  CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_g, &m, &g->w_g, &dx2), done);
+  if (l->out_gate_rank > 0) { /* gate logits = (x W_g_down) W_g_up */
+    if (g->out_gate_rank != l->out_gate_rank) {
+      st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads have out_gate_rank %lld, the layer %lld", op,
+                        (long long)g->out_gate_rank, (long long)l->out_gate_rank);
+      goto done;
+    }
+    CLMOE_TRY_GOTO(st, clmoe_tensor_zeros(ctx, &dgd, CLMOE_F32, 2, (int64_t[]){N, l->out_gate_rank}), done);
+    CLMOE_TRY_GOTO(st, proj_back(ctx, &c->gd, &l->w_g_up, &m, &g->w_g_up, &dgd), done);
+    CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_g_down, &dgd, &g->w_g_down, &dx2), done);
+  } else {
+    CLMOE_TRY_GOTO(st, proj_back(ctx, &x2, &l->w_g, &m, &g->w_g, &dx2), done);
+  }
   /* on = RMSNorm_head(o) */
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(&c->o, &rows, N * H, D), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(&dO, &drows, N * H, D), done);
@@ -344,7 +385,7 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
     }
   }
 done:;
-  clmoe_tensor *all[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dbeta, &dza, &dpre, &small, &dA, &ddt, &dconv};
+  clmoe_tensor *all[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dbeta, &dza, &dpre, &small, &dA, &ddt, &dconv, &dgd};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
   return st;
 }

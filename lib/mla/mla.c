@@ -20,8 +20,9 @@ clmoe_status clmoe_mla_config_check(const clmoe_mla_config *c)
   const int64_t v[7] = {c->d_model, c->n_heads, c->q_rank, c->kv_rank, c->qk_nope, c->qk_rope, c->v_dim};
   const char *names[7] = {"d_model", "n_heads", "q_rank", "kv_rank", "qk_nope", "qk_rope", "v_dim"};
   for (int i = 0; i < 7; i++)
-    if (v[i] < 1 || v[i] > (1 << 20))
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MLA: %s = %lld is outside [1, 2^20]", names[i], (long long)v[i]);
+    if (v[i] < (i == 2 ? 0 : 1) || v[i] > (1 << 20)) /* q_rank 0: q = W_q x */
+        return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MLA: %s = %lld is outside [%d, 2^20]", names[i],
+                          (long long)v[i], i == 2 ? 0 : 1);
   if (c->qk_nope + c->qk_rope > MLA_MAX_DQK || c->v_dim > MLA_MAX_DV)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "MLA: qk_nope + qk_rope = %lld and v_dim = %lld: at most %d and %d "
                         "are supported", (long long)(c->qk_nope + c->qk_rope), (long long)c->v_dim, MLA_MAX_DQK,
@@ -41,15 +42,25 @@ const char *clmoe_mla_weight_name(int i)
   return i >= 0 && i < CLMOE_MLA_NWEIGHTS ? weight_names[i] : NULL;
 }
 
+/* Absent with q_rank 0: w_dq and q_norm. */
+static int weight_absent(const clmoe_mla_config *c, int i) { return (i == 0 || i == 1) && c->q_rank == 0; }
+
+const char *clmoe_mla_weight_name_in(const clmoe_mla_config *c, const clmoe_mla_weights *w, int i)
+{
+  if (i < 0 || i >= CLMOE_MLA_NWEIGHTS || !clmoe_mla_weight_at((clmoe_mla_weights *)w, i)->buf) return NULL;
+  return i == 2 && c->q_rank == 0 ? "w_q" : weight_names[i];
+}
+
 void clmoe_mla_weight_shape(const clmoe_mla_config *c, int i, int *ndim, int64_t shape[2])
 {
   const int64_t H = c->n_heads, d = c->d_model, dqk = c->qk_nope + c->qk_rope;
-  const int64_t s[CLMOE_MLA_NWEIGHTS][2] = {{c->q_rank, d}, {c->q_rank, 1}, {H * dqk, c->q_rank},
+  const int64_t qin = c->q_rank > 0 ? c->q_rank : d; /* w_uq's input: c_q, or x itself */
+  const int64_t s[CLMOE_MLA_NWEIGHTS][2] = {{c->q_rank, d}, {c->q_rank, 1}, {H * dqk, qin},
                                             {c->kv_rank + c->qk_rope, d}, {c->kv_rank, 1},
                                             {H * (c->qk_nope + c->v_dim), c->kv_rank}, {H * c->v_dim, d},
                                             {d, H * c->v_dim}};
-  *ndim = i == 1 || i == 4 ? 1 : 2;
-  shape[0] = s[i][0], shape[1] = s[i][1];
+  *ndim = weight_absent(c, i) ? 0 : i == 1 || i == 4 ? 1 : 2;
+  shape[0] = *ndim ? s[i][0] : 0, shape[1] = *ndim ? s[i][1] : 0;
 }
 
 clmoe_tensor *clmoe_mla_weight_at(clmoe_mla_weights *w, int i)
@@ -61,12 +72,22 @@ clmoe_tensor *clmoe_mla_weight_at(clmoe_mla_weights *w, int i)
 
 clmoe_status clmoe_mla_weights_create(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_weights *w)
 {
+  return clmoe_mla_weights_create_form(ctx, cfg, 1, w);
+}
+
+clmoe_status clmoe_mla_weights_create_form(clmoe_ctx *ctx, const clmoe_mla_config *cfg, int output_gate,
+                                           clmoe_mla_weights *w)
+{
   memset(w, 0, sizeof *w);
   CLMOE_TRY(clmoe_mla_config_check(cfg));
+  if (output_gate != 0 && output_gate != 1)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_mla_weights_create_form: output_gate = %d must be 0 or 1",
+                        output_gate);
   for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) {
     int nd;
     int64_t shape[2];
     clmoe_mla_weight_shape(cfg, i, &nd, shape);
+    if (nd == 0 || (i == 6 && !output_gate)) continue; /* absent in this form */
     clmoe_status st = clmoe_tensor_create(ctx, clmoe_mla_weight_at(w, i), CLMOE_F32, nd, shape);
     if (st != CLMOE_OK) {
       clmoe_mla_weights_destroy(w);
@@ -87,6 +108,7 @@ clmoe_status clmoe_mla_weights_init(clmoe_mla_weights *w, uint64_t seed, float s
 {
   for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) {
     clmoe_tensor *t = clmoe_mla_weight_at(w, i);
+    if (!t->buf) continue; /* absent in this form */
     if (i == 1 || i == 4) CLMOE_TRY(clmoe_tensor_fill(t, 1.0));
     else CLMOE_TRY(clmoe_tensor_fill_normal(t, seed + (uint64_t)i, 0.0f, stddev));
   }
@@ -102,6 +124,8 @@ static clmoe_status check_weights(const char *op, const clmoe_mla_config *cfg, c
     int nd;
     int64_t s[2];
     clmoe_mla_weight_shape(cfg, i, &nd, s);
+    /* absent in this form, never read: w_dq and q_norm with q_rank 0; w_g when w lacks it */
+    if (nd == 0 || (i == 6 && !w->w_g.buf)) continue;
     CLMOE_TRY(clmoe__want_shape(clmoe_mla_weight_at((clmoe_mla_weights *)w, i), op, weight_names[i],
                                 allow_bf16 && nd == 2, nd, s[0], s[1], 0, 0));
   }

@@ -24,23 +24,29 @@ clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   const int64_t M = x2->shape[0], H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope, dc = cfg->kv_rank;
   const float eps = clmoe__mla_eps(cfg);
   clmoe_tensor v2, wc, wr;
-  CLMOE_TRY(mk(ctx, &s->cq, M, cfg->q_rank, 0));
+  const int latent_q = cfg->q_rank > 0;
+  if (latent_q) CLMOE_TRY(mk(ctx, &s->cq, M, cfg->q_rank, 0));
   CLMOE_TRY(mk(ctx, &s->c, M, dc, 0));
-  if (keep_raw) {
+  if (keep_raw && latent_q) {
     CLMOE_TRY(mk(ctx, &s->cq_raw, M, cfg->q_rank, 0));
     CLMOE_TRY(mk(ctx, &s->rstd_q, M, 0, 0));
+  }
+  if (keep_raw) {
     CLMOE_TRY(mk(ctx, &s->ckv_raw, M, dc, 0));
     CLMOE_TRY(mk(ctx, &s->rstd_kv, M, 0, 0));
   }
   CLMOE_TRY(mk(ctx, &s->q, M, H, dqk));
   CLMOE_TRY(mk(ctx, &s->kr, M, cfg->qk_rope, 0));
-  CLMOE_TRY(mk(ctx, &s->gate, M, H * cfg->v_dim, 0));
-  /* c_q = RMSNorm(W_dq x); q = W_uq c_q */
-  clmoe_tensor *cq_raw = keep_raw ? &s->cq_raw : &s->cq;
-  CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_dq, NULL, cq_raw));
-  CLMOE_TRY(clmoe_rmsnorm(ctx, cq_raw, &w->q_norm, eps, &s->cq, keep_raw ? &s->rstd_q : NULL));
+  /* c_q = RMSNorm(W_dq x); q = W_uq c_q; or with q_rank 0, q = W_q x (W_q in w_uq) */
   CLMOE_TRY(clmoe_tensor_view2d(&s->q, &v2, M, H * dqk));
-  CLMOE_TRY(clmoe_linear(ctx, &s->cq, &w->w_uq, NULL, &v2));
+  if (latent_q) {
+    clmoe_tensor *cq_raw = keep_raw ? &s->cq_raw : &s->cq;
+    CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_dq, NULL, cq_raw));
+    CLMOE_TRY(clmoe_rmsnorm(ctx, cq_raw, &w->q_norm, eps, &s->cq, keep_raw ? &s->rstd_q : NULL));
+    CLMOE_TRY(clmoe_linear(ctx, &s->cq, &w->w_uq, NULL, &v2));
+  } else {
+    CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_uq, NULL, &v2));
+  }
   /* [c_kv; k_r] = W_dkv x (two row blocks of W_dkv); c = RMSNorm(c_kv) */
   CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wc, 0, dc));
   CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wr, dc, cfg->qk_rope));
@@ -48,7 +54,9 @@ clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   CLMOE_TRY(clmoe_linear(ctx, x2, &wc, NULL, ckv_raw));
   CLMOE_TRY(clmoe_linear(ctx, x2, &wr, NULL, &s->kr));
   CLMOE_TRY(clmoe_rmsnorm(ctx, ckv_raw, &w->kv_norm, eps, &s->c, keep_raw ? &s->rstd_kv : NULL));
-  /* gate = sigmoid(W_g x) */
+  /* gate = sigmoid(W_g x); none (s->gate stays empty) without w_g */
+  if (!w->w_g.buf) return CLMOE_OK;
+  CLMOE_TRY(mk(ctx, &s->gate, M, H * cfg->v_dim, 0));
   CLMOE_TRY(clmoe_linear(ctx, x2, &w->w_g, NULL, &s->gate));
   return clmoe_sigmoid(ctx, &s->gate, &s->gate);
 }
@@ -56,6 +64,7 @@ clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
 clmoe_status clmoe__mla_output(clmoe_ctx *ctx, const clmoe_mla_weights *w, const clmoe_tensor *gate,
                                const clmoe_tensor *o2, clmoe_tensor *u, clmoe_tensor *y2)
 {
+  if (!gate->buf) return clmoe_linear(ctx, o2, &w->w_o, NULL, y2); /* ungated: y = W_o o */
   CLMOE_TRY(clmoe_mul(ctx, gate, o2, u));
   return clmoe_linear(ctx, u, &w->w_o, NULL, y2);
 }
@@ -86,7 +95,7 @@ clmoe_status clmoe__mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cf
   CLMOE_TRY(clmoe_linear(ctx, &s->c, &w->w_ukv, NULL, &kv2));
   CLMOE_TRY(mk(ctx, &s->o, M, H, dv));
   CLMOE_TRY(mk(ctx, &s->lse, M, H, 0));
-  CLMOE_TRY(mk(ctx, &s->u, M, H * dv, 0));
+  if (w->w_g.buf) CLMOE_TRY(mk(ctx, &s->u, M, H * dv, 0));
   mla_attn_desc a = layer_desc(cfg, s, M);
   CLMOE_TRY(clmoe__mla_attn_fwd_run(ctx, &a, p, &s->o, &s->lse));
   CLMOE_TRY(clmoe_tensor_view2d(&s->o, &o2, M, H * dv));
@@ -143,24 +152,33 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
 {
   const int64_t M = p->M, H = cfg->n_heads, dn = cfg->qk_nope, dr = cfg->qk_rope, dv = cfg->v_dim;
   const int64_t dqk = dn + dr, dkv = dn + dv, dc = cfg->kv_rank;
-  CLMOE_TRY(mk(ctx, &t[G_DU], M, H * dv, 0));
-  CLMOE_TRY(mk(ctx, &t[G_DGATE], M, H * dv, 0));
+  const int gated = w->w_g.buf != NULL, latent_q = cfg->q_rank > 0;
+  if (gated) {
+    CLMOE_TRY(mk(ctx, &t[G_DU], M, H * dv, 0));
+    CLMOE_TRY(mk(ctx, &t[G_DGATE], M, H * dv, 0));
+  }
   CLMOE_TRY(mk(ctx, &t[G_DO], M, H, dv));
   CLMOE_TRY(mk(ctx, &t[G_DQ], M, H, dqk));
   CLMOE_TRY(mk(ctx, &t[G_DKV], M, H, dkv));
   CLMOE_TRY(mk(ctx, &t[G_DKR], M, dr, 0));
   CLMOE_TRY(mk(ctx, &t[G_DC], M, dc, 0));
-  CLMOE_TRY(mk(ctx, &t[G_DCQ], M, cfg->q_rank, 0));
+  if (latent_q) CLMOE_TRY(mk(ctx, &t[G_DCQ], M, cfg->q_rank, 0));
   clmoe_tensor o2, do2, dq2, dkv2, wc, wr, gwc, gwr;
   CLMOE_TRY(clmoe_tensor_view2d(&s->o, &o2, M, H * dv));
   CLMOE_TRY(clmoe_tensor_view2d(&t[G_DO], &do2, M, H * dv));
   CLMOE_TRY(clmoe_tensor_view2d(&t[G_DQ], &dq2, M, H * dqk));
   CLMOE_TRY(clmoe_tensor_view2d(&t[G_DKV], &dkv2, M, H * dkv));
-  /* y = W_o u, u = gate * o, gate = sigmoid(W_g x) */
-  CLMOE_TRY(clmoe_linear_backward(ctx, &s->u, &w->w_o, dy2, &t[G_DU], &g->w_o, NULL, 0));
-  CLMOE_TRY(clmoe_mul_backward(ctx, &t[G_DU], &s->gate, &o2, &t[G_DGATE], &do2));
-  CLMOE_TRY(clmoe_sigmoid_backward(ctx, &s->gate, &t[G_DGATE], &t[G_DGATE]));
-  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &w->w_g, &t[G_DGATE], dx2, &g->w_g, NULL, 0));
+  /* y = W_o u, u = gate * o, gate = sigmoid(W_g x); ungated: y = W_o o */
+  int dx_written = 0;
+  if (gated) {
+    CLMOE_TRY(clmoe_linear_backward(ctx, &s->u, &w->w_o, dy2, &t[G_DU], &g->w_o, NULL, 0));
+    CLMOE_TRY(clmoe_mul_backward(ctx, &t[G_DU], &s->gate, &o2, &t[G_DGATE], &do2));
+    CLMOE_TRY(clmoe_sigmoid_backward(ctx, &s->gate, &t[G_DGATE], &t[G_DGATE]));
+    CLMOE_TRY(clmoe_linear_backward(ctx, x2, &w->w_g, &t[G_DGATE], dx2, &g->w_g, NULL, 0));
+    dx_written = 1;
+  } else {
+    CLMOE_TRY(clmoe_linear_backward(ctx, &o2, &w->w_o, dy2, &do2, &g->w_o, NULL, 0));
+  }
   /* attention */
   mla_attn_desc a = layer_desc(cfg, s, M);
   mla_operand dkn = {t[G_DKV].buf, (cl_ulong)t[G_DKV].offset, (cl_uint)(H * dkv), (cl_uint)dkv};
@@ -174,9 +192,10 @@ static clmoe_status layer_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   CLMOE_TRY(clmoe_tensor_rows(&w->w_dkv, &wr, dc, dr));
   CLMOE_TRY(clmoe_tensor_rows(&g->w_dkv, &gwc, 0, dc));
   CLMOE_TRY(clmoe_tensor_rows(&g->w_dkv, &gwr, dc, dr));
-  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wc, &t[G_DC], dx2, &gwc, NULL, CLMOE_LINEAR_ACC_DX));
+  CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wc, &t[G_DC], dx2, &gwc, NULL, dx_written ? CLMOE_LINEAR_ACC_DX : 0));
   CLMOE_TRY(clmoe_linear_backward(ctx, x2, &wr, &t[G_DKR], dx2, &gwr, NULL, CLMOE_LINEAR_ACC_DX));
-  /* q = W_uq c_q, c_q = RMSNorm(W_dq x) */
+  /* q = W_q x (q_rank 0); or q = W_uq c_q, c_q = RMSNorm(W_dq x) */
+  if (!latent_q) return clmoe_linear_backward(ctx, x2, &w->w_uq, &dq2, dx2, &g->w_uq, NULL, CLMOE_LINEAR_ACC_DX);
   CLMOE_TRY(clmoe_linear_backward(ctx, &s->cq, &w->w_uq, &dq2, &t[G_DCQ], &g->w_uq, NULL, 0));
   CLMOE_TRY(clmoe_rmsnorm_backward(ctx, &s->cq_raw, &w->q_norm, &s->rstd_q, &t[G_DCQ], &t[G_DCQ], &g->q_norm));
   CLMOE_TRY(clmoe_linear_backward(ctx, x2, &w->w_dq, &t[G_DCQ], dx2, &g->w_dq, NULL, CLMOE_LINEAR_ACC_DX));
@@ -202,12 +221,18 @@ clmoe_status clmoe_mla_backward(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
     goto done;
   }
   CLMOE_TRY_GOTO(st, clmoe__mla_check_weights(op, cfg, grads), done);
+  if ((grads->w_g.buf != NULL) != (w->w_g.buf != NULL)) {
+    st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: grads %s w_g and the weights %s: both must be of one form", op,
+                      grads->w_g.buf ? "have" : "lack", w->w_g.buf ? "have it" : "lack it");
+    goto done;
+  }
   if (dx) {
     CLMOE_TRY_GOTO(st, clmoe__want_shape(dx, op, "dx", 0, 3, p.B, p.T, cfg->d_model, 0), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, p.M, cfg->d_model), done);
   }
   if (p.M == 0) { /* no tokens: zero gradients */
-    for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) CLMOE_TRY_GOTO(st, clmoe_tensor_fill(clmoe_mla_weight_at(grads, i), 0.0), done);
+    for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++)
+      if (clmoe_mla_weight_at(grads, i)->buf) CLMOE_TRY_GOTO(st, clmoe_tensor_fill(clmoe_mla_weight_at(grads, i), 0.0), done);
     goto done;
   }
   st = layer_backward(ctx, cfg, w, &x2, &p, saved, &dy2, dx ? &dx2 : NULL, grads, t);

@@ -96,26 +96,28 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   snprintf(prefix, sizeof prefix, "layer%d/mixer", l);
   if (L->is_mla) {
     clmoe_mla_config mc = {d, c->mla_heads, c->mla_q_rank, c->mla_kv_rank, c->mla_qk_nope_dim,
-                           c->mla_qk_rope_dim, c->mla_v_dim, (float)c->norm_eps, 0.0f};
+                           c->mla_qk_rope_dim, c->mla_v_dim,
+                           (float)(c->mla_norm_eps > 0.0 ? c->mla_norm_eps : c->norm_eps), 0.0f};
     L->mla_cfg = mc;
-    CLMOE_TRY(clmoe_mla_weights_create(ctx, &L->mla_cfg, &L->mla));
+    CLMOE_TRY(clmoe_mla_weights_create_form(ctx, &L->mla_cfg, c->mla_output_gate != 0, &L->mla));
     for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) {
-      const char *name = clmoe_mla_weight_name(i);
+      const char *name = clmoe_mla_weight_name_in(&L->mla_cfg, &L->mla, i);
+      if (!name) continue; /* absent in this form */
       int decay = strcmp(name, "q_norm") && strcmp(name, "kv_norm");
       CLMOE_TRY(reg(m, prefix, name, clmoe_mla_weight_at(&L->mla, i), decay, clmoe_mla_weight_at(&L->mla_g, i)));
     }
   } else {
     clmoe_kda_options ko = {0.0f, (float)c->kda_lower_bound,
                             c->kda_unbounded_gate ? CLMOE_KDA_GATE_UNBOUNDED : CLMOE_KDA_GATE_BOUNDED};
-    CLMOE_TRY(clmoe_kda_layer_create(ctx, &L->kda, d, c->kda_heads, c->kda_head_dim, c->kda_gate_rank,
-                                     c->kda_conv_width, (float)c->norm_eps, &ko));
+    CLMOE_TRY(clmoe_kda_layer_create_form(ctx, &L->kda, d, c->kda_heads, c->kda_head_dim, c->kda_gate_rank,
+                                          c->kda_conv_width, (float)c->norm_eps, &ko, c->kda_out_gate_rank));
     L->kda_g = L->kda; /* sizes and options; the tensors become registry views below */
     clmoe_tensor *t[CLMOE_KDA_LAYER_PARAMS], *g[CLMOE_KDA_LAYER_PARAMS];
     const char *names[CLMOE_KDA_LAYER_PARAMS];
     int decay[CLMOE_KDA_LAYER_PARAMS];
-    clmoe_kda_layer_params(&L->kda, t, names, decay);
+    const int np = clmoe_kda_layer_params(&L->kda, t, names, decay); /* the form's tensors */
     clmoe_kda_layer_params(&L->kda_g, g, NULL, NULL);
-    for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) CLMOE_TRY(reg(m, prefix, names[i], t[i], decay[i], g[i]));
+    for (int i = 0; i < np; i++) CLMOE_TRY(reg(m, prefix, names[i], t[i], decay[i], g[i]));
   }
   snprintf(prefix, sizeof prefix, "layer%d/ffn", l);
   if (L->is_dense) {
@@ -158,23 +160,11 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   return clmoe_params_add_buffer(&m->params, full, &L->moe.bias);
 }
 
-/* The config's forms of layer that the model does not build yet. */
-static clmoe_status check_supported(const clmoe_config *c)
-{
-  const char *what = c->kda_out_gate_rank != 0        ? "[kda] out_gate_rank > 0"
-                     : c->mla_q_rank == 0 && clmoe_config_mla_count(c) > 0 ? "[mla] q_rank = 0"
-                     : !c->mla_output_gate              ? "[mla] output_gate = false"
-                                                        : NULL;
-  if (what) return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %s is not supported yet", c->name, what);
-  return CLMOE_OK;
-}
-
 static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inference, clmoe_dist *dist,
                            const clmoe_expert_map *map, clmoe_model **out)
 {
   *out = NULL;
   CLMOE_TRY(clmoe_config_validate(cfg, cfg->name));
-  CLMOE_TRY(check_supported(cfg));
   if (dist && (!map || map->ranks != clmoe_dist_size(dist) || map->experts != cfg->experts))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_create_ep: the expert map must have %d ranks "
                         "and %lld experts (it has %d and %d)", clmoe_dist_size(dist), (long long)cfg->experts,

@@ -292,8 +292,8 @@ static int64_t layer_grads(clmoe_kda_layer *L, const clmoe_tensor *x, clmoe_tens
 {
   clmoe_kda_layer_cache cache = {0};
   clmoe_tensor *gt[CLMOE_KDA_LAYER_PARAMS];
-  clmoe_kda_layer_params(G, gt, NULL, NULL);
-  for (int i = 0; i < CLMOE_KDA_LAYER_PARAMS; i++) TEST_OK(clmoe_tensor_fill(gt[i], 0.0));
+  const int np = clmoe_kda_layer_params(G, gt, NULL, NULL);
+  for (int i = 0; i < np; i++) TEST_OK(clmoe_tensor_fill(gt[i], 0.0));
   TEST_OK(clmoe_tensor_fill(dx, 0.0));
   TEST_OK(clmoe_kda_layer_forward(test_ctx, L, x, NULL, y, &cache, NULL));
   clmoe_kda_tile_saved *kept = clmoe__kda_kept_saved(cache.kda_kept);
@@ -327,10 +327,10 @@ static void test_layer_kept(void)
   CU_ASSERT_EQUAL(layer_grads(&L, &x, &y, &dy, &G[0], &dx[0], 0), LB * 3);
   CU_ASSERT_EQUAL(layer_grads(&L, &x, &y, &dy, &G[1], &dx[1], 1), LB * 3);
   clmoe_tensor *g0[CLMOE_KDA_LAYER_PARAMS + 1], *g1[CLMOE_KDA_LAYER_PARAMS + 1];
-  clmoe_kda_layer_params(&G[0], g0, NULL, NULL);
+  const int np = clmoe_kda_layer_params(&G[0], g0, NULL, NULL); /* the form's tensors, then dx */
   clmoe_kda_layer_params(&G[1], g1, NULL, NULL);
-  g0[CLMOE_KDA_LAYER_PARAMS] = &dx[0], g1[CLMOE_KDA_LAYER_PARAMS] = &dx[1];
-  for (int i = 0; i <= CLMOE_KDA_LAYER_PARAMS; i++) {
+  g0[np] = &dx[0], g1[np] = &dx[1];
+  for (int i = 0; i <= np; i++) {
     const size_t n = (size_t)clmoe_tensor_numel(g0[i]);
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     CU_ASSERT_FATAL(a && b);

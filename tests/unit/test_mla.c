@@ -80,10 +80,12 @@ static double layer_loss(const void *c, double *const *in)
   return L;
 }
 
-static void test_ref_layer_fd(void)
+/* rq 0: q = W_q x; ungated: no output gate (Kimi Linear's forms); a weight absent in the
+ * form has 0 elements, so finite differences have nothing to check there. */
+static void layer_fd(int64_t rq, int ungated)
 {
   static const int32_t cu[4] = {0, 3, 4, 7};
-  ref_mla_layer l = {{1, 7, 2, 3, 2, 3, cu, 3, 1.0 / sqrt(5.0), 0}, 6, 5, 4, 1e-5, 0};
+  ref_mla_layer l = {{1, 7, 2, 3, 2, 3, cu, 3, 1.0 / sqrt(5.0), 0}, 6, rq, 4, 1e-5, 0, ungated};
   double *in[10], *g[9];
   int64_t count[10];
   for (int i = 0; i < 8; i++) count[i] = ref_mla_weight_numel(&l, i);
@@ -103,6 +105,18 @@ static void test_ref_layer_fd(void)
   }
   for (int p = 0; p < 10; p++) free(in[p]);
   for (int p = 0; p < 9; p++) free(g[p]);
+}
+
+static void test_ref_layer_fd(void)
+{
+  layer_fd(5, 0);
+  layer_fd(0, 0);
+  layer_fd(5, 1);
+  layer_fd(0, 1);
+  /* the forms' absent weights */
+  ref_mla_layer k = {{1, 7, 2, 3, 2, 3, NULL, 0, 1.0, 0}, 6, 0, 4, 1e-5, 0, 1};
+  CU_ASSERT(ref_mla_weight_numel(&k, 0) == 0 && ref_mla_weight_numel(&k, 1) == 0 && ref_mla_weight_numel(&k, 6) == 0);
+  CU_ASSERT(ref_mla_weight_numel(&k, 2) == 2 * 5 * 6);
 }
 
 /* ---- device helpers ---- */

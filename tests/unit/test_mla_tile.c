@@ -235,7 +235,7 @@ static void test_backward_consumes(void)
 static void test_layer_fastpath(void)
 {
   static const int32_t lens[2] = {70, 33};
-  const layer_case lc = {64, 2, 48, 40, 16, 8, 24, 0, 0, lens, 2, 0, CLMOE_F32};
+  const layer_case lc = {64, 2, 48, 40, 16, 8, 24, 0, 0, lens, 2, 0, CLMOE_F32, 0};
   layer_data L;
   int32_t *cu = NULL;
   clmoe_tensor x, y, cu_t;

@@ -86,7 +86,8 @@ static void ref_mla_mixer(host_params *h, const clmoe_config *c, int l, const do
 {
   const int64_t Dn = c->mla_qk_nope_dim, Dr = c->mla_qk_rope_dim;
   ref_mla_layer L = {{B, T, c->mla_heads, Dn, Dr, c->mla_v_dim, NULL, 0, 1.0 / sqrt((double)(Dn + Dr)), 0},
-                     c->d_model, c->mla_q_rank, c->mla_kv_rank, c->norm_eps, 0};
+                     c->d_model, c->mla_q_rank, c->mla_kv_rank, c->mla_norm_eps > 0.0 ? c->mla_norm_eps : c->norm_eps, 0,
+                     !c->mla_output_gate};
   const double *w[REF_MLA_NWEIGHTS];
   for (int i = 0; i < REF_MLA_NWEIGHTS; i++) w[i] = hp(h, "layer%d/mixer/%s", l, clmoe_mla_weight_name(i));
   if (!h->bad) ref_mla_forward(&L, w, x, y);
