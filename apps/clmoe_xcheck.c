@@ -43,7 +43,7 @@ static void usage(void)
          "                 versions, every result and pair\n"
          "  --outputs      with --json: also write every check's outputs (base64 float32\n"
          "                 values and the measure's denominators), for --compare on another\n"
-         "                 node; all 224 checks on one device write about 120 MB (11.4\n"
+         "                 node; all 248 checks on one device write about 120 MB (11.4\n"
          "                 million values; 70 MB gzipped), select checks with --op\n"
          "  --pair-factor X  a pair of devices fails when it differs by more than X times\n"
          "                 the check's tolerance (default 1; two devices that each pass can\n"

@@ -11,7 +11,7 @@ skip_without_device
 
 expect "generate --help" 0 "Usage: clmoe-generate" -- "$gen" --help
 expect "generate --version" 0 "clmoe-generate [0-9]" -- "$gen" --version
-expect "generate without --ckpt" 2 "--ckpt FILE is required" -- "$gen" --prompt hi
+expect "generate without --ckpt or --model" 2 "--ckpt FILE or --model DIR is required" -- "$gen" --prompt hi
 expect "generate without a prompt" 2 "at least one --prompt" -- "$gen" --ckpt x
 expect "generate unknown flag" 2 "unknown argument '--frobnicate'" -- "$gen" --frobnicate
 expect "generate bad --top-p" 2 "--top-p: '2' is not a number" -- "$gen" --ckpt x --prompt a --top-p 2
