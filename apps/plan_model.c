@@ -9,7 +9,8 @@
 
 /* Activation values saved for backward per token, summed over the layers: a coarse model
  * that counts the tensors clmoe keeps (no recomputation). Per layer 12 d for the residual
- * sources, the two Block AttnRes mixes and the two RMSNorm outputs; the mixer's
+ * sources, the two Block AttnRes mixes and the two RMSNorm outputs (4 d in the plain
+ * residual stack: each sub-layer's input and its norm); the mixer's
  * projections; the FFN's inputs and SiTU-GLU pre-activations. The fp32 logits (vocab a
  * token) are added by the caller. */
 static double activation_values(const clmoe_config *c)
@@ -17,11 +18,11 @@ static double activation_values(const clmoe_config *c)
   const double d = (double)c->d_model;
   double sum = 0.0;
   for (int l = 0; l < c->layers; l++) {
-    sum += 12.0 * d;
+    sum += (c->residual == CLMOE_RESIDUAL_PLAIN ? 4.0 : 12.0) * d;
     if (c->is_mla[l]) /* c_q, c_kv + k_r, per head q, k (nope + rope), v, o, and the gate */
       sum += (double)c->mla_q_rank + (double)c->mla_kv_rank + (double)c->mla_qk_rope_dim +
              (double)c->mla_heads * (2.0 * (double)(c->mla_qk_nope_dim + c->mla_qk_rope_dim) +
-                                     2.0 * (double)c->mla_v_dim) + d;
+                                     2.0 * (double)c->mla_v_dim) + (c->mla_output_gate ? d : 0.0);
     else /* q, k, v before and after the short convolution, the gate, o; decay logits */
       sum += 8.0 * (double)(c->kda_heads * c->kda_head_dim) + 2.0 * (double)c->kda_gate_rank;
     if (l < c->dense_layers) {

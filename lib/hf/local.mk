@@ -9,7 +9,7 @@ TEST_SUITES += tests/unit/test_hf
 # and greedy tokens transformers computed (hf_logits_check compares the rows), and under
 # mpirun with the experts spread over ranks
 TESTS += tests/apps/test_hf.sh tests/mpi/test_hf_ep.sh
-EXTRA_DIST += tests/apps/test_hf.sh tests/mpi/test_hf_ep.sh
+EXTRA_DIST += tests/apps/test_hf.sh tests/mpi/test_hf_ep.sh tests/apps/hf_fixture.sh
 check_PROGRAMS += tests/apps/hf_logits_check
 tests_apps_hf_logits_check_SOURCES = tests/apps/hf_logits_check.c
 tests_apps_hf_logits_check_LDADD = lib/libclmoe.la -lm

@@ -12,21 +12,9 @@
 set -u
 . "$(dirname "$0")/apps_common.sh"
 skip_without_device
-srcdir=${CLMOE_SRCDIR:-$(dirname "$0")/../..}
-fx="$srcdir/tests/data/kimi_linear"
+. "$(dirname "$0")/hf_fixture.sh"
 gen="$apps/clmoe-generate"
 check="$apps/../tests/apps/hf_logits_check"
-
-# prompt K [LEN]: fixture prompt K (0-based) of expected.json, its first LEN ids, as a list.
-prompt() {
-  sed -n '/"prompts"/,/]]*$/p' "$fx/$m/expected.json" | grep '^ *\[[0-9]' | sed -n "$(($1 + 1))p" |
-    tr -d ' []' | sed 's/,$//' | cut -d, -f1-"${2:-1000}"
-}
-# greedy K: transformers' 8 greedy ids after prompt K, space-separated.
-greedy() {
-  sed -n '/"greedy"/,/]$/p' "$fx/$m/expected.json" | grep '^ *\[[0-9]' | sed -n "$(($1 + 1))p" |
-    tr -d ' []' | sed 's/,$//' | tr ',' ' '
-}
 
 for m in tiny-hub tiny-tf5 tiny-f16; do
   # logits after each prompt and prefixes that end inside and at the edges of 16-token tiles
@@ -52,8 +40,7 @@ for m in tiny-hub tiny-tf5 tiny-f16; do
   "$gen" --model "$fx/$m" --prompt-ids "$(prompt 0)" --prompt-ids "$(prompt 1)" --prompt-ids "$(prompt 2)" \
     -n 8 --greedy --quiet --json "$tmp/$m.json" > "$tmp/out" 2>&1 || { fail "$m: greedy run"; cat "$tmp/out"; }
   for k in 0 1 2; do
-    got=$(tr -d '\n' < "$tmp/$m.json" | grep -o '"ids": *\[[0-9, ]*\]' | sed -n "$((k + 1))p" |
-          sed 's/.*\[//; s/\]//' | tr -d ' ' | tr ',' ' ')
+    got=$(ids_of "$tmp/$m.json" $k)
     want=$(greedy $k)
     if [ "$got" = "$want" ]; then pass "$m: prompt $k greedy = transformers' ($want)"
     else fail "$m: prompt $k greedy '$got', transformers '$want'"; fi

@@ -7,20 +7,9 @@
 set -u
 . "$(dirname "$0")/../apps/apps_common.sh"
 . "$(dirname "$0")/mpi_common.sh"
-srcdir=${CLMOE_SRCDIR:-$(dirname "$0")/../..}
-fx="$srcdir/tests/data/kimi_linear"
+. "$(dirname "$0")/../apps/hf_fixture.sh"
 gen="$apps/clmoe-generate"
 op="$apps/clmoe-op"
-
-# prompt K: fixture prompt K (0-based) of expected.json as a list; greedy K: its 8 greedy ids.
-prompt() {
-  sed -n '/"prompts"/,/]]*$/p' "$fx/$m/expected.json" | grep '^ *\[[0-9]' | sed -n "$(($1 + 1))p" |
-    tr -d ' []' | sed 's/,$//'
-}
-greedy() {
-  sed -n '/"greedy"/,/]$/p' "$fx/$m/expected.json" | grep '^ *\[[0-9]' | sed -n "$(($1 + 1))p" |
-    tr -d ' []' | sed 's/,$//' | tr ',' ' '
-}
 
 for m in tiny-hub tiny-tf5; do
   args="--model $fx/$m --prompt-ids $(prompt 0) --prompt-ids $(prompt 1) --prompt-ids $(prompt 2) -n 8 --greedy --quiet"
@@ -37,8 +26,7 @@ for m in tiny-hub tiny-tf5; do
     expect "$m: --ep $n logits = one process's" 0 "" -- "$op" compare "$tmp/$m-$n.safetensors" \
       "$tmp/$m-1.safetensors" --tol 1e-5
     for k in 0 1 2; do
-      got=$(tr -d '\n' < "$tmp/$m-$n.json" | grep -o '"ids": *\[[0-9, ]*\]' | sed -n "$((k + 1))p" |
-            sed 's/.*\[//; s/\]//' | tr -d ' ' | tr ',' ' ')
+      got=$(ids_of "$tmp/$m-$n.json" $k)
       [ "$got" = "$(greedy $k)" ] && pass "$m: --ep $n prompt $k greedy = transformers'" ||
         fail "$m: --ep $n prompt $k greedy '$got', transformers '$(greedy $k)'"
     done
