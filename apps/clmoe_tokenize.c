@@ -23,6 +23,9 @@ static void usage(void)
          "  --print-ids         print each input's ids, comma-separated, one line per input\n"
          "  --no-special        special tokens written in the text are encoded as plain text\n"
          "                      (default: they become their ids)\n"
+         "  --add-special       the special tokens the tokenizer.json's post-processor puts\n"
+         "                      around each input (a BOS, ...), as Hugging Face's\n"
+         "                      add_special_tokens=True (tiktoken files add none)\n"
          "  --decode IDS        print the text of comma-separated ids (repeatable)\n"
          "  --skip-special      --decode: leave special tokens out\n"
          "  --shard OUT         write every input's ids, in order, as one CLMOETOK token shard\n"
@@ -135,7 +138,7 @@ int main(int argc, char **argv)
   app_name = "clmoe-tokenize";
   app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_JSON, .usage = usage};
   const char *tok_path = NULL, *config = NULL, *shard = NULL, *append = NULL, *v;
-  int print = 0, no_special = 0, skip_special = 0, ntext = 0, nfile = 0, ndecode = 0;
+  int print = 0, no_special = 0, add_special = 0, skip_special = 0, ntext = 0, nfile = 0, ndecode = 0;
   const char **texts = calloc((size_t)argc, sizeof *texts), **files = calloc((size_t)argc, sizeof *files);
   const char **decodes = calloc((size_t)argc, sizeof *decodes);
   if (!texts || !files || !decodes) app_fail(APP_EXIT_FAILED, "out of host memory");
@@ -149,6 +152,7 @@ int main(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--append", &v)) append = v;
     else if (!strcmp(argv[i], "--print-ids")) print = 1;
     else if (!strcmp(argv[i], "--no-special")) no_special = 1;
+    else if (!strcmp(argv[i], "--add-special")) add_special = 1;
     else if (!strcmp(argv[i], "--skip-special")) skip_special = 1;
     else if (argv[i][0] == '-' && argv[i][1]) app_usage_error("unknown argument '%s'", argv[i]);
     else files[nfile++] = argv[i];
@@ -189,7 +193,7 @@ int main(int argc, char **argv)
   for (int k = 0; k < nfile; k++) read_input(&in[ntext + k], files[k]);
   if (!ntext && !nfile) read_input(&in[0], "-");
   const int32_t extra = append ? append_id(tok, append) : -1;
-  const unsigned fl = no_special ? 0 : CLMOE_TOKENIZE_SPECIAL;
+  const unsigned fl = (no_special ? 0 : CLMOE_TOKENIZE_SPECIAL) | (add_special ? CLMOE_TOKENIZE_ADD_SPECIAL : 0);
   const double t0 = app_now();
   size_t bytes = 0, total = 0;
   for (int k = 0; k < nin; k++) {

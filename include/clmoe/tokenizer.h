@@ -18,7 +18,8 @@
  * Encoding: special and added tokens are matched first (longest at the leftmost place),
  * the text between them is split by the pre-tokenizer regexes, and each piece is merged by
  * ranks (lowest rank first, leftmost on ties) from its bytes; repeated pieces come from a
- * cache. Text that is not valid UTF-8 is accepted: invalid bytes match no regex class
+ * cache; on request the post-processor's special tokens (a BOS, ...) go around the ids
+ * (TemplateProcessing, RobertaProcessing, BertProcessing). Text that is not valid UTF-8 is accepted: invalid bytes match no regex class
  * and are encoded byte by byte, so decode(encode(x)) == x for any bytes.
  *
  * A tokenizer is used by one thread at a time (the piece cache is not locked); open one per
@@ -98,6 +99,9 @@ enum {
   CLMOE_TOKENIZE_SPECIAL = 1,
   /* decode: leave special tokens out */
   CLMOE_TOKENIZE_SKIP_SPECIAL = 2,
+  /* encode: the special tokens a tokenizer.json's post-processor puts around a sequence
+   * (a BOS, ...), as Hugging Face's add_special_tokens=True; tiktoken files have none */
+  CLMOE_TOKENIZE_ADD_SPECIAL = 4,
 };
 
 /* Appends the ids of text [len bytes] to out (after a failure out may hold some of them:

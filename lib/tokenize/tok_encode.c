@@ -259,8 +259,12 @@ static const tok_added *match_added(const clmoe_tokenizer *t, const char *s, siz
 clmoe_status clmoe_tokenizer_encode(clmoe_tokenizer *t, const char *text, size_t len, unsigned flags, clmoe_tokens *out)
 {
   if (!t || (!text && len) || !out) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_tokenizer_encode: NULL argument");
+  if ((flags & CLMOE_TOKENIZE_ADD_SPECIAL) && t->post_error[0])
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s", t->post_error);
   enc x = {.t = t, .out = out};
   clmoe_status st = CLMOE_OK;
+  for (int k = 0; (flags & CLMOE_TOKENIZE_ADD_SPECIAL) && k < t->npost_before && st == CLMOE_OK; k++)
+    st = clmoe__tok_push(out, t->post_before[k]);
   size_t from = 0; /* the start of the text not yet encoded */
   for (size_t i = 0; i < len && st == CLMOE_OK; i++) {
     size_t b, e;
@@ -272,6 +276,8 @@ clmoe_status clmoe_tokenizer_encode(clmoe_tokenizer *t, const char *text, size_t
     i = e - 1;
   }
   if (st == CLMOE_OK) st = split(&x, 0, text + from, len - from);
+  for (int k = 0; (flags & CLMOE_TOKENIZE_ADD_SPECIAL) && k < t->npost_after && st == CLMOE_OK; k++)
+    st = clmoe__tok_push(out, t->post_after[k]);
   free(x.spans);
   free(x.prefixed);
   return st;

@@ -1,7 +1,7 @@
 /* Hugging Face tokenizer.json -> a tokenizer: model BPE over the byte-level alphabet
  * (vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token), the
  * pre-tokenizer (ByteLevel, alone or last in a Sequence after regex or string Splits), the
- * ByteLevel decoder and the added tokens. Every field that would make the ids differ from
+ * ByteLevel decoder, the added tokens and the post-processor (tok_post.c). Every field that would make the ids differ from
  * Hugging Face's and is not supported is refused with its place in the file. */
 #include "tokenize/tokenize_internal.h"
 
@@ -337,6 +337,7 @@ clmoe_status clmoe__tok_load_hf(const char *path, clmoe_tokenizer **out)
   if (st == CLMOE_OK) st = load_model(&L, clmoe__tok_json_get(root, "model"));
   if (st == CLMOE_OK) st = load_pre(&L, clmoe__tok_json_get(root, "pre_tokenizer"));
   if (st == CLMOE_OK) st = load_added(&L, clmoe__tok_json_get(root, "added_tokens"));
+  if (st == CLMOE_OK) st = clmoe__tok_load_post(*out, clmoe__tok_json_get(root, "post_processor"));
   free(L.buf);
   clmoe__tok_json_free(doc);
   if (st == CLMOE_OK) {

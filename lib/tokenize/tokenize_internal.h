@@ -4,6 +4,7 @@
  *   tok_json.c      a small JSON reader (a tree of nodes) for tokenizer.json and configs
  *   tok_regex.c     PCRE2 patterns: compile (with the rewrites PCRE2 needs), split
  *   tok_bpe.c       the merge loop over one piece, and the piece cache
+ *   tok_post.c      tokenizer.json's post-processor: the ids around a sequence
  *   tok_hf.c        tokenizer.json -> a tokenizer
  *   tok_tiktoken.c  tiktoken rank files and tokenizer_config.json -> a tokenizer
  *   tok_encode.c    open, free, encode, decode (the public entry points; a loader that
@@ -102,6 +103,10 @@ struct clmoe_tokenizer {
   tok_added *added;       /* [nadded] sorted by first byte, then longest first */
   int nadded;
   int first_added[257];   /* added[first_added[b] .. first_added[b + 1]) start with byte b */
+  int32_t *post_before;   /* [npost_before] the post-processor's ids before a sequence */
+  int32_t *post_after;    /* [npost_after] and after it (CLMOE_TOKENIZE_ADD_SPECIAL) */
+  int npost_before, npost_after;
+  char post_error[832];   /* non-empty: the post-processor is not supported, and why */
   char **arena;           /* allocations freed with the tokenizer */
   size_t narena, cap_arena;
   tok_cache *cache;
@@ -143,6 +148,11 @@ clmoe_status clmoe__tok_bpe(clmoe_tokenizer *t, const char *piece, size_t n, clm
 void clmoe__tok_cache_free(tok_cache *c);
 /* Appends id to out, growing it. */
 clmoe_status clmoe__tok_push(clmoe_tokens *out, int32_t id);
+
+/* ---- tok_post.c ---------------------------------------------------------------------- */
+/* tokenizer.json's post_processor (may be NULL) -> t->post_before / post_after / post_error;
+ * after the vocabulary and the added tokens are loaded (its ids must be tokens). */
+clmoe_status clmoe__tok_load_post(clmoe_tokenizer *t, const tj_node *post);
 
 /* ---- tok_hf.c / tok_tiktoken.c --------------------------------------------------------- */
 clmoe_status clmoe__tok_load_hf(const char *path, clmoe_tokenizer **t);

@@ -33,6 +33,13 @@ done
 "$tok" --tokenizer "$fx/tiktoken.model" --no-special --print-ids "$fx/cases/specials.txt" > "$tmp/ord" 2>&1
 if cmp -s "$tmp/ord" "$fx/cases/specials.tiktoken-ordinary.ids"; then pass "--no-special as encode_ordinary"
 else fail "--no-special differs from the reference"; head -c 300 "$tmp/ord"; fi
+# --add-special: the post-processor's BOS (Llama-3.1's template) and BOS + EOS (a template
+# with both), as Hugging Face's add_special_tokens=True
+for kind in llama3 deepseek; do
+  "$tok" --tokenizer "$fx/$kind.json" --add-special --print-ids "$fx/cases/english.txt" > "$tmp/add.$kind" 2>&1
+  if cmp -s "$tmp/add.$kind" "$fx/cases/english.$kind-special.ids"; then pass "$kind: --add-special as add_special_tokens=True"
+  else fail "$kind: --add-special differs from the reference"; head -c 300 "$tmp/add.$kind"; fi
+done
 # stdin and --text: the same ids
 printf 'Hello, world' | "$tok" --tokenizer "$fx/llama3.json" --print-ids > "$tmp/stdin" 2>&1
 "$tok" --tokenizer "$fx/llama3.json" --print-ids --text 'Hello, world' > "$tmp/text" 2>&1

@@ -62,6 +62,23 @@ static void check_round_trip(const clmoe_tokenizer *t, const clmoe_tokens *ids, 
   free(back);
 }
 
+/* ids against the committed list `expect` ("1,2,3\n"). */
+static void expect_ids(const char *expect, const clmoe_tokens *ids, const char *kind, const char *name)
+{
+  size_t k = 0, bad = (size_t)-1;
+  for (char *p = (char *)expect; *p && *p != '\n'; k++) {
+    const long v = strtol(p, &p, 10);
+    if (k >= ids->n || ids->ids[k] != v) {
+      if (bad == (size_t)-1) bad = k;
+    }
+    if (*p == ',') p++;
+  }
+  if (k != ids->n && bad == (size_t)-1) bad = k < ids->n ? k : ids->n;
+  if (bad != (size_t)-1)
+    fprintf(stderr, "\n  %s %s: ids differ from number %zu on (%zu ids, %zu expected)\n", kind, name, bad + 1, ids->n, k);
+  CU_ASSERT_EQUAL(bad, (size_t)-1);
+}
+
 /* Every case through one tokenizer against the committed ids; decoded back to the text
  * unless the tokenizer changes it (`exact` 0: a prefix space, stripped white space). */
 static void check_fixtures(const char *tok_file, const char *config, const char *kind, unsigned flags, int exact)
@@ -80,19 +97,7 @@ static void check_fixtures(const char *tok_file, const char *config, const char 
     CU_ASSERT_PTR_NOT_NULL_FATAL(expect);
     clmoe_tokens ids = {0};
     TEST_OK(clmoe_tokenizer_encode(t, text, n, flags, &ids));
-    size_t k = 0, bad = (size_t)-1;
-    for (char *p = expect; *p && *p != '\n'; k++) {
-      const long v = strtol(p, &p, 10);
-      if (k >= ids.n || ids.ids[k] != v) {
-        if (bad == (size_t)-1) bad = k;
-      }
-      if (*p == ',') p++;
-    }
-    if (k != ids.n && bad == (size_t)-1) bad = k < ids.n ? k : ids.n;
-    if (bad != (size_t)-1)
-      fprintf(stderr, "\n  %s %s: ids differ from number %zu on (%zu ids, %zu expected)\n", kind, cases[c], bad + 1,
-              ids.n, k);
-    CU_ASSERT_EQUAL(bad, (size_t)-1);
+    expect_ids(expect, &ids, kind, cases[c]);
     CU_ASSERT(ids.n > 0);
     if (exact) check_round_trip(t, &ids, text, n, cases[c]);
     /* the second time through comes from the piece cache: the same ids */
@@ -103,6 +108,45 @@ static void check_fixtures(const char *tok_file, const char *config, const char 
     clmoe_tokens_free(&ids);
     free(text), free(expect);
   }
+  clmoe_tokenizer_free(t);
+}
+
+/* With the post-processors' special tokens (add_special_tokens=True): Llama-3.1's
+ * ByteLevel + TemplateProcessing (a BOS), a template with a BOS and an EOS, RobertaProcessing;
+ * a tiktoken file has none (the ids do not change). */
+static void test_post_processors(void)
+{
+  static const char *const kinds[] = {"llama3", "deepseek", "gpt2"}, *const names[] = {"english", "specials"};
+  for (int f = 0; f < 3; f++) {
+    char file[64];
+    snprintf(file, sizeof file, "%s.json", kinds[f]);
+    clmoe_tokenizer *t = NULL;
+    TEST_OK(clmoe_tokenizer_open(fixture(file), NULL, &t));
+    for (int c = 0; c < 2; c++) {
+      char name[128], kind[64];
+      size_t n, ne;
+      snprintf(name, sizeof name, "cases/%s.txt", names[c]);
+      char *text = slurp(fixture(name), &n);
+      snprintf(name, sizeof name, "cases/%s.%s-special.ids", names[c], kinds[f]);
+      char *expect = slurp(fixture(name), &ne);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(expect);
+      clmoe_tokens ids = {0};
+      TEST_OK(clmoe_tokenizer_encode(t, text, n, CLMOE_TOKENIZE_SPECIAL | CLMOE_TOKENIZE_ADD_SPECIAL, &ids));
+      snprintf(kind, sizeof kind, "%s-special", kinds[f]);
+      expect_ids(expect, &ids, kind, names[c]);
+      clmoe_tokens_free(&ids);
+      free(text), free(expect);
+    }
+    clmoe_tokenizer_free(t);
+  }
+  clmoe_tokenizer *t = NULL;
+  clmoe_tokens a = {0}, b = {0};
+  TEST_OK(clmoe_tokenizer_load_tiktoken_config(fixture("tiktoken.model"), fixture("tokenizer_config.json"), &t));
+  TEST_OK(clmoe_tokenizer_encode(t, "Hello world", 11, CLMOE_TOKENIZE_ADD_SPECIAL, &a));
+  TEST_OK(clmoe_tokenizer_encode(t, "Hello world", 11, 0, &b));
+  CU_ASSERT(a.n == b.n && a.n > 0 && !memcmp(a.ids, b.ids, a.n * sizeof *a.ids));
+  clmoe_tokens_free(&a), clmoe_tokens_free(&b);
   clmoe_tokenizer_free(t);
 }
 
@@ -345,6 +389,14 @@ static void test_bad_files(void)
        "pre_tokenizer.pretokenizers[0].pattern.Regex: the regex does not compile"},
       {"added.json", "{\"added_tokens\":[{\"id\":-1,\"content\":\"x\"}]," HF_PRE HF_MODEL("", "[]"),
        "added_tokens[0].id"},
+      {"post1.json", HF_HEAD HF_PRE "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\""
+                     ":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{}},"
+                     HF_MODEL("", "[]"), "post_processor.single[0]: the special token '<s>' has no ids"},
+      {"post2.json", HF_HEAD HF_PRE "\"post_processor\":{\"type\":\"RobertaProcessing\",\"cls\":[\"a\",0],"
+                     "\"sep\":[\"z\",7]}," HF_MODEL("", "[]"), "post_processor: id 7 is not a token"},
+      {"post3.json", HF_HEAD HF_PRE "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":"
+                     "\"TemplateProcessing\",\"single\":[],\"special_tokens\":{}}]}," HF_MODEL("", "[]"),
+       "post_processor.processors[0].single has no sequence A"},
       {"b64.model", "QQ== 0\n!!!! 1\n", "line 2: the token is not valid base64"},
       {"rank.model", "QQ== 0\nQg== 0\n", "line 2: rank 0 appears twice"},
       {"norank.model", "QQ==\n", "line 1: expected 'BASE64 RANK'"},
@@ -360,6 +412,20 @@ static void test_bad_files(void)
     if (!ok) fprintf(stderr, "\n  %s: \"%s\"\n", bad[i].file, clmoe_last_error());
     CU_ASSERT(ok);
   }
+  /* a post-processor of another type: ids without the special tokens, an error with them */
+  write_text("post4.json", HF_HEAD HF_PRE "\"post_processor\":{\"type\":\"Foo\"}," HF_MODEL("", "[[\"a\",\"b\"]]"));
+  char post[256];
+  snprintf(post, sizeof post, "%s/post4.json", dir);
+  clmoe_tokenizer *pt = NULL;
+  clmoe_tokens ids = {0};
+  TEST_OK(clmoe_tokenizer_open(post, NULL, &pt));
+  TEST_OK(clmoe_tokenizer_encode(pt, "ab", 2, 0, &ids));
+  CU_ASSERT(ids.n == 1 && ids.ids[0] == 2);
+  CU_ASSERT_EQUAL(clmoe_tokenizer_encode(pt, "ab", 2, CLMOE_TOKENIZE_ADD_SPECIAL, &ids), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "post_processor.type is 'Foo'"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), post));
+  clmoe_tokens_free(&ids);
+  clmoe_tokenizer_free(pt);
   /* a tokenizer_config.json whose keys are not ids */
   write_text("config.json", "{\"added_tokens_decoder\": {\"x\": {\"content\": \"[BOS]\"}}}");
   char cfg[256];
@@ -386,6 +452,8 @@ static void add_tests(CU_pSuite suite)
               test_splits);
   CU_add_test(suite, "tiktoken with Kimi's pattern: ids as tiktoken's", test_tiktoken);
   CU_add_test(suite, "special tokens", test_specials);
+  CU_add_test(suite, "post-processors' special tokens: ids as Hugging Face's add_special_tokens=True",
+              test_post_processors);
   CU_add_test(suite, "decode(encode(x)) == x on random text and bytes", test_round_trip_random);
   CU_add_test(suite, "merge loop against the rescanning reference", test_merge_reference);
   CU_add_test(suite, "regex rewrites for PCRE2", test_regex_forms);

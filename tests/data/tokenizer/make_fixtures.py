@@ -16,10 +16,18 @@ from the tokenizers already there, training only those missing):
                    before it and punctuation with what follows (200 merges)
   tiktoken.model   the first tokenizer's byte sequences as a tiktoken rank file
   tokenizer_config.json  Kimi-style special tokens (added_tokens_decoder) for it
+  post-processors  llama3.json: ByteLevel then TemplateProcessing "<|begin_of_text|> $A" (as
+                   Llama-3.1 ships it); deepseek.json: TemplateProcessing with a BOS and an EOS;
+                   gpt2.json: RobertaProcessing (cls <|begin_of_text|>, sep <|end_of_text|>)
   cases/NAME.txt   the texts (raw UTF-8 bytes)
   cases/NAME.KIND.ids    the ids that tokenizers / tiktoken give for them, comma-separated:
                    KIND is llama3 / deepseek / gpt2 / splits (HF, add_special_tokens=False, specials matched),
-                   tiktoken (Kimi's pattern, specials allowed) and tiktoken-ordinary (none)
+                   tiktoken (Kimi's pattern, specials allowed) and tiktoken-ordinary (none);
+                   KIND-special: llama3 / deepseek / gpt2 with add_special_tokens=True (the
+                   post-processors' tokens around the ids)
+
+With --post-only, only the post-processors are written into the three tokenizers (the rest
+of each file kept) and the KIND-special ids made.
 
 The training text is TRAIN_EXTRA and clmoe's docs/*.md and lib/io/*.c as they are when this
 runs: a later run learns other merges, so commit every file it writes together.
@@ -119,7 +127,48 @@ def write_ids(case, kind, ids):
     write(os.path.join("cases", f"{case}.{kind}.ids"), (",".join(map(str, ids)) + "\n").encode())
 
 
+# Post-processors as tokenizers serializes them (checked: tokenizers loads each file again).
+def template(single, specials):
+    items = [{"SpecialToken": {"id": w, "type_id": 0}} if w != "$A" else {"Sequence": {"id": "A", "type_id": 0}}
+             for w in single.split()]
+    return {"type": "TemplateProcessing", "single": items, "pair": items + [{"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in specials.items()}}
+
+
+def add_post_processors():
+    """Writes the post-processors into llama3.json, deepseek.json and gpt2.json and the ids
+    that add_special_tokens=True gives for two cases."""
+    for name, kind in (("llama3.json", "llama3"), ("deepseek.json", "deepseek"), ("gpt2.json", "gpt2")):
+        with open(os.path.join(HERE, name), encoding="utf-8") as f:
+            spec = json.load(f)
+        ids = {a["content"]: a["id"] for a in spec["added_tokens"]}
+        bos, eos = "<|begin_of_text|>", "<|end_of_text|>"
+        if kind == "llama3":
+            post = {"type": "Sequence", "processors": [
+                {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+                template(bos + " $A", {bos: ids[bos]})]}
+        elif kind == "deepseek":
+            post = template(bos + " $A " + eos, {bos: ids[bos], eos: ids[eos]})
+        else:
+            post = {"type": "RobertaProcessing", "sep": [eos, ids[eos]], "cls": [bos, ids[bos]],
+                    "trim_offsets": True, "add_prefix_space": True}
+        spec["post_processor"] = post
+        text = json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
+        tok = Tokenizer.from_str(text)
+        write(name, text.encode())
+        for case in ("english", "specials"):
+            with open(os.path.join(HERE, "cases", case + ".txt"), encoding="utf-8") as f:
+                src = f.read()
+            plain = tok.encode(src, add_special_tokens=False).ids
+            full = tok.encode(src, add_special_tokens=True).ids
+            assert full != plain, (kind, case)
+            write_ids(case, kind + "-special", full)
+
+
 def main():
+    if "--post-only" in sys.argv[1:]:
+        add_post_processors()
+        return
     os.makedirs(os.path.join(HERE, "cases"), exist_ok=True)
     # --cases-only: the committed tokenizers kept, only the texts and their ids written again
     cases_only = "--cases-only" in sys.argv[1:]
@@ -199,6 +248,7 @@ def main():
             write_ids(name, kind, enc_.ids)
         write_ids(name, "tiktoken", enc.encode(text, allowed_special="all"))
         write_ids(name, "tiktoken-ordinary", enc.encode_ordinary(text))
+    add_post_processors()
     print("vocab", len(vocab), "merges", len(spec["model"]["merges"]), "tiktoken base", nbase)
 
 
