@@ -107,6 +107,9 @@ const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_la
   SWAP(m, tmp, l, w_router);
   SWAP(m, tmp, l, w_down);
   SWAP(m, tmp, l, w_up);
+  SWAP(m, tmp, l, w_gate); /* the routed experts [E, ...]: the grouped GEMMs on tiles */
+  SWAP(m, tmp, l, w_upp);
+  SWAP(m, tmp, l, w_dn);
   clmoe__model_ffn(m, &l->shared, &tmp->shared);
   return tmp;
 }
