@@ -38,20 +38,49 @@
 #error "moe_gemm_tile: unsupported block shape"
 #endif
 
+/* A local slice of R rows of MT_LDK bf16, 16-byte aligned. */
+#define MT_LOCAL(name, R)                                                                    \
+  __local uint4 name##_v[(R) * MT_LDK / 8];                                                  \
+  __local ushort *name = (__local ushort *)name##_v
+
 /* s[r * MT_LDK + p] = x[base + (r0 + r) ld + k0 + p] for the R x MT_BK slice; 0 where
- * r0 + r >= rows or k0 + p >= K. fp32 sources are rounded to bf16. */
+ * r0 + r >= rows or k0 + p >= K. fp32 sources are rounded to bf16. Where K allows (fp32: a
+ * multiple of 4, bf16: of 8; then a chunk lies wholly inside or outside K) every work-item
+ * moves 4 or 8 k at a time. */
 inline void mt_stage_kc_f32(__local ushort *s, int R, __global const float *x, ulong base, int ld,
                             int r0, int rows, int k0, int K, int tid)
 {
+  if ((K & 3) == 0) {
+    for (int e = tid; e < R * (MT_BK / 4); e += MT_THREADS) {
+      const int r = e / (MT_BK / 4), p = (e % (MT_BK / 4)) * 4;
+      float4 v = (float4)(0.0f);
+      if (r0 + r < rows && k0 + p < K) v = vload4(0, x + base + (ulong)(r0 + r) * (ulong)ld + (ulong)(k0 + p));
+      *(__local uint2 *)(s + r * MT_LDK + p) =
+          (uint2)((uint)f32_to_bf16(v.x) | ((uint)f32_to_bf16(v.y) << 16),
+                  (uint)f32_to_bf16(v.z) | ((uint)f32_to_bf16(v.w) << 16));
+    }
+    return;
+  }
   for (int e = tid; e < R * MT_BK; e += MT_THREADS) {
     const int r = e / MT_BK, p = e % MT_BK;
     const float v = r0 + r < rows && k0 + p < K ? x[base + (ulong)(r0 + r) * (ulong)ld + (ulong)(k0 + p)] : 0.0f;
     s[r * MT_LDK + p] = f32_to_bf16(v);
   }
 }
+/* (bf16: base and ld even where K is a multiple of 8, as the weights' [E, n, K] are) */
 inline void mt_stage_kc_bf16(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
                              int r0, int rows, int k0, int K, int tid)
 {
+  if ((K & 7) == 0 && (ld & 7) == 0 && (base & 7) == 0) {
+    for (int e = tid; e < R * (MT_BK / 8); e += MT_THREADS) {
+      const int r = e / (MT_BK / 8), p = (e % (MT_BK / 8)) * 8;
+      uint4 v = (uint4)(0u);
+      if (r0 + r < rows && k0 + p < K)
+        v = vload4(0, (__global const uint *)(x + base + (ulong)(r0 + r) * (ulong)ld + (ulong)(k0 + p)));
+      *(__local uint4 *)(s + r * MT_LDK + p) = v;
+    }
+    return;
+  }
   for (int e = tid; e < R * MT_BK; e += MT_THREADS) {
     const int r = e / MT_BK, p = e % MT_BK;
     s[r * MT_LDK + p] =
@@ -61,10 +90,23 @@ inline void mt_stage_kc_bf16(__local ushort *s, int R, __global const ushort *x,
 
 /* Transposing: s[c * MT_LDK + p] = x[base + (k0 + p) ld + c0 + c] for the R x MT_BK slice
  * (R columns of a k-major source; consecutive work-items read consecutive columns); 0 where
- * c0 + c >= cols or k0 + p >= K. */
+ * c0 + c >= cols or k0 + p >= K. Where cols and ld allow (fp32: multiples of 4, bf16: of 8,
+ * base too) 4 or 8 columns at a time. */
 inline void mt_stage_tr_f32(__local ushort *s, int R, __global const float *x, ulong base, int ld,
                             int c0, int cols, int k0, int K, int tid)
 {
+  if ((cols & 3) == 0 && (ld & 3) == 0) {
+    for (int e = tid; e < R * MT_BK / 4; e += MT_THREADS) {
+      const int p = e / (R / 4), c = (e % (R / 4)) * 4;
+      float4 v = (float4)(0.0f);
+      if (c0 + c < cols && k0 + p < K) v = vload4(0, x + base + (ulong)(k0 + p) * (ulong)ld + (ulong)(c0 + c));
+      s[c * MT_LDK + p] = f32_to_bf16(v.x);
+      s[(c + 1) * MT_LDK + p] = f32_to_bf16(v.y);
+      s[(c + 2) * MT_LDK + p] = f32_to_bf16(v.z);
+      s[(c + 3) * MT_LDK + p] = f32_to_bf16(v.w);
+    }
+    return;
+  }
   for (int e = tid; e < R * MT_BK; e += MT_THREADS) {
     const int p = e / R, c = e % R;
     const float v = c0 + c < cols && k0 + p < K ? x[base + (ulong)(k0 + p) * (ulong)ld + (ulong)(c0 + c)] : 0.0f;
@@ -74,6 +116,20 @@ inline void mt_stage_tr_f32(__local ushort *s, int R, __global const float *x, u
 inline void mt_stage_tr_bf16(__local ushort *s, int R, __global const ushort *x, ulong base, int ld,
                              int c0, int cols, int k0, int K, int tid)
 {
+  if ((cols & 7) == 0 && (ld & 7) == 0 && (base & 7) == 0) {
+    for (int e = tid; e < R * MT_BK / 8; e += MT_THREADS) {
+      const int p = e / (R / 8), c = (e % (R / 8)) * 8;
+      uint4 v = (uint4)(0u);
+      if (c0 + c < cols && k0 + p < K)
+        v = vload4(0, (__global const uint *)(x + base + (ulong)(k0 + p) * (ulong)ld + (ulong)(c0 + c)));
+      const uint w[4] = {v.x, v.y, v.z, v.w};
+      for (int i = 0; i < 4; i++) {
+        s[(c + 2 * i) * MT_LDK + p] = (ushort)(w[i] & 0xffffu);
+        s[(c + 2 * i + 1) * MT_LDK + p] = (ushort)(w[i] >> 16);
+      }
+    }
+    return;
+  }
   for (int e = tid; e < R * MT_BK; e += MT_THREADS) {
     const int p = e / R, c = e % R;
     s[c * MT_LDK + p] =
@@ -136,7 +192,9 @@ void moe_tile_gu(__global const int *tiles, int ntiles, __global const int *offs
                  __global const ushort *Wu, int n, __global float *act, __global float *U,
                  __global float *W, int save, int glu)
 {
-  __local ushort sa[MT_BM * MT_LDK], sg[MT_BN * MT_LDK], su[MT_BN * MT_LDK];
+  MT_LOCAL(sa, MT_BM);
+  MT_LOCAL(sg, MT_BN);
+  MT_LOCAL(su, MT_BN);
   MT_IDS;
   MT_FOR_TILES {
     MT_TILE_SETUP;
@@ -168,7 +226,8 @@ __kernel __attribute__((reqd_work_group_size(MT_THREADS, 1, 1)))
 void moe_tile_nt(__global const int *tiles, int ntiles, __global const int *offsets,
                  __global const float *A, int K, __global const ushort *B, int n, __global float *C)
 {
-  __local ushort sa[MT_BM * MT_LDK], sb[MT_BN * MT_LDK];
+  MT_LOCAL(sa, MT_BM);
+  MT_LOCAL(sb, MT_BN);
   MT_IDS;
   MT_FOR_TILES {
     MT_TILE_SETUP;
@@ -193,7 +252,8 @@ void moe_tile_dact(__global const int *tiles, int ntiles, __global const int *of
                    __global const float *U, __global const float *W, __global float *dU,
                    __global float *dW, int glu)
 {
-  __local ushort sa[MT_BM * MT_LDK], sb[MT_BN * MT_LDK];
+  MT_LOCAL(sa, MT_BM);
+  MT_LOCAL(sb, MT_BN);
   MT_IDS;
   MT_FOR_TILES {
     MT_TILE_SETUP;
@@ -221,7 +281,10 @@ void moe_tile_dx(__global const int *tiles, int ntiles, __global const int *offs
                  __global const float *dU, __global const float *dW, int K,
                  __global const ushort *Wg, __global const ushort *Wu, int n, __global float *dX)
 {
-  __local ushort sa[MT_BM * MT_LDK], sa2[MT_BM * MT_LDK], sg[MT_BN * MT_LDK], su[MT_BN * MT_LDK];
+  MT_LOCAL(sa, MT_BM);
+  MT_LOCAL(sa2, MT_BM);
+  MT_LOCAL(sg, MT_BN);
+  MT_LOCAL(su, MT_BN);
   MT_IDS;
   MT_FOR_TILES {
     MT_TILE_SETUP;
@@ -248,7 +311,8 @@ __kernel __attribute__((reqd_work_group_size(MT_THREADS, 1, 1)))
 void moe_tile_wgrad(__global const int *offsets, int E, __global const float *A, int n1,
                     __global const float *B, int n2, __global float *C)
 {
-  __local ushort sa[MT_BM * MT_LDK], sb[MT_BN * MT_LDK];
+  MT_LOCAL(sa, MT_BM);
+  MT_LOCAL(sb, MT_BN);
   const int tid = (int)get_local_id(0), lane = tid & 31, warp = tid >> 5;
   const int wm = (warp / MT_WARPS_N) * 16, wn = (warp % MT_WARPS_N) * MT_WTN;
   const int col0 = (int)get_group_id(0) * MT_BN, row0 = (int)get_group_id(1) * MT_BM;
