@@ -311,7 +311,6 @@ const clmoe_check clmoe_checks_moe[] = {
     {"moe.bf16.forward.few", "bf16 experts: forward, 6 experts of ~70 rows, odd widths", ck_moe_bf16_fwd_few},
     {"moe.bf16.backward.few", "bf16 experts: backward, 6 experts of ~70 rows", ck_moe_bf16_bwd_few},
     {"moe.bf16.backward.swiglu", "bf16 experts: backward, SwiGLU", ck_moe_bf16_bwd_swiglu},
-    {"moe.bf16.backward.no_latent", "bf16 experts: backward, latent 0", ck_moe_bf16_bwd_nolatent},
     {"moe.ffn.situ.forward", "dense SiTU-GLU FFN forward, y accumulated", ck_moe_ffn_situ_fwd},
     {"moe.ffn.situ.backward", "dense SiTU-GLU FFN backward, dx accumulated", ck_moe_ffn_situ_bwd},
     {"moe.ffn.swiglu.forward", "dense SwiGLU FFN forward, y accumulated", ck_moe_ffn_swiglu_fwd},

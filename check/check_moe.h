@@ -55,7 +55,7 @@ void ck_moe_check_choice(const ref_moe_shape *s, const double *s_all, const doub
   X(bwd_few_pad) X(fwd_swiglu) X(bwd_swiglu) X(bwd_swiglu_pad) X(fwd_grouped) X(bwd_grouped)    \
   X(fwd_plain_p) X(bwd_plain_p) X(fwd_nolatent) X(bwd_nolatent) X(bwd_nolatent_pad) X(fwd_kimi) \
   X(bwd_kimi) X(bf16_fwd_top8) X(bf16_bwd_top8) X(bf16_fwd_few) X(bf16_bwd_few) X(bf16_bwd_swiglu) \
-  X(bf16_bwd_nolatent) X(ffn_situ_fwd) X(ffn_situ_bwd) X(ffn_swiglu_fwd) X(ffn_swiglu_bwd)
+  X(ffn_situ_fwd) X(ffn_situ_bwd) X(ffn_swiglu_fwd) X(ffn_swiglu_bwd)
 #define CK_MOE_DECLARE(name) clmoe_status ck_moe_##name(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 CK_MOE_LAYER_FNS(CK_MOE_DECLARE)
 #undef CK_MOE_DECLARE
