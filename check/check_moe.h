@@ -10,6 +10,8 @@
 #define CK_MOE_TOL_FWD 1e-5
 #define CK_MOE_TOL_GRAD 2e-5
 #define CK_MOE_TOL_CHOICE 1e-5
+#define CK_MOE_TOL_BF16 1e-2      /* bf16 expert weights and operands, fp32 accumulation */
+#define CK_MOE_TOL_BF16_GRAD 5e-2 /* their gradients (see check_moe_layer.c) */
 #define CK_MOE_NPARAM 10
 
 /* One layer under test: sizes (l 0: no latent projection), the GEMM path, balancing and the
@@ -22,10 +24,11 @@ typedef struct moe_case {
   int64_t groups, topk_groups;
   int no_renorm;
   float scale;
+  int bf16; /* 1: the routed experts' weights as bf16 copies (a bf16 training step's tile GEMMs) */
 } moe_case;
 
-/* The options of a K3 case (the positional initialisers' tail). */
-#define CK_MOE_K3 CLMOE_GLU_SITU, 0, 0, 0, 0.0f
+/* The options of a K3 case (the positional initialisers' tail), fp32 experts. */
+#define CK_MOE_K3 CLMOE_GLU_SITU, 0, 0, 0, 0.0f, 0
 
 /* A layer with random parameters and bias, x, and their host copies. */
 typedef struct moe_data {
@@ -51,7 +54,8 @@ void ck_moe_check_choice(const ref_moe_shape *s, const double *s_all, const doub
   X(fwd_top8) X(fwd_top16) X(fwd_few) X(fwd_pad) X(bwd_top8) X(bwd_top16) X(bwd_few) X(bwd_pad) \
   X(bwd_few_pad) X(fwd_swiglu) X(bwd_swiglu) X(bwd_swiglu_pad) X(fwd_grouped) X(bwd_grouped)    \
   X(fwd_plain_p) X(bwd_plain_p) X(fwd_nolatent) X(bwd_nolatent) X(bwd_nolatent_pad) X(fwd_kimi) \
-  X(bwd_kimi) X(ffn_situ_fwd) X(ffn_situ_bwd) X(ffn_swiglu_fwd) X(ffn_swiglu_bwd)
+  X(bwd_kimi) X(bf16_fwd_top8) X(bf16_bwd_top8) X(bf16_fwd_few) X(bf16_bwd_few) X(bf16_bwd_swiglu) \
+  X(ffn_situ_fwd) X(ffn_situ_bwd) X(ffn_swiglu_fwd) X(ffn_swiglu_bwd)
 #define CK_MOE_DECLARE(name) clmoe_status ck_moe_##name(clmoe_ctx *c, uint64_t s, clmoe_check_result *r);
 CK_MOE_LAYER_FNS(CK_MOE_DECLARE)
 #undef CK_MOE_DECLARE

@@ -9,7 +9,18 @@
  * Tolerances: fp32 1e-5 in ck_compare's measure (|got - ref| / (|ref| + rms(ref))); the
  * weight gradients sum over every token routed to an expert and get 2e-5. The device's
  * top-k is accepted when it is a top-k of the double scores within 1e-5 (a near-tie may
- * fall either way in fp32), and the reference then uses the device's choice. */
+ * fall either way in fp32), and the reference then uses the device's choice.
+ * bf16 cases: the routed experts' w_gate, w_upp, w_dn as bf16 copies (a bf16 training step:
+ * the grouped GEMMs on the tile interface, bf16 operands, fp32 accumulation) against the
+ * reference with the copies' values and the experts' operands rounded where the kernels
+ * round them (ref_moe_*_bf16). Most outputs then agree to fp32 accuracy (1e-6); the rest
+ * differ where an operand lies so close to a bf16 rounding midpoint that the device's fp32
+ * value and the double one round to neighbours, one bf16 step (2^-8) apart, which a sum
+ * with cancellation after it (dact over l, dx over f) magnifies: over seeds 1-16 on PoCL the
+ * worst forward was 3.4e-3 (tolerance 1e-2) and the worst gradient 2.1e-2 (5e-2), top-8
+ * of 896 experts, where most experts hold one row and nothing averages. Against the
+ * unrounded fp32 reference these layers differ by 1-1.5e-2 forward and 3-9e-2 in the
+ * gradients, about as much from rounding the weights alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +139,22 @@ clmoe_status ck_moe_read_i32(const clmoe_tensor *t, int32_t **out)
   return clmoe_tensor_read(t, *out, n * sizeof **out);
 }
 
+/* *Lb = D->L with bf16 copies of the routed experts' weights in b[3] (rounded to nearest even). */
+static clmoe_status bf16_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, clmoe_tensor b[3], clmoe_moe_layer *Lb)
+{
+  const clmoe_tensor *w[3] = {&L->w_gate, &L->w_upp, &L->w_dn};
+  clmoe_status st = CLMOE_OK;
+  *Lb = *L;
+  clmoe_tensor *dst[3] = {&Lb->w_gate, &Lb->w_upp, &Lb->w_dn};
+  for (int i = 0; i < 3; i++) {
+    CK(clmoe_tensor_create(ctx, &b[i], CLMOE_BF16, w[i]->ndim, w[i]->shape));
+    CK(clmoe_tensor_copy(&b[i], w[i]));
+    *dst[i] = b[i];
+  }
+done:
+  return st;
+}
+
 /* Forward and, with `backward`, the gradients against the reference with the device's choice. */
 static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
                                 const moe_case *mc, int backward)
@@ -140,16 +167,29 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   double *gy = NULL, *gy2 = NULL, *gp = NULL, *ry = NULL, *rp = NULL, *sall = NULL, *hdy = NULL;
   double *gdx = NULL, *rdx = NULL, *gg[CK_MOE_NPARAM] = {0}, *rg[CK_MOE_NPARAM] = {0};
   int32_t *topk = NULL, *rtop = NULL;
+  clmoe_tensor wb[3] = {{0}};
+  clmoe_moe_layer Lb;
+  const clmoe_moe_layer *L = &D.L;
   memset(&sv, 0, sizeof sv);
   memset(&g, 0, sizeof g);
   CK(ck_moe_setup(ctx, seed, mc, &D));
+  if (mc->bf16) {
+    CK(bf16_experts(ctx, &D.L, wb, &Lb));
+    L = &Lb;
+    for (int i = 0; i < 3; i++) { /* the reference multiplies by the copies' values */
+      double *h = NULL;
+      CK(ck_read(&wb[i], &h));
+      memcpy(D.hp[2 + i], h, (size_t)clmoe_tensor_numel(&wb[i]) * sizeof *h);
+      free(h);
+    }
+  }
   const int64_t m = mc->m, d = mc->d, k = mc->k, sy[2] = {m, d};
   CK(clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, sy));
   CK(clmoe_tensor_create(ctx, &y2, CLMOE_F32, 2, sy));
   CK(clmoe_tensor_fill(&y, NAN));
   CK(clmoe_tensor_fill(&y2, NAN));
-  CK(clmoe_moe_forward(ctx, &D.L, &D.x, &y, &sv)); /* train mode */
-  CK(clmoe_moe_forward(ctx, &D.L, &D.x, &y2, NULL)); /* inference: the same bits */
+  CK(clmoe_moe_forward(ctx, L, &D.x, &y, &sv)); /* train mode */
+  CK(clmoe_moe_forward(ctx, L, &D.x, &y2, NULL)); /* inference: the same bits */
   CK(ck_read(&y, &gy));
   CK(ck_read(&y2, &gy2));
   CK(ck_read(&sv.probs, &gp));
@@ -159,10 +199,11 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   CK_ALLOC(ry, m * d);
   CK_ALLOC(rp, m * k);
   ref_moe_route(&D.s, D.P.w_router, D.hbias, D.hx, k, rtop, sall);
-  res->tolerance = CK_MOE_TOL_FWD;
+  res->tolerance = CK_MOE_TOL_FWD; /* the router is fp32 in both forms */
   ck_moe_check_choice(&D.s, sall, D.hbias, topk, k, res);
   if (isinf(res->max_err)) goto done;
-  ref_moe_forward(&D.s, &D.P, D.hx, topk, ry, rp);
+  (mc->bf16 ? ref_moe_forward_bf16 : ref_moe_forward)(&D.s, &D.P, D.hx, topk, ry, rp);
+  if (mc->bf16) res->tolerance = CK_MOE_TOL_BF16;
   ck_compare("y", gy, ry, (size_t)(m * d), res);
   ck_compare("probs", gp, rp, (size_t)(m * k), res);
   for (int64_t i = 0; i < m * d; i++)
@@ -173,7 +214,7 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
       break;
     }
   if (!backward) goto done;
-  res->tolerance = CK_MOE_TOL_GRAD;
+  res->tolerance = mc->bf16 ? CK_MOE_TOL_BF16_GRAD : CK_MOE_TOL_GRAD;
   CK(ck_uniform(ctx, &dy, CLMOE_F32, 2, sy, seed + 50, -1.0f, 1.0f, &hdy));
   CK(clmoe_tensor_create(ctx, &dx, CLMOE_F32, 2, sy));
   CK(clmoe_tensor_fill(&dx, NAN));
@@ -182,7 +223,7 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   grad_params(&g, gt);
   for (int i = 0; i < CK_MOE_NPARAM; i++)
     if (gt[i]->buf) CK(clmoe_tensor_fill(gt[i], NAN));
-  CK(clmoe_moe_backward(ctx, &D.L, &D.x, &sv, &dy, &g, &dx));
+  CK(clmoe_moe_backward(ctx, L, &D.x, &sv, &dy, &g, &dx));
   CK(ck_read(&dx, &gdx));
   CK_ALLOC(rdx, m * d);
   for (int i = 0; i < CK_MOE_NPARAM; i++)
@@ -191,7 +232,7 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
       CK_ALLOC(rg[i], clmoe_tensor_numel(gt[i]));
     }
   ref_moe_params rgp = ref_params(rg);
-  ref_moe_backward(&D.s, &D.P, D.hx, topk, hdy, &rgp, rdx);
+  (mc->bf16 ? ref_moe_backward_bf16 : ref_moe_backward)(&D.s, &D.P, D.hx, topk, hdy, &rgp, rdx);
   ck_compare("dx", gdx, rdx, (size_t)(m * d), res);
   for (int i = 0; i < CK_MOE_NPARAM; i++)
     if (gt[i]->buf) ck_compare(param_names[i], gg[i], rg[i], (size_t)clmoe_tensor_numel(gt[i]), res);
@@ -203,6 +244,7 @@ done:
   clmoe_tensor_destroy(&dx);
   clmoe_moe_grads_destroy(&g);
   clmoe_moe_saved_destroy(&sv);
+  for (int i = 0; i < 3; i++) clmoe_tensor_destroy(&wb[i]);
   ck_moe_data_free(&D);
   return st;
 }
@@ -227,6 +269,8 @@ moe_case ck_moe_sized(const moe_case *c)
   if (m.m > 140) m.m = 140; /* (the few-expert case: still ~47 rows an expert, past a tile) */
   if (m.l > 72) m.l = 72;
   if (m.f > 80) m.f = 80;
+  if (m.bf16 && m.m > 96) m.m = 96; /* ~32 rows an expert: still 2 row tiles; simulating the
+                                       portable tiles costs more than the fp32 kernels */
   return m;
 }
 
@@ -251,7 +295,7 @@ LAYER_CHECK(bwd_few_pad, few_pad, 1)
 /* Small shapes (Oclgrind runs them): 64 experts (32 at the smallest size), top-4, widths of a
  * tile or two. Balancing: none (Quantile Balancing has no cut-off with grouped selection). */
 #define KIMI(gemm, l, glu, groups, tg, plain, scale)                                              \
-  {40, 48, l, 64, 4, 24, 1, 16, gemm, CLMOE_MOE_BALANCE_NONE, glu, groups, tg, plain, scale}
+  {40, 48, l, 64, 4, 24, 1, 16, gemm, CLMOE_MOE_BALANCE_NONE, glu, groups, tg, plain, scale, 0}
 static const moe_case swiglu = KIMI(CLMOE_MOE_GEMM_GROUPED, 24, CLMOE_GLU_SWIGLU, 0, 0, 0, 0.0f);
 static const moe_case swiglu_pad = KIMI(CLMOE_MOE_GEMM_PADDED, 24, CLMOE_GLU_SWIGLU, 0, 0, 0, 0.0f);
 static const moe_case grouped = KIMI(CLMOE_MOE_GEMM_GROUPED, 24, CLMOE_GLU_SITU, 8, 2, 0, 0.0f);
@@ -271,6 +315,19 @@ LAYER_CHECK(bwd_nolatent, nolatent, 1)
 LAYER_CHECK(bwd_nolatent_pad, nolatent_pad, 1)
 LAYER_CHECK(fwd_kimi, kimi, 0)
 LAYER_CHECK(bwd_kimi, kimi, 1)
+
+/* bf16 expert weights: the tiny preset's widths with 896 experts; 6 experts of ~70 rows at
+ * odd widths (several row and column tiles, K not a multiple of the 32-wide k steps, widths
+ * that are not multiples of 8: the staging's element-wise paths); SwiGLU. (The expert
+ * kernels do not see whether the layer has a latent projection.) */
+#define BF16(c) {c.m, c.d, c.l, c.E, c.k, c.f, c.n_shared, c.shared_ff, c.gemm, c.balance, c.glu, \
+                 c.groups, c.topk_groups, c.no_renorm, c.scale, 1}
+static const moe_case tiny8_bf16 = BF16(tiny8), few_bf16 = BF16(few), swiglu_bf16 = BF16(swiglu);
+LAYER_CHECK(bf16_fwd_top8, tiny8_bf16, 0)
+LAYER_CHECK(bf16_bwd_top8, tiny8_bf16, 1)
+LAYER_CHECK(bf16_fwd_few, few_bf16, 0)
+LAYER_CHECK(bf16_bwd_few, few_bf16, 1)
+LAYER_CHECK(bf16_bwd_swiglu, swiglu_bf16, 1)
 
 /* ---- the dense gated FFN ---------------------------------------------------------------------- */
 

@@ -61,41 +61,72 @@ static void outer_add(double *G, int64_t rows, int64_t cols, const double *a, co
     for (int64_t c = 0; c < cols; c++) G[r * cols + c] += a[r] * b[c];
 }
 
-/* One gated FFN (unit glu) applied to one vector h [in] -> out [in] (added), intermediate f,
- * with the intermediate u, w, a kept in caller buffers of f. */
-static void ffn_vec(int glu, int64_t in, int64_t f, const double *h, const double *wg, const double *wu,
-                    const double *wd, double *u, double *w, double *a, double *out, int add)
+/* x rounded to bf16 (through fp32, nearest even), as a bf16 product's operand. */
+double ref_bf16(double x)
 {
-  matvec(wg, f, in, h, u, 0);
-  matvec(wu, f, in, h, w, 0);
-  for (int64_t j = 0; j < f; j++) a[j] = ref_glu(glu, u[j], w[j]);
-  matvec(wd, in, f, a, out, add);
+  union { float f; uint32_t u; } v = {(float)x};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return x; /* NaN stays NaN */
+  v.u += 0x7fffu + ((v.u >> 16) & 1u);
+  v.u &= 0xffff0000u;
+  return (double)v.f;
 }
 
-/* Gradient of out . dout for ffn_vec: adds to dwg, dwu, dwd (may be NULL) and dh. */
+/* v itself, or with rnd a copy rounded to bf16 in buf [n]. */
+static const double *operand(int rnd, const double *v, int64_t n, double *buf)
+{
+  if (!rnd) return v;
+  for (int64_t i = 0; i < n; i++) buf[i] = ref_bf16(v[i]);
+  return buf;
+}
+
+/* One gated FFN (unit glu) applied to one vector h [in] -> out [in] (added), intermediate f,
+ * with the intermediate u, w, a kept in caller buffers of f. rnd: every product's vector
+ * operand rounded to bf16 (h, a) as the bf16 expert kernels stage them; the weights are
+ * taken as given. */
+static void ffn_vec(int glu, int64_t in, int64_t f, const double *h, const double *wg, const double *wu,
+                    const double *wd, double *u, double *w, double *a, double *out, int add, int rnd)
+{
+  double *buf = rnd ? malloc((size_t)(in + f) * sizeof *buf) : NULL;
+  if (rnd && !buf) abort();
+  const double *hr = operand(rnd, h, in, buf);
+  matvec(wg, f, in, hr, u, 0);
+  matvec(wu, f, in, hr, w, 0);
+  for (int64_t j = 0; j < f; j++) a[j] = ref_glu(glu, u[j], w[j]);
+  matvec(wd, in, f, operand(rnd, a, f, buf ? buf + in : NULL), out, add);
+  free(buf);
+}
+
+/* Gradient of out . dout for ffn_vec: adds to dwg, dwu, dwd (may be NULL) and dh; rnd as
+ * ffn_vec, also dout, du and dw rounded where they are operands. */
 static void ffn_vec_backward(int glu, int64_t in, int64_t f, const double *h, const double *wg,
                              const double *wu, const double *wd, const double *dout, double *dwg,
                              double *dwu, double *dwd, double *dh, double *u, double *w, double *a,
-                             double *da)
+                             double *da, int rnd)
 {
-  matvec(wg, f, in, h, u, 0);
-  matvec(wu, f, in, h, w, 0);
+  double *buf = rnd ? malloc((size_t)(2 * in + 3 * f) * sizeof *buf) : NULL;
+  if (rnd && !buf) abort();
+  const double *hr = operand(rnd, h, in, buf), *dr = operand(rnd, dout, in, buf ? buf + in : NULL);
+  matvec(wg, f, in, hr, u, 0);
+  matvec(wu, f, in, hr, w, 0);
   for (int64_t j = 0; j < f; j++) a[j] = ref_glu(glu, u[j], w[j]);
-  if (dwd) outer_add(dwd, in, f, dout, a);
+  if (dwd) outer_add(dwd, in, f, dr, operand(rnd, a, f, buf ? buf + 2 * in : NULL));
   for (int64_t j = 0; j < f; j++) da[j] = 0.0;
-  matvec_t_add(wd, in, f, dout, da);
+  matvec_t_add(wd, in, f, dr, da);
   for (int64_t j = 0; j < f; j++) {
     double gu, gw;
     ref_glu_grad(glu, u[j], w[j], &gu, &gw);
     u[j] = da[j] * gu; /* u, w now hold du, dw */
     w[j] = da[j] * gw;
   }
-  if (dwg) outer_add(dwg, f, in, u, h);
-  if (dwu) outer_add(dwu, f, in, w, h);
+  const double *ur = operand(rnd, u, f, buf ? buf + 2 * in + f : NULL);
+  const double *wr = operand(rnd, w, f, buf ? buf + 2 * in + 2 * f : NULL);
+  if (dwg) outer_add(dwg, f, in, ur, hr);
+  if (dwu) outer_add(dwu, f, in, wr, hr);
   if (dh) {
-    matvec_t_add(wg, f, in, u, dh);
-    matvec_t_add(wu, f, in, w, dh);
+    matvec_t_add(wg, f, in, ur, dh);
+    matvec_t_add(wu, f, in, wr, dh);
   }
+  free(buf);
 }
 
 void ref_glu_ffn_forward(int glu, int64_t m, int64_t d, int64_t f, const double *x, const double *w_gate,
@@ -103,7 +134,7 @@ void ref_glu_ffn_forward(int glu, int64_t m, int64_t d, int64_t f, const double 
 {
   double *buf = malloc((size_t)(3 * f + 1) * sizeof *buf);
   for (int64_t t = 0; t < m; t++)
-    ffn_vec(glu, d, f, x + t * d, w_gate, w_upp, w_dn, buf, buf + f, buf + 2 * f, y + t * d, 1);
+    ffn_vec(glu, d, f, x + t * d, w_gate, w_upp, w_dn, buf, buf + f, buf + 2 * f, y + t * d, 1, 0);
   free(buf);
 }
 
@@ -114,7 +145,7 @@ void ref_glu_ffn_backward(int glu, int64_t m, int64_t d, int64_t f, const double
   double *buf = malloc((size_t)(4 * f + 1) * sizeof *buf);
   for (int64_t t = 0; t < m; t++)
     ffn_vec_backward(glu, d, f, x + t * d, w_gate, w_upp, w_dn, dy + t * d, dw_gate, dw_upp, dw_dn,
-                     dx ? dx + t * d : NULL, buf, buf + f, buf + 2 * f, buf + 3 * f);
+                     dx ? dx + t * d : NULL, buf, buf + f, buf + 2 * f, buf + 3 * f, 0);
   free(buf);
 }
 
@@ -186,6 +217,7 @@ void ref_moe_route(const ref_moe_shape *s, const double *w_router, const double 
 /* Per-token work buffers of the layer. */
 typedef struct tok_buf {
   double *sc, *xl, *z, *zn, *u, *w, *a, *ye, *da, *dz, *dzn, *dxl, *p, *dp;
+  int rnd; /* the routed experts' operands rounded to bf16 (ffn_vec's rnd) */
 } tok_buf;
 
 static double *tok_buf_alloc(const ref_moe_shape *s, tok_buf *b)
@@ -234,7 +266,7 @@ static double token_forward(const ref_moe_shape *s, const ref_moe_params *P, con
     const int64_t e = sel[j];
     b->p[j] = (s->no_renorm ? b->sc[j] : b->sc[j] / S) * cs;
     ffn_vec(s->glu, l, f, b->xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f, b->u,
-            b->w, b->a, b->ye + j * l, 0);
+            b->w, b->a, b->ye + j * l, 0, b->rnd);
     for (int64_t c = 0; c < l; c++) b->z[c] += b->p[j] * b->ye[j * l + c];
   }
   return S;
@@ -247,11 +279,12 @@ static double rms_factor(const double *z, int64_t l, double eps)
   return 1.0 / sqrt(ss / (double)l + eps);
 }
 
-void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
-                     const int32_t *topk, double *y, double *probs)
+static void moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                        const int32_t *topk, double *y, double *probs, int rnd)
 {
   tok_buf b;
   double *all = tok_buf_alloc(s, &b);
+  b.rnd = rnd;
   for (int64_t t = 0; t < s->m; t++) {
     const double *xt = x + t * s->d;
     token_forward(s, P, xt, topk + t * s->k, &b);
@@ -264,13 +297,13 @@ void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const doub
     } else {
       memcpy(y + t * s->d, b.z, (size_t)s->d * sizeof *b.z);
     }
-    if (s->S) ffn_vec(s->glu, s->d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, b.u, b.w, b.a, y + t * s->d, 1);
+    if (s->S) ffn_vec(s->glu, s->d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, b.u, b.w, b.a, y + t * s->d, 1, 0);
   }
   free(all);
 }
 
-void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
-                      const int32_t *topk, const double *dy, ref_moe_params *g, double *dx)
+static void moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                         const int32_t *topk, const double *dy, ref_moe_params *g, double *dx, int rnd)
 {
   const int64_t d = s->d, l = width(s), f = s->f, E = s->E;
   const double sc = s->scale != 0.0 ? s->scale : 1.0;
@@ -291,6 +324,7 @@ void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const dou
   memset(dx, 0, (size_t)(s->m * d) * sizeof(double));
   tok_buf b;
   double *all = tok_buf_alloc(s, &b);
+  b.rnd = rnd;
   for (int64_t t = 0; t < s->m; t++) {
     const double *xt = x + t * d, *dyt = dy + t * d;
     const int32_t *sel = topk + t * s->k;
@@ -325,7 +359,7 @@ void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const dou
       for (int64_t c = 0; c < l; c++) dye[c] = b.p[j] * b.dz[c];
       ffn_vec_backward(s->glu, l, f, b.xl, P->w_gate + e * f * l, P->w_upp + e * f * l, P->w_dn + e * l * f,
                        dye, g->w_gate + e * f * l, g->w_upp + e * f * l, g->w_dn + e * l * f, b.dxl,
-                       b.u, b.w, b.a, b.da);
+                       b.u, b.w, b.a, b.da, b.rnd);
     }
     /* p_j = c s_j / S (or c s_j), s_j = sigmoid(logit_j); the chosen set is fixed */
     for (int64_t j = 0; j < s->k; j++) {
@@ -345,9 +379,33 @@ void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const dou
     }
     if (s->S)
       ffn_vec_backward(s->glu, d, s->S, xt, P->sh_gate, P->sh_upp, P->sh_dn, dyt, g->sh_gate, g->sh_upp,
-                       g->sh_dn, dxt, b.u, b.w, b.a, b.da);
+                       g->sh_dn, dxt, b.u, b.w, b.a, b.da, 0);
   }
   free(all);
+}
+
+void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                     const int32_t *topk, double *y, double *probs)
+{
+  moe_forward(s, P, x, topk, y, probs, 0);
+}
+
+void ref_moe_forward_bf16(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                          const int32_t *topk, double *y, double *probs)
+{
+  moe_forward(s, P, x, topk, y, probs, 1);
+}
+
+void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                      const int32_t *topk, const double *dy, ref_moe_params *g, double *dx)
+{
+  moe_backward(s, P, x, topk, dy, g, dx, 0);
+}
+
+void ref_moe_backward_bf16(const ref_moe_shape *s, const ref_moe_params *P, const double *x,
+                           const int32_t *topk, const double *dy, ref_moe_params *g, double *dx)
+{
+  moe_backward(s, P, x, topk, dy, g, dx, 1);
 }
 
 void ref_moe_loads(int64_t m, int64_t E, int64_t k, const int32_t *topk, int64_t *counts)

@@ -13,6 +13,9 @@
 #define REF_SITU_B1 4.0
 #define REF_SITU_B2 25.0
 
+/* x rounded to bf16 (nearest even, through fp32), returned as a double. */
+double ref_bf16(double x);
+
 /* SiTU(u, w) = (b1 tanh(u/b1) sigmoid(u)) (b2 tanh(w/b2)) and its two partial derivatives. */
 double ref_situ(double u, double w);
 void ref_situ_grad(double u, double w, double *du, double *dw);
@@ -80,6 +83,15 @@ void ref_moe_forward(const ref_moe_shape *s, const ref_moe_params *p, const doub
  * leaves the shared ones alone) and dx [m, d] (overwritten). */
 void ref_moe_backward(const ref_moe_shape *s, const ref_moe_params *p, const double *x,
                       const int32_t *topk, const double *dy, ref_moe_params *g, double *dx);
+
+/* The same as a bf16 training step computes them: the routed experts' products take their
+ * vector operands (the expert's input, the unit's output, the output gradient, du and dw)
+ * rounded to bf16 (ref_bf16) where the bf16 kernels round them; every sum in double. The
+ * weights are used as given (pass them rounded to model bf16 copies). */
+void ref_moe_forward_bf16(const ref_moe_shape *s, const ref_moe_params *p, const double *x,
+                          const int32_t *topk, double *y, double *probs);
+void ref_moe_backward_bf16(const ref_moe_shape *s, const ref_moe_params *p, const double *x,
+                           const int32_t *topk, const double *dy, ref_moe_params *g, double *dx);
 
 /* Tokens per expert: counts [E] from topk [m, k]. */
 void ref_moe_loads(int64_t m, int64_t E, int64_t k, const int32_t *topk, int64_t *counts);

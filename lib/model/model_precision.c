@@ -9,16 +9,20 @@
 #include "clmoe/params.h"
 #include "clmoe/tile.h"
 
-/* A parameter that only ever feeds clmoe_linear / clmoe_gemm as a weight matrix: a 2-D
- * "w_*" of a layer or the output head. Not the embedding (a lookup), the KDA convolutions and
- * dt_bias (2-D, elementwise), gains, the stacked expert weights [E, ...] (the grouped
- * expert kernels read fp32), nor the MoE layers of an expert-parallel model (their own
- * forward). */
+/* A parameter that only ever feeds matrix products as a weight: a 2-D "w_*" of a layer or
+ * the output head (clmoe_linear / clmoe_gemm), or a routed expert stack w_gate / w_upp
+ * [E, f, l], w_dn [E, l, f] (the grouped expert GEMMs on tiles, lib/moe/moe_experts_bf16.c).
+ * Not the embedding (a lookup), the KDA convolutions and dt_bias (2-D, elementwise), gains,
+ * nor the MoE layers of an expert-parallel model (their own forward, fp32). */
 static int feeds_products(const clmoe_model *m, const clmoe_param *p)
 {
-  if (!p->trainable || p->value->ndim != 2) return 0;
+  if (!p->trainable) return 0;
   const char *base = strrchr(p->name, '/');
   base = base ? base + 1 : p->name;
+  if (p->value->ndim == 3)
+    return !m->dist && strstr(p->name, "/ffn/") && strstr(p->name, "/shared/") == NULL &&
+           (!strcmp(base, "w_gate") || !strcmp(base, "w_upp") || !strcmp(base, "w_dn"));
+  if (p->value->ndim != 2) return 0;
   if (!strcmp(p->name, "head")) return 1;
   if (strncmp(base, "w_", 2)) return 0;
   if (m->dist && strstr(p->name, "/ffn/")) {
@@ -103,6 +107,9 @@ const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_la
   SWAP(m, tmp, l, w_router);
   SWAP(m, tmp, l, w_down);
   SWAP(m, tmp, l, w_up);
+  SWAP(m, tmp, l, w_gate); /* the routed experts [E, ...]: the grouped GEMMs on tiles */
+  SWAP(m, tmp, l, w_upp);
+  SWAP(m, tmp, l, w_dn);
   clmoe__model_ffn(m, &l->shared, &tmp->shared);
   return tmp;
 }

@@ -6,21 +6,13 @@
 
 /* ---- grouped ------------------------------------------------------------------------------ */
 
-/* Work-groups to launch over `items` row tiles or experts: enough to keep every compute unit
- * busy, no more (each group walks several; a group's start costs more than a small tile). */
-static size_t group_count(const clmoe_ctx *ctx, int64_t items)
-{
-  const int64_t cap = (int64_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * MOE_GROUPS_PER_CU;
-  return (size_t)(items < cap ? (items > 0 ? items : 1) : cap);
-}
-
 /* Row-tile kernels: (column tiles) x (groups walking the tile table). */
 static clmoe_status launch_tiles(clmoe_ctx *ctx, cl_kernel k, int64_t n, int64_t max_tiles)
 {
   moe_tiles t;
   clmoe__moe_tiles(ctx, &t);
   size_t local[2] = {(size_t)(t.tn / t.wn), (size_t)(t.tm / t.wm)};
-  size_t global[2] = {(size_t)((n + t.tn - 1) / t.tn) * local[0], group_count(ctx, max_tiles) * local[1]};
+  size_t global[2] = {(size_t)((n + t.tn - 1) / t.tn) * local[0], clmoe__moe_group_count(ctx, max_tiles) * local[1]};
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
@@ -37,7 +29,7 @@ static clmoe_status wgrad(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, const clm
                         KA(C->buf)));
   size_t local[3] = {(size_t)(t.tn / t.wn), (size_t)(t.tm / t.wm), 1};
   size_t global[3] = {(size_t)((n2 + t.tn - 1) / t.tn) * local[0], (size_t)((n1 + t.tm - 1) / t.tm) * local[1],
-                      group_count(ctx, d->n_experts)};
+                      clmoe__moe_group_count(ctx, d->n_experts)};
   return clmoe__launch(ctx, k, 3, global, local);
 }
 
@@ -149,6 +141,7 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
 {
   if (d->rows == 0) return CLMOE_OK;
   if (d->cap) return padded_forward(ctx, L, d, xs, u, w, act, ys);
+  if (L->w_gate.dtype == CLMOE_BF16) return clmoe__moe_experts_forward_bf16(ctx, L, d, xs, u, w, act, ys);
   return grouped_forward(ctx, L, d, xs, u, w, act, ys);
 }
 
@@ -168,6 +161,7 @@ clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du, CLMOE_F32, d->rows, f), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw, CLMOE_F32, d->rows, f), done);
   if (d->cap) st = padded_backward(ctx, L, s, dys, g, dxs, &du, &dw);
+  else if (L->w_gate.dtype == CLMOE_BF16) st = clmoe__moe_experts_backward_bf16(ctx, L, s, dys, g, dxs, &du, &dw);
   else st = grouped_backward(ctx, L, s, dys, g, dxs, &du, &dw);
 done:
   clmoe_tensor_destroy(&du);

@@ -18,8 +18,12 @@ typedef struct moe_tiles {
 void clmoe__moe_tiles(const clmoe_ctx *ctx, moe_tiles *t);
 /* Work-groups per compute unit of the grouped GEMM (each walks several tiles or experts). */
 #define MOE_GROUPS_PER_CU 8
+/* Columns per work-group of the bf16 tile kernels (rows: the table's tile height tm). */
+#define MOE_TILE_BN 64
 
-enum moe_family { MOE_ROUTE, MOE_DISPATCH, MOE_GEMM };
+/* MOE_GEMM_TILE: the bf16 kernels on the tile interface (kernels_cl/moe/moe_gemm_tile.cl),
+ * built with the device's tile implementation and the table's tile height. */
+enum moe_family { MOE_ROUTE, MOE_DISPATCH, MOE_GEMM, MOE_GEMM_TILE };
 
 /* Kernel `name` of one of the MoE program families. */
 clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const char *name,
@@ -80,6 +84,22 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
 clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                          const clmoe_moe_saved *s, const clmoe_tensor *dys,
                                          clmoe_moe_grads *g, clmoe_tensor *dxs);
+
+/* The grouped experts of a bf16 training step (moe_experts_bf16.c): the layer's w_gate,
+ * w_upp, w_dn are bf16 copies; the activations, products and gradients fp32 as above, every
+ * product on the tile interface with bf16 operands and fp32 accumulation. du, dw: [R, f]
+ * scratch of the backward. */
+clmoe_status clmoe__moe_experts_forward_bf16(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                             const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
+                                             clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
+                                             clmoe_tensor *ys);
+clmoe_status clmoe__moe_experts_backward_bf16(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                              const clmoe_moe_saved *s, const clmoe_tensor *dys,
+                                              clmoe_moe_grads *g, clmoe_tensor *dxs, clmoe_tensor *du,
+                                              clmoe_tensor *dw);
+/* Work-groups to launch over `items` row tiles or experts: enough to keep every compute unit
+ * busy, no more. */
+size_t clmoe__moe_group_count(const clmoe_ctx *ctx, int64_t items);
 
 /* The expert-parallel layer is built and belongs to this rank of dist (moe_ep.c). */
 struct clmoe_dist;

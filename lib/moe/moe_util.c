@@ -2,6 +2,7 @@
  * program families' kernels, 2-D launches over rows, views and new tensors, argument checks
  * and per-phase timing. They call only the runtime. */
 #include "moe_internal.h"
+#include "tile/tile_internal.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -29,8 +30,23 @@ clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const cha
              t.tn, t.tk, t.wm, t.wn);
     return clmoe__kernel(ctx, "moe_common+moe_gemm", opts, name, k);
   }
+  case MOE_GEMM_TILE: {
+    moe_tiles t;
+    char opts[320];
+    clmoe__moe_tiles(ctx, &t);
+    snprintf(opts, sizeof opts, "-DMT_BM=%d -DMT_BN=%d %s", t.tm, MOE_TILE_BN, clmoe__tile_options(ctx));
+    return clmoe__kernel(ctx, "tile+moe_common+moe_gemm_tile", opts, name, k);
+  }
   }
   return clmoe__error(CLMOE_ERR_INTERNAL, "clmoe__moe_kernel: unknown family %d", (int)family);
+}
+
+/* Work-groups to launch over `items` row tiles or experts: enough to keep every compute unit
+ * busy, no more (each group walks several; a group's start costs more than a small tile). */
+size_t clmoe__moe_group_count(const clmoe_ctx *ctx, int64_t items)
+{
+  const int64_t cap = (int64_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * MOE_GROUPS_PER_CU;
+  return (size_t)(items < cap ? (items > 0 ? items : 1) : cap);
 }
 
 clmoe_status clmoe__moe_launch_rows(clmoe_ctx *ctx, cl_kernel k, int64_t cols, int64_t rows)
