@@ -227,8 +227,9 @@ static int copy_is_rounded(const clmoe_param *p)
 }
 
 /* The training precision: auto follows the tile probe; bf16 gives exactly the 2-D w_*
- * matrices and the head a copy (the value rounded), which AdamW keeps rounded; the logits move
- * by bf16 rounding and no more; back to fp32 the copies go. */
+ * matrices, the routed experts' stacks [E, ...] and the head a copy (the value rounded),
+ * which AdamW keeps rounded; the logits move by bf16 rounding and no more; back to fp32 the
+ * copies go. */
 static void test_precision(void)
 {
   clmoe_model *m = tiny(21, 0);
@@ -251,7 +252,10 @@ static void test_precision(void)
   for (int i = 0; i < ps->n; i++) {
     const clmoe_param *p = &ps->p[i];
     const char *base = strrchr(p->name, '/') ? strrchr(p->name, '/') + 1 : p->name;
-    const int want = p->trainable && p->value->ndim == 2 && (!strncmp(base, "w_", 2) || !strcmp(p->name, "head"));
+    const int expert = p->value->ndim == 3 && strstr(p->name, "/ffn/") &&
+                       (!strcmp(base, "w_gate") || !strcmp(base, "w_upp") || !strcmp(base, "w_dn"));
+    const int want =
+        p->trainable && (expert || (p->value->ndim == 2 && (!strncmp(base, "w_", 2) || !strcmp(p->name, "head"))));
     if (want != (p->bf16.buf != NULL)) {
       fprintf(stderr, "\n    %s: bf16 copy %s\n", p->name, want ? "missing" : "not expected");
       wrong++;
