@@ -16,9 +16,9 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-xcheck [--device SPEC]... [--op PREFIX]... [--seed N] [--json FILE|-]\n"
-         "                    [--outputs] [--pair-factor X] [--small] [--shard I/N] [--list]\n"
-         "                    [--quiet]\n"
+  printf("Usage: clmoe-xcheck [--device SPEC]... [--op PREFIX]... [--skip PREFIX]... [--seed N]\n"
+         "                    [--json FILE|-] [--outputs] [--pair-factor X] [--small] [--shard I/N]\n"
+         "                    [--list] [--quiet]\n"
          "       clmoe-xcheck --compare A.json B.json [--pair-factor X] [--quiet]\n"
          "       clmoe-xcheck --matrix FILE.json...\n"
          "\n"
@@ -36,6 +36,7 @@ static void usage(void)
          "                 default: all devices\n"
          "  --op PREFIX    only checks whose name starts with PREFIX (repeatable), e.g. gemm,\n"
          "                 gemm.tiled, rmsnorm\n"
+         "  --skip PREFIX  leave out the checks whose name starts with PREFIX (repeatable)\n"
          "  --seed N       seed of the random inputs (default 20261129)\n"
          "  --json FILE    also write the results as JSON (- for stdout, then no table): the\n"
          "                 date, clmoe version and build (--version's facts; the commit from\n"
@@ -65,8 +66,11 @@ static void usage(void)
          "  --help, --version\n");
 }
 
-static int selected(const clmoe_check *c, const char **ops, int nops)
+/* Matched by one of ops (all when none is given) and by none of skips. */
+static int selected(const clmoe_check *c, const char **ops, int nops, const char **skips, int nskips)
 {
+  for (int i = 0; i < nskips; i++)
+    if (clmoe_check_matches(c, skips[i])) return 0;
   if (nops == 0) return 1;
   for (int i = 0; i < nops; i++)
     if (clmoe_check_matches(c, ops[i])) return 1;
@@ -211,9 +215,9 @@ int main(int argc, char **argv)
 {
   app_name = "clmoe-xcheck";
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
-  const char *ops[MAX_SELECT], *compare[2] = {NULL, NULL};
+  const char *ops[MAX_SELECT], *skips[MAX_SELECT], *compare[2] = {NULL, NULL};
   const char *const *matrix = NULL;
-  int nops = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0;
+  int nops = 0, nskips = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0;
   int64_t shard = 0, nshards = 1;
   double factor = 1.0;
   uint64_t seed = 20261129;
@@ -223,6 +227,9 @@ int main(int argc, char **argv)
     if (app_option(argc, argv, &i, "--op", &v)) {
       if (nops == MAX_SELECT) app_usage_error("too many --op options");
       ops[nops++] = v;
+    } else if (app_option(argc, argv, &i, "--skip", &v)) {
+      if (nskips == MAX_SELECT) app_usage_error("too many --skip options");
+      skips[nskips++] = v;
     } else if (app_option(argc, argv, &i, "--seed", &v)) {
       seed = (uint64_t)app_parse_int("--seed", v, 0, INT64_MAX);
     } else if (app_option(argc, argv, &i, "--pair-factor", &v)) {
@@ -274,8 +281,8 @@ int main(int argc, char **argv)
   if (!pick) app_die(CLMOE_ERR_OUT_OF_MEMORY, "calloc");
   int nsel = 0, nmatch = 0;
   for (int c = 0; c < ncheck; c++)
-    if (selected(&checks[c], ops, nops)) nsel += pick[c] = nmatch++ % nshards == shard;
-  if (nmatch == 0) app_usage_error("no check matches the --op prefixes given (try --list)");
+    if (selected(&checks[c], ops, nops, skips, nskips)) nsel += pick[c] = nmatch++ % nshards == shard;
+  if (nmatch == 0) app_usage_error("no check matches the --op and --skip prefixes given (try --list)");
   if (list) {
     for (int c = 0; c < ncheck; c++)
       if (pick[c]) printf("%-32s %s\n", checks[c].name, checks[c].description);
