@@ -19,12 +19,13 @@ static void usage(void)
 {
   printf("Usage: clmoe-bench kda [--batch B] [--T LIST] [--H LIST] [--D D] [--dtype bf16|f32]\n"
          "                       [--no-backward] [--no-tile] [--tc-warps N] [--tc-lookahead N]\n"
-         "                       [--tc-recompute]\n"
+         "                       [--tc-recompute] [--gate bounded|unbounded]\n"
          "                       [--recurrent-max T] [--reps N] [--max-seconds S]\n"
          "                       [--device SPEC] [--json FILE|-]\n"
          "\n"
          "Times clmoe_kda_forward (chunked, 16-token tiles) and forward + backward for every\n"
-         "H and T, with K = V = D, the bounded gate (lb -5), gate/L2 norm/sigmoid inside the op\n"
+         "H and T, with K = V = D, the bounded gate (lb -5; --gate unbounded: Kimi Linear's\n"
+         "-exp(A_log) softplus(g + dt_bias), A_log 0, forward only), gate/L2 norm/sigmoid inside the op\n"
          "(as flash-linear-attention's chunk_kda with use_gate_in_kernel). Times are the sum of\n"
          "the kernels' OpenCL profiling times (median over runs); wall-clock medians are shown\n"
          "too. The recurrent token loop is timed for T <= --recurrent-max and its output compared.\n"
@@ -42,6 +43,7 @@ static void usage(void)
          "  --H LIST           heads (default 16)\n"
          "  --D D              K = V (default 128, at most 128)\n"
          "  --dtype T          storage of q, k, v, g, beta: bf16 (default) or f32\n"
+         "  --gate G           bounded (default) or unbounded\n"
          "  --no-backward      forward only\n"
          "  --no-tile          skip the tile rows (they need D a multiple of 16)\n"
          "  --tc-warps N       warps per state work-group of the tile forward: 1, 2 or 4 (default 2)\n"
@@ -111,12 +113,13 @@ static void tensors_create(clmoe_ctx *ctx, kda_bench_tensors *t, clmoe_dtype dt,
 enum { RUN_FWD, RUN_FWD_BWD, RUN_TC, RUN_TC_BWD, RUN_REC };
 
 static int tc_warps, tc_ahead; /* --tc-warps, --tc-lookahead */
+static clmoe_kda_gate gate;    /* --gate */
 static int tc_keep = 1;        /* fwd+bwd-tc: the forward keeps the backward's factors (--tc-recompute: no) */
 static clmoe_kda_tile_saved tc_saved;
 
 static void run_once(clmoe_ctx *ctx, kda_bench_tensors *t, int what)
 {
-  clmoe_kda_options opts = {0};
+  clmoe_kda_options opts = {.gate = gate};
   clmoe_kda_inputs in = {&t->q, &t->k, &t->v, &t->g, &t->beta, &t->A_log, &t->dt_bias, NULL, NULL};
   if (what == RUN_TC || what == RUN_TC_BWD) {
     clmoe_kda_tile_config cfg = {tc_warps, tc_ahead, what == RUN_TC_BWD && tc_keep ? &tc_saved : NULL};
@@ -218,10 +221,16 @@ int bench_kda(int argc, char **argv)
     else if (app_option(argc, argv, &i, "--tc-warps", &v)) tc_warps = (int)app_parse_int("--tc-warps", v, 1, 4);
     else if (app_option(argc, argv, &i, "--tc-lookahead", &v)) tc_ahead = (int)app_parse_int("--tc-lookahead", v, 1, 3);
     else if (!strcmp(argv[i], "--tc-recompute")) tc_keep = 0;
-    else app_usage_error("unknown argument '%s'", argv[i]);
+    else if (app_option(argc, argv, &i, "--gate", &v)) {
+      if (!strcmp(v, "unbounded")) gate = CLMOE_KDA_GATE_UNBOUNDED;
+      else if (strcmp(v, "bounded")) app_usage_error("--gate: '%s' is not bounded or unbounded", v);
+    } else app_usage_error("unknown argument '%s'", argv[i]);
   }
   device = flags.device;
   json = flags.json;
+  if (gate == CLMOE_KDA_GATE_UNBOUNDED && backward)
+    app_usage_error("--gate unbounded: the forward only (add --no-backward); the backward anchors its factors and "
+                    "overflows at these decays");
   clmoe_dtype dt = CLMOE_BF16;
   if (!strcmp(dtype_arg, "f32")) dt = CLMOE_F32;
   else if (strcmp(dtype_arg, "bf16")) app_usage_error("--dtype: '%s' is not bf16 or f32", dtype_arg);
@@ -233,8 +242,9 @@ int bench_kda(int argc, char **argv)
   const char *impl = clmoe_tile_impl_name(clmoe_ctx_tile_impl(ctx));
   clmoe_ctx_set_fastpath(ctx, 0); /* "forward" and "fwd+bwd": the portable kernels */
   if (D % 16) tile = 0;
-  printf("clmoe-bench kda on %s (%s): B = %lld, K = V = %lld, %s inputs, chunk 16, lb -5, tiles: %s\n",
-         caps->device_name, caps->platform_name, B, D, dtype_arg, impl);
+  printf("clmoe-bench kda on %s (%s): B = %lld, K = V = %lld, %s inputs, chunk 16, %s, tiles: %s\n",
+         caps->device_name, caps->platform_name, B, D, dtype_arg,
+         gate == CLMOE_KDA_GATE_UNBOUNDED ? "unbounded gate (A_log 0)" : "lb -5", impl);
   printf("%4s %8s  %-11s %10s %10s %12s %9s %9s  %s\n", "H", "T", "pass", "kernel ms", "wall ms",
          "tokens/s", "TFLOP/s", "GB/s", "check");
   FILE *jf = json ? app_open_output(json) : NULL;
@@ -244,8 +254,8 @@ int bench_kda(int argc, char **argv)
     fprintf(jf, ",\n  \"driver\": ");
     json_string(jf, caps->driver_version);
     fprintf(jf, ",\n  \"B\": %lld, \"D\": %lld, \"dtype\": \"%s\", \"tile_impl\": \"%s\", \"tc_warps\": %d, " /* (0: the library picks) */
-                "\"tc_lookahead\": %d,\n  \"results\": [", B, D, dtype_arg, impl, tc_warps,
-            tc_ahead ? tc_ahead : 2);
+                "\"tc_lookahead\": %d, \"gate\": \"%s\",\n  \"results\": [", B, D, dtype_arg, impl, tc_warps,
+            tc_ahead ? tc_ahead : 2, gate == CLMOE_KDA_GATE_UNBOUNDED ? "unbounded" : "bounded");
   }
   int first = 1;
   for (int ih = 0; ih < nH; ih++)
