@@ -19,6 +19,11 @@ struct clmoe_gen_state {
   clmoe_gen_stats stats;
 };
 
+/* MoE layers of a pass with at most this many (token, chosen expert) pairs run the
+ * few-token forward (clmoe_moe_decode_forward: no sort or dispatch; every pair reads its
+ * expert's weights): a decode step of up to 16 sequences at top-16. */
+#define GEN_MOE_DECODE_PAIRS 256
+
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
 

@@ -64,7 +64,38 @@ static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p
   if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
   if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
+  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.w_gate.dtype == CLMOE_F32)
+    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, y); /* no sort, no dispatch */
   return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
+}
+
+/* Copies host ints into t (i32, whole, offset 0) without waiting: the caller keeps the
+ * array alive until the queue has run the copy (stack's final read, or its finish on
+ * failure). *queued is set. */
+static clmoe_status upload(clmoe_ctx *ctx, clmoe_tensor *t, const int32_t *host, int *queued)
+{
+  if (clmoe_tensor_numel(t) == 0) return CLMOE_OK; /* (a pass with no row wanted) */
+  CLMOE_CL(clEnqueueWriteBuffer(ctx->queue, t->buf, CL_FALSE, 0, (size_t)clmoe_tensor_numel(t) * sizeof *host,
+                                host, 0, NULL, NULL));
+  *queued = 1;
+  return CLMOE_OK;
+}
+
+/* out [N, d] = rows ids [N] of table [V, d] (f32). The ids are valid: clmoe_gen_prefill and
+ * clmoe_gen_step check them on the host, and the head's rows come from the pass itself. */
+static clmoe_status gather_rows(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
+                                clmoe_tensor *out)
+{
+  const int64_t d = table->shape[1], N = ids->shape[0];
+  CLMOE_TRY(clmoe__want(table, CLMOE_F32, "generate", "embedding table"));
+  CLMOE_TRY(clmoe__want_shape(out, "generate", "gathered rows", 0, 2, N, d, 0, 0));
+  if (N == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", NULL, "gen_gather_rows", &k));
+  cl_ulong toff = (cl_ulong)table->offset, ud = (cl_ulong)d, uN = (cl_ulong)N, ooff = (cl_ulong)out->offset;
+  CLMOE_TRY(clmoe__args(k, 7, KA(table->buf), KA(toff), KA(ud), KA(ids->buf), KA(uN), KA(out->buf), KA(ooff)));
+  size_t local[2] = {64, 1}, global[2] = {(size_t)d, (size_t)N};
+  return clmoe__launch(ctx, k, 2, global, local);
 }
 
 /* Runs the stack over the pass's tokens ids (host [ntok]) and writes the logits of the
@@ -80,8 +111,9 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   clmoe_tensor ids = {0}, stream = {0}, y = {0}, h = {0}, hn = {0}, alpha = {0}, rstd = {0}, sel = {0}, rid = {0};
   clmoe_tensor logits = {0}, slot, src;
   clmoe_status st;
+  int queued = 0; /* uploads enqueued without waiting, reading host memory */
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &N), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_write(&ids, ids_host, (size_t)N * sizeof *ids_host), done);
+  CLMOE_TRY_GOTO(st, upload(ctx, &ids, ids_host, &queued), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &stream, CLMOE_F32, 3, (int64_t[]){m->nslots, N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, (int64_t[]){N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &hn, CLMOE_F32, 2, (int64_t[]){N, d}), done);
@@ -93,7 +125,7 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
   }
   CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, 0, &slot), done);
-  CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &ids, &slot), done);
+  CLMOE_TRY_GOTO(st, gather_rows(ctx, &m->embed, &ids, &slot), done);
   model_stack it;
   for (clmoe__model_stack_begin(&it, c);; clmoe__model_stack_next(&it)) {
     const int l = it.layer, s = it.sub, nsrc = it.nsrc;
@@ -121,15 +153,18 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   const clmoe_tensor *x = &hn;
   if (rows) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rid, CLMOE_I32, 1, &nrows), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&rid, rows, (size_t)nrows * sizeof *rows), done);
+    CLMOE_TRY_GOTO(st, upload(ctx, &rid, rows, &queued), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sel, CLMOE_F32, 2, (int64_t[]){nrows, d}), done);
-    CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &hn, &rid, &sel), done); /* a row gather */
+    CLMOE_TRY_GOTO(st, gather_rows(ctx, &hn, &rid, &sel), done);
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
   CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
   st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
-done:;
+  queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */
+done:
+  /* After a failure, uploads may still read the caller's arrays: wait for them. */
+  if (queued && clFinish(ctx->queue) == CL_SUCCESS) clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
   clmoe_tensor *t[] = {&ids, &stream, &y, &h, &hn, &alpha, &rstd, &sel, &rid, &logits};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   return st;

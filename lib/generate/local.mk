@@ -3,6 +3,7 @@
 lib_libclmoe_impl_la_SOURCES += lib/generate/generate_internal.h lib/generate/generate_load.c \
 	lib/generate/generate_state.c lib/generate/generate_run.c lib/generate/generate_sample.c
 clmoeinclude_HEADERS += include/clmoe/generate.h
+CLMOE_KERNEL_FILES += kernels_cl/generate/gen_step.cl
 TEST_SUITES += tests/unit/test_generate
 TESTS += tests/apps/test_generate.sh
 EXTRA_DIST += tests/apps/test_generate.sh
