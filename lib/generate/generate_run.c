@@ -65,7 +65,7 @@ static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p
   if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
   if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.w_gate.dtype == CLMOE_F32)
-    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, y); /* no sort, no dispatch */
+    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, y, NULL); /* no sort, no dispatch */
   return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
 }
 

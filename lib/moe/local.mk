@@ -6,6 +6,9 @@ lib_libclmoe_impl_la_SOURCES += lib/moe/moe_internal.h lib/moe/moe_util.c lib/mo
 clmoeinclude_HEADERS += include/clmoe/moe.h include/clmoe/moe_ep.h
 CLMOE_KERNEL_FILES += kernels_cl/moe/moe_common.cl kernels_cl/moe/moe_route.cl \
 	kernels_cl/moe/moe_dispatch.cl kernels_cl/moe/moe_gemm.cl kernels_cl/moe/moe_decode.cl
+# (the GEMV kernels of the few-token paths, shared with lib/generate: an ops kernel listed here
+# until lib/ops/local.mk lists it)
+CLMOE_KERNEL_FILES += kernels_cl/ops/gemv.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_moe.h check/ref/ref_moe.c check/check_moe.h check/check_moe.c \
 	check/check_moe_layer.c check/check_moe_decode.c
 TEST_SUITES += tests/unit/test_moe
