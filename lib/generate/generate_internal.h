@@ -24,6 +24,32 @@ struct clmoe_gen_state {
  * expert's weights): a decode step of up to 16 sequences at top-16. */
 #define GEN_MOE_DECODE_PAIRS 256
 
+/* Decode steps of at most this many sequences run their KDA layers through the GEMV launches
+ * below (generate_kda.c); larger ones through clmoe_kda_layer_step (CLBlast). */
+#define GEN_GEMV_TOKENS 16
+
+/* ---- GEMV-shaped products and the fused KDA output gate (generate_gemv.c) ---- */
+typedef struct gen_gemv_slot {
+  const clmoe_tensor *w; /* [n, K] f32 */
+  clmoe_tensor *y;       /* [T, n] f32 */
+} gen_gemv_slot;
+/* 1 when w is an f32 matrix the GEMV takes. */
+int clmoe__gen_gemv_ok(const clmoe_tensor *w);
+/* y_s = beta y_s + in(x) w_s^T for n <= 6 slots sharing x [T, K]; in: mode 0 x, 1 RMSNorm(x)
+ * times gain [K] with eps, 2 glu(x, x2) (glu: clmoe_glu). beta 0 or 1. */
+clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
+                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
+                             const gen_gemv_slot *sl);
+/* m = sigmoid(gs) RMSNorm_head(o) gain: o, gs, m [N, heads D] (whole tensors), gain [D]. */
+clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, const clmoe_tensor *gs,
+                                     const clmoe_tensor *gain, float eps, int64_t heads, clmoe_tensor *m);
+/* A KDA layer's decode step (as clmoe_kda_layer_step) through the launches above
+ * (generate_kda.c); x, y [N, d]. */
+clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                 clmoe_kda_layer_state *state, clmoe_tensor *y);
+/* 1 when every matrix of l is f32 (the GEMV path takes the layer). */
+int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l);
+
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
 

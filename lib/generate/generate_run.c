@@ -40,6 +40,8 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
   model_layer *L = &g->model->layers[l];
   if (p->kind == GEN_STEP) {
     if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, y);
+    if (p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda))
+      return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], y); /* GEMV launches, no CLBlast */
     return clmoe_kda_layer_step(ctx, &L->kda, x, &g->kda[l], y);
   }
   clmoe_tensor x3, y3;
@@ -56,11 +58,32 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
   return clmoe_mla_extend(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
 }
 
+/* The dense gated FFN for few tokens: gate and up in one GEMV launch, the down product with
+ * the gated unit applied to its input in another (clmoe_situ_ffn_forward's math). */
+static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const clmoe_tensor *x, clmoe_tensor *y)
+{
+  const int64_t N = x->shape[0], F = f->w_gate.shape[0];
+  clmoe_tensor u = {0}, w = {0};
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &u, CLMOE_F32, 2, (int64_t[]){N, F}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &w, CLMOE_F32, 2, (int64_t[]){N, F}), done);
+  const gen_gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
+  CLMOE_TRY_GOTO(st, clmoe__gen_gemv(g->ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 2, in), done);
+  st = clmoe__gen_gemv(g->ctx, &u, &w, NULL, 2, (int)f->glu, 0.0f, 0, 1, &out);
+done:
+  clmoe_tensor_destroy(&u);
+  clmoe_tensor_destroy(&w);
+  return st;
+}
+
 static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
                              clmoe_tensor *y)
 {
   model_layer *L = &g->model->layers[l];
   if (s == SUB_MIXER) return mixer(g, l, p, x, y);
+  if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&L->ffn.w_gate) &&
+      clmoe__gen_gemv_ok(&L->ffn.w_upp) && clmoe__gen_gemv_ok(&L->ffn.w_dn))
+    return ffn_gemv(g, &L->ffn, x, y);
   if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
   if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
@@ -159,7 +182,12 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
+  if (nrows <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&m->head)) {
+    const gen_gemv_slot hs = {&m->head, &logits};
+    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
+  }
   st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
   queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */
 done:
