@@ -32,7 +32,9 @@ clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_
   }
   cl_kernel k;
   char opts[48];
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, GEMV_TOK);
+  if (T == 0) return CLMOE_OK;
+  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
   cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
@@ -52,7 +54,7 @@ clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_
     if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
   }
   size_t local[2] = {GEMV_LANES, 1};
-  size_t global[2] = {GEMV_LANES, (size_t)(((T + GEMV_TOK - 1) / GEMV_TOK) * blocks)};
+  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
   return clmoe__launch(ctx, k, 2, global, local);
 }
 

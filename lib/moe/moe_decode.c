@@ -60,7 +60,9 @@ static clmoe_status gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tens
   const int rows = gemv_rows(ctx);
   cl_kernel k;
   char opts[48];
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, GEMV_TOK);
+  if (T == 0) return CLMOE_OK;
+  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   for (int i = 0; i < n; i++) {
     CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 0, 2, sl[i].w->shape[0], K, 0, 0));
@@ -85,7 +87,7 @@ static clmoe_status gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tens
     if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
   }
   size_t local[2] = {GEMV_LANES, 1};
-  size_t global[2] = {GEMV_LANES, (size_t)(((T + GEMV_TOK - 1) / GEMV_TOK) * blocks)};
+  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
