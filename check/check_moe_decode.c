@@ -5,7 +5,8 @@
  * selection, plain weights times a scale, latent 0) and widths that are not multiples of a
  * work-group's rows. The decode path's own top-k (its router product sums in another order)
  * must be a top-k of the double scores (within 1e-5); the reference then uses that choice,
- * and clmoe_moe_forward's output is compared where its choice is the same.
+ * and clmoe_moe_forward's output is compared where its choice is the same; the forward that
+ * accumulates into a random residual u must give u + y.
  *
  * Tolerance: fp32 1e-5 in ck_compare's measure (|got - ref| / (|ref| + rms(ref))), the
  * layer checks' own; the dot products here are summed in another order than the grouped
@@ -21,8 +22,8 @@ static clmoe_status check_decode(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
 {
   clmoe_status st = CLMOE_OK;
   moe_data D;
-  clmoe_tensor y = {0}, y2 = {0}, s_all = {0}, topk = {0}, topk2 = {0}, scores = {0}, probs = {0};
-  double *gy = NULL, *gy2 = NULL, *ry = NULL, *rp = NULL, *sall = NULL;
+  clmoe_tensor y = {0}, y2 = {0}, y3 = {0}, s_all = {0}, topk = {0}, topk2 = {0}, scores = {0}, probs = {0};
+  double *gy = NULL, *gy2 = NULL, *gy3 = NULL, *hu = NULL, *ry = NULL, *rp = NULL, *sall = NULL;
   int32_t *top = NULL, *top2 = NULL, *rtop = NULL;
   CK(ck_moe_setup(ctx, seed, mc, &D));
   const int64_t m = mc->m, d = mc->d, k = mc->k, E = mc->E, sy[2] = {m, d};
@@ -32,8 +33,12 @@ static clmoe_status check_decode(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
   CK(clmoe_tensor_fill(&y2, NAN));
   CK(clmoe_tensor_create(ctx, &topk, CLMOE_I32, 2, (int64_t[]){m, k}));
   CK(clmoe_tensor_fill(&topk, -1.0));
-  CK(clmoe_moe_decode_forward(ctx, &D.L, &D.x, &y, &topk));
+  CK(clmoe_moe_decode_forward(ctx, &D.L, &D.x, 0, &y, &topk));
   CK(clmoe_moe_forward(ctx, &D.L, &D.x, &y2, NULL));
+  /* accumulating into a residual stream u: y3 = u + MoE(x) */
+  CK(ck_uniform(ctx, &y3, CLMOE_F32, 2, sy, seed + 60, -1.0f, 1.0f, &hu));
+  CK(clmoe_moe_decode_forward(ctx, &D.L, &D.x, 1, &y3, NULL));
+  CK(ck_read(&y3, &gy3));
   /* the grouped path's choice, to compare the two device paths where they chose alike */
   CK(clmoe_tensor_create(ctx, &s_all, CLMOE_F32, 2, (int64_t[]){m, E}));
   CK(clmoe_tensor_create(ctx, &topk2, CLMOE_I32, 2, (int64_t[]){m, k}));
@@ -54,11 +59,13 @@ static clmoe_status check_decode(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
   if (isinf(res->max_err)) goto done;
   ref_moe_forward(&D.s, &D.P, D.hx, top, ry, rp);
   ck_compare("y", gy, ry, (size_t)(m * d), res);
+  for (int64_t i = 0; i < m * d; i++) hu[i] += ry[i];
+  ck_compare("y_accumulated", gy3, hu, (size_t)(m * d), res);
   if (!memcmp(top, top2, (size_t)(m * k) * sizeof *top)) /* else a near-tie went the other way */
     ck_compare("y_vs_moe_forward", gy, gy2, (size_t)(m * d), res);
 done:
-  free(gy), free(gy2), free(ry), free(rp), free(sall), free(top), free(top2), free(rtop);
-  clmoe_tensor *t[] = {&y, &y2, &s_all, &topk, &topk2, &scores, &probs};
+  free(gy), free(gy2), free(gy3), free(hu), free(ry), free(rp), free(sall), free(top), free(top2), free(rtop);
+  clmoe_tensor *t[] = {&y, &y2, &y3, &s_all, &topk, &topk2, &scores, &probs};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   ck_moe_data_free(&D);
   return st;

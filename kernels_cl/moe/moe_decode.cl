@@ -45,13 +45,14 @@ void moe_dec_up(__global const int *topk, __global const float *x, ulong xoff,
   }
 }
 
-/* z[t, c] = sum over slots j in order of probs[t, j] (W_dn[e_j] act[t k + j])[c]: the
- * down products and the weighted combine. act [m k, f]; w_dn [E, l, f]; probs [m, k];
- * z [m, l] at zoff. Grid: (MD_LANES, m ceil(l / MD_ROWS)), work-groups (MD_LANES, 1). */
+/* z[t, c] (+)= sum over slots j in order of probs[t, j] (W_dn[e_j] act[t k + j])[c]: the
+ * down products and the weighted combine, added to z when beta is 1. act [m k, f]; w_dn
+ * [E, l, f]; probs [m, k]; z [m, l] at zoff. Grid: (MD_LANES, m ceil(l / MD_ROWS)),
+ * work-groups (MD_LANES, 1). */
 __kernel __attribute__((reqd_work_group_size(MD_LANES, 1, 1)))
 void moe_dec_down(__global const int *topk, __global const float *probs,
                   __global const float *act, __global const float *w_dn, int E, int k, int l,
-                  int f, __global float *z, ulong zoff)
+                  int f, __global float *z, ulong zoff, int beta)
 {
   __local float part[MD_ROWS][MD_LANES];
   const int lane = get_local_id(0), nb = (l + MD_ROWS - 1) / MD_ROWS;
@@ -77,5 +78,8 @@ void moe_dec_down(__global const int *topk, __global const float *probs,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lane < MD_ROWS && c0 + lane < l) z[zoff + (ulong)t * (ulong)l + (ulong)(c0 + lane)] = acc;
+  if (lane < MD_ROWS && c0 + lane < l) {
+    const ulong o = zoff + (ulong)t * (ulong)l + (ulong)(c0 + lane);
+    z[o] = beta ? z[o] + acc : acc;
+  }
 }

@@ -78,3 +78,31 @@ clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, cons
   size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)rows};
   return clmoe__launch(ctx, k, 2, global, local);
 }
+
+clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
+                                      const clmoe_tensor *gain, const clmoe_tensor *norm, float eps, clmoe_tensor *h,
+                                      clmoe_tensor *hn)
+{
+  static const char op[] = "generate (AttnRes and RMSNorm)";
+  const int64_t S = src->shape[0], T = src->shape[1], d = src->shape[2];
+  if (src->ndim != 3 || src->dtype != CLMOE_F32 || !clmoe_tensor_is_contiguous(src) || S < 1 || S > 32)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: sources must be [S <= 32, T, d] f32", op);
+  CLMOE_TRY(clmoe__want_shape(w, op, "w", 0, 1, d, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(gain, op, "gain", 0, 1, d, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(norm, op, "norm gain", 0, 1, d, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(h, op, "h", 0, 2, T, d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(hn, op, "hn", 0, 2, T, d, 0, 0));
+  if (h->offset || hn->offset) return clmoe__error(CLMOE_ERR_SHAPE, "%s: h and hn must start their buffers", op);
+  if (T == 0 || d == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "attn_res+gen_attn_res", NULL, "gen_attn_res_norm", &k));
+  cl_ulong so = (cl_ulong)src->offset, uT = (cl_ulong)T, ud = (cl_ulong)d;
+  cl_ulong wo = (cl_ulong)w->offset, go = (cl_ulong)gain->offset, no = (cl_ulong)norm->offset;
+  cl_int iS = (cl_int)S;
+  cl_float feps = eps;
+  CLMOE_TRY(clmoe__args(k, 14, KA(src->buf), KA(so), KA(iS), KA(uT), KA(ud), KA(w->buf), KA(wo), KA(gain->buf),
+                        KA(go), KA(norm->buf), KA(no), KA(feps), KA(h->buf), KA(hn->buf)));
+  size_t local = 0;
+  CLMOE_TRY(clmoe__row_local(ctx, k, d, &local));
+  return clmoe__launch_groups(ctx, k, T, local);
+}

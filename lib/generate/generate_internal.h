@@ -43,10 +43,15 @@ clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_
 /* m = sigmoid(gs) RMSNorm_head(o) gain: o, gs, m [N, heads D] (whole tensors), gain [D]. */
 clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, const clmoe_tensor *gs,
                                      const clmoe_tensor *gain, float eps, int64_t heads, clmoe_tensor *m);
+/* Block AttnRes over src [S, T, d] (w, gain [d]) into h [T, d], then hn = RMSNorm(h) with
+ * gain norm [d], in one launch; both eps (as the model's stack uses them). */
+clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
+                                      const clmoe_tensor *gain, const clmoe_tensor *norm, float eps, clmoe_tensor *h,
+                                      clmoe_tensor *hn);
 /* A KDA layer's decode step (as clmoe_kda_layer_step) through the launches above
- * (generate_kda.c); x, y [N, d]. */
+ * (generate_kda.c); x, y [N, d]; accumulate 1: y += the layer's output (a residual stream). */
 clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                 clmoe_kda_layer_state *state, clmoe_tensor *y);
+                                 clmoe_kda_layer_state *state, int accumulate, clmoe_tensor *y);
 /* 1 when every matrix of l is f32 (the GEMV path takes the layer). */
 int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l);
 

@@ -22,7 +22,7 @@ int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
 enum { KS_XQ, KS_XK, KS_XV, KS_Q, KS_K, KS_V, KS_BETA, KS_ZA, KS_Z, KS_GD, KS_GS, KS_O, KS_M, KS_N };
 
 clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                 clmoe_kda_layer_state *state, clmoe_tensor *y)
+                                 clmoe_kda_layer_state *state, int accumulate, clmoe_tensor *y)
 {
   const int64_t N = x->shape[0], H = l->H, D = l->D, HD = H * D, r = l->out_gate_rank;
   const int64_t cols[KS_N] = {HD, HD, HD, HD, HD, HD, H, l->rank, HD, r > 0 ? r : 1, HD, HD, HD};
@@ -62,7 +62,7 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
   CLMOE_TRY_GOTO(st, clmoe__gen_kda_out_gate(ctx, &t[KS_O], &t[KS_GS], &l->o_gain, l->norm_eps, H, &t[KS_M]), done);
   {
     const gen_gemv_slot wo = {&l->w_o, y};
-    st = clmoe__gen_gemv(ctx, &t[KS_M], NULL, NULL, 0, 0, 0.0f, 0, 1, &wo);
+    st = clmoe__gen_gemv(ctx, &t[KS_M], NULL, NULL, 0, 0, 0.0f, accumulate, 1, &wo);
   }
 done:
   for (int i = 0; i < KS_N; i++) clmoe_tensor_destroy(&t[i]);

@@ -33,15 +33,20 @@ static double now(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. */
-static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y)
+/* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. A path
+ * that can add its output into the residual stream's slot itself does so (slot += out, or
+ * slot = out when empty) and sets *added; y is then unused. */
+static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y,
+                          clmoe_tensor *slot, int empty, int *added)
 {
   clmoe_ctx *ctx = g->ctx;
   model_layer *L = &g->model->layers[l];
   if (p->kind == GEN_STEP) {
     if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, y);
-    if (p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda))
-      return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], y); /* GEMV launches, no CLBlast */
+    if (p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda)) { /* GEMV launches, no CLBlast */
+      *added = 1;
+      return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], !empty, slot);
+    }
     return clmoe_kda_layer_step(ctx, &L->kda, x, &g->kda[l], y);
   }
   clmoe_tensor x3, y3;
@@ -60,7 +65,8 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
 
 /* The dense gated FFN for few tokens: gate and up in one GEMV launch, the down product with
  * the gated unit applied to its input in another (clmoe_situ_ffn_forward's math). */
-static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const clmoe_tensor *x, clmoe_tensor *y)
+static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const clmoe_tensor *x, int accumulate,
+                             clmoe_tensor *y)
 {
   const int64_t N = x->shape[0], F = f->w_gate.shape[0];
   clmoe_tensor u = {0}, w = {0};
@@ -69,26 +75,33 @@ static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const 
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &w, CLMOE_F32, 2, (int64_t[]){N, F}), done);
   const gen_gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
   CLMOE_TRY_GOTO(st, clmoe__gen_gemv(g->ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 2, in), done);
-  st = clmoe__gen_gemv(g->ctx, &u, &w, NULL, 2, (int)f->glu, 0.0f, 0, 1, &out);
+  st = clmoe__gen_gemv(g->ctx, &u, &w, NULL, 2, (int)f->glu, 0.0f, accumulate, 1, &out);
 done:
   clmoe_tensor_destroy(&u);
   clmoe_tensor_destroy(&w);
   return st;
 }
 
+/* Sub-layer s of layer l on x; its output goes to y, or (*added set) straight into the
+ * residual stream's slot as mixer() says. */
 static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
-                             clmoe_tensor *y)
+                             clmoe_tensor *y, clmoe_tensor *slot, int empty, int *added)
 {
   model_layer *L = &g->model->layers[l];
-  if (s == SUB_MIXER) return mixer(g, l, p, x, y);
+  *added = 0;
+  if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added);
   if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&L->ffn.w_gate) &&
-      clmoe__gen_gemv_ok(&L->ffn.w_upp) && clmoe__gen_gemv_ok(&L->ffn.w_dn))
-    return ffn_gemv(g, &L->ffn, x, y);
+      clmoe__gen_gemv_ok(&L->ffn.w_upp) && clmoe__gen_gemv_ok(&L->ffn.w_dn)) {
+    *added = 1;
+    return ffn_gemv(g, &L->ffn, x, !empty, slot);
+  }
   if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
   if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
-  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.w_gate.dtype == CLMOE_F32)
-    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, y, NULL); /* no sort, no dispatch */
+  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.w_gate.dtype == CLMOE_F32) {
+    *added = 1; /* no sort, no dispatch */
+    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
+  }
   return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
 }
 
@@ -155,8 +168,9 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     if (plain) { /* x [N, d] in slot 0: x += f(RMSNorm(x)); the final norm before the head */
       CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, it.final ? &m->fnorm : &m->layers[l].norm[s], eps, &hn, &rstd), done);
       if (it.final) break;
-      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
-      CLMOE_TRY_GOTO(st, clmoe_axpy(ctx, 1.0f, &y, &slot), done);
+      int added;
+      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y, &slot, 0, &added), done);
+      if (!added) CLMOE_TRY_GOTO(st, clmoe_axpy(ctx, 1.0f, &y, &slot), done);
       continue;
     }
     clmoe_tensor a2;
@@ -165,12 +179,17 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     const clmoe_tensor *w = it.final ? &m->far_w : &m->layers[l].ar_w[s];
     const clmoe_tensor *gn = it.final ? &m->far_g : &m->layers[l].ar_g[s];
     const clmoe_tensor *nm = it.final ? &m->fnorm : &m->layers[l].norm[s];
-    CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
-    CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
+    if (N <= GEN_GEMV_TOKENS) { /* one launch */
+      CLMOE_TRY_GOTO(st, clmoe__gen_attn_res_norm(ctx, &src, w, gn, nm, eps, &h, &hn), done);
+    } else {
+      CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
+      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
+    }
     if (it.final) break;
     CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, it.slot, &slot), done);
-    CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
-    CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
+    int added;
+    CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y, &slot, it.empty, &added), done);
+    if (!added) CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
   }
   /* hn holds the final norm's output [N, d]; the head runs on the wanted rows only. */
   const clmoe_tensor *x = &hn;

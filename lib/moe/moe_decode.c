@@ -126,9 +126,9 @@ static clmoe_status experts_up(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
   return clmoe__launch(ctx, kn, 2, global, local);
 }
 
-/* z [m, l] (at its offset) = the weighted sum of the pairs' down products. */
+/* z [m, l] (at its offset) = beta z + the weighted sum of the pairs' down products. */
 static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_buf *b, clmoe_tensor *z,
-                                 int64_t m)
+                                 int64_t m, int beta)
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t l = clmoe__moe_width(c), rows = decode_rows(ctx);
@@ -136,15 +136,16 @@ static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_b
   CLMOE_TRY(decode_kernel(ctx, "moe_dec_down", &kn));
   cl_ulong zoff = (cl_ulong)z->offset;
   cl_int iE = (cl_int)c->n_experts, ik = (cl_int)c->top_k, il = (cl_int)l, iff = (cl_int)c->expert_ff;
-  CLMOE_TRY(clmoe__args(kn, 10, KA(b->topk.buf), KA(b->probs.buf), KA(b->act.buf), KA(L->w_dn.buf), KA(iE),
-                        KA(ik), KA(il), KA(iff), KA(z->buf), KA(zoff)));
+  cl_int ibeta = beta;
+  CLMOE_TRY(clmoe__args(kn, 11, KA(b->topk.buf), KA(b->probs.buf), KA(b->act.buf), KA(L->w_dn.buf), KA(iE),
+                        KA(ik), KA(il), KA(iff), KA(z->buf), KA(zoff), KA(ibeta)));
   size_t local[2] = {MOE_DECODE_LANES, 1};
   size_t global[2] = {MOE_DECODE_LANES, (size_t)(m * ((l + rows - 1) / rows))};
   return clmoe__launch(ctx, kn, 2, global, local);
 }
 
 static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                 clmoe_tensor *y2, int64_t m, dec_buf *b)
+                                 clmoe_tensor *y2, int64_t m, int acc, dec_buf *b)
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t E = c->n_experts, k = c->top_k, l = clmoe__moe_width(c), f = c->expert_ff;
@@ -171,13 +172,13 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   CLMOE_TRY(route_topk(ctx, L, b, m));
   if (c->latent == 0) { /* the experts work on x itself, and y is their weighted sum */
     CLMOE_TRY(experts_up(ctx, L, x2, b, m));
-    CLMOE_TRY(experts_down(ctx, L, b, y2, m));
+    CLMOE_TRY(experts_down(ctx, L, b, y2, m, acc));
   } else { /* y = W_up RMSNorm_gain(z) */
     CLMOE_TRY(experts_up(ctx, L, &b->xl, b, m));
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->z, CLMOE_F32, m, l));
-    CLMOE_TRY(experts_down(ctx, L, b, &b->z, m));
+    CLMOE_TRY(experts_down(ctx, L, b, &b->z, m, 0));
     const gemv_slot up = {&L->w_up, y2};
-    CLMOE_TRY(gemv(ctx, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, 0, 1, &up));
+    CLMOE_TRY(gemv(ctx, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, acc, 1, &up));
   }
   if (S > 0) { /* y += W_dn glu(su, sw) */
     const gemv_slot dn = {&L->shared.w_dn, y2};
@@ -187,7 +188,7 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
 }
 
 clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
-                                      clmoe_tensor *y, clmoe_tensor *topk)
+                                      int accumulate, clmoe_tensor *y, clmoe_tensor *topk)
 {
   static const char op[] = "clmoe_moe_decode_forward";
   if (!ctx || !L || !L->w_router.buf)
@@ -218,7 +219,7 @@ clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, 
   CLMOE_TRY(clmoe_tensor_view2d(y, &y2, m, d));
   dec_buf b;
   memset(&b, 0, sizeof b);
-  clmoe_status st = decode_steps(ctx, L, &x2, &y2, m, &b);
+  clmoe_status st = decode_steps(ctx, L, &x2, &y2, m, accumulate != 0, &b);
   if (st == CLMOE_OK && topk) st = clmoe_tensor_copy(topk, &b.topk);
   dec_buf_destroy(&b); /* the queue is in order: the buffers go back to the pool at once */
   return st;
