@@ -1,12 +1,12 @@
 /* A KDA layer's decode step for few sequences, the math of clmoe_kda_layer_step (lib/kda/
  * kda_layer.c) in fewer launches: the six products of x (q, k, v, beta, the gate's down
  * projection and the output gate or its down projection) in one GEMV launch, the three
- * short convolutions, the gate's up projection (and the output gate's), the recurrent step,
- * the output norm-and-gate in one launch and W_o: 8 or 9 launches and no CLBlast call, where
- * clmoe_kda_layer_step makes 9 or 10 products through CLBlast and 7 more launches. */
+ * short convolutions in one launch, the gate's up projection (and the output gate's), the
+ * recurrent step, the output norm-and-gate in one launch and W_o adding into the residual
+ * stream: 6 or 7 launches and no CLBlast call, where clmoe_kda_layer_step makes 9 or 10
+ * products through CLBlast and 7 more launches. */
 #include "generate_internal.h"
 
-#include "clmoe/conv.h"
 #include "clmoe/kda.h"
 
 int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
@@ -37,9 +37,11 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
                                  {r > 0 ? &l->w_g_down : &l->w_g, r > 0 ? &t[KS_GD] : &t[KS_GS]}};
     CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 6, xs), done);
   }
-  const clmoe_tensor *cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
-  clmoe_tensor *cst[3] = {&state->conv_q, &state->conv_k, &state->conv_v};
-  for (int j = 0; j < 3; j++) CLMOE_TRY_GOTO(st, clmoe_short_conv_step(ctx, &t[KS_XQ + j], cw[j], cst[j], &t[KS_Q + j]), done);
+  {
+    const clmoe_tensor *const cx[3] = {&t[KS_XQ], &t[KS_XK], &t[KS_XV]}, *const cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
+    clmoe_tensor *const cst[3] = {&state->conv_q, &state->conv_k, &state->conv_v}, *const cy[3] = {&t[KS_Q], &t[KS_K], &t[KS_V]};
+    CLMOE_TRY_GOTO(st, clmoe__gen_conv3_step(ctx, cx, cw, cst, cy), done);
+  }
   {
     const gen_gemv_slot up = {&l->w_a_up, &t[KS_Z]};
     CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, 1, &up), done);
