@@ -163,14 +163,6 @@ clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx)
   return CLMOE_OK;
 }
 
-void clmoe__count_wait(clmoe_ctx *ctx, enum clmoe__wait kind)
-{
-  if (kind == CLMOE_WAIT_READ) ctx->counters.blocking_reads++;
-  else if (kind == CLMOE_WAIT_WRITE) ctx->counters.blocking_writes++;
-  else ctx->counters.finishes++;
-}
-
-void clmoe_ctx_counters_get(const clmoe_ctx *ctx, clmoe_ctx_counters *counters) { *counters = ctx->counters; }
 
 /* Inline PTX: build and run a kernel that reads %laneid through asm(). Only NVIDIA's
  * compiler can accept it; a failure anywhere just means "not usable". */
