@@ -64,6 +64,10 @@ static void usage(void)
          "                      --ep N ...): the routed experts spread evenly over the ranks,\n"
          "                      every rank runs the same prompts, rank 0 samples and prints;\n"
          "                      several MPI ranks without --ep: as --ep over all of them\n"
+         "  --profile           after 2 warm-up decode steps, count per step the kernels\n"
+         "                      launched and the host waits (blocking reads, writes and\n"
+         "                      finishes), and time the step on the wall clock and on the device\n"
+         "                      by kernel family (summary and --json)\n"
          "  --quiet             no summary on stderr\n"
          "  --help, --version\n"
          "\n"
@@ -192,6 +196,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       if (!o->nbench) app_usage_error("--prefill-bench: no length given");
     } else if (app_option(argc, argv, &i, "--bench-steps", &v)) o->bench_steps = app_parse_int("--bench-steps", v, 0, 100000);
     else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
+    else if (!strcmp(argv[i], "--profile")) o->profile = 1;
     else if (app_option(argc, argv, &i, "--ep", &v)) o->ep = (int)app_parse_int("--ep", v, 1, 1 << 20);
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
@@ -203,6 +208,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
   if (o->model_dir) o->ckpt = o->model_dir;
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
+  if (o->profile && o->nbench) app_usage_error("--profile profiles the decode steps of a generation: leave out --prefill-bench");
   for (int p = 0; p < o->nprompts; p++)
     if (o->prompt_len[p] == 0) app_usage_error("prompt %d (%s) is empty: a prompt needs at least one byte", p + 1,
                                                o->prompt_from[p]);
@@ -286,7 +292,8 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
     }
     if (k == 0) r.first_token_s = app_now() - t0;
     if (active == 0) break;
-    APP_CHECK(clmoe_gen_step(g, next, logits));
+    if (o->profile && r.steps >= GEN_PROFILE_WARMUP) gen_profiled_step(ctx, g, next, logits, &r.prof);
+    else APP_CHECK(clmoe_gen_step(g, next, logits));
     r.steps++;
   }
   if (n == 1) printf("\n");
@@ -295,6 +302,7 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   clmoe_gen_stats_get(g, &st);
   r.decode_s = st.step_seconds;
   clmoe_gen_memory_usage(g, &r.mem);
+  if (o->profile) gen_profile_families(ctx, &r.prof);
   gen_report(o, model, ctx, &r);
   clmoe_gen_state_destroy(g);
   for (int64_t s = 0; s < n; s++) free(tok[s]), free(r.text[s]), free(r.ids[s]);
@@ -314,7 +322,7 @@ int main(int argc, char **argv)
   if (clmoe_launch_check(&launch) != CLMOE_OK) app_fail(APP_EXIT_USAGE, "%s", clmoe_last_error());
   const int all_ranks = !o.ep && launch.mpi && launch.ranks != 1;
   if (o.ep > 0 || all_ranks) {
-    ctx = app_dist_start(o.device, 0, o.quiet ? NULL : stderr, &argc, &argv); /* stdout: the text */
+    ctx = app_dist_start(o.device, o.profile, o.quiet ? NULL : stderr, &argc, &argv); /* stdout: the text */
     if (all_ranks) o.ep = clmoe_dist_size(app_dist);
     if (clmoe_dist_size(app_dist) != o.ep)
       app_fail(2, "--ep %d: the job has %d rank%s (start it as mpirun -np %d clmoe-generate --ep %d ...)", o.ep,
@@ -324,7 +332,7 @@ int main(int argc, char **argv)
       o.quiet = 1, o.json = NULL;
     }
   } else {
-    clmoe_ctx_options copts = {.device = o.device};
+    clmoe_ctx_options copts = {.device = o.device, .profiling = o.profile};
     APP_CHECK(clmoe_ctx_create(&ctx, &copts));
   }
   clmoe_model *model;

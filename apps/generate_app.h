@@ -27,7 +27,29 @@ typedef struct gen_opts {
   int64_t bench_steps;
   int quiet;
   int ep; /* expert parallelism over this many MPI ranks; 0: one process */
+  int profile; /* --profile: count and time the decode steps after GEN_PROFILE_WARMUP */
 } gen_opts;
+
+/* --profile: decode steps before this many are not profiled (program builds, first-use
+ * allocations). */
+#define GEN_PROFILE_WARMUP 2
+#define GEN_PROFILE_FAMILIES 32
+
+typedef struct gen_family {
+  char name[32]; /* the kernels' first word: moe, kda, mla, clblast, ... */
+  double seconds;
+  int64_t launches;
+} gen_family;
+
+/* What --profile measured over the profiled decode steps (sums; divide by steps). */
+typedef struct gen_profile {
+  int64_t steps;
+  int64_t commands;        /* profiled device commands: clmoe kernels and CLBlast calls */
+  clmoe_ctx_counters count; /* the context's counters over the profiled steps */
+  double wall_s, device_s;
+  int nfam;
+  gen_family fam[GEN_PROFILE_FAMILIES];
+} gen_profile;
 
 /* What a generation run measured, for the summary. */
 typedef struct gen_result {
@@ -42,6 +64,7 @@ typedef struct gen_result {
   int32_t **prompt;   /* [nseq][prompt_len] the prompts' ids as fed */
   int64_t *prompt_len;
   const char **why;   /* [nseq] "length" or "stop" */
+  gen_profile prof;   /* --profile */
 } gen_result;
 
 /* generate_tokens.c. The ids of a --prompt-ids list ("5,17,300"): malloc'ed, *n of them;
@@ -59,6 +82,10 @@ void gen_write_logits(const char *path, const float *logits, int64_t n, int64_t 
 
 /* Human-readable bytes ("12.3 MiB"). */
 const char *gen_bytes(char *buf, size_t len, double bytes);
+/* --profile: one decode step, counted and timed into *p (k: the step's index). */
+void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, gen_profile *p);
+/* The kernel table of the profiled steps summed into families (the kernel name's first word). */
+void gen_profile_families(clmoe_ctx *ctx, gen_profile *p);
 /* The summary on stderr and, with o->json, the JSON report. */
 void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen_result *r);
 /* --prefill-bench: synthetic prompts of each length, chunked prefill, a few decode steps. */

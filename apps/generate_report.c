@@ -15,6 +15,100 @@ const char *gen_bytes(char *buf, size_t len, double b)
 
 static double rate(double n, double s) { return s > 0.0 ? n / s : 0.0; }
 
+void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, gen_profile *p)
+{
+  clmoe_ctx_counters c0, c1;
+  double kernel_s;
+  int kernels;
+  APP_CHECK(clmoe_ctx_finish(ctx)); /* nothing of the step before in this one's time */
+  APP_CHECK(clmoe_ctx_profile_begin(ctx));
+  clmoe_ctx_counters_get(ctx, &c0);
+  const double t0 = app_now();
+  APP_CHECK(clmoe_gen_step(g, next, logits));
+  p->wall_s += app_now() - t0;
+  clmoe_ctx_counters_get(ctx, &c1);
+  APP_CHECK(clmoe_ctx_profile_end(ctx, &kernel_s, &kernels));
+  p->steps++;
+  p->device_s += kernel_s;
+  p->commands += kernels;
+  p->count.launches += c1.launches - c0.launches;
+  p->count.blocking_reads += c1.blocking_reads - c0.blocking_reads;
+  p->count.blocking_writes += c1.blocking_writes - c0.blocking_writes;
+  p->count.finishes += c1.finishes - c0.finishes;
+}
+
+void gen_profile_families(clmoe_ctx *ctx, gen_profile *p)
+{
+  const clmoe_kernel_time *rows;
+  const int n = clmoe_ctx_profile_kernels(ctx, &rows);
+  for (int i = 0; i < n; i++) {
+    char fam[32];
+    snprintf(fam, sizeof fam, "%.*s", (int)strcspn(rows[i].name, "_"), rows[i].name);
+    int j = 0;
+    while (j < p->nfam && strcmp(p->fam[j].name, fam)) j++;
+    if (j == p->nfam) {
+      if (p->nfam == GEN_PROFILE_FAMILIES) j = p->nfam - 1, snprintf(fam, sizeof fam, "other");
+      else memset(&p->fam[p->nfam++], 0, sizeof p->fam[0]);
+      snprintf(p->fam[j].name, sizeof p->fam[j].name, "%s", fam);
+    }
+    p->fam[j].seconds += rows[i].seconds;
+    p->fam[j].launches += rows[i].launches;
+  }
+  for (int i = 1; i < p->nfam; i++) /* by time, largest first */
+    for (int j = i; j > 0 && p->fam[j].seconds > p->fam[j - 1].seconds; j--) {
+      gen_family t = p->fam[j];
+      p->fam[j] = p->fam[j - 1], p->fam[j - 1] = t;
+    }
+}
+
+static void profile_text(const gen_profile *p)
+{
+  if (p->steps == 0) {
+    fprintf(stderr, "profile: no decode step after the %d warm-up steps (raise -n)\n", GEN_PROFILE_WARMUP);
+    return;
+  }
+  const double n = (double)p->steps;
+  fprintf(stderr, "profile: %lld decode steps after %d warm-up: per step %.1f device commands (%.1f clmoe "
+          "kernels), %.1f blocking reads, %.1f blocking writes, %.1f finishes; wall %.3f ms, device %.3f ms\n",
+          (long long)p->steps, GEN_PROFILE_WARMUP, (double)p->commands / n, (double)p->count.launches / n,
+          (double)p->count.blocking_reads / n, (double)p->count.blocking_writes / n, (double)p->count.finishes / n,
+          1e3 * p->wall_s / n, 1e3 * p->device_s / n);
+  for (int i = 0; i < p->nfam; i++)
+    fprintf(stderr, "  %-16s %8.3f ms per step  %6.1f commands per step\n", p->fam[i].name,
+            1e3 * p->fam[i].seconds / n, (double)p->fam[i].launches / n);
+}
+
+static void profile_json(FILE *f, const gen_profile *p)
+{
+  const double n = p->steps > 0 ? (double)p->steps : 1.0;
+  fprintf(f, "{\"steps\": %lld, \"warmup_steps\": %d, \"commands_per_step\": ", (long long)p->steps,
+          GEN_PROFILE_WARMUP);
+  json_double(f, (double)p->commands / n);
+  fprintf(f, ", \"launches_per_step\": ");
+  json_double(f, (double)p->count.launches / n);
+  fprintf(f, ", \"blocking_reads_per_step\": ");
+  json_double(f, (double)p->count.blocking_reads / n);
+  fprintf(f, ", \"blocking_writes_per_step\": ");
+  json_double(f, (double)p->count.blocking_writes / n);
+  fprintf(f, ", \"finishes_per_step\": ");
+  json_double(f, (double)p->count.finishes / n);
+  fprintf(f, ", \"wall_ms_per_step\": ");
+  json_double(f, 1e3 * p->wall_s / n);
+  fprintf(f, ", \"device_ms_per_step\": ");
+  json_double(f, 1e3 * p->device_s / n);
+  fprintf(f, ", \"families\": [");
+  for (int i = 0; i < p->nfam; i++) {
+    fprintf(f, "%s{\"family\": ", i ? ", " : "");
+    json_string(f, p->fam[i].name);
+    fprintf(f, ", \"ms_per_step\": ");
+    json_double(f, 1e3 * p->fam[i].seconds / n);
+    fprintf(f, ", \"commands_per_step\": ");
+    json_double(f, (double)p->fam[i].launches / n);
+    fprintf(f, "}");
+  }
+  fprintf(f, "]}");
+}
+
 static void model_line(const clmoe_model *model, clmoe_ctx *ctx, const char *ckpt)
 {
   const clmoe_config *c = clmoe_model_config(model);
@@ -47,6 +141,7 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
             "allocated\n", gen_bytes(a, sizeof a, (double)m->weights), gen_bytes(b, sizeof b, (double)m->kda_state),
             gen_bytes(c, sizeof c, (double)m->mla_cache_used), m->mla_token_bytes,
             gen_bytes(d, sizeof d, (double)m->mla_cache));
+    if (o->profile) profile_text(&r->prof);
   }
   if (!o->json) return;
   FILE *f = app_open_output(o->json);
@@ -70,6 +165,10 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
   json_double(f, rate(dec_tokens, r->decode_s));
   fprintf(f, ",\n  \"memory\": ");
   memory_json(f, &r->mem);
+  if (o->profile) {
+    fprintf(f, ",\n  \"profile\": ");
+    profile_json(f, &r->prof);
+  }
   fprintf(f, ",\n  \"outputs\": [\n");
   for (int64_t s = 0; s < r->nseq; s++) {
     fprintf(f, "    {\"prompt\": ");

@@ -248,6 +248,17 @@ CLMOE_API void clmoe_moe_saved_destroy(clmoe_moe_saved *s);
 CLMOE_API clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
                                          const clmoe_tensor *x, clmoe_tensor *y,
                                          clmoe_moe_saved *saved);
+/* The inference forward (as clmoe_moe_forward with saved NULL, to fp32 rounding) for few
+ * tokens, e.g. a decode step: two kernels over the m k (token, chosen expert) pairs read the
+ * router's choice on the device and run the experts without sorting or dispatch (no host
+ * read); each pair reads its expert's weights, so for many tokens clmoe_moe_forward is
+ * faster. Routed experts in fp32. accumulate 1: y += MoE(x) (a residual stream); 0: y =
+ * MoE(x), y not read. topk (i32 [m, k], may be NULL) receives the router's choice. The
+ * router's product is summed in another order than clmoe_moe_route's, so a near-tie (within
+ * fp32 rounding) may choose differently. */
+CLMOE_API clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
+                                                const clmoe_tensor *x, int accumulate,
+                                                clmoe_tensor *y, clmoe_tensor *topk);
 /* Gradients of sum(y * dy) (grads and dx overwritten) for the same x as the forward. */
 CLMOE_API clmoe_status clmoe_moe_backward(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
                                           const clmoe_tensor *x, const clmoe_moe_saved *saved,

@@ -140,6 +140,19 @@ CLMOE_API cl_command_queue clmoe_ctx_queue(const clmoe_ctx *ctx);
 /* Waits for all queued work (clFinish). */
 CLMOE_API clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx);
 
+/* What a context has done since it was created: counted on every context, profiling or
+ * not, for telling launch- and round-trip-bound code apart (clmoe-generate --profile). A
+ * blocking transfer or a finish makes the host wait until the device has run everything
+ * queued before it. Kernels that other libraries enqueue (CLBlast) are not in `launches`;
+ * the profiler counts each such call once. */
+typedef struct clmoe_ctx_counters {
+  int64_t launches;        /* kernels enqueued by clmoe */
+  int64_t blocking_reads;  /* device-to-host reads that wait (clmoe_tensor_read, ...) */
+  int64_t blocking_writes; /* host-to-device writes that wait (clmoe_tensor_write, ...) */
+  int64_t finishes;        /* clFinish (clmoe_ctx_finish, the profiler's end, ...) */
+} clmoe_ctx_counters;
+CLMOE_API void clmoe_ctx_counters_get(const clmoe_ctx *ctx, clmoe_ctx_counters *counters);
+
 /* Kernel timing for benchmarks, on contexts created with profiling = 1: between _begin
  * and _end every kernel clmoe launches on ctx keeps its OpenCL event; _end waits for the
  * queue and returns the sum of those kernels' execution times (host overhead and gaps

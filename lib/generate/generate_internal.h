@@ -19,6 +19,46 @@ struct clmoe_gen_state {
   clmoe_gen_stats stats;
 };
 
+/* MoE layers of a pass with at most this many (token, chosen expert) pairs run the
+ * few-token forward (clmoe_moe_decode_forward: no sort or dispatch; every pair reads its
+ * expert's weights): a decode step of up to 16 sequences at top-16. */
+#define GEN_MOE_DECODE_PAIRS 256
+
+/* Decode steps of at most this many sequences run their KDA layers through the GEMV launches
+ * below (generate_kda.c); larger ones through clmoe_kda_layer_step (CLBlast). */
+#define GEN_GEMV_TOKENS 16
+
+/* ---- GEMV-shaped products and the fused KDA output gate (generate_gemv.c) ---- */
+typedef struct gen_gemv_slot {
+  const clmoe_tensor *w; /* [n, K] f32 */
+  clmoe_tensor *y;       /* [T, n] f32 */
+} gen_gemv_slot;
+/* 1 when w is an f32 matrix the GEMV takes. */
+int clmoe__gen_gemv_ok(const clmoe_tensor *w);
+/* y_s = beta y_s + in(x) w_s^T for n <= 6 slots sharing x [T, K]; in: mode 0 x, 1 RMSNorm(x)
+ * times gain [K] with eps, 2 glu(x, x2) (glu: clmoe_glu). beta 0 or 1. */
+clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
+                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
+                             const gen_gemv_slot *sl);
+/* m = sigmoid(gs) RMSNorm_head(o) gain: o, gs, m [N, heads D] (whole tensors), gain [D]. */
+clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, const clmoe_tensor *gs,
+                                     const clmoe_tensor *gain, float eps, int64_t heads, clmoe_tensor *m);
+/* Block AttnRes over src [S, T, d] (w, gain [d]) into h [T, d], then hn = RMSNorm(h) with
+ * gain norm [d], in one launch; both eps (as the model's stack uses them). */
+clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
+                                      const clmoe_tensor *gain, const clmoe_tensor *norm, float eps, clmoe_tensor *h,
+                                      clmoe_tensor *hn);
+/* The q, k, v short convolutions of a KDA decode step in one launch (clmoe_short_conv_step's
+ * math for each): x_i, y_i [N, C] f32 whole tensors, w_i [C, W], state_i [N, W - 1, C]. */
+clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3], const clmoe_tensor *const w[3],
+                                   clmoe_tensor *const state[3], clmoe_tensor *const y[3]);
+/* A KDA layer's decode step (as clmoe_kda_layer_step) through the launches above
+ * (generate_kda.c); x, y [N, d]; accumulate 1: y += the layer's output (a residual stream). */
+clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                 clmoe_kda_layer_state *state, int accumulate, clmoe_tensor *y);
+/* 1 when every matrix of l is f32 (the GEMV path takes the layer). */
+int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l);
+
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
 

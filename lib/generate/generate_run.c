@@ -33,13 +33,20 @@ static double now(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. */
-static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y)
+/* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. A path
+ * that can add its output into the residual stream's slot itself does so (slot += out, or
+ * slot = out when empty) and sets *added; y is then unused. */
+static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y,
+                          clmoe_tensor *slot, int empty, int *added)
 {
   clmoe_ctx *ctx = g->ctx;
   model_layer *L = &g->model->layers[l];
   if (p->kind == GEN_STEP) {
     if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, y);
+    if (p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda)) { /* GEMV launches, no CLBlast */
+      *added = 1;
+      return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], !empty, slot);
+    }
     return clmoe_kda_layer_step(ctx, &L->kda, x, &g->kda[l], y);
   }
   clmoe_tensor x3, y3;
@@ -56,15 +63,75 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
   return clmoe_mla_extend(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
 }
 
-static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
+/* The dense gated FFN for few tokens: gate and up in one GEMV launch, the down product with
+ * the gated unit applied to its input in another (clmoe_situ_ffn_forward's math). */
+static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const clmoe_tensor *x, int accumulate,
                              clmoe_tensor *y)
 {
+  const int64_t N = x->shape[0], F = f->w_gate.shape[0];
+  clmoe_tensor u = {0}, w = {0};
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &u, CLMOE_F32, 2, (int64_t[]){N, F}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &w, CLMOE_F32, 2, (int64_t[]){N, F}), done);
+  const gen_gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
+  CLMOE_TRY_GOTO(st, clmoe__gen_gemv(g->ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 2, in), done);
+  st = clmoe__gen_gemv(g->ctx, &u, &w, NULL, 2, (int)f->glu, 0.0f, accumulate, 1, &out);
+done:
+  clmoe_tensor_destroy(&u);
+  clmoe_tensor_destroy(&w);
+  return st;
+}
+
+/* Sub-layer s of layer l on x; its output goes to y, or (*added set) straight into the
+ * residual stream's slot as mixer() says. */
+static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
+                             clmoe_tensor *y, clmoe_tensor *slot, int empty, int *added)
+{
   model_layer *L = &g->model->layers[l];
-  if (s == SUB_MIXER) return mixer(g, l, p, x, y);
+  *added = 0;
+  if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added);
+  if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&L->ffn.w_gate) &&
+      clmoe__gen_gemv_ok(&L->ffn.w_upp) && clmoe__gen_gemv_ok(&L->ffn.w_dn)) {
+    *added = 1;
+    return ffn_gemv(g, &L->ffn, x, !empty, slot);
+  }
   if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
   if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
+  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.w_gate.dtype == CLMOE_F32) {
+    *added = 1; /* no sort, no dispatch */
+    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
+  }
   return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
+}
+
+/* Copies host ints into t (i32, whole, offset 0) without waiting: the caller keeps the
+ * array alive until the queue has run the copy (stack's final read, or its finish on
+ * failure). *queued is set. */
+static clmoe_status upload(clmoe_ctx *ctx, clmoe_tensor *t, const int32_t *host, int *queued)
+{
+  if (clmoe_tensor_numel(t) == 0) return CLMOE_OK; /* (a pass with no row wanted) */
+  CLMOE_CL(clEnqueueWriteBuffer(ctx->queue, t->buf, CL_FALSE, 0, (size_t)clmoe_tensor_numel(t) * sizeof *host,
+                                host, 0, NULL, NULL));
+  *queued = 1;
+  return CLMOE_OK;
+}
+
+/* out [N, d] = rows ids [N] of table [V, d] (f32). The ids are valid: clmoe_gen_prefill and
+ * clmoe_gen_step check them on the host, and the head's rows come from the pass itself. */
+static clmoe_status gather_rows(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
+                                clmoe_tensor *out)
+{
+  const int64_t d = table->shape[1], N = ids->shape[0];
+  CLMOE_TRY(clmoe__want(table, CLMOE_F32, "generate", "embedding table"));
+  CLMOE_TRY(clmoe__want_shape(out, "generate", "gathered rows", 0, 2, N, d, 0, 0));
+  if (N == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", NULL, "gen_gather_rows", &k));
+  cl_ulong toff = (cl_ulong)table->offset, ud = (cl_ulong)d, uN = (cl_ulong)N, ooff = (cl_ulong)out->offset;
+  CLMOE_TRY(clmoe__args(k, 7, KA(table->buf), KA(toff), KA(ud), KA(ids->buf), KA(uN), KA(out->buf), KA(ooff)));
+  size_t local[2] = {64, 1}, global[2] = {(size_t)d, (size_t)N};
+  return clmoe__launch(ctx, k, 2, global, local);
 }
 
 /* Runs the stack over the pass's tokens ids (host [ntok]) and writes the logits of the
@@ -80,8 +147,9 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   clmoe_tensor ids = {0}, stream = {0}, y = {0}, h = {0}, hn = {0}, alpha = {0}, rstd = {0}, sel = {0}, rid = {0};
   clmoe_tensor logits = {0}, slot, src;
   clmoe_status st;
+  int queued = 0; /* uploads enqueued without waiting, reading host memory */
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &N), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_write(&ids, ids_host, (size_t)N * sizeof *ids_host), done);
+  CLMOE_TRY_GOTO(st, upload(ctx, &ids, ids_host, &queued), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &stream, CLMOE_F32, 3, (int64_t[]){m->nslots, N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, (int64_t[]){N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &hn, CLMOE_F32, 2, (int64_t[]){N, d}), done);
@@ -93,15 +161,16 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
   }
   CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, 0, &slot), done);
-  CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &ids, &slot), done);
+  CLMOE_TRY_GOTO(st, gather_rows(ctx, &m->embed, &ids, &slot), done);
   model_stack it;
   for (clmoe__model_stack_begin(&it, c);; clmoe__model_stack_next(&it)) {
     const int l = it.layer, s = it.sub, nsrc = it.nsrc;
     if (plain) { /* x [N, d] in slot 0: x += f(RMSNorm(x)); the final norm before the head */
       CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, it.final ? &m->fnorm : &m->layers[l].norm[s], eps, &hn, &rstd), done);
       if (it.final) break;
-      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
-      CLMOE_TRY_GOTO(st, clmoe_axpy(ctx, 1.0f, &y, &slot), done);
+      int added;
+      CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y, &slot, 0, &added), done);
+      if (!added) CLMOE_TRY_GOTO(st, clmoe_axpy(ctx, 1.0f, &y, &slot), done);
       continue;
     }
     clmoe_tensor a2;
@@ -110,26 +179,39 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     const clmoe_tensor *w = it.final ? &m->far_w : &m->layers[l].ar_w[s];
     const clmoe_tensor *gn = it.final ? &m->far_g : &m->layers[l].ar_g[s];
     const clmoe_tensor *nm = it.final ? &m->fnorm : &m->layers[l].norm[s];
-    CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
-    CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
+    if (N <= GEN_GEMV_TOKENS) { /* one launch */
+      CLMOE_TRY_GOTO(st, clmoe__gen_attn_res_norm(ctx, &src, w, gn, nm, eps, &h, &hn), done);
+    } else {
+      CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, w, gn, eps, &h, &a2), done);
+      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &h, nm, eps, &hn, &rstd), done);
+    }
     if (it.final) break;
     CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, it.slot, &slot), done);
-    CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y), done);
-    CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
+    int added;
+    CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y, &slot, it.empty, &added), done);
+    if (!added) CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
   }
   /* hn holds the final norm's output [N, d]; the head runs on the wanted rows only. */
   const clmoe_tensor *x = &hn;
   if (rows) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rid, CLMOE_I32, 1, &nrows), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_write(&rid, rows, (size_t)nrows * sizeof *rows), done);
+    CLMOE_TRY_GOTO(st, upload(ctx, &rid, rows, &queued), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sel, CLMOE_F32, 2, (int64_t[]){nrows, d}), done);
-    CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &hn, &rid, &sel), done); /* a row gather */
+    CLMOE_TRY_GOTO(st, gather_rows(ctx, &hn, &rid, &sel), done);
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
+  if (nrows <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&m->head)) {
+    const gen_gemv_slot hs = {&m->head, &logits};
+    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
+  } else {
+    CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
+  }
   st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
-done:;
+  queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */
+done:
+  /* After a failure, uploads may still read the caller's arrays: wait for them. */
+  if (queued && clFinish(ctx->queue) == CL_SUCCESS) clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
   clmoe_tensor *t[] = {&ids, &stream, &y, &h, &hn, &alpha, &rstd, &sel, &rid, &logits};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   return st;

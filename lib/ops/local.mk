@@ -6,7 +6,7 @@ lib_libclmoe_impl_la_SOURCES += lib/ops/ops_internal.h lib/ops/ops_elementwise.c
 clmoeinclude_HEADERS += include/clmoe/ops.h
 CLMOE_KERNEL_FILES += kernels_cl/ops/elementwise.cl kernels_cl/ops/reduce.cl \
 	kernels_cl/ops/norm.cl kernels_cl/ops/softmax.cl kernels_cl/ops/embedding.cl \
-	kernels_cl/ops/optim.cl kernels_cl/ops/sort.cl
+	kernels_cl/ops/optim.cl kernels_cl/ops/sort.cl kernels_cl/ops/gemv.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_norm.c check/ref/ref_embed.c \
 	check/check_pointwise.c check/check_reduce.c check/check_linear.c check/check_norm.c \
 	check/check_embed.c

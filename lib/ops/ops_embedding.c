@@ -72,6 +72,7 @@ clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table, const cl
   CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 2, global, local), done);
   CLMOE_CL_GOTO(st, clEnqueueReadBuffer(ctx->queue, bad, CL_TRUE, 0, sizeof first_bad,
                                         &first_bad, 0, NULL, NULL), done);
+  clmoe__count_wait(ctx, CLMOE_WAIT_READ);
   if (first_bad != UINT32_MAX) {
     cl_int id = 0;
     CLMOE_CL_GOTO(st, clEnqueueReadBuffer(ctx->queue, ids->buf, CL_TRUE,

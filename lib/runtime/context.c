@@ -159,8 +159,10 @@ cl_command_queue clmoe_ctx_queue(const clmoe_ctx *ctx) { return ctx->queue; }
 clmoe_status clmoe_ctx_finish(clmoe_ctx *ctx)
 {
   CLMOE_CL(clFinish(ctx->queue));
+  clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
   return CLMOE_OK;
 }
+
 
 /* Inline PTX: build and run a kernel that reads %laneid through asm(). Only NVIDIA's
  * compiler can accept it; a failure anywhere just means "not usable". */

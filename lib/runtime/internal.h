@@ -209,6 +209,7 @@ struct clmoe_ctx {
   int prof_count, prof_cap;
   clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
   int prof_rows, prof_table_cap;
+  clmoe_ctx_counters counters;   /* launches and host waits (clmoe_ctx_counters_get) */
   clmoe__knobs knobs;             /* every knob, read at creation (knobs.c) */
   unsigned long long reported_local_mem; /* the device's local memory before
                                           * CLMOE_LOCAL_MEM_BYTES */
@@ -295,6 +296,10 @@ void clmoe__scratch_release_set(clmoe_ctx *ctx, int n, cl_mem *mem, const size_t
 void clmoe__pool_destroy(clmoe_ctx *ctx);
 
 /* ---- profiling (profile.c) ------------------------------------------------------------ */
+/* Host waits, counted into ctx->counters by every path that blocks: code that calls
+ * clEnqueueReadBuffer/WriteBuffer with CL_TRUE or clFinish itself bumps the counter too. */
+enum clmoe__wait { CLMOE_WAIT_READ, CLMOE_WAIT_WRITE, CLMOE_WAIT_FINISH };
+void clmoe__count_wait(clmoe_ctx *ctx, enum clmoe__wait kind);
 /* Releases the kept events and the table (clmoe_ctx_destroy). */
 void clmoe__profile_destroy(clmoe_ctx *ctx);
 /* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;

@@ -44,6 +44,7 @@ clmoe_status clmoe__launch(clmoe_ctx *ctx, cl_kernel kernel, int dims, const siz
   const int keep = ctx->prof_active && ctx->profiling;
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, (cl_uint)dims, NULL, g, local, 0, NULL,
                                       keep ? &ev : NULL);
+  if (err == CL_SUCCESS) ctx->counters.launches++;
   if (err == CL_SUCCESS && keep) {
     char name[64];
     return clmoe__profile_record(ctx, ev, NULL, kernel_name(kernel, name, sizeof name));

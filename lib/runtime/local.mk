@@ -4,7 +4,7 @@
 lib_libclmoe_impl_la_SOURCES += lib/runtime/internal.h lib/runtime/runtime_internal.h \
 	lib/runtime/status.c lib/runtime/hash.c lib/runtime/device.c lib/runtime/device_choose.c \
 	lib/runtime/context.c lib/runtime/program.c lib/runtime/program_cache.c \
-	lib/runtime/launch.c lib/runtime/profile.c lib/runtime/version.c lib/runtime/pool.c \
+	lib/runtime/launch.c lib/runtime/profile.c lib/runtime/counters.c lib/runtime/version.c lib/runtime/pool.c \
 	lib/runtime/tensor.c lib/runtime/tensor_check.c lib/runtime/random.c \
 	lib/runtime/locality.c lib/runtime/ptx_sm90a.h lib/runtime/ptx_sm90a.c \
 	lib/runtime/knobs.c lib/runtime/knobs_device.c

@@ -84,6 +84,7 @@ clmoe_status clmoe_ctx_profile_end(clmoe_ctx *ctx, double *kernel_seconds, int *
   if (kernels) *kernels = ctx->prof_count;
   clmoe_status st = CLMOE_OK;
   cl_int err = clFinish(ctx->queue);
+  clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
   for (int i = 0; i < ctx->prof_count && err == CL_SUCCESS && st == CLMOE_OK; i++) {
     const struct clmoe__prof_event *e = &ctx->prof_events[i];
     cl_ulong t0 = 0, t1 = 0;

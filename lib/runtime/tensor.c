@@ -204,6 +204,7 @@ clmoe_status clmoe_tensor_write(clmoe_tensor *t, const void *host, size_t bytes)
   if (bytes == 0) return CLMOE_OK;
   size_t off = (size_t)t->offset * clmoe_dtype_size(t->dtype);
   CLMOE_CL(clEnqueueWriteBuffer(t->ctx->queue, t->buf, CL_TRUE, off, bytes, host, 0, NULL, NULL));
+  clmoe__count_wait(t->ctx, CLMOE_WAIT_WRITE);
   return CLMOE_OK;
 }
 
@@ -213,6 +214,7 @@ clmoe_status clmoe_tensor_read(const clmoe_tensor *t, void *host, size_t bytes)
   if (bytes == 0) return CLMOE_OK;
   size_t off = (size_t)t->offset * clmoe_dtype_size(t->dtype);
   CLMOE_CL(clEnqueueReadBuffer(t->ctx->queue, t->buf, CL_TRUE, off, bytes, host, 0, NULL, NULL));
+  clmoe__count_wait(t->ctx, CLMOE_WAIT_READ);
   return CLMOE_OK;
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Tests of clmoe-generate: command-line and checkpoint errors (clear message, exit status,
 # no crash), and an end-to-end run on a tiny checkpoint trained for 3 steps here (and on
-# one of the plain residual stack).
+# one of the plain residual stack); --profile's counts of a decode step.
 # Run by make check with CLMOE_APPS_DIR set to the built apps.
 set -u
 . "$(dirname "$0")/apps_common.sh"
@@ -90,6 +90,19 @@ expect "generate --prefill-bench" 0 "all-MLA cache" -- "$gen" --ckpt "$ckpt" --p
 if grep -q '"tokens": 200, "chunk": 64' "$tmp/bench.json" && grep -q '"mla_cache_used": 32000' "$tmp/bench.json"; then
   pass "prefill-bench JSON (200 tokens x 40 numbers x 4 bytes of MLA cache)"
 else fail "prefill-bench JSON"; cat "$tmp/bench.json"; fi
+# --profile: per decode step after 2 warm-up steps (-n 8: 7 steps, 5 profiled), the host waits
+# the runtime counted: a step of the tiny model reads the device back once (the logits: the
+# ids are checked on the host, not by a device read) and writes nothing blocking.
+expect "generate --profile" 0 "profile: 5 decode steps after 2 warm-up" -- "$gen" --ckpt "$ckpt" --prompt 0123 -n 8 \
+  --greedy --profile --json "$tmp/prof.json"
+if grep -q '"steps": 5, "warmup_steps": 2, ' "$tmp/prof.json" &&
+   grep -q '"blocking_reads_per_step": 1, "blocking_writes_per_step": 0, "finishes_per_step": 0,' "$tmp/prof.json" &&
+   grep -q '"family": "moe"' "$tmp/prof.json" &&
+   grep -o '"launches_per_step": [0-9]*' "$tmp/prof.json" | awk '{ exit !($2 >= 10) }'; then
+  pass "profile JSON: waits and launches per decode step"
+else fail "profile JSON: waits and launches per decode step"; cat "$tmp/prof.json"; fi
+expect "--profile with --prefill-bench" 2 "--profile profiles the decode steps" -- "$gen" --ckpt "$ckpt" \
+  --prefill-bench 10 --profile
 # A model with a vocabulary of 130 (the recall task's): bytes from 130 on are not tokens.
 "$train" --preset tiny --print-config | sed 's/^vocab = 256/vocab = 130/' > "$tmp/v130.conf"
 if "$train" --config "$tmp/v130.conf" --steps 1 --batch 2 --seq-len 32 --task mqar --out "$tmp/v130" --quiet \

@@ -1,0 +1,75 @@
+/* gen_step.cl: the small per-token kernels of a generation pass (lib/generate/generate_run.c). */
+
+/* out [N, d] row t = table [V, d] row ids[t]. The ids were checked on the host before they
+ * were uploaded (clmoe_gen_prefill, clmoe_gen_step), so nothing is validated or read back
+ * here. Grid: (d, N). */
+__kernel void gen_gather_rows(__global const float *table, ulong toff, ulong d, __global const int *ids,
+                              ulong N, __global float *out, ulong ooff)
+{
+  const ulong c = get_global_id(0), t = get_global_id(1);
+  if (c >= d || t >= N) return;
+  out[ooff + t * d + c] = table[toff + (ulong)ids[t] * d + c];
+}
+
+/* The KDA layer's output gate before W_o, for a decode step (clmoe_kda_layer_step's RMSNorm
+ * over each head's D channels with the shared gain, the sigmoid of the gate and their
+ * product, in one launch):
+ *   m[t, h D + i] = sigmoid(gs[t, h D + i]) o[t, h, i] rstd(t, h) gain[i]
+ *   rstd = rsqrt(mean_i o[t, h, i]^2 + eps)
+ * o, gs, m: [N, H D]; gain [D]. One work-group of GEN_LANES (64) per (token, head); the sum
+ * of squares is 64 strided partials added in lane order. Grid: (64, N H). */
+#define GEN_LANES 64
+__kernel __attribute__((reqd_work_group_size(GEN_LANES, 1, 1)))
+void gen_kda_out_gate(__global const float *o, __global const float *gs, __global const float *gain, int D,
+                      float eps, __global float *m)
+{
+  __local float part[GEN_LANES];
+  __local float rstd;
+  const int lane = get_local_id(0);
+  const ulong base = (ulong)get_group_id(1) * (ulong)D;
+  float a = 0.0f;
+  for (int i = lane; i < D; i += GEN_LANES) a += o[base + i] * o[base + i];
+  part[lane] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == 0) {
+    float s = 0.0f;
+    for (int i = 0; i < GEN_LANES; i++) s += part[i];
+    rstd = rsqrt(s / (float)D + eps);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = lane; i < D; i += GEN_LANES)
+    m[base + i] = 1.0f / (1.0f + exp(-gs[base + i])) * (o[base + i] * rstd * gain[i]);
+}
+
+/* The KDA layer's three short convolutions of a decode step (q, k, v) in one launch, as
+ * clmoe_short_conv_step computes each: y = SiLU(sum_j w[c, j] xw[j]) over the window xw =
+ * (state [n, 0 .. W - 2, c], x[n, c]), then the state shifted by one with x appended.
+ * x_i, y_i [N, C]; w_i [C, W] at wo_i; state_i [N, W - 1, C] at so_i. Each work-item reads
+ * its whole column before writing it. Grid: (3 C, N). */
+#ifndef GEN_CONV_W
+#define GEN_CONV_W 4
+#endif
+#define GEN_CW1 (GEN_CONV_W - 1)
+__kernel void gen_conv3_step(__global const float *x0, __global const float *x1, __global const float *x2,
+                             __global const float *w0, ulong wo0, __global const float *w1, ulong wo1,
+                             __global const float *w2, ulong wo2, __global float *s0, ulong so0,
+                             __global float *s1, ulong so1, __global float *s2, ulong so2, int C,
+                             __global float *y0, __global float *y1, __global float *y2)
+{
+  const int g = (int)get_global_id(0), n = (int)get_global_id(1);
+  if (g >= 3 * C) return;
+  const int i = g / C, c = g % C;
+  __global const float *x = i == 0 ? x0 : i == 1 ? x1 : x2;
+  __global const float *w = i == 0 ? w0 : i == 1 ? w1 : w2;
+  __global float *st = i == 0 ? s0 : i == 1 ? s1 : s2;
+  __global float *y = i == 0 ? y0 : i == 1 ? y1 : y2;
+  const ulong wo = i == 0 ? wo0 : i == 1 ? wo1 : wo2, so = i == 0 ? so0 : i == 1 ? so1 : so2;
+  float xw[GEN_CONV_W];
+  const ulong col = so + (ulong)n * GEN_CW1 * (ulong)C + c;
+  for (int m = 0; m < GEN_CW1; m++) xw[m] = st[col + (ulong)m * C];
+  xw[GEN_CW1] = x[(ulong)n * (ulong)C + c];
+  float p = 0.0f;
+  for (int j = 0; j < GEN_CONV_W; j++) p += w[wo + (ulong)c * GEN_CONV_W + j] * xw[j];
+  y[(ulong)n * (ulong)C + c] = p * (1.0f / (1.0f + exp(-p)));
+  for (int m = 0; m < GEN_CW1; m++) st[col + (ulong)m * C] = xw[m + 1];
+}

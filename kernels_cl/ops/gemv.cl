@@ -1,0 +1,101 @@
+/* gemv.cl: products of few token rows with weight matrices (GEMV-shaped: a decode step's
+ * projections), several matrices that read the same x in one launch.
+ *
+ *   Y_s [T, N_s] = beta Y_s + in(x) W_s^T       W_s [N_s, K] row-major fp32, s = 0 .. 5
+ *
+ * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] (mode 1: x rstd g, rstd =
+ * 1 / sqrt(mean(x^2) + eps) per token), or the gated unit of two inputs (mode 2: glu(x, x2),
+ * glu 0 SiTU-GLU, 1 SwiGLU). beta is 0 (Y is only written) or 1.
+ *
+ * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
+ * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
+ * bits do not depend on the device's work-group size or on GV_ROWS and GV_TOK. */
+#ifndef GV_ROWS
+#define GV_ROWS 4
+#endif
+#ifndef GV_TOK
+#define GV_TOK 4
+#endif
+#define GV_LANES 64
+#define GV_SLOTS 6
+
+inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+
+/* The gated units of kernels_cl/moe/moe_common.cl (b1 = 4, b2 = 25). */
+inline float gv_glu(int glu, float u, float w)
+{
+  return glu ? u * gv_sigmoid(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid(u) * (25.0f * tanh(w / 25.0f));
+}
+
+/* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
+#define GV_SLOT_ARGS(i) __global const float *w##i, ulong woff##i, int n##i, __global float *y##i, ulong yoff##i
+
+__kernel __attribute__((reqd_work_group_size(GV_LANES, 1, 1)))
+void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
+                __global const float *gain, int mode, int glu, float eps, int T, int K, int beta,
+                GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
+                GV_SLOT_ARGS(5))
+{
+  __local float part[GV_TOK * GV_ROWS][GV_LANES];
+  __local float rs[GV_TOK];
+  const int lane = get_local_id(0);
+  /* which slot and rows: blocks of GV_ROWS rows, slot after slot, then token tiles */
+  const int nb[GV_SLOTS] = {(n0 + GV_ROWS - 1) / GV_ROWS, (n1 + GV_ROWS - 1) / GV_ROWS,
+                            (n2 + GV_ROWS - 1) / GV_ROWS, (n3 + GV_ROWS - 1) / GV_ROWS,
+                            (n4 + GV_ROWS - 1) / GV_ROWS, (n5 + GV_ROWS - 1) / GV_ROWS};
+  const int blocks = nb[0] + nb[1] + nb[2] + nb[3] + nb[4] + nb[5];
+  const int t0 = (get_group_id(1) / blocks) * GV_TOK;
+  int b = get_group_id(1) % blocks, s = 0;
+  while (s < GV_SLOTS - 1 && b >= nb[s]) b -= nb[s++];
+  __global const float *w = s == 0 ? w0 : s == 1 ? w1 : s == 2 ? w2 : s == 3 ? w3 : s == 4 ? w4 : w5;
+  __global float *y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : s == 3 ? y3 : s == 4 ? y4 : y5;
+  const ulong woff = s == 0 ? woff0 : s == 1 ? woff1 : s == 2 ? woff2 : s == 3 ? woff3 : s == 4 ? woff4 : woff5;
+  const ulong yoff = s == 0 ? yoff0 : s == 1 ? yoff1 : s == 2 ? yoff2 : s == 3 ? yoff3 : s == 4 ? yoff4 : yoff5;
+  const int n = s == 0 ? n0 : s == 1 ? n1 : s == 2 ? n2 : s == 3 ? n3 : s == 4 ? n4 : n5;
+  const int r0 = b * GV_ROWS;
+  if (mode == 1) { /* each token's rstd, summed in the same lane order */
+    for (int t = 0; t < GV_TOK; t++) {
+      float a = 0.0f;
+      if (t0 + t < T)
+        for (int c = lane; c < K; c += GV_LANES) {
+          const float v = x[xoff + (ulong)(t0 + t) * (ulong)K + (ulong)c];
+          a += v * v;
+        }
+      part[t][lane] = a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane < GV_TOK) {
+      float a = 0.0f;
+      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
+      rs[lane] = rsqrt(a / (float)K + eps); /* as kernels_cl/ops/norm.cl */
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  float acc[GV_TOK][GV_ROWS];
+  for (int t = 0; t < GV_TOK; t++)
+    for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
+  for (int c = lane; c < K; c += GV_LANES) {
+    float xv[GV_TOK];
+    for (int t = 0; t < GV_TOK; t++) {
+      const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
+      const float v = x[xoff + xi];
+      xv[t] = mode == 1 ? v * rs[t] * gain[c] : mode == 2 ? gv_glu(glu, v, x2[x2off + xi]) : v;
+    }
+    for (int r = 0; r < GV_ROWS; r++) {
+      const float wv = r0 + r < n ? w[woff + (ulong)(r0 + r) * (ulong)K + (ulong)c] : 0.0f;
+      for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv * xv[t];
+    }
+  }
+  for (int t = 0; t < GV_TOK; t++)
+    for (int r = 0; r < GV_ROWS; r++) part[t * GV_ROWS + r][lane] = acc[t][r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane < GV_TOK * GV_ROWS) {
+    const int t = lane / GV_ROWS, r = lane % GV_ROWS;
+    if (t0 + t < T && r0 + r < n) {
+      float a = 0.0f;
+      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
+      const ulong o = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
+      y[o] = beta ? y[o] + a : a;
+    }
+  }
+}

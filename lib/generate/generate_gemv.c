@@ -1,0 +1,138 @@
+/* The generation's own launches for few tokens: GEMV-shaped products (kernels_cl/ops/gemv.cl,
+ * several matrices that read the same input in one launch; lib/moe/moe_decode.c has the
+ * same helper for the MoE layer) and the KDA output gate of a decode step
+ * (kernels_cl/generate/gen_step.cl). At batch 1 one GEMV launch replaces several CLBlast
+ * calls, each of which costs more host and device time than the product itself. */
+#include "generate_internal.h"
+
+#include <stdio.h>
+
+#define GEMV_LANES 64 /* GV_LANES of gemv.cl */
+#define GEMV_SLOTS 6
+#define GEMV_TOK 4
+
+static int gemv_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
+
+int clmoe__gen_gemv_ok(const clmoe_tensor *w) { return w->buf && w->dtype == CLMOE_F32 && w->ndim == 2; }
+
+clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
+                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
+                             const gen_gemv_slot *sl)
+{
+  static const char op[] = "generate (gemv)";
+  if (n < 1 || n > GEMV_SLOTS) return clmoe__error(CLMOE_ERR_INTERNAL, "%s: %d matrices (1 to %d)", op, n, GEMV_SLOTS);
+  const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
+  const int rows = gemv_rows(ctx);
+  int64_t blocks = 0;
+  CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
+  for (int i = 0; i < n; i++) {
+    CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 0, 2, sl[i].w->shape[0], K, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
+    blocks += (sl[i].w->shape[0] + rows - 1) / rows;
+  }
+  cl_kernel k;
+  char opts[48];
+  if (T == 0) return CLMOE_OK;
+  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
+  CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
+  cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
+  cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
+  cl_int imode = mode, iglu = glu, iT = (cl_int)T, iK = (cl_int)K, ibeta = beta;
+  cl_float feps = eps;
+  CLMOE_TRY(clmoe__args(k, 11, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(imode), KA(iglu), KA(feps),
+                        KA(iT), KA(iK), KA(ibeta)));
+  for (int i = 0; i < GEMV_SLOTS; i++) { /* unused slots: 0 rows */
+    const gen_gemv_slot *q = &sl[i < n ? i : 0];
+    cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
+    cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
+    cl_int e = clSetKernelArg(k, (cl_uint)(11 + 5 * i), sizeof q->w->buf, &q->w->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof wo, &wo);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof rn, &rn);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof q->y->buf, &q->y->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof yo, &yo);
+    if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
+  }
+  size_t local[2] = {GEMV_LANES, 1};
+  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
+  return clmoe__launch(ctx, k, 2, global, local);
+}
+
+clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, const clmoe_tensor *gs,
+                                     const clmoe_tensor *gain, float eps, int64_t heads, clmoe_tensor *m)
+{
+  static const char op[] = "generate (KDA output gate)";
+  const int64_t D = gain->shape[0], rows = clmoe_tensor_numel(o) / D;
+  CLMOE_TRY(clmoe__want(o, CLMOE_F32, op, "o"));
+  CLMOE_TRY(clmoe__want(gs, CLMOE_F32, op, "gate"));
+  CLMOE_TRY(clmoe__want(m, CLMOE_F32, op, "output"));
+  CLMOE_TRY(clmoe__want_shape(gain, op, "o_gain", 0, 1, D, 0, 0, 0));
+  if (o->offset || gs->offset || m->offset || gain->offset || clmoe_tensor_numel(gs) != rows * D ||
+      clmoe_tensor_numel(m) != rows * D || rows % heads)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: o, gate and output must be whole [N, H D] tensors", op);
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", NULL, "gen_kda_out_gate", &k));
+  cl_int iD = (cl_int)D;
+  cl_float feps = eps;
+  CLMOE_TRY(clmoe__args(k, 6, KA(o->buf), KA(gs->buf), KA(gain->buf), KA(iD), KA(feps), KA(m->buf)));
+  size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)rows};
+  return clmoe__launch(ctx, k, 2, global, local);
+}
+
+clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
+                                      const clmoe_tensor *gain, const clmoe_tensor *norm, float eps, clmoe_tensor *h,
+                                      clmoe_tensor *hn)
+{
+  static const char op[] = "generate (AttnRes and RMSNorm)";
+  const int64_t S = src->shape[0], T = src->shape[1], d = src->shape[2];
+  if (src->ndim != 3 || src->dtype != CLMOE_F32 || !clmoe_tensor_is_contiguous(src) || S < 1 || S > 32)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: sources must be [S <= 32, T, d] f32", op);
+  CLMOE_TRY(clmoe__want_shape(w, op, "w", 0, 1, d, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(gain, op, "gain", 0, 1, d, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(norm, op, "norm gain", 0, 1, d, 0, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(h, op, "h", 0, 2, T, d, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(hn, op, "hn", 0, 2, T, d, 0, 0));
+  if (h->offset || hn->offset) return clmoe__error(CLMOE_ERR_SHAPE, "%s: h and hn must start their buffers", op);
+  if (T == 0 || d == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "attn_res+gen_attn_res", NULL, "gen_attn_res_norm", &k));
+  cl_ulong so = (cl_ulong)src->offset, uT = (cl_ulong)T, ud = (cl_ulong)d;
+  cl_ulong wo = (cl_ulong)w->offset, go = (cl_ulong)gain->offset, no = (cl_ulong)norm->offset;
+  cl_int iS = (cl_int)S;
+  cl_float feps = eps;
+  CLMOE_TRY(clmoe__args(k, 14, KA(src->buf), KA(so), KA(iS), KA(uT), KA(ud), KA(w->buf), KA(wo), KA(gain->buf),
+                        KA(go), KA(norm->buf), KA(no), KA(feps), KA(h->buf), KA(hn->buf)));
+  size_t local = 0;
+  CLMOE_TRY(clmoe__row_local(ctx, k, d, &local));
+  return clmoe__launch_groups(ctx, k, T, local);
+}
+
+clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3], const clmoe_tensor *const w[3],
+                                   clmoe_tensor *const state[3], clmoe_tensor *const y[3])
+{
+  static const char op[] = "generate (short convolutions)";
+  const int64_t N = x[0]->shape[0], C = x[0]->shape[1], W = w[0]->shape[1];
+  if (W < 1 || W > 16) return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: width %lld (1 to 16)", op, (long long)W);
+  for (int i = 0; i < 3; i++) {
+    CLMOE_TRY(clmoe__want_shape(x[i], op, "x", 0, 2, N, C, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(y[i], op, "y", 0, 2, N, C, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(w[i], op, "w", 0, 2, C, W, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(state[i], op, "state", 0, 3, N, W - 1, C, 0));
+    if (x[i]->offset || y[i]->offset)
+      return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y must start their buffers", op);
+  }
+  if (N == 0 || C == 0) return CLMOE_OK;
+  cl_kernel k;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DGEN_CONV_W=%d", (int)W);
+  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", opts, "gen_conv3_step", &k));
+  cl_ulong wo[3], so[3];
+  for (int i = 0; i < 3; i++) wo[i] = (cl_ulong)w[i]->offset, so[i] = (cl_ulong)state[i]->offset;
+  cl_int iC = (cl_int)C;
+  CLMOE_TRY(clmoe__args(k, 19, KA(x[0]->buf), KA(x[1]->buf), KA(x[2]->buf), KA(w[0]->buf), KA(wo[0]), KA(w[1]->buf),
+                        KA(wo[1]), KA(w[2]->buf), KA(wo[2]), KA(state[0]->buf), KA(so[0]), KA(state[1]->buf),
+                        KA(so[1]), KA(state[2]->buf), KA(so[2]), KA(iC), KA(y[0]->buf), KA(y[1]->buf),
+                        KA(y[2]->buf)));
+  size_t local[2] = {GEMV_LANES, 1}, global[2] = {(size_t)(3 * C), (size_t)N};
+  return clmoe__launch(ctx, k, 2, global, local);
+}

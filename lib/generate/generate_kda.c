@@ -1,0 +1,72 @@
+/* A KDA layer's decode step for few sequences, the math of clmoe_kda_layer_step (lib/kda/
+ * kda_layer.c) in fewer launches: the six products of x (q, k, v, beta, the gate's down
+ * projection and the output gate or its down projection) in one GEMV launch, the three
+ * short convolutions in one launch, the gate's up projection (and the output gate's), the
+ * recurrent step, the output norm-and-gate in one launch and W_o adding into the residual
+ * stream: 6 or 7 launches and no CLBlast call, where clmoe_kda_layer_step makes 9 or 10
+ * products through CLBlast and 7 more launches. */
+#include "generate_internal.h"
+
+#include "clmoe/kda.h"
+
+int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
+{
+  const clmoe_tensor *w[] = {&l->w_q, &l->w_k, &l->w_v, &l->w_beta, &l->w_a_down, &l->w_a_up, &l->w_o};
+  for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+    if (!clmoe__gen_gemv_ok(w[i])) return 0;
+  if (l->out_gate_rank > 0) return clmoe__gen_gemv_ok(&l->w_g_down) && clmoe__gen_gemv_ok(&l->w_g_up);
+  return clmoe__gen_gemv_ok(&l->w_g);
+}
+
+/* The step's temporaries, each [N, cols]. */
+enum { KS_XQ, KS_XK, KS_XV, KS_Q, KS_K, KS_V, KS_BETA, KS_ZA, KS_Z, KS_GD, KS_GS, KS_O, KS_M, KS_N };
+
+clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
+                                 clmoe_kda_layer_state *state, int accumulate, clmoe_tensor *y)
+{
+  const int64_t N = x->shape[0], H = l->H, D = l->D, HD = H * D, r = l->out_gate_rank;
+  const int64_t cols[KS_N] = {HD, HD, HD, HD, HD, HD, H, l->rank, HD, r > 0 ? r : 1, HD, HD, HD};
+  clmoe_tensor t[KS_N] = {{0}};
+  clmoe_status st = CLMOE_OK;
+  for (int i = 0; i < KS_N && st == CLMOE_OK; i++)
+    st = clmoe_tensor_create(ctx, &t[i], CLMOE_F32, 2, (int64_t[]){N, cols[i]});
+  if (st != CLMOE_OK) goto done;
+  {
+    const gen_gemv_slot xs[6] = {{&l->w_q, &t[KS_XQ]}, {&l->w_k, &t[KS_XK]}, {&l->w_v, &t[KS_XV]},
+                                 {&l->w_beta, &t[KS_BETA]}, {&l->w_a_down, &t[KS_ZA]},
+                                 {r > 0 ? &l->w_g_down : &l->w_g, r > 0 ? &t[KS_GD] : &t[KS_GS]}};
+    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 6, xs), done);
+  }
+  {
+    const clmoe_tensor *const cx[3] = {&t[KS_XQ], &t[KS_XK], &t[KS_XV]}, *const cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
+    clmoe_tensor *const cst[3] = {&state->conv_q, &state->conv_k, &state->conv_v}, *const cy[3] = {&t[KS_Q], &t[KS_K], &t[KS_V]};
+    CLMOE_TRY_GOTO(st, clmoe__gen_conv3_step(ctx, cx, cw, cst, cy), done);
+  }
+  {
+    const gen_gemv_slot up = {&l->w_a_up, &t[KS_Z]};
+    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, 1, &up), done);
+  }
+  if (r > 0) {
+    const gen_gemv_slot gup = {&l->w_g_up, &t[KS_GS]};
+    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, &t[KS_GD], NULL, NULL, 0, 0, 0.0f, 0, 1, &gup), done);
+  }
+  {
+    clmoe_tensor q3, k3, v3, z3, o3;
+    const int64_t s3[3] = {N, H, D};
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_Q], &q3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_K], &k3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_V], &v3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_Z], &z3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_O], &o3, 3, s3, 0), done);
+    CLMOE_TRY_GOTO(st, clmoe_kda_decode_step(ctx, &l->opts, &q3, &k3, &v3, &z3, &t[KS_BETA], &l->A_log,
+                                             &l->dt_bias, &state->kda, &o3), done);
+  }
+  CLMOE_TRY_GOTO(st, clmoe__gen_kda_out_gate(ctx, &t[KS_O], &t[KS_GS], &l->o_gain, l->norm_eps, H, &t[KS_M]), done);
+  {
+    const gen_gemv_slot wo = {&l->w_o, y};
+    st = clmoe__gen_gemv(ctx, &t[KS_M], NULL, NULL, 0, 0, 0.0f, accumulate, 1, &wo);
+  }
+done:
+  for (int i = 0; i < KS_N; i++) clmoe_tensor_destroy(&t[i]);
+  return st;
+}

@@ -1,0 +1,226 @@
+/* The MoE layer's inference forward for few tokens (decode steps, short prefill passes), in
+ * six launches: the products of x (router, W_down, the shared experts' gate and up) in one
+ * GEMV launch (kernels_cl/ops/gemv.cl), the router's top-k (moe_route), two kernels over the
+ * (token, chosen expert) pairs that read the top-k on the device (kernels_cl/moe/
+ * moe_decode.cl), W_up with the latent RMSNorm applied on the way in, and the shared experts'
+ * down product with their gated unit applied on the way in, accumulating. No sort, no
+ * dispatch, no host read, no CLBlast call. Each pair reads its expert's weights itself, so
+ * the work grows with m k; the grouped path of clmoe_moe_forward reads an expert once for all
+ * its tokens and wins for many tokens. */
+#include "moe_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include "clmoe/ops.h"
+
+#define MOE_DECODE_LANES 64 /* MD_LANES of moe_decode.cl */
+
+/* Rows per work-group: fewer on GPUs, where a batch-1 step needs many work-groups to fill
+ * the device; the sums do not depend on it. */
+static int decode_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
+
+static clmoe_status decode_kernel(clmoe_ctx *ctx, const char *name, cl_kernel *k)
+{
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DMD_ROWS=%d", decode_rows(ctx));
+  return clmoe__kernel(ctx, "moe_common+moe_decode", opts, name, k);
+}
+
+/* The temporaries of one call. */
+typedef struct dec_buf {
+  clmoe_tensor s_all, topk, scores, probs; /* [m, E], [m, k] i32, [m, k], [m, k] */
+  clmoe_tensor xl, act, z, su, sw;         /* [m, l], [m k, f], [m, l], [m, S], [m, S] */
+} dec_buf;
+
+static void dec_buf_destroy(dec_buf *b)
+{
+  clmoe_tensor *t[] = {&b->s_all, &b->topk, &b->scores, &b->probs, &b->xl, &b->act, &b->z, &b->su, &b->sw};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
+}
+
+/* ---- GEMV launches (kernels_cl/ops/gemv.cl; lib/generate/generate_gemv.c has the same
+ * helper for the generation's own products) ---- */
+#define GEMV_LANES 64
+#define GEMV_SLOTS 6
+#define GEMV_TOK 4
+typedef struct gemv_slot {
+  const clmoe_tensor *w; /* [n, K] f32 */
+  clmoe_tensor *y;       /* [T, n] f32, contiguous */
+} gemv_slot;
+
+static int gemv_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
+
+/* y_s = beta y_s + in(x) w_s^T for the slots (in: mode 0 x, 1 RMSNorm(x) gain, 2 glu(x, x2)). */
+static clmoe_status gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2, const clmoe_tensor *gain,
+                         int mode, int glu, float eps, int beta, int n, const gemv_slot *sl)
+{
+  static const char op[] = "clmoe_moe_decode_forward (gemv)";
+  const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
+  int64_t blocks = 0;
+  const int rows = gemv_rows(ctx);
+  cl_kernel k;
+  char opts[48];
+  if (T == 0) return CLMOE_OK;
+  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
+  CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
+  for (int i = 0; i < n; i++) {
+    CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 0, 2, sl[i].w->shape[0], K, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
+    blocks += (sl[i].w->shape[0] + rows - 1) / rows;
+  }
+  cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
+  cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
+  cl_int imode = mode, iglu = glu, iT = (cl_int)T, iK = (cl_int)K, ibeta = beta;
+  cl_float feps = eps;
+  CLMOE_TRY(clmoe__args(k, 11, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(imode), KA(iglu), KA(feps),
+                        KA(iT), KA(iK), KA(ibeta)));
+  for (int i = 0; i < GEMV_SLOTS; i++) {
+    const gemv_slot *q = &sl[i < n ? i : 0];
+    cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
+    cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
+    cl_int e = clSetKernelArg(k, (cl_uint)(11 + 5 * i), sizeof q->w->buf, &q->w->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof wo, &wo);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof rn, &rn);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof q->y->buf, &q->y->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof yo, &yo);
+    if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
+  }
+  size_t local[2] = {GEMV_LANES, 1};
+  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
+  return clmoe__launch(ctx, k, 2, global, local);
+}
+
+/* topk, scores, probs from the logits s_all (the router's kernel: sigmoid in place, top-k of
+ * s + b, combine weights), as clmoe_moe_route after its product. */
+static clmoe_status route_topk(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_buf *b, int64_t m)
+{
+  const clmoe_moe_config *c = &L->cfg;
+  cl_kernel kr;
+  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_ROUTE, "moe_route", &kr));
+  cl_int im = (cl_int)m, iE = (cl_int)c->n_experts, ik = (cl_int)c->top_k, ik1 = ik;
+  cl_int iG = (cl_int)(c->groups > 1 ? c->groups : 1), iTG = (cl_int)(c->topk_groups > 0 ? c->topk_groups : iG);
+  cl_int renorm = !c->no_renormalize;
+  cl_float scale = c->routed_scale != 0.0f ? c->routed_scale : 1.0f;
+  CLMOE_TRY(clmoe__args(kr, 14, KA(b->s_all.buf), KA(L->bias.buf), KA(im), KA(iE), KA(ik), KA(ik1), KA(b->topk.buf),
+                        KA(b->scores.buf), KA(b->probs.buf), KA(b->probs.buf), KA(iG), KA(iTG), KA(renorm),
+                        KA(scale)));
+  return clmoe__launch_groups(ctx, kr, m, 64); /* MOE_ROUTE_WG of kernels_cl/moe/moe_route.cl */
+}
+
+/* act [m k, f] from xin [m, l] (at its offset) and the top-k. */
+static clmoe_status experts_up(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *xin, dec_buf *b,
+                               int64_t m)
+{
+  const clmoe_moe_config *c = &L->cfg;
+  const int64_t k = c->top_k, f = c->expert_ff, rows = decode_rows(ctx);
+  cl_kernel kn;
+  CLMOE_TRY(decode_kernel(ctx, "moe_dec_up", &kn));
+  cl_ulong xoff = (cl_ulong)xin->offset;
+  cl_int iE = (cl_int)c->n_experts, ik = (cl_int)k, il = (cl_int)clmoe__moe_width(c), iff = (cl_int)f;
+  cl_int glu = (cl_int)c->glu;
+  CLMOE_TRY(clmoe__args(kn, 11, KA(b->topk.buf), KA(xin->buf), KA(xoff), KA(L->w_gate.buf), KA(L->w_upp.buf),
+                        KA(iE), KA(ik), KA(il), KA(iff), KA(glu), KA(b->act.buf)));
+  size_t local[2] = {MOE_DECODE_LANES, 1};
+  size_t global[2] = {MOE_DECODE_LANES, (size_t)(m * k * ((f + rows - 1) / rows))};
+  return clmoe__launch(ctx, kn, 2, global, local);
+}
+
+/* z [m, l] (at its offset) = beta z + the weighted sum of the pairs' down products. */
+static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_buf *b, clmoe_tensor *z,
+                                 int64_t m, int beta)
+{
+  const clmoe_moe_config *c = &L->cfg;
+  const int64_t l = clmoe__moe_width(c), rows = decode_rows(ctx);
+  cl_kernel kn;
+  CLMOE_TRY(decode_kernel(ctx, "moe_dec_down", &kn));
+  cl_ulong zoff = (cl_ulong)z->offset;
+  cl_int iE = (cl_int)c->n_experts, ik = (cl_int)c->top_k, il = (cl_int)l, iff = (cl_int)c->expert_ff;
+  cl_int ibeta = beta;
+  CLMOE_TRY(clmoe__args(kn, 11, KA(b->topk.buf), KA(b->probs.buf), KA(b->act.buf), KA(L->w_dn.buf), KA(iE),
+                        KA(ik), KA(il), KA(iff), KA(z->buf), KA(zoff), KA(ibeta)));
+  size_t local[2] = {MOE_DECODE_LANES, 1};
+  size_t global[2] = {MOE_DECODE_LANES, (size_t)(m * ((l + rows - 1) / rows))};
+  return clmoe__launch(ctx, kn, 2, global, local);
+}
+
+static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
+                                 clmoe_tensor *y2, int64_t m, int acc, dec_buf *b)
+{
+  const clmoe_moe_config *c = &L->cfg;
+  const int64_t E = c->n_experts, k = c->top_k, l = clmoe__moe_width(c), f = c->expert_ff;
+  const int64_t S = c->n_shared * c->shared_ff;
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->s_all, CLMOE_F32, m, E));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->topk, CLMOE_I32, m, k));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->scores, CLMOE_F32, m, k));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->probs, CLMOE_F32, m, k));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &b->act, CLMOE_F32, m * k, f));
+  /* every product of x in one launch: router logits, W_down, the shared gate and up */
+  gemv_slot sl[4] = {{&L->w_router, &b->s_all}};
+  int n = 1;
+  if (c->latent > 0) {
+    CLMOE_TRY(clmoe__moe_new2(ctx, &b->xl, CLMOE_F32, m, l));
+    sl[n++] = (gemv_slot){&L->w_down, &b->xl};
+  }
+  if (S > 0) {
+    CLMOE_TRY(clmoe__moe_new2(ctx, &b->su, CLMOE_F32, m, S));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &b->sw, CLMOE_F32, m, S));
+    sl[n++] = (gemv_slot){&L->shared.w_gate, &b->su};
+    sl[n++] = (gemv_slot){&L->shared.w_upp, &b->sw};
+  }
+  CLMOE_TRY(gemv(ctx, x2, NULL, NULL, 0, 0, 0.0f, 0, n, sl));
+  CLMOE_TRY(route_topk(ctx, L, b, m));
+  if (c->latent == 0) { /* the experts work on x itself, and y is their weighted sum */
+    CLMOE_TRY(experts_up(ctx, L, x2, b, m));
+    CLMOE_TRY(experts_down(ctx, L, b, y2, m, acc));
+  } else { /* y = W_up RMSNorm_gain(z) */
+    CLMOE_TRY(experts_up(ctx, L, &b->xl, b, m));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &b->z, CLMOE_F32, m, l));
+    CLMOE_TRY(experts_down(ctx, L, b, &b->z, m, 0));
+    const gemv_slot up = {&L->w_up, y2};
+    CLMOE_TRY(gemv(ctx, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, acc, 1, &up));
+  }
+  if (S > 0) { /* y += W_dn glu(su, sw) */
+    const gemv_slot dn = {&L->shared.w_dn, y2};
+    CLMOE_TRY(gemv(ctx, &b->su, &b->sw, NULL, 2, (int)L->shared.glu, 0.0f, 1, 1, &dn));
+  }
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                                      int accumulate, clmoe_tensor *y, clmoe_tensor *topk)
+{
+  static const char op[] = "clmoe_moe_decode_forward";
+  if (!ctx || !L || !L->w_router.buf)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the context or the layer is missing", op);
+  const int64_t d = L->cfg.d;
+  int64_t m, my;
+  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", d, &m));
+  CLMOE_TRY(clmoe__moe_want_rows(y, op, "y", d, &my));
+  if (my != m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y differ in rows", op);
+  const int64_t E = L->cfg.n_experts, lw = clmoe__moe_width(&L->cfg), ff = L->cfg.expert_ff;
+  CLMOE_TRY(clmoe__moe_want_buf(&L->w_gate, op, "w_gate", 3, E, ff, lw)); /* fp32 experts only */
+  CLMOE_TRY(clmoe__moe_want_buf(&L->w_upp, op, "w_upp", 3, E, ff, lw));
+  CLMOE_TRY(clmoe__moe_want_buf(&L->w_dn, op, "w_dn", 3, E, lw, ff));
+  const int64_t f = L->cfg.expert_ff, l = clmoe__moe_width(&L->cfg), rows = 8;
+  if (m * L->cfg.top_k * ((f + rows - 1) / rows) >= INT32_MAX || m * ((l + rows - 1) / rows) >= INT32_MAX ||
+      m * L->cfg.n_experts >= ((int64_t)1 << 40))
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens is too many for one call (this path is for few "
+                        "tokens; clmoe_moe_forward takes many)", op, (long long)m);
+  if (topk) {
+    CLMOE_TRY(clmoe__want(topk, CLMOE_I32, op, "topk"));
+    if (topk->ndim != 2 || topk->shape[0] != m || topk->shape[1] != L->cfg.top_k)
+      return clmoe__error(CLMOE_ERR_SHAPE, "%s: topk must be [%lld, %lld] i32", op, (long long)m,
+                          (long long)L->cfg.top_k);
+  }
+  if (m == 0) return CLMOE_OK;
+  clmoe_tensor x2, y2;
+  CLMOE_TRY(clmoe_tensor_view2d(x, &x2, m, d));
+  CLMOE_TRY(clmoe_tensor_view2d(y, &y2, m, d));
+  dec_buf b;
+  memset(&b, 0, sizeof b);
+  clmoe_status st = decode_steps(ctx, L, &x2, &y2, m, accumulate != 0, &b);
+  if (st == CLMOE_OK && topk) st = clmoe_tensor_copy(topk, &b.topk);
+  dec_buf_destroy(&b); /* the queue is in order: the buffers go back to the pool at once */
+  return st;
+}
