@@ -78,11 +78,11 @@ static const moe_case k3_16 = {16, 64, 32, 896, 16, 16, 1, 16, CLMOE_MOE_GEMM_GR
 /* widths past several lanes' strides and not multiples of any work-group's rows */
 static const moe_case odd = {5, 24, 136, 6, 2, 150, 1, 20, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_QB, CK_MOE_K3};
 static const moe_case swiglu = {4, 48, 24, 64, 4, 24, 1, 16, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_NONE,
-                                CLMOE_GLU_SWIGLU, 0, 0, 0, 0.0f};
+                                CLMOE_GLU_SWIGLU, 0, 0, 0, 0.0f, 0};
 static const moe_case nolatent = {3, 48, 0, 64, 4, 24, 0, 0, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_NONE,
-                                  CLMOE_GLU_SITU, 0, 0, 0, 1.5f};
+                                  CLMOE_GLU_SITU, 0, 0, 0, 1.5f, 0};
 static const moe_case kimi = {2, 48, 0, 64, 4, 24, 1, 16, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_NONE,
-                              CLMOE_GLU_SWIGLU, 4, 2, 1, 2.5f};
+                              CLMOE_GLU_SWIGLU, 4, 2, 1, 2.5f, 0};
 
 #define DECODE_CHECK(fname, mc)                                                              \
   static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)                 \
