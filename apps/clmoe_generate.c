@@ -34,6 +34,9 @@ static void usage(void)
          "  --tokenizer PATH    a tokenizer.json, tiktoken.model or a folder holding one: text\n"
          "                      prompts are encoded (special tokens written in them included)\n"
          "                      and the output decoded through it (default: bytes are tokens)\n"
+         "  --no-add-special    text prompts without the special tokens the tokenizer.json's\n"
+         "                      post-processor puts around a text (a BOS; default: with them, as\n"
+         "                      transformers' tokenizer(text); Kimi's tiktoken adds none)\n"
          "Generation:\n"
          "  -n N                new tokens per prompt (default 128)\n"
          "  --greedy            always the most likely token (same as --temperature 0)\n"
@@ -163,6 +166,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       add_prompt(o, NULL, n, NULL);
       o->prompt_ids[o->nprompts - 1] = ids;
     } else if (app_option(argc, argv, &i, "--tokenizer", &v)) o->tokenizer = v;
+    else if (!strcmp(argv[i], "--no-add-special")) o->no_add_special = 1;
     else if (app_option(argc, argv, &i, "--logits", &v)) o->logits = v;
     else if (app_option(argc, argv, &i, "--prompt-file", &v)) {
       int64_t len;

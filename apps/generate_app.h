@@ -18,6 +18,7 @@ typedef struct gen_opts {
   char *prompt_from[GEN_MAX_PROMPTS]; /* "--prompt 2" or the file name, for messages (malloc'ed) */
   int32_t *prompt_ids[GEN_MAX_PROMPTS]; /* --prompt-ids: the ids (malloc'ed; prompt is NULL then) */
   const char *tokenizer; /* --tokenizer: text prompts encoded, output decoded through it */
+  int no_add_special;    /* --no-add-special: text prompts without the post-processor's tokens */
   const char *logits;    /* --logits FILE: the prompts' last-position logits as safetensors */
   int64_t max_new;
   clmoe_gen_sampling sampling;

@@ -32,12 +32,15 @@ int32_t *gen_parse_ids(const char *flag, const char *list, int64_t *n)
   return ids;
 }
 
-/* The ids of text prompt p through tok, in a malloc'ed array. */
+/* The ids of text prompt p through tok, in a malloc'ed array: with the special tokens the
+ * tokenizer's post-processor puts around a text (a BOS), as transformers' tokenizer(text). */
 static int32_t *encode(const gen_opts *o, int p, clmoe_tokenizer *tok, int64_t *n)
 {
   clmoe_tokens t = {0};
-  if (clmoe_tokenizer_encode(tok, o->prompt[p], (size_t)o->prompt_len[p], CLMOE_TOKENIZE_SPECIAL, &t) != CLMOE_OK)
-    app_fail(APP_EXIT_FAILED, "prompt %d (%s): %s", p + 1, o->prompt_from[p], clmoe_last_error());
+  const unsigned flags = CLMOE_TOKENIZE_SPECIAL | (o->no_add_special ? 0 : CLMOE_TOKENIZE_ADD_SPECIAL);
+  if (clmoe_tokenizer_encode(tok, o->prompt[p], (size_t)o->prompt_len[p], flags, &t) != CLMOE_OK)
+    app_fail(APP_EXIT_FAILED, "prompt %d (%s): %s%s", p + 1, o->prompt_from[p], clmoe_last_error(),
+             o->no_add_special ? "" : " (--no-add-special encodes without them)");
   if (t.n == 0) app_fail(APP_EXIT_USAGE, "prompt %d (%s) encodes to no token", p + 1, o->prompt_from[p]);
   *n = (int64_t)t.n;
   return t.ids; /* (clmoe_tokens_free frees ids with free()) */

@@ -153,6 +153,27 @@ expect "--prompt-ids not ids" 2 "expected comma-separated token ids" -- "$gen" -
 expect "--prompt-ids outside the vocabulary" 1 "token 256 at position 1 is outside the model's vocabulary of 256" -- \
   "$gen" --ckpt "$ckpt" --prompt-ids 1,256
 expect "--tokenizer missing" 1 "--tokenizer $tmp/none.json" -- "$gen" --ckpt "$ckpt" --tokenizer "$tmp/none.json" --prompt a
+# a tokenizer.json whose post-processor puts a BOS (id 200, also the byte 0xc8's token) before
+# a text: added by default, as transformers' tokenizer(text); --no-add-special leaves it out.
+# Its vocabulary: the 256 bytes in the byte-level alphabet (GPT-2's: the printable ones as
+# themselves, the others from U+0100 on), no merges
+vocab=$(awk 'BEGIN { n = 0; for (b = 0; b < 256; b++) {
+  if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) cp = b; else cp = 256 + n++
+  s = cp == 34 ? "\\\"" : cp == 92 ? "\\\\" : sprintf("\\u%04x", cp)
+  printf "%s\"%s\":%d", (b ? "," : ""), s, b } }')
+cat > "$tmp/bos.json" << EOF
+{"version":"1.0","added_tokens":[{"id":200,"content":"<s>","special":true}],"normalizer":null,
+ "pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},
+ "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},
+  {"Sequence":{"id":"A","type_id":0}}],"special_tokens":{"<s>":{"id":"<s>","ids":[200],"tokens":["<s>"]}}},
+ "decoder":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{$vocab},"merges":[]}}
+EOF
+"$gen" --ckpt "$ckpt" --tokenizer "$tmp/bos.json" --prompt abc -n 2 --greedy --quiet --json "$tmp/bos1.json" > /dev/null 2>&1
+"$gen" --ckpt "$ckpt" --tokenizer "$tmp/bos.json" --no-add-special --prompt abc -n 2 --greedy --quiet \
+  --json "$tmp/bos2.json" > /dev/null 2>&1
+if grep -q '"prompt_ids": \[200, 97, 98, 99\]' "$tmp/bos1.json" && grep -q '"prompt_ids": \[97, 98, 99\]' "$tmp/bos2.json"; then
+  pass "--tokenizer: the post-processor's BOS before the prompt; --no-add-special: none"
+else fail "the post-processor's BOS"; cat "$tmp/bos1.json" "$tmp/bos2.json"; fi
 expect "generate --prefill-bench with a prompt" 2 "leave out --prompt" -- "$gen" --ckpt "$ckpt" --prefill-bench 10 --prompt a
 
 echo "$fails failed"
