@@ -1,6 +1,8 @@
 /* Conformance checks: KDA on the tile interface. clmoe_kda_forward_tile (whatever
  * tile implementation the device has) against the double-precision token loop
- * (check/ref/ref_kda.c), outputs and final states; clmoe_kda_backward_tile against the
+ * (check/ref/ref_kda.c), outputs and final states, with the bounded gate and with Kimi
+ * Linear's unbounded one (also against the portable chunked path and the device's token
+ * loop); clmoe_kda_backward_tile against the
  * reference's analytic backward, every gradient. Tolerances TOL_KDA_TILE and TOL_KDA_TILE_BWD
  * (check_kda_tile.h) relative to each output's largest magnitude: bf16 operand rounding
  * (2^-9) through a few chained products. */
@@ -18,8 +20,9 @@
 /* The case's inputs from the generator the portable KDA checks use (kda_inputs.h). */
 static clmoe_status tile_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case *kc, kda_data *d)
 {
+  const int kimi = kc->z == KDA_TILE_Z_KIMI ? 1 : kc->z == KDA_TILE_Z_KIMI_MIX ? 2 : 0;
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,
-                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE, 0};
+                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE, kimi};
   return ck_kda_setup(ctx, seed, &spec, d);
 }
 
@@ -55,8 +58,8 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
 {
   clmoe_status st = CLMOE_OK;
   kda_data d;
-  clmoe_tensor o = {0}, ht = {0}, op = {0}, htp = {0};
-  double *go = NULL, *ght = NULL, *ro = NULL, *rht = NULL, *po = NULL, *pht = NULL;
+  clmoe_tensor o = {0}, ht = {0}, op = {0}, htp = {0}, ol = {0}, htl = {0};
+  double *go = NULL, *ght = NULL, *ro = NULL, *rht = NULL, *po = NULL, *pht = NULL, *lo = NULL, *lht = NULL;
   CK(tile_setup(ctx, seed, kc, &d));
   const int64_t so[4] = {d.B, d.T, d.H, d.V}, sh[4] = {d.N, d.H, d.K, d.V};
   const size_t no = (size_t)(d.B * d.T * d.H * d.V), nh = (size_t)(d.N * d.H * d.K * d.V);
@@ -66,7 +69,8 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
   CK(clmoe_tensor_fill(&ht, NAN));
   clmoe_kda_inputs in = {&d.q, &d.k, &d.v, &d.z, &d.beta, &d.A_log, &d.dt_bias,
                          d.hh0 ? &d.h0 : NULL, d.cu ? &d.cu_t : NULL};
-  clmoe_kda_options opts = {.lower_bound = kc->lb};
+  const int unb = KDA_TILE_UNBOUNDED(kc);
+  clmoe_kda_options opts = {.lower_bound = kc->lb, .gate = unb ? CLMOE_KDA_GATE_UNBOUNDED : CLMOE_KDA_GATE_BOUNDED};
   clmoe_kda_tile_config cfg = {kc->warps, kc->lookahead, NULL};
   CK(clmoe_kda_forward_tile(ctx, &opts, &in, &o, &ht, &cfg));
   CK(ck_read(&o, &go));
@@ -74,7 +78,7 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
   CK_ALLOC(ro, no);
   CK_ALLOC(rht, nh);
   ref_kda_shape s = {d.B, d.T, d.H, d.K, d.V, d.cu, d.N, 1.0 / sqrt((double)d.K),
-                     kc->lb == 0.0f ? -5.0 : (double)kc->lb, 0};
+                     kc->lb == 0.0f ? -5.0 : (double)kc->lb, unb};
   ref_kda_forward(&s, d.hq, d.hk, d.hv, d.hz, d.hbeta, d.hA, d.hdt, d.hh0, ro, rht);
   res->tolerance = TOL_KDA_TILE;
   tile_compare("o", go, ro, no, res);
@@ -92,10 +96,20 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
     tile_compare("o vs portable", go, po, no, res);
     tile_compare("final_state vs portable", ght, pht, nh, res);
   }
+  if (kc->vs_portable == 2) { /* the device's token loop on the same inputs */
+    CK(clmoe_tensor_create(ctx, &ol, kc->out, 4, so));
+    CK(clmoe_tensor_create(ctx, &htl, CLMOE_F32, 4, sh));
+    CK(clmoe_kda_recurrent(ctx, &opts, &in, &ol, &htl));
+    CK(ck_read(&ol, &lo));
+    CK(ck_read(&htl, &lht));
+    tile_compare("o vs token loop", go, lo, no, res);
+    tile_compare("final_state vs token loop", ght, lht, nh, res);
+  }
 done:
-  free(go), free(ght), free(ro), free(rht), free(po), free(pht);
+  free(go), free(ght), free(ro), free(rht), free(po), free(pht), free(lo), free(lht);
   clmoe_tensor_destroy(&o), clmoe_tensor_destroy(&ht);
   clmoe_tensor_destroy(&op), clmoe_tensor_destroy(&htp);
+  clmoe_tensor_destroy(&ol), clmoe_tensor_destroy(&htl);
   ck_kda_data_free(&d);
   return st;
 }
@@ -257,6 +271,13 @@ TILE_FWD_CHECK(tile_fwd_mixed,   {2, 100,  2, 64,  64,  NULL, 0, 1, F,  F,  KDA_
 TILE_FWD_CHECK(tile_fwd_packed,  {1, 0,    2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TILE_Z_UNIFORM, 0.0f, 0, 0, 0})
 TILE_FWD_CHECK(tile_fwd_extreme, {1, 300,  2, 32,  32,  NULL, 0, 1, F,  F,  KDA_TILE_Z_EXTREME,  0.0f, 0, 0, 0})
 TILE_FWD_CHECK(tile_fwd_long,    {1, 8192, 1, 16,  16,  NULL, 0, 1, BF, F,  KDA_TILE_Z_SATURATE, -5.0f, 0, 0, 0})
+/* Kimi Linear's unbounded gate: per-token decays -1e-4 .. -50 (a chunk's decay down to e^-800),
+ * odd lengths, K and V of 64 and 128; against the reference, the portable chunked path and the
+ * device's token loop (port 2) */
+TILE_FWD_CHECK(tile_fwd_kimi,      {1, 301, 2, 64,  64,  NULL, 0, 1, F,  F,  KDA_TILE_Z_KIMI,     0.0f, 2, 0, 0})
+TILE_FWD_CHECK(tile_fwd_kimi_k128, {1, 0,   2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TILE_Z_KIMI, 0.0f, 2, 0, 0})
+TILE_FWD_CHECK(tile_fwd_kimi_kv,   {2, 157, 1, 64,  128, NULL, 0, 1, F,  F,  KDA_TILE_Z_KIMI_MIX, 0.0f, 2, 0, 0})
+TILE_FWD_CHECK(tile_fwd_kimi_vk,   {1, 77,  2, 128, 64,  NULL, 0, 0, F,  F,  KDA_TILE_Z_KIMI_MIX, 0.0f, 2, 0, 0})
 
 #define TILE_BWD_CHECK(fname, ...)                                                         \
   static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
@@ -282,4 +303,8 @@ const clmoe_check clmoe_checks_kda_tile[] = {
     {"kda_tile.forward.packed", "tile forward, packed lengths 1,15,16,17,40,3, bf16, K = V = 128", tile_fwd_packed},
     {"kda_tile.forward.extreme", "tile forward, gate logits of +-1e4", tile_fwd_extreme},
     {"kda_tile.forward.long", "tile forward, 8192 tokens with g = -5 on every channel", tile_fwd_long},
+    {"kda_tile.forward.kimi", "tile forward, unbounded gate, decays -1e-4 .. -50 per token, T 301, K = V = 64", tile_fwd_kimi},
+    {"kda_tile.forward.kimi.k128", "tile forward, unbounded gate down to -50, packed, bf16, K = V = 128", tile_fwd_kimi_k128},
+    {"kda_tile.forward.kimi.kv", "tile forward, unbounded gate, chunks within and beyond e^-75, K 64, V 128, T 157", tile_fwd_kimi_kv},
+    {"kda_tile.forward.kimi.vk", "tile forward, unbounded gate, chunks within and beyond e^-75, K 128, V 64, T 77", tile_fwd_kimi_vk},
     {NULL, NULL, NULL}};

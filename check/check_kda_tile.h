@@ -13,7 +13,11 @@
 typedef enum kda_tile_gate_mode {
   KDA_TILE_Z_UNIFORM = 0, /* gate logits uniform in [-4, 4] */
   KDA_TILE_Z_EXTREME,     /* +-1e4 at random */
-  KDA_TILE_Z_SATURATE     /* +1e4 everywhere: g = lb on every channel */
+  KDA_TILE_Z_SATURATE,    /* +1e4 everywhere: g = lb on every channel */
+  KDA_TILE_Z_KIMI,        /* Kimi Linear's unbounded gate, per-token decays -1e-4 .. -50
+                             (kda_inputs.h's kimi 1) */
+  KDA_TILE_Z_KIMI_MIX     /* the unbounded gate, decays -1e-4 .. -4 and every fourth 16-token
+                             run -4 .. -50: chunks within and beyond e^-75 (kimi 2) */
 } kda_tile_gate_mode;
 
 typedef struct kda_tile_case {
@@ -25,7 +29,8 @@ typedef struct kda_tile_case {
   clmoe_dtype out;     /* storage of o */
   kda_tile_gate_mode z;
   float lb;            /* lower bound; 0: -5 */
-  int vs_portable;     /* also compare with the portable chunked forward (same tolerance) */
+  int vs_portable;     /* also compare with the portable chunked forward (same tolerance); 2:
+                          and with the device's token loop (clmoe_kda_recurrent) */
   int warps;           /* state work-group warps (0: default) */
   int lookahead;       /* state pass look-ahead in chunks (0: default) */
 } kda_tile_case;
@@ -39,6 +44,9 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
  * of dg) the scale is the largest sum of those terms' magnitudes. bf16 operands in the state
  * gradient's chain and the factor gradients: about 3 roundings of 2^-9 deep. */
 #define TOL_KDA_TILE_BWD 3e-2 /* measured on PoCL: <= 1.8e-2 over 40 seeds of small shapes */
+
+/* Whether a case's gate is the unbounded one (the Z_KIMI modes). */
+#define KDA_TILE_UNBOUNDED(kc) ((kc)->z == KDA_TILE_Z_KIMI || (kc)->z == KDA_TILE_Z_KIMI_MIX)
 
 /* One backward case: kc's inputs, dO uniform in [-1, 1]; with kc->h0 also dfinal_state
  * (uniform) and dinitial_state; kc->out, kc->lookahead unused; kc->vs_portable also compares

@@ -248,6 +248,54 @@ inline void kda_unit_lower_inverse(__local float (*Akk)[CH + 1], __local float (
   }
 }
 
+/* The rows of one (chunk, head) on the 16 x 16 work-group (kda_tiles below and kda_fwd_pairwise.cl's
+ * kda_prep_pairwise; every work-item calls it): work-item (r, lane) loads row r's q, k
+ * (columns d = lane + 16 m, zero past len) into Qr, Kr [CH][KD] and its gates into Gr
+ * [CH][KD], as log-decays g (0 past len) or, with decay, as e^g (1 past len); then the L2
+ * norms' reciprocals nq, nk and the sigmoid of beta bt [CH], from fixed partials in red. On
+ * return nq and bt are visible to all, nk and Qr, Kr, Gr only after the caller's next barrier. */
+inline void kda_rows_load(__global const store_t *q, ulong qo, __global const store_t *k, ulong ko,
+                          __global const store_t *z, ulong zo, __global const store_t *bl, ulong bo,
+                          __global const float *dtb, ulong dto, float ea, int h, int H, ulong tok,
+                          int len, float lb, int unbounded, int decay,
+                          __local float (*Qr)[KD], __local float (*Kr)[KD], __local float (*Gr)[KD],
+                          __local float (*red)[CH + 1], __local float *nq, __local float *nk,
+                          __local float *bt)
+{
+  const int lid = (int)get_local_id(0), r = lid >> 4, lane = lid & 15, valid = r < len;
+  const ulong rk = (tok * (ulong)H + (ulong)h) * KD;
+  float sq = 0.0f, sk = 0.0f;
+  for (int m = 0; m < NM; m++) {
+    const int d = lane + 16 * m;
+    if (d >= KD) break;
+    float qv = valid ? LOAD(q, qo + rk + d) : 0.0f, kv = valid ? LOAD(k, ko + rk + d) : 0.0f;
+    Qr[r][d] = qv;
+    Kr[r][d] = kv;
+    sq += qv * qv;
+    sk += kv * kv;
+    if (decay)
+      Gr[r][d] = valid ? exp(kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded)) : 1.0f;
+    else
+      Gr[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded) : 0.0f;
+  }
+  red[r][lane] = sq;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == 0) {
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += red[r][l];
+    nq[r] = 1.0f / sqrt(s + L2_EPS);
+    bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[r][lane] = sk;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane == 0) {
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += red[r][l];
+    nk[r] = 1.0f / sqrt(s + L2_EPS);
+  }
+}
+
 /* The tiles of one (chunk, head), shared by kda_prep and kda_bwd_chunk; every work-item
  * of the 16 x 16 work-group calls it. Loads q, k and the gate of the chunk's rows (zero
  * past len) and the sigmoid of beta, forms the L2 norms, the cumulative gate G and the
@@ -268,36 +316,10 @@ inline void kda_tiles(__global const store_t *q, ulong qo, __global const store_
                       __local float (*Aqk)[CH + 1], __local float (*Tm)[CH + 1],
                       float *qn, float *kn, float *up, float *dn)
 {
-  const int lid = (int)get_local_id(0), r = lid >> 4, lane = lid & 15, valid = r < len;
-  const ulong rk = (tok * (ulong)H + (ulong)h) * KD;
-  /* Raw q, k and the gate g (in Km for now); the squared norms by fixed partials. */
-  float sq = 0.0f, sk = 0.0f;
-  for (int m = 0; m < NM; m++) {
-    const int d = lane + 16 * m;
-    if (d >= KD) break;
-    float qv = valid ? LOAD(q, qo + rk + d) : 0.0f, kv = valid ? LOAD(k, ko + rk + d) : 0.0f;
-    Qp[r][d] = qv;
-    Kp[r][d] = kv;
-    sq += qv * qv;
-    sk += kv * kv;
-    Km[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded) : 0.0f;
-  }
-  red[r][lane] = sq;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nq[r] = 1.0f / sqrt(s + L2_EPS);
-    bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  red[r][lane] = sk;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nk[r] = 1.0f / sqrt(s + L2_EPS);
-  }
+  const int lid = (int)get_local_id(0), r = lid >> 4, lane = lid & 15;
+  /* Raw q, k and the gate g (in Km for now); the norms. */
+  kda_rows_load(q, qo, k, ko, z, zo, bl, bo, dtb, dto, ea, h, H, tok, len, lb, unbounded, 0, Qp, Kp, Km,
+                red, nq, nk, bt);
   /* In-chunk inclusive cumulative sum of g, one column per work-item. */
   for (int d = lid; d < KD; d += KDA_WG) {
     float run = 0.0f;

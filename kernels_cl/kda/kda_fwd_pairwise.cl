@@ -41,37 +41,14 @@ void kda_prep_pairwise(__global const store_t *q, ulong qo, __global const store
   const int2 ch = chunks[c];
   const int len = ch.y, valid = r < len;
   const ulong tok = (ulong)(ch.x + r);
-  const ulong rk = (tok * (ulong)H + (ulong)h) * KD, rv = (tok * (ulong)H + (ulong)h) * VD;
+  const ulong rv = (tok * (ulong)H + (ulong)h) * VD;
   const float ea = exp(A_log[ao + h]);
 
-  /* 1. q, k, v and the decays of the chunk's rows (q, k, v zero and a one past len); squared
-   * norms by fixed partials. */
+  /* 1. q, k, v and the decays of the chunk's rows (q, k, v zero and a one past len); the
+   * norms (kda_common.cl). */
   for (int j = lane; j < VD; j += 16) Vs[r][j] = valid ? LOAD(v, vo + rv + j) : 0.0f;
-  float sq = 0.0f, sk = 0.0f;
-  for (int d = lane; d < KD; d += 16) {
-    const float qv = valid ? LOAD(q, qo + rk + d) : 0.0f, kv = valid ? LOAD(k, ko + rk + d) : 0.0f;
-    Qn[r][d] = qv;
-    Kn[r][d] = kv;
-    sq += qv * qv;
-    sk += kv * kv;
-    Ad[r][d] = valid ? exp(kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, unbounded)) : 1.0f;
-  }
-  red[r][lane] = sq;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nq[r] = 1.0f / sqrt(s + L2_EPS);
-    bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  red[r][lane] = sk;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane == 0) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += red[r][l];
-    nk[r] = 1.0f / sqrt(s + L2_EPS);
-  }
+  kda_rows_load(q, qo, k, ko, z, zo, bl, bo, dtb, dto, ea, h, H, tok, len, lb, unbounded, 1, Qn, Kn, Ad,
+                red, nq, nk, bt);
   barrier(CLK_LOCAL_MEM_FENCE);
   /* 2. The L2 norms; row r's factors E_r (Qg, W) and L_r (Kd) in registers, and whether
    * the chunk's whole decay a_0 .. a_last stays above 1e-30 on every channel. */

@@ -13,8 +13,9 @@
  * KDA_BB_*); -DTC_SAVE=1 has the forward's prep write that block too (bbg), for a later
  * backward.
  *
- * kda_tile_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded),
- *   L2 norms, sigmoid of beta, in-chunk cumulative gate G, then with G0 = G of the first row
+ * kda_tile_prep, token-parallel (one work-group of 4 warps per (chunk, head)): gate (bounded;
+ *   -DTC_UNB=1 the unbounded gate, see below), L2 norms, sigmoid of beta, in-chunk cumulative
+ *   gate G, then with G0 = G of the first row
  *     Akk = beta Kp Km^T (c < r),  Aqk = scale Qp Km^T (c <= r),
  *     Kp = kn e^(G - G0) (<= 1),   Qp = qn e^(G - G0),   Km = kn e^(G0 - G) (<= e^75),
  *   Tm = (I + Akk)^-1 (fp32 forward substitution), W = Tm (beta e^G kn), U = Tm (beta v),
@@ -28,7 +29,26 @@
  *   state S [KD, 8] in fp32 accumulators (KD / 16 tiles per lane) and a bf16 copy in local
  *   memory (the B operand of the next chunk):
  *     Vnew = U - W S,  O = Qg S + Aqk Vnew,  S = gl (.) S + Kd^T Vnew.
- *   The next chunks' blocks travel through registers while the current one computes. */
+ *   The next chunks' blocks travel through registers while the current one computes.
+ *
+ * -DTC_UNB=1: the prep for the unbounded gate (Kimi Linear's -exp(A_log) softplus(z + dt_bias)),
+ *   same outputs, finite for any gate values. A token's decay reaches -50 and beyond, so
+ *   e^(G0 - G) overflows within a chunk. Every factor is then the exponential of a sum of
+ *   gates (<= 0, so <= 1) taken from the raw gates in local memory, never a difference of
+ *   cumulative sums: Qg, W from e^G, Kd from e^(G_last - G), gl = e^G_last. The pair factors
+ *   e^(G_r - G_c) (c <= r) of Akk and Aqk come from products whose two operands both lie in
+ *   [0, 1], anchored between the pair: for the highest bit hh in which r and c differ (r has
+ *   it), m = (r & ~(2 hh - 1)) + hh, c < m <= r, and
+ *     e^(G_r - G_c) = e^(g_(m+1) + .. + g_r) e^(g_(c+1) + .. + g_m).
+ *   One tile_mma product per level hh = 8, 4, 2, 1 (rows r with bit hh take the first factor,
+ *   columns c without it the second, zero otherwise), one for the diagonal (factor 1), each
+ *   entry selected from its own level. A chunk whose decay from its first row to its last,
+ *   G0 - G_last, stays within 75 on every channel (the bounded gate's range) takes one product
+ *   anchored at its first row instead, as the bounded prep. Where an operand underflows the
+ *   exact product is smaller still (below bf16's least normal, 2^-126). */
+#ifndef TC_UNB
+#define TC_UNB 0
+#endif
 #ifndef TC_NW
 #define TC_NW 2
 #endif
@@ -223,13 +243,23 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
     kv[j] = valid ? LOAD(k, ko + rk + d) : 0.0f;
     sq += qv[j] * qv[j];
     sk += kv[j] * kv[j];
-    G[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, 0) : 0.0f;
+    G[r][d] = valid ? kda_gate(LOAD(z, zo + rk + d), ea, dtb[dto + (ulong)h * KD + d], lb, TC_UNB) : 0.0f;
   }
   red[0][r][s] = sq;
   red[1][r][s] = sk;
   if (s == 0) bt[r] = valid ? kda_sigmoid(LOAD(bl, bo + tok * (ulong)H + (ulong)h)) : 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* 2. Inclusive cumsum down each column (rows past len add 0); the norms. */
+  /* 2. Inclusive cumsum down each column (rows past len add 0); the norms. (TC_UNB: G keeps
+   * the raw gates; gl, and in E0 whether the column's decay from the first row to the last
+   * passes 75: 1 if so, else 0.) */
+#if TC_UNB
+  for (int d = lid; d < KD; d += TC_PREP_WG) {
+    float run = G[0][d], tail = 0.0f;
+    for (int i = 1; i < CH; i++) tail += G[i][d];
+    TC_PUT_GL(d, exp(run + tail));
+    E0[d] = tail < -75.0f ? 1.0f : 0.0f;
+  }
+#else
   for (int d = lid; d < KD; d += TC_PREP_WG) {
     float run = 0.0f;
     for (int i = 0; i < CH; i++) {
@@ -240,6 +270,7 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
     EL[d] = exp(run - G[0][d]);
     TC_PUT_GL(d, exp(run));
   }
+#endif
   if (lid < 2 * CH) {
     const int w = lid >> 4, i = lid & 15;
     float t = 0.0f;
@@ -253,6 +284,20 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
    * e^(G_last - G) = dn e^(G_last - G0). */
   {
     const float b = bt[r], nqr = nq[r], nkr = nk[r];
+#if TC_UNB
+    /* (e^G and e^(G_last - G) from the raw gates; the pair factors in step 4) */
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+      const int d = s + 8 * j;
+      float gr = 0.0f, gt = 0.0f;
+      for (int i = 0; i <= r; i++) gr += G[i][d];
+      for (int i = r + 1; i < CH; i++) gt += G[i][d];
+      const float er = exp(gr), qn = qv[j] * nqr, kn = kv[j] * nkr;
+      Bk[r][d] = f32_to_bf16(b * kn * er);
+      if (!(TC_DIAG & 16)) TC_PUT_Q(r, d, scale * qn * er);
+      if (!(TC_DIAG & 16)) TC_PUT_K(r, d, kn * exp(gt));
+    }
+#else
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
       const int d = s + 8 * j;
@@ -265,6 +310,7 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
       if (!(TC_DIAG & 16)) TC_PUT_Q(r, d, scale * qn * up * E0[d]);
       if (!(TC_DIAG & 16)) TC_PUT_K(r, d, kn * dn * EL[d]);
     }
+#endif
 #pragma unroll
     for (int j = 0; j < NJV; j++) Bv[r][s + 8 * j] = f32_to_bf16(b * vv[j]);
   }
@@ -274,10 +320,54 @@ void kda_tile_prep(__global const store_t *q, ulong qo, __global const store_t *
     const int nt = warp & 1, isq = warp >> 1;
     __local const ushort *ap = isq ? &Qp[0][0] : &Kp[0][0];
     tile_c acc = tile_c_zero();
+#if TC_UNB
+    /* The levels (the header): hh the level's bit, 0 the diagonal; a safe chunk, one level
+     * anchored at its first row (hh = CH). Each work-item forms its row r's operands. */
+    int safe = 1;
+    for (int d = 0; d < KD; d++) safe = safe && E0[d] == 0.0f;
+    const int nlev = safe ? 1 : 5;
+    for (int lev = 0; lev < nlev; lev++) {
+      const int hh = safe ? CH : 8 >> lev, mr = (r & ~(2 * hh - 1)) + hh, upper = (r & hh) != 0;
+#pragma unroll
+      for (int j = 0; j < NJ; j++) {
+        const int d = s + 8 * j;
+        float up = 1.0f, dn = 1.0f;
+        if (safe) { /* e^(G_r - G0) >= e^-75, e^(G0 - G_r) <= e^75 */
+          float t = 0.0f;
+          for (int i = 1; i <= r; i++) t += G[i][d];
+          up = exp(t), dn = exp(-t);
+        } else if (hh) {
+          float t = 0.0f;
+          if (upper) for (int i = mr + 1; i <= r; i++) t += G[i][d];
+          else for (int i = r + 1; i <= mr; i++) t += G[i][d];
+          up = upper ? exp(t) : 0.0f, dn = upper ? 0.0f : exp(t);
+        }
+        const float qn = qv[j] * nq[r], kn = kv[j] * nk[r];
+        Qp[r][d] = f32_to_bf16(qn * up);
+        Kp[r][d] = f32_to_bf16(kn * up);
+        Km[r][d] = f32_to_bf16(kn * dn);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      tile_c part = tile_c_zero();
+#pragma unroll
+      for (int ks = 0; ks < KD / 16; ks++)
+        tile_mma(&part, tile_load_a_bf16(ap + 16 * ks, TC_LDK, lane),
+                 tile_load_bt_bf16(&Km[8 * nt][16 * ks], TC_LDK, lane));
+      for (int i = 0; i < TILE_C_NE; i++) {
+        const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
+        const int take = safe ? 1
+                         : hh ? (row & ~(2 * hh - 1)) == (col & ~(2 * hh - 1)) && (row & hh) && !(col & hh)
+                              : row == col;
+        if (take) TILE_C_AT(acc, i) = TILE_C_AT(part, i);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE); /* the next level's operands overwrite these */
+    }
+#else
 #pragma unroll
     for (int ks = 0; ks < KD / 16; ks++)
       tile_mma(&acc, tile_load_a_bf16(ap + 16 * ks, TC_LDK, lane),
                tile_load_bt_bf16(&Km[8 * nt][16 * ks], TC_LDK, lane));
+#endif
     for (int i = 0; i < TILE_C_NE; i++) {
       const int row = tile_c_row(lane, i), col = 8 * nt + tile_c_col(lane, i);
       if (isq) TC_PUT_A(row, col, col <= row ? scale * TILE_C_AT(acc, i) : 0.0f);

@@ -21,7 +21,7 @@ static size_t state64_local_bytes(size_t K, size_t warps, size_t stages, int ptx
 
 int clmoe__kda_tile_fwd_covers(clmoe_ctx *ctx, const kda_plan *p)
 {
-  if (p->unbounded || p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
+  if (p->K % 16 || p->V % 16 || p->K > 128 || p->V > 128) return 0;
   const clmoe_device_caps *c = clmoe_ctx_caps(ctx);
   /* the prep and the 16-token state pass of 4 warps (kernels_cl/kda/kda_common.cl's layouts) */
   const size_t K = (size_t)p->K, prep = KDA_TILE_PREP_LOCAL_BYTES(K, (size_t)p->V);
@@ -111,10 +111,13 @@ static clmoe_status run_step(clmoe_ctx *ctx, const kda_plan *p, const clmoe_kda_
     lookahead = warps >= 2 ? 2 : 1;
   }
   const int prod = step == 64 && tf->async_copy && pick_producer(ctx);
-  char opts[288], base[128];
+  char opts[320], base[128];
   clmoe__kda_options(p, o->dtype == CLMOE_BF16, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d %s",
-           base, step, warps, lookahead, stages, prod, save, stsm, clmoe__tile_options(ctx));
+  /* (-DTC_UNB=1: the prep for the unbounded gate, kda_tile.cl; the bounded builds' options
+   * stay as they were) */
+  snprintf(opts, sizeof opts, "%s -DTC_STEP=%d -DTC_NW=%d -DTC_PF=%d -DTC_NS=%d -DTC_PROD=%d -DTC_SAVE=%d -DTC_STSM=%d%s %s",
+           base, step, warps, lookahead, stages, prod, save, stsm, p->unbounded ? " -DTC_UNB=1" : "",
+           clmoe__tile_options(ctx));
   const char *family = "tile+kda_common+kda_tile+kda_tile_state16+kda_tile_state";
   cl_kernel kp, ks;
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "kda_tile_prep", &kp));
@@ -157,6 +160,10 @@ clmoe_status clmoe__kda_tile_fwd_run(clmoe_ctx *ctx, const kda_plan *p, const cl
                                      clmoe_kda_tile_saved *saved)
 {
   if (saved) saved->nchunks = 0;
+  if (saved && p->unbounded) { /* the tile backward takes the bounded gate only: nothing to keep */
+    clmoe_kda_tile_saved_release(ctx, saved);
+    saved = NULL;
+  }
   if (p->N == 0) return CLMOE_OK;
   return run_step(ctx, p, in, o, ht, pick_step(ctx), warps, lookahead, saved);
 }
@@ -173,10 +180,9 @@ clmoe_status clmoe_kda_forward_tile(clmoe_ctx *ctx, const clmoe_kda_options *opt
   if (final_state)
     CLMOE_TRY_GOTO(st, clmoe__want_shape(final_state, op, "final_state", 0, 4, p.N, p.H, p.K, p.V), done);
   if (!clmoe__kda_tile_fwd_covers(ctx, &p)) {
-    st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs the bounded gate, K, V "
-                      "multiples of 16 up to 128, work-groups of 128 and about 35 KB of local "
-                      "memory (K = %lld, V = %lld, %s gate)", op, (long long)p.K, (long long)p.V,
-                      p.unbounded ? "unbounded" : "bounded");
+    st = clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the tile path needs K, V multiples of 16 up "
+                      "to 128, work-groups of 128 and about 35 KB of local memory (K = %lld, "
+                      "V = %lld)", op, (long long)p.K, (long long)p.V);
     goto done;
   }
   st = clmoe__kda_tile_fwd_run(ctx, &p, in, o, final_state, cfg ? cfg->warps : 0, cfg ? cfg->lookahead : 0,

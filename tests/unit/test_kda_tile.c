@@ -156,6 +156,22 @@ static void test_local_budget(void)
   }
 }
 
+/* The unbounded gate (decays to -50 per token) at short and packed lengths (empty sequences,
+ * partial chunks), K = V = 16 and 32, on both state passes; also against the portable path and
+ * the device's token loop. */
+static void test_unbounded(void)
+{
+  static const int32_t lens[] = {17, 0, 1, 16, 15, 33};
+  static const kda_tile_case c[] = {
+      {2, 1, 1, 32, 32, NULL, 0, 1, F, F, KDA_TILE_Z_KIMI, 0.0f, 2, 0, 0},
+      {1, 47, 2, 32, 32, NULL, 0, 0, F, F, KDA_TILE_Z_KIMI_MIX, 0.0f, 2, 0, 0},
+      {1, 0, 2, 16, 16, lens, 6, 1, F, F, KDA_TILE_Z_KIMI, 0.0f, 2, 0, 0},
+      {1, 0, 1, 32, 32, lens, 6, 1, BF, F, KDA_TILE_Z_KIMI, 0.0f, 2, 0, 0},
+  };
+  run_cases_step(c, (int)(sizeof c / sizeof c[0]), 0);
+  run_cases_step(c, (int)(sizeof c / sizeof c[0]), 16);
+}
+
 /* The tile path against the portable chunked path (both compared with the reference too). */
 static void test_vs_portable(void)
 {
@@ -169,9 +185,9 @@ static void test_vs_portable(void)
 
 static void read_all(const clmoe_tensor *t, float *buf) { TEST_OK(clmoe_tensor_read_f32(t, buf)); }
 
-/* clmoe_kda_forward with the fast path on: the tile result for covered calls, the portable
- * result (bit for bit) for the unbounded gate and for K not a multiple of 16; the explicit
- * entry refuses those. */
+/* clmoe_kda_forward with the fast path on: the tile result for covered calls (the unbounded
+ * gate's too), the portable result (bit for bit) for K not a multiple of 16, which the
+ * explicit entry refuses. */
 static void test_dispatch(void)
 {
   enum { T = 40, H = 2, D = 32, D2 = 24 };
@@ -213,14 +229,24 @@ static void test_dispatch(void)
   for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)x[i] - y[i]));
   CU_ASSERT(worst > 0.0 && worst < 0.05); /* a different computation, the same result */
 
-  /* Unbounded gate: not covered; portable either way, bit for bit. */
+  /* Unbounded gate: the tile path with the fast path on (the explicit entry's bits), finite
+   * and near the portable result. */
   TEST_OK(clmoe_kda_forward(test_ctx, &unb, &in, &o2, NULL));
   clmoe_ctx_set_fastpath(test_ctx, 1);
   TEST_OK(clmoe_kda_forward(test_ctx, &unb, &in, &o1, NULL));
   read_all(&o1, x);
   read_all(&o2, y);
+  worst = 0.0;
+  int finite = 1;
+  for (size_t i = 0; i < n; i++) {
+    finite = finite && isfinite(x[i]);
+    worst = fmax(worst, fabs((double)x[i] - y[i]));
+  }
+  CU_ASSERT(finite);
+  CU_ASSERT(worst > 0.0 && worst < 0.05);
+  TEST_OK(clmoe_kda_forward_tile(test_ctx, &unb, &in, &o2, NULL, NULL));
+  read_all(&o2, y);
   CU_ASSERT(memcmp(x, y, n * sizeof x[0]) == 0);
-  CU_ASSERT_EQUAL(clmoe_kda_forward_tile(test_ctx, &unb, &in, &o1, NULL, NULL), CLMOE_ERR_UNSUPPORTED);
 
   /* K = V = 24: not covered either. */
   clmoe_kda_inputs in2 = {&q2, &q2, &q2, &q2, &b, &A, &dt2, NULL, NULL};
@@ -248,6 +274,7 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "gate extremes: +-1e4, g = lb on every channel", test_extremes);
   CU_add_test(suite, "16-token staged pass: boundaries, packed, warps, extremes", test_step16);
   CU_add_test(suite, "less local memory: fewer ring stages and warps, the 16-token pass", test_local_budget);
+  CU_add_test(suite, "unbounded gate: short and packed lengths, K 16 and 32, both state passes", test_unbounded);
   CU_add_test(suite, "tile path against the portable path", test_vs_portable);
   CU_add_test(suite, "clmoe_kda_forward dispatch", test_dispatch);
   test_add_checks(suite, "kda_tile.forward"); /* kda_tile.backward: test_kda_tile_bwd */
