@@ -243,6 +243,11 @@ KDA_CHECK(kda_fwd_kimi_bf16, {2, 77,  2, 64,  64,  NULL, 0, 1, H16, KDA_CHUNKED,
 KDA_CHECK(kda_fwd_kimi_k24, {1, 0,    2, 24,  40,  lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 1})
 KDA_CHECK(kda_fwd_kimi_mod, {1, 0,    2, 64,  64,  lens_mixed, 6, 1, F, KDA_CHUNKED, 0.0f, 0.0f, 0, 0, 2})
 KDA_CHECK(kda_fwd_kimi_mix, {2, 150,  2, 32,  32,  NULL, 0, 1, F, KDA_CHUNKED,   0.0f, 0.0f, 0, 0, 2})
+/* the backward with the unbounded gate: chunks whose decay passes e^-80 (to e^-800) and
+ * chunks within it in turn, against the reference's analytic backward */
+KDA_CHECK(kda_bwd_kimi,      {1, 100,  2, 32,  32,  NULL, 0, 1, F, KDA_BACKWARD, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_bwd_kimi_k128, {1, 0,    1, 128, 128, lens_mixed, 6, 1, F, KDA_BACKWARD, 0.0f, 0.0f, 0, 0, 1})
+KDA_CHECK(kda_bwd_kimi_mix,  {2, 77,   2, 64,  48,  NULL, 0, 1, F, KDA_BACKWARD, 0.0f, 0.0f, 0, 0, 2})
 KDA_CHECK(kda_rec_kimi,     {1, 300,  2, 32,  32,  NULL, 0, 1, F, KDA_RECURRENT, 0.0f, 0.0f, 0, 0, 1})
 KDA_CHECK(kda_decode_kimi,  {2, 40,   2, 64,  64,  NULL, 0, 1, F, KDA_DECODE,    0.0f, 0.0f, 0, 0, 1})
 
@@ -276,6 +281,9 @@ const clmoe_check clmoe_checks_kda[] = {
     {"kda.forward.kimi.k24", "chunked forward, unbounded gate down to -50, K = 24, V = 40, packed", kda_fwd_kimi_k24},
     {"kda.forward.kimi.moderate", "chunked forward, unbounded gate, decays -1e-4 .. -4 and runs of -4 .. -50, packed", kda_fwd_kimi_mod},
     {"kda.forward.kimi.mixed", "chunked forward, unbounded gate: chunks above and below 1e-30 in turn", kda_fwd_kimi_mix},
+    {"kda.backward.kimi", "backward, unbounded gate, decays -1e-4 .. -50 per token", kda_bwd_kimi},
+    {"kda.backward.kimi.k128", "backward, unbounded gate down to -50, K = V = 128, packed", kda_bwd_kimi_k128},
+    {"kda.backward.kimi.mixed", "backward, unbounded gate: chunks within and beyond e^-80 in turn, K 64, V 48", kda_bwd_kimi_mix},
     {"kda.recurrent.kimi", "recurrent kernel, unbounded gate down to -50", kda_rec_kimi},
     {"kda.decode.kimi", "decode steps, unbounded gate down to -50", kda_decode_kimi},
     {"kda.decode", "decode steps of 3 sequences against the full sequence", kda_decode},

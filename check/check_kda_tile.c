@@ -22,7 +22,8 @@ static clmoe_status tile_setup(clmoe_ctx *ctx, uint64_t seed, const kda_tile_cas
 {
   const int kimi = kc->z == KDA_TILE_Z_KIMI ? 1 : kc->z == KDA_TILE_Z_KIMI_MIX ? 2 : 0;
   const kda_input_spec spec = {kc->B, kc->T, kc->H, kc->K, kc->V, kc->lens, kc->nlens, kc->h0, kc->dtype,
-                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME, kc->z == KDA_TILE_Z_SATURATE, kimi};
+                               -4.0f, 4.0f, kc->z == KDA_TILE_Z_EXTREME || kc->z == KDA_TILE_Z_KIMI_EXTREME,
+                               kc->z == KDA_TILE_Z_SATURATE, kimi};
   return ck_kda_setup(ctx, seed, &spec, d);
 }
 
@@ -278,6 +279,7 @@ TILE_FWD_CHECK(tile_fwd_kimi,      {1, 301, 2, 64,  64,  NULL, 0, 1, F,  F,  KDA
 TILE_FWD_CHECK(tile_fwd_kimi_k128, {1, 0,   2, 128, 128, lens_mixed, 6, 1, BF, BF, KDA_TILE_Z_KIMI, 0.0f, 2, 0, 0})
 TILE_FWD_CHECK(tile_fwd_kimi_kv,   {2, 157, 1, 64,  128, NULL, 0, 1, F,  F,  KDA_TILE_Z_KIMI_MIX, 0.0f, 2, 0, 0})
 TILE_FWD_CHECK(tile_fwd_kimi_vk,   {1, 77,  2, 128, 64,  NULL, 0, 0, F,  F,  KDA_TILE_Z_KIMI_MIX, 0.0f, 2, 0, 0})
+TILE_FWD_CHECK(tile_fwd_kimi_ext,  {1, 99,  2, 32,  32,  NULL, 0, 1, F,  F,  KDA_TILE_Z_KIMI_EXTREME, 0.0f, 2, 0, 0})
 
 #define TILE_BWD_CHECK(fname, ...)                                                         \
   static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
@@ -307,4 +309,5 @@ const clmoe_check clmoe_checks_kda_tile[] = {
     {"kda_tile.forward.kimi.k128", "tile forward, unbounded gate down to -50, packed, bf16, K = V = 128", tile_fwd_kimi_k128},
     {"kda_tile.forward.kimi.kv", "tile forward, unbounded gate, chunks within and beyond e^-75, K 64, V 128, T 157", tile_fwd_kimi_kv},
     {"kda_tile.forward.kimi.vk", "tile forward, unbounded gate, chunks within and beyond e^-75, K 128, V 64, T 77", tile_fwd_kimi_vk},
+    {"kda_tile.forward.kimi.extreme", "tile forward, unbounded gate on logits of +-1e4 (decays 0 and -1e4)", tile_fwd_kimi_ext},
     {NULL, NULL, NULL}};

@@ -16,8 +16,10 @@ typedef enum kda_tile_gate_mode {
   KDA_TILE_Z_SATURATE,    /* +1e4 everywhere: g = lb on every channel */
   KDA_TILE_Z_KIMI,        /* Kimi Linear's unbounded gate, per-token decays -1e-4 .. -50
                              (kda_inputs.h's kimi 1) */
-  KDA_TILE_Z_KIMI_MIX     /* the unbounded gate, decays -1e-4 .. -4 and every fourth 16-token
+  KDA_TILE_Z_KIMI_MIX,    /* the unbounded gate, decays -1e-4 .. -4 and every fourth 16-token
                              run -4 .. -50: chunks within and beyond e^-75 (kimi 2) */
+  KDA_TILE_Z_KIMI_EXTREME /* the unbounded gate on logits of +-1e4: decays of 0 and of about
+                             -1e4 per token */
 } kda_tile_gate_mode;
 
 typedef struct kda_tile_case {
@@ -46,7 +48,8 @@ clmoe_status ck_kda_tile_case(clmoe_ctx *ctx, uint64_t seed, const kda_tile_case
 #define TOL_KDA_TILE_BWD 3e-2 /* measured on PoCL: <= 1.8e-2 over 40 seeds of small shapes */
 
 /* Whether a case's gate is the unbounded one (the Z_KIMI modes). */
-#define KDA_TILE_UNBOUNDED(kc) ((kc)->z == KDA_TILE_Z_KIMI || (kc)->z == KDA_TILE_Z_KIMI_MIX)
+#define KDA_TILE_UNBOUNDED(kc)                                                              \
+  ((kc)->z == KDA_TILE_Z_KIMI || (kc)->z == KDA_TILE_Z_KIMI_MIX || (kc)->z == KDA_TILE_Z_KIMI_EXTREME)
 
 /* One backward case: kc's inputs, dO uniform in [-1, 1]; with kc->h0 also dfinal_state
  * (uniform) and dinitial_state; kc->out, kc->lookahead unused; kc->vs_portable also compares

@@ -15,7 +15,17 @@
  *   dq, dk, dv, dg (= dz), dbeta and per-chunk partial sums for dA_log and ddt_bias.
  * kda_param_reduce: those partials summed over chunks in a fixed order.
  * The anchor row G0 cancels in every product Qp Km^T and Kp Km^T, so its gradient terms
- * sum to zero exactly and are left out. */
+ * sum to zero exactly and are left out.
+ *
+ * -DKDA_UNB=1 (the unbounded gate, Kimi Linear's -exp(A_log) softplus(z + dt_bias)): a
+ * token's decay reaches -50 and beyond, and the anchored e^(G0 - G) overflows within a chunk.
+ * kda_bwd_chunk then anchors nothing: every decay factor, e^G, e^(G_last - G) and each pair's
+ * e^(G_r - G_c) (c <= r), is a product of the per-token decays a = e^g in (0, 1] over the
+ * tokens it spans, as kda_fwd_pairwise.cl's forward forms them, so none overflows; the
+ * gradient of the cumulative gate G_r collects +F for the pairs (r, c) and -F for (i, r). */
+#ifndef KDA_UNB
+#define KDA_UNB 0
+#endif
 
 /* Loads chunk cc's tiles (W, Qg, Kd, this work-item's Aqk and dO entries, gl) into registers. */
 #define KDA_PREFETCH_BWD(cc)                                                                \
@@ -167,8 +177,53 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
   /* ---- A: the forward's tiles again (kda_common.cl), keeping this work-item's entries of
    * qn, kn, e^(G - G0) and e^(G0 - G) in registers. */
   float qn[NM], kn[NM], up[NM], dn[NM];
+#if KDA_UNB
+  /* (the unbounded gate: Qp, Kp hold qn, kn, Km the decays a (1 past len), up and dn
+   * e^G_r and e^(G_last - G_r), E0 gl = e^G_last; P and Akk from each pair's products) */
+  kda_rows_load(q, qo, k, ko, z, zo, bl, bo, dtb, dto, ea, h, H, tok, len, lb, unbounded, 1, Qp, Kp, Km,
+                red, nq, nk, bt);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int m = 0; m < NM; m++) {
+    const int d = lane + 16 * m;
+    if (d >= KD) break;
+    float e0 = 1.0f, e1 = 1.0f;
+    for (int i = 0; i <= r; i++) e0 *= Km[i][d];
+    for (int i = r + 1; i < CH; i++) e1 *= Km[i][d];
+    up[m] = e0, dn[m] = e1;
+    qn[m] = Qp[r][d] * nq[r];
+    kn[m] = Kp[r][d] * nk[r];
+  }
+  for (int d = lid; d < KD; d += KDA_WG) {
+    float gl = 1.0f;
+    for (int i = 0; i < CH; i++) gl *= Km[i][d];
+    E0[d] = gl;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE); /* every read of the raw q, k is done */
+  for (int m = 0; m < NM; m++) {
+    const int d = lane + 16 * m;
+    if (d >= KD) break;
+    Qp[r][d] = qn[m];
+    Kp[r][d] = kn[m];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {
+    float a = 0.0f;
+    if (lane < r)
+      for (int d = 0; d < KD; d++) {
+        float f = Kp[lane][d]; /* kn_c a_(c+1) .. a_r */
+        for (int i = lane + 1; i <= r; i++) f *= Km[i][d];
+        a += Kp[r][d] * f;
+      }
+    Pm[r][lane] = a;
+    Akk[r][lane] = lane < r ? bt[r] * a : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  kda_unit_lower_inverse(Akk, Tm, lid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
   kda_tiles(q, qo, k, ko, z, zo, bl, bo, dtb, dto, ea, h, H, tok, len, scale, lb, unbounded, Qp, Kp,
             Km, G0, E0, EL, red, nq, nk, bt, Pm, Akk, 0, Tm, qn, kn, up, dn);
+#endif
   /* ---- B: back through the factors. */
   for (int e = lid; e < CH * KD; e += KDA_WG) T16[e / KD][e % KD] = dWg[base * CH * KD + e];
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -178,6 +233,21 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
     const int d = lane + 16 * m;
     if (d >= KD) break;
     const ulong e = (base * CH + r) * KD + d;
+#if KDA_UNB /* (the same with e^G = up, e^(G_last - G) = dn) */
+    const float gq = dQgg[e], qg = scale * qn[m] * up[m];
+    dqn[m] = scale * up[m] * gq;
+    dG[m] = qg * gq;
+    const float gk = dKdg[e], kd = kn[m] * dn[m];
+    dkn[m] = dn[m] * gk;
+    dG[m] -= kd * gk;
+    kdgk[m] = kd * gk;
+    float s = 0.0f;
+    for (int i = 0; i < CH; i++) s += Tm[i][r] * T16[i][d];
+    const float ekn = kn[m] * up[m];
+    pb += s * ekn;
+    dkn[m] += bt[r] * up[m] * s;
+    dG[m] += bt[r] * ekn * s;
+#else
     /* Qg = scale e^G qn */
     const float gq = dQgg[e], qg = scale * qn[m] * up[m] * E0[d];
     dqn[m] = scale * up[m] * E0[d] * gq;
@@ -194,10 +264,19 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
     pb += s * ekn;
     dkn[m] += bt[r] * E0[d] * up[m] * s;
     dG[m] += bt[r] * ekn * s;
+#endif
   }
   /* dTm = dW Kb^T (+ dU Vb^T below), entry (r, lane). */
   float dtm = 0.0f;
+#if KDA_UNB
+  for (int d = 0; d < KD; d++) {
+    float f = Kp[lane][d]; /* e^G kn of row lane: kn a_0 .. a_lane */
+    for (int i = 0; i <= lane; i++) f *= Km[i][d];
+    dtm += T16[r][d] * f;
+  }
+#else
   for (int d = 0; d < KD; d++) dtm += T16[r][d] * Kp[lane][d] * E0[d];
+#endif
   dtm *= bt[lane];
   barrier(CLK_LOCAL_MEM_FENCE); /* done with dW */
   for (int m = 0; m < NM; m++) {
@@ -208,7 +287,11 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
   for (int d = lid; d < KD; d += KDA_WG) {
     float s = 0.0f;
     for (int i = 0; i < CH; i++) s += T16[i][d];
+#if KDA_UNB
+    dGL[d] = s + dglg[base * KD + d] * E0[d]; /* (E0: gl) */
+#else
     dGL[d] = s + dglg[base * KD + d] * E0[d] * EL[d]; /* Kd terms + gl = e^GL */
+#endif
   }
   /* U = Tm Vb with Vb = beta v, over V in tiles of 16 columns. */
   for (int jt = 0; jt < VD; jt += VS) {
@@ -242,6 +325,29 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   /* P = Kp Km^T and Aqk / scale = Qp Km^T. */
+#if KDA_UNB
+  /* (pairs (r, i), i <= r, with F = a_(i+1) .. a_r; pairs (i, r), i >= r, with a_(r+1) .. a_i) */
+  for (int m = 0; m < NM; m++) {
+    const int d = lane + 16 * m;
+    if (d >= KD) break;
+    float dKp = 0.0f, dQp = 0.0f, dKm = 0.0f, f = 1.0f;
+    for (int i = r; i >= 0; i--) {
+      if (i < r) f *= Km[i + 1][d];
+      dKp += Mm[r][i] * Kp[i][d] * f;
+      dQp += tA[r][i] * Kp[i][d] * f;
+    }
+    f = 1.0f;
+    for (int i = r; i < CH; i++) {
+      if (i > r) f *= Km[i][d];
+      dKm += (Mm[i][r] * Kp[i][d] + tA[i][r] * Qp[i][d]) * f;
+    }
+    dqn[m] += dQp;
+    dkn[m] += dKp + dKm;
+    /* (qn, kn read back from Qp, Kp: with the private copies, Intel's CPU compiler (2026.2)
+     * returned a wrong dk for K = 32, PoCL and Oclgrind not) */
+    dG[m] += Qp[r][d] * dQp + Kp[r][d] * dKp - Kp[r][d] * dKm;
+  }
+#else
   for (int m = 0; m < NM; m++) {
     const int d = lane + 16 * m;
     if (d >= KD) break;
@@ -255,6 +361,7 @@ void kda_bwd_chunk(__global const store_t *q, ulong qo, __global const store_t *
     dkn[m] += up[m] * dKp + dn[m] * dKm;
     dG[m] += Qp[r][d] * dQp + Kp[r][d] * dKp - Km[r][d] * dKm;
   }
+#endif
   /* ---- C: the cumulative gate, the gate, beta, the L2 norms. */
   red[r][lane] = pb;
   barrier(CLK_LOCAL_MEM_FENCE);

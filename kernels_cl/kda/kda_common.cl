@@ -131,9 +131,9 @@ inline float kda_softplus(float x) { return x > 0.0f ? x + log1p(exp(-x)) : log1
  * softplus x for x > 20 else log(1 + e^x); ours, x + log1p(e^-x) for x > 0, differs from x
  * by under e^-20 < ulp(20) / 900 there and is the same function below (log1p: accurate
  * where e^x is tiny). A_log per head, dt_bias per head and channel, as there. The chunked
- * forward takes the unbounded gate through kda_fwd_pairwise.cl (its factors here would
- * overflow); the backward's recomputation below still anchors them: finite while no
- * chunk's decay passes about e^-80. */
+ * forward takes the unbounded gate through kda_fwd_pairwise.cl (the anchored factors of
+ * kda_tiles below would overflow), the backward through kda_bwd.cl built with -DKDA_UNB=1,
+ * the tile forward through kda_tile.cl built with -DTC_UNB=1. */
 inline float kda_gate(float z, float ea, float b, float lb, int unbounded)
 {
   float x = z + b;

@@ -10,6 +10,8 @@
 
 #include "clmoe/tile.h"
 
+#include <string.h>
+
 static clmoe_status bwd_alloc(clmoe_ctx *ctx, const kda_plan *p, kda_bwd_buffers *b)
 {
   const size_t nch = (size_t)p->nchunks * (size_t)p->H, K = (size_t)p->K, V = (size_t)p->V;
@@ -103,8 +105,10 @@ clmoe_status clmoe__kda_backward_kept(clmoe_ctx *ctx, const clmoe_kda_options *o
     st = clmoe__kda_tile_bwd_run(ctx, &p, in, dout, dfinal_state, grads, 0, 0, saved);
     goto done;
   }
-  char kopts[128];
+  char kopts[160];
   clmoe__kda_options(&p, 0, kopts, sizeof kopts);
+  /* the unbounded gate's chunk pass forms its decay factors from products (kda_bwd.cl) */
+  if (p.unbounded) strncat(kopts, " -DKDA_UNB=1", sizeof kopts - strlen(kopts) - 1);
   CLMOE_TRY_GOTO(st, clmoe__kda_run_prep(ctx, &p, in, &cb), done);
   CLMOE_TRY_GOTO(st, bwd_alloc(ctx, &p, &b), done);
   CLMOE_TRY_GOTO(st, clmoe__kda_run_state(ctx, &p, in, &cb, NULL, NULL, b.m[KB_SAVE], b.m[KB_VN]), done);
