@@ -4,6 +4,7 @@
 
 #include "model/model_internal.h"
 #include "model/params_internal.h"
+#include "ops/ops_internal.h" /* the few-token GEMV */
 #include "clmoe/generate.h"
 #include "clmoe/kda_layer.h"
 #include "clmoe/mla.h"
@@ -28,18 +29,8 @@ struct clmoe_gen_state {
  * below (generate_kda.c); larger ones through clmoe_kda_layer_step (CLBlast). */
 #define GEN_GEMV_TOKENS 16
 
-/* ---- GEMV-shaped products and the fused KDA output gate (generate_gemv.c) ---- */
-typedef struct gen_gemv_slot {
-  const clmoe_tensor *w; /* [n, K] f32 */
-  clmoe_tensor *y;       /* [T, n] f32 */
-} gen_gemv_slot;
-/* 1 when w is an f32 matrix the GEMV takes. */
-int clmoe__gen_gemv_ok(const clmoe_tensor *w);
-/* y_s = beta y_s + in(x) w_s^T for n <= 6 slots sharing x [T, K]; in: mode 0 x, 1 RMSNorm(x)
- * times gain [K] with eps, 2 glu(x, x2) (glu: clmoe_glu). beta 0 or 1. */
-clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
-                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
-                             const gen_gemv_slot *sl);
+/* ---- the fused KDA output gate and AttnRes (generate_fused.c); the products go through
+ * lib/ops/ops_gemv.c ---- */
 /* m = sigmoid(gs) RMSNorm_head(o) gain: o, gs, m [N, heads D] (whole tensors), gain [D]. */
 clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, const clmoe_tensor *gs,
                                      const clmoe_tensor *gain, float eps, int64_t heads, clmoe_tensor *m);

@@ -13,9 +13,9 @@ int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
 {
   const clmoe_tensor *w[] = {&l->w_q, &l->w_k, &l->w_v, &l->w_beta, &l->w_a_down, &l->w_a_up, &l->w_o};
   for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-    if (!clmoe__gen_gemv_ok(w[i])) return 0;
-  if (l->out_gate_rank > 0) return clmoe__gen_gemv_ok(&l->w_g_down) && clmoe__gen_gemv_ok(&l->w_g_up);
-  return clmoe__gen_gemv_ok(&l->w_g);
+    if (!clmoe__ops_gemv_ok(w[i])) return 0;
+  if (l->out_gate_rank > 0) return clmoe__ops_gemv_ok(&l->w_g_down) && clmoe__ops_gemv_ok(&l->w_g_up);
+  return clmoe__ops_gemv_ok(&l->w_g);
 }
 
 /* The step's temporaries, each [N, cols]. */
@@ -32,10 +32,10 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
     st = clmoe_tensor_create(ctx, &t[i], CLMOE_F32, 2, (int64_t[]){N, cols[i]});
   if (st != CLMOE_OK) goto done;
   {
-    const gen_gemv_slot xs[6] = {{&l->w_q, &t[KS_XQ]}, {&l->w_k, &t[KS_XK]}, {&l->w_v, &t[KS_XV]},
+    const clmoe__gemv_slot xs[6] = {{&l->w_q, &t[KS_XQ]}, {&l->w_k, &t[KS_XK]}, {&l->w_v, &t[KS_XV]},
                                  {&l->w_beta, &t[KS_BETA]}, {&l->w_a_down, &t[KS_ZA]},
                                  {r > 0 ? &l->w_g_down : &l->w_g, r > 0 ? &t[KS_GD] : &t[KS_GS]}};
-    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 6, xs), done);
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 6, xs), done);
   }
   {
     const clmoe_tensor *const cx[3] = {&t[KS_XQ], &t[KS_XK], &t[KS_XV]}, *const cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
@@ -43,12 +43,12 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
     CLMOE_TRY_GOTO(st, clmoe__gen_conv3_step(ctx, cx, cw, cst, cy), done);
   }
   {
-    const gen_gemv_slot up = {&l->w_a_up, &t[KS_Z]};
-    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, 1, &up), done);
+    const clmoe__gemv_slot up = {&l->w_a_up, &t[KS_Z]};
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, 1, &up), done);
   }
   if (r > 0) {
-    const gen_gemv_slot gup = {&l->w_g_up, &t[KS_GS]};
-    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, &t[KS_GD], NULL, NULL, 0, 0, 0.0f, 0, 1, &gup), done);
+    const clmoe__gemv_slot gup = {&l->w_g_up, &t[KS_GS]};
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_GD], NULL, NULL, 0, 0, 0.0f, 0, 1, &gup), done);
   }
   {
     clmoe_tensor q3, k3, v3, z3, o3;
@@ -63,8 +63,8 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
   }
   CLMOE_TRY_GOTO(st, clmoe__gen_kda_out_gate(ctx, &t[KS_O], &t[KS_GS], &l->o_gain, l->norm_eps, H, &t[KS_M]), done);
   {
-    const gen_gemv_slot wo = {&l->w_o, y};
-    st = clmoe__gen_gemv(ctx, &t[KS_M], NULL, NULL, 0, 0, 0.0f, accumulate, 1, &wo);
+    const clmoe__gemv_slot wo = {&l->w_o, y};
+    st = clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_M], NULL, NULL, 0, 0, 0.0f, accumulate, 1, &wo);
   }
 done:
   for (int i = 0; i < KS_N; i++) clmoe_tensor_destroy(&t[i]);

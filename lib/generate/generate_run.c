@@ -73,9 +73,9 @@ static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const 
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &u, CLMOE_F32, 2, (int64_t[]){N, F}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &w, CLMOE_F32, 2, (int64_t[]){N, F}), done);
-  const gen_gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
-  CLMOE_TRY_GOTO(st, clmoe__gen_gemv(g->ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 2, in), done);
-  st = clmoe__gen_gemv(g->ctx, &u, &w, NULL, 2, (int)f->glu, 0.0f, accumulate, 1, &out);
+  const clmoe__gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
+  CLMOE_TRY_GOTO(st, clmoe__ops_gemv(g->ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 2, in), done);
+  st = clmoe__ops_gemv(g->ctx, "generate (gemv)", &u, &w, NULL, 2, (int)f->glu, 0.0f, accumulate, 1, &out);
 done:
   clmoe_tensor_destroy(&u);
   clmoe_tensor_destroy(&w);
@@ -90,8 +90,8 @@ static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p
   model_layer *L = &g->model->layers[l];
   *added = 0;
   if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added);
-  if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&L->ffn.w_gate) &&
-      clmoe__gen_gemv_ok(&L->ffn.w_upp) && clmoe__gen_gemv_ok(&L->ffn.w_dn)) {
+  if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&L->ffn.w_gate) &&
+      clmoe__ops_gemv_ok(&L->ffn.w_upp) && clmoe__ops_gemv_ok(&L->ffn.w_dn)) {
     *added = 1;
     return ffn_gemv(g, &L->ffn, x, !empty, slot);
   }
@@ -201,9 +201,9 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  if (nrows <= GEN_GEMV_TOKENS && clmoe__gen_gemv_ok(&m->head)) {
-    const gen_gemv_slot hs = {&m->head, &logits};
-    CLMOE_TRY_GOTO(st, clmoe__gen_gemv(ctx, x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
+  if (nrows <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&m->head)) {
+    const clmoe__gemv_slot hs = {&m->head, &logits};
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
   } else {
     CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
   }

@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "clmoe/ops.h"
+#include "ops/ops_internal.h" /* the few-token GEMV */
 
 #define MOE_DECODE_LANES 64 /* MD_LANES of moe_decode.cl */
+#define GEMV_OP "clmoe_moe_decode_forward (gemv)"
 
 /* Rows per work-group: fewer on GPUs, where a batch-1 step needs many work-groups to fill
  * the device; the sums do not depend on it. */
@@ -36,59 +38,6 @@ static void dec_buf_destroy(dec_buf *b)
 {
   clmoe_tensor *t[] = {&b->s_all, &b->topk, &b->scores, &b->probs, &b->xl, &b->act, &b->z, &b->su, &b->sw};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
-}
-
-/* ---- GEMV launches (kernels_cl/ops/gemv.cl; lib/generate/generate_gemv.c has the same
- * helper for the generation's own products) ---- */
-#define GEMV_LANES 64
-#define GEMV_SLOTS 6
-#define GEMV_TOK 4
-typedef struct gemv_slot {
-  const clmoe_tensor *w; /* [n, K] f32 */
-  clmoe_tensor *y;       /* [T, n] f32, contiguous */
-} gemv_slot;
-
-static int gemv_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
-
-/* y_s = beta y_s + in(x) w_s^T for the slots (in: mode 0 x, 1 RMSNorm(x) gain, 2 glu(x, x2)). */
-static clmoe_status gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2, const clmoe_tensor *gain,
-                         int mode, int glu, float eps, int beta, int n, const gemv_slot *sl)
-{
-  static const char op[] = "clmoe_moe_decode_forward (gemv)";
-  const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
-  int64_t blocks = 0;
-  const int rows = gemv_rows(ctx);
-  cl_kernel k;
-  char opts[48];
-  if (T == 0) return CLMOE_OK;
-  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
-  CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
-  for (int i = 0; i < n; i++) {
-    CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 0, 2, sl[i].w->shape[0], K, 0, 0));
-    CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
-    blocks += (sl[i].w->shape[0] + rows - 1) / rows;
-  }
-  cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
-  cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
-  cl_int imode = mode, iglu = glu, iT = (cl_int)T, iK = (cl_int)K, ibeta = beta;
-  cl_float feps = eps;
-  CLMOE_TRY(clmoe__args(k, 11, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(imode), KA(iglu), KA(feps),
-                        KA(iT), KA(iK), KA(ibeta)));
-  for (int i = 0; i < GEMV_SLOTS; i++) {
-    const gemv_slot *q = &sl[i < n ? i : 0];
-    cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
-    cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
-    cl_int e = clSetKernelArg(k, (cl_uint)(11 + 5 * i), sizeof q->w->buf, &q->w->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof wo, &wo);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof rn, &rn);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof q->y->buf, &q->y->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof yo, &yo);
-    if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
-  }
-  size_t local[2] = {GEMV_LANES, 1};
-  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
-  return clmoe__launch(ctx, k, 2, global, local);
 }
 
 /* topk, scores, probs from the logits s_all (the router's kernel: sigmoid in place, top-k of
@@ -156,19 +105,19 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->probs, CLMOE_F32, m, k));
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->act, CLMOE_F32, m * k, f));
   /* every product of x in one launch: router logits, W_down, the shared gate and up */
-  gemv_slot sl[4] = {{&L->w_router, &b->s_all}};
+  clmoe__gemv_slot sl[4] = {{&L->w_router, &b->s_all}};
   int n = 1;
   if (c->latent > 0) {
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->xl, CLMOE_F32, m, l));
-    sl[n++] = (gemv_slot){&L->w_down, &b->xl};
+    sl[n++] = (clmoe__gemv_slot){&L->w_down, &b->xl};
   }
   if (S > 0) {
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->su, CLMOE_F32, m, S));
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->sw, CLMOE_F32, m, S));
-    sl[n++] = (gemv_slot){&L->shared.w_gate, &b->su};
-    sl[n++] = (gemv_slot){&L->shared.w_upp, &b->sw};
+    sl[n++] = (clmoe__gemv_slot){&L->shared.w_gate, &b->su};
+    sl[n++] = (clmoe__gemv_slot){&L->shared.w_upp, &b->sw};
   }
-  CLMOE_TRY(gemv(ctx, x2, NULL, NULL, 0, 0, 0.0f, 0, n, sl));
+  CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, x2, NULL, NULL, 0, 0, 0.0f, 0, n, sl));
   CLMOE_TRY(route_topk(ctx, L, b, m));
   if (c->latent == 0) { /* the experts work on x itself, and y is their weighted sum */
     CLMOE_TRY(experts_up(ctx, L, x2, b, m));
@@ -177,12 +126,12 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
     CLMOE_TRY(experts_up(ctx, L, &b->xl, b, m));
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->z, CLMOE_F32, m, l));
     CLMOE_TRY(experts_down(ctx, L, b, &b->z, m, 0));
-    const gemv_slot up = {&L->w_up, y2};
-    CLMOE_TRY(gemv(ctx, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, acc, 1, &up));
+    const clmoe__gemv_slot up = {&L->w_up, y2};
+    CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, acc, 1, &up));
   }
   if (S > 0) { /* y += W_dn glu(su, sw) */
-    const gemv_slot dn = {&L->shared.w_dn, y2};
-    CLMOE_TRY(gemv(ctx, &b->su, &b->sw, NULL, 2, (int)L->shared.glu, 0.0f, 1, 1, &dn));
+    const clmoe__gemv_slot dn = {&L->shared.w_dn, y2};
+    CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, &b->su, &b->sw, NULL, 2, (int)L->shared.glu, 0.0f, 1, 1, &dn));
   }
   return CLMOE_OK;
 }

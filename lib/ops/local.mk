@@ -2,7 +2,7 @@
 # cross-entropy, embedding, the device sort, AdamW; each with its backward.
 lib_libclmoe_impl_la_SOURCES += lib/ops/ops_internal.h lib/ops/ops_elementwise.c \
 	lib/ops/ops_reduce.c lib/ops/ops_linear.c lib/ops/ops_norm.c lib/ops/ops_softmax.c \
-	lib/ops/ops_embedding.c lib/ops/ops_optim.c lib/ops/sort.c
+	lib/ops/ops_embedding.c lib/ops/ops_optim.c lib/ops/ops_gemv.c lib/ops/sort.c
 clmoeinclude_HEADERS += include/clmoe/ops.h
 CLMOE_KERNEL_FILES += kernels_cl/ops/elementwise.cl kernels_cl/ops/reduce.cl \
 	kernels_cl/ops/norm.cl kernels_cl/ops/softmax.cl kernels_cl/ops/embedding.cl \

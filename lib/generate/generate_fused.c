@@ -1,63 +1,11 @@
-/* The generation's own launches for few tokens: GEMV-shaped products (kernels_cl/ops/gemv.cl,
- * several matrices that read the same input in one launch; lib/moe/moe_decode.c has the
- * same helper for the MoE layer) and the KDA output gate of a decode step
- * (kernels_cl/generate/gen_step.cl). At batch 1 one GEMV launch replaces several CLBlast
- * calls, each of which costs more host and device time than the product itself. */
+/* The generation's own fused launches for few tokens: the KDA output gate of a decode step
+ * (kernels_cl/generate/gen_step.cl) and Block AttnRes with the sub-layer's RMSNorm
+ * (kernels_cl/generate/gen_attn_res.cl). The products are lib/ops/ops_gemv.c's. */
 #include "generate_internal.h"
 
 #include <stdio.h>
 
-#define GEMV_LANES 64 /* GV_LANES of gemv.cl */
-#define GEMV_SLOTS 6
-#define GEMV_TOK 4
-
-static int gemv_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
-
-int clmoe__gen_gemv_ok(const clmoe_tensor *w) { return w->buf && w->dtype == CLMOE_F32 && w->ndim == 2; }
-
-clmoe_status clmoe__gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
-                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
-                             const gen_gemv_slot *sl)
-{
-  static const char op[] = "generate (gemv)";
-  if (n < 1 || n > GEMV_SLOTS) return clmoe__error(CLMOE_ERR_INTERNAL, "%s: %d matrices (1 to %d)", op, n, GEMV_SLOTS);
-  const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
-  const int rows = gemv_rows(ctx);
-  int64_t blocks = 0;
-  CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
-  for (int i = 0; i < n; i++) {
-    CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 0, 2, sl[i].w->shape[0], K, 0, 0));
-    CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
-    blocks += (sl[i].w->shape[0] + rows - 1) / rows;
-  }
-  cl_kernel k;
-  char opts[48];
-  if (T == 0) return CLMOE_OK;
-  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
-  CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
-  cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
-  cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
-  cl_int imode = mode, iglu = glu, iT = (cl_int)T, iK = (cl_int)K, ibeta = beta;
-  cl_float feps = eps;
-  CLMOE_TRY(clmoe__args(k, 11, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(imode), KA(iglu), KA(feps),
-                        KA(iT), KA(iK), KA(ibeta)));
-  for (int i = 0; i < GEMV_SLOTS; i++) { /* unused slots: 0 rows */
-    const gen_gemv_slot *q = &sl[i < n ? i : 0];
-    cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
-    cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
-    cl_int e = clSetKernelArg(k, (cl_uint)(11 + 5 * i), sizeof q->w->buf, &q->w->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof wo, &wo);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof rn, &rn);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof q->y->buf, &q->y->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof yo, &yo);
-    if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
-  }
-  size_t local[2] = {GEMV_LANES, 1};
-  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
-  return clmoe__launch(ctx, k, 2, global, local);
-}
-
+#define GEMV_LANES 64 /* lanes of a row (gen_step.cl) */
 clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, const clmoe_tensor *gs,
                                      const clmoe_tensor *gain, float eps, int64_t heads, clmoe_tensor *m)
 {
