@@ -21,12 +21,11 @@ static clmoe_status upload_int2(clmoe_ctx *ctx, const cl_int *host, size_t pairs
   *bytes = (pairs ? pairs : 1) * 2 * sizeof(cl_int);
   CLMOE_TRY(clmoe__scratch(ctx, *bytes, mem));
   if (pairs == 0) return CLMOE_OK;
-  cl_int err = clEnqueueWriteBuffer(ctx->queue, *mem, CL_TRUE, 0, pairs * 2 * sizeof(cl_int), host,
-                                    0, NULL, NULL);
-  if (err != CL_SUCCESS) {
+  const clmoe_status st = clmoe__write_staged(ctx, *mem, 0, pairs * 2 * sizeof(cl_int), host);
+  if (st != CLMOE_OK) {
     clmoe__scratch_release(ctx, *mem, *bytes);
     *mem = NULL;
-    return clmoe__cl_error(err, "clEnqueueWriteBuffer", __FILE__, __LINE__);
+    return st;
   }
   return CLMOE_OK;
 }

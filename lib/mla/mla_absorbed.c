@@ -151,8 +151,8 @@ static clmoe_status extend_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, c
   clmoe_status st = CLMOE_OK;
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, tbytes, &dt), done);
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, pbytes, &dp), done);
-  CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, dt, CL_TRUE, 0, tbytes, tiles, 0, NULL, NULL), done);
-  CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, dp, CL_TRUE, 0, pbytes, rows->pos, 0, NULL, NULL), done);
+  CLMOE_TRY_GOTO(st, clmoe__write_staged(ctx, dt, 0, tbytes, tiles), done);
+  CLMOE_TRY_GOTO(st, clmoe__write_staged(ctx, dp, 0, pbytes, rows->pos), done);
   cl_ulong qco = (cl_ulong)qc->offset, qo = (cl_ulong)(q->offset + cfg->qk_nope);
   cl_uint q_ts = (cl_uint)(H * dqk), q_hs = (cl_uint)dqk;
   cl_int maxb = (cl_int)c->maxb, Hi = (cl_int)H;

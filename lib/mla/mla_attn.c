@@ -342,7 +342,7 @@ clmoe_status clmoe_mla_attention_naive(clmoe_ctx *ctx, float scale, const clmoe_
     for (cl_int t = p.bounds[n]; t < p.bounds[n + 1]; t++) hs[t] = p.bounds[n];
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, start_bytes, &start), done);
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, s_bytes, &S), done);
-  CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, start, CL_TRUE, 0, start_bytes, hs, 0, NULL, NULL), done);
+  CLMOE_TRY_GOTO(st, clmoe__write_staged(ctx, start, 0, start_bytes, hs), done);
   char opts[160];
   attn_options(&a, o->dtype == CLMOE_BF16, 32, opts, sizeof opts);
   cl_kernel ks, kp, kv;

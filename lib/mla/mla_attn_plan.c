@@ -49,12 +49,10 @@ clmoe_status clmoe__mla_build_tiles(clmoe_ctx *ctx, const mla_plan *p, int rows,
     }
   clmoe_status st = clmoe__scratch(ctx, *bytes, mem);
   if (st == CLMOE_OK && n) {
-    cl_int err = clEnqueueWriteBuffer(ctx->queue, *mem, CL_TRUE, 0, (size_t)n * 4 * sizeof(cl_int), t, 0,
-                                      NULL, NULL);
-    if (err != CL_SUCCESS) {
+    st = clmoe__write_staged(ctx, *mem, 0, (size_t)n * 4 * sizeof(cl_int), t);
+    if (st != CLMOE_OK) {
       clmoe__scratch_release(ctx, *mem, *bytes);
       *mem = NULL;
-      st = clmoe__cl_error(err, "clEnqueueWriteBuffer", __FILE__, __LINE__);
     }
   }
   free(t);

@@ -230,7 +230,7 @@ clmoe_status clmoe__mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl
   cl_mem m = NULL;
   CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));
   clmoe_status st = CLMOE_OK;
-  if (map) CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, bytes, map, 0, NULL, NULL), done);
+  if (map) CLMOE_TRY_GOTO(st, clmoe__write_staged(ctx, m, 0, bytes, map), done);
   cl_ulong co = (cl_ulong)lat->offset, kro = (cl_ulong)kr->offset;
   cl_uint c_ts = (cl_uint)c->dc, kr_ts = (cl_uint)c->dr;
   cl_int tokens = (cl_int)M, maxb = (cl_int)c->maxb, append = map == NULL;
@@ -263,7 +263,7 @@ clmoe_status clmoe__mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const c
   cl_mem m = NULL;
   CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));
   clmoe_status st = CLMOE_OK;
-  CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, bytes, map, 0, NULL, NULL), done);
+  CLMOE_TRY_GOTO(st, clmoe__write_staged(ctx, m, 0, bytes, map), done);
   cl_int n = (cl_int)keys, maxb = (cl_int)c->maxb;
   CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(c->store.buf), KA(c->d_table.buf), KA(maxb), KA(m), KA(n), KA(lat->buf),
                                  KA(kr->buf)), done);

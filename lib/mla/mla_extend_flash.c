@@ -116,7 +116,7 @@ static clmoe_status flash_attend(clmoe_ctx *ctx, const char *op, const clmoe_mla
   a.kr = (mla_operand){kr.buf, (cl_ulong)kr.offset, (cl_uint)dr, 0};
   a.v = (mla_operand){kv.buf, (cl_ulong)(kv.offset + dn), (cl_uint)(H * dkv), (cl_uint)dkv};
   CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, tbytes, &dt), done);
-  CLMOE_CL_GOTO(st, clEnqueueWriteBuffer(ctx->queue, dt, CL_TRUE, 0, tbytes, tiles, 0, NULL, NULL), done);
+  CLMOE_TRY_GOTO(st, clmoe__write_staged(ctx, dt, 0, tbytes, tiles), done);
   if (bq) CLMOE_TRY_GOTO(st, clmoe__mla_tile_fwd_launch(ctx, &a, bq, dt, (int)nt, &o, NULL), done);
   else CLMOE_TRY_GOTO(st, clmoe__mla_attn_fwd_launch(ctx, &a, fq, dt, (int)nt, &o, NULL), done);
   st = clmoe__mla_output(ctx, w, &s->gate, &o, &u, y);

@@ -105,6 +105,7 @@ clmoe_status clmoe__moe_phase(clmoe_ctx *ctx, double *slot, double *t0)
 {
   if (!slot) return CLMOE_OK;
   CLMOE_CL(clFinish(ctx->queue));
+  clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
   const double now = clmoe__moe_now();
   *slot += now - *t0;
   *t0 = now;

@@ -112,11 +112,13 @@ static clmoe_status flag_check(clmoe_ctx *ctx, cl_mem flag, const char *op,
 {
   cl_uint row = NO_BAD_ROW;
   CLMOE_CL(clEnqueueReadBuffer(ctx->queue, flag, CL_TRUE, 0, sizeof row, &row, 0, NULL, NULL));
+  clmoe__count_wait(ctx, CLMOE_WAIT_READ);
   if (row == NO_BAD_ROW) return CLMOE_OK;
   cl_int t = -1;
   CLMOE_CL(clEnqueueReadBuffer(ctx->queue, targets->buf, CL_TRUE,
                                ((size_t)targets->offset + row) * sizeof t, sizeof t, &t, 0, NULL,
                                NULL));
+  clmoe__count_wait(ctx, CLMOE_WAIT_READ);
   return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
                       "%s: target %d of row %u is outside the vocabulary [0, %lld) (negative "
                       "targets mark ignored rows)",

@@ -109,6 +109,8 @@ void clmoe_ctx_destroy(clmoe_ctx *ctx)
 {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
+  clmoe__staged_free(ctx);
+  free(ctx->staged);
   if (ctx->gemm_release) ctx->gemm_release(ctx);
   clmoe__profile_destroy(ctx);
   clmoe__pool_destroy(ctx);

@@ -210,6 +210,8 @@ struct clmoe_ctx {
   clmoe_kernel_time *prof_table; /* time by kernel name, summed over profiled intervals */
   int prof_rows, prof_table_cap;
   clmoe_ctx_counters counters;   /* launches and host waits (clmoe_ctx_counters_get) */
+  void **staged;                  /* [nstaged] host copies of writes not waited for (counters.c) */
+  int nstaged, cap_staged;
   clmoe__knobs knobs;             /* every knob, read at creation (knobs.c) */
   unsigned long long reported_local_mem; /* the device's local memory before
                                           * CLMOE_LOCAL_MEM_BYTES */
@@ -300,6 +302,13 @@ void clmoe__pool_destroy(clmoe_ctx *ctx);
  * clEnqueueReadBuffer/WriteBuffer with CL_TRUE or clFinish itself bumps the counter too. */
 enum clmoe__wait { CLMOE_WAIT_READ, CLMOE_WAIT_WRITE, CLMOE_WAIT_FINISH };
 void clmoe__count_wait(clmoe_ctx *ctx, enum clmoe__wait kind);
+/* Writes host [bytes] to mem at offset without a host wait: the bytes are copied and the copy
+ * kept until the next host wait (clmoe__count_wait; the queue is in order, so everything
+ * enqueued before a wait has completed when it returns) or clmoe_ctx_destroy. For the small
+ * plans and tables uploaded before a launch. */
+clmoe_status clmoe__write_staged(clmoe_ctx *ctx, cl_mem mem, size_t offset, size_t bytes, const void *host);
+/* Frees the staged copies (after a host wait, at destruction). */
+void clmoe__staged_free(clmoe_ctx *ctx);
 /* Releases the kept events and the table (clmoe_ctx_destroy). */
 void clmoe__profile_destroy(clmoe_ctx *ctx);
 /* While profiling is active: keeps `ev` (ownership passes to the context) under `name`;

@@ -73,12 +73,13 @@ else
     --data "$tmp/data.tok" --steps 2 --batch 2 --seq-len 32 --eval-every 2 --sample 0 --out "$tmp/run"
   expect "a model with a smaller vocabulary refuses the shard" 1 "exceeds the model's" -- "$train" --preset tiny \
     --data "$tmp/data.tok" --steps 2 --batch 2 --seq-len 32 --sample 0 --quiet --out "$tmp/run2"
-  # clmoe-generate through the tokenizer: the prompt's ids are clmoe-tokenize's, and the
-  # printed text is the decoding of the ids it reports
+  # clmoe-generate through the tokenizer: the prompt's ids are clmoe-tokenize --add-special's
+  # (the post-processor's BOS first, as transformers' tokenizer(text)), and the printed text is
+  # the decoding of the ids it reports
   gen="$apps/clmoe-generate"
   expect "clmoe-generate --tokenizer" 0 "" -- sh -c "'$gen' --ckpt '$tmp/run/checkpoint.safetensors' --tokenizer \
     '$fx/llama3.json' --prompt 'Hello world' -n 6 --greedy --quiet --json '$tmp/gen.json' > '$tmp/gen.txt'"
-  want=$("$tok" --tokenizer "$fx/llama3.json" --print-ids --text "Hello world" | sed 's/,/, /g')
+  want=$("$tok" --tokenizer "$fx/llama3.json" --add-special --print-ids --text "Hello world" | sed 's/,/, /g')
   got=$(sed -n 's/.*"prompt_ids": \[\([0-9, ]*\)\].*/\1/p' "$tmp/gen.json")
   ids=$(sed -n 's/.*"ids": \[\([0-9, ]*\)\]}.*/\1/p' "$tmp/gen.json" | tr -d ' ')
   "$tok" --tokenizer "$fx/llama3.json" --decode "$ids" > "$tmp/dec.txt" 2> /dev/null
