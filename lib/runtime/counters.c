@@ -17,7 +17,10 @@ void clmoe__count_wait(clmoe_ctx *ctx, enum clmoe__wait kind)
   if (kind == CLMOE_WAIT_READ) ctx->counters.blocking_reads++;
   else if (kind == CLMOE_WAIT_WRITE) ctx->counters.blocking_writes++;
   else ctx->counters.finishes++;
-  clmoe__staged_free(ctx); /* in-order queue: every write enqueued before has completed */
+  /* After a blocking read or a finish the in-order queue has run everything enqueued before.
+   * Not after a blocking write: it may return once the runtime has copied its bytes, before
+   * the commands ahead of it have run (Intel's CPU runtime does). */
+  if (kind != CLMOE_WAIT_WRITE) clmoe__staged_free(ctx);
 }
 
 clmoe_status clmoe__write_staged(clmoe_ctx *ctx, cl_mem mem, size_t offset, size_t bytes, const void *host)

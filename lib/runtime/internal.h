@@ -303,9 +303,9 @@ void clmoe__pool_destroy(clmoe_ctx *ctx);
 enum clmoe__wait { CLMOE_WAIT_READ, CLMOE_WAIT_WRITE, CLMOE_WAIT_FINISH };
 void clmoe__count_wait(clmoe_ctx *ctx, enum clmoe__wait kind);
 /* Writes host [bytes] to mem at offset without a host wait: the bytes are copied and the copy
- * kept until the next host wait (clmoe__count_wait; the queue is in order, so everything
- * enqueued before a wait has completed when it returns) or clmoe_ctx_destroy. For the small
- * plans and tables uploaded before a launch. */
+ * kept until the next blocking read or finish (clmoe__count_wait; the queue is in order, so
+ * everything enqueued before has run when they return; a blocking write is no such point)
+ * or clmoe_ctx_destroy. For the small plans and tables uploaded before a launch. */
 clmoe_status clmoe__write_staged(clmoe_ctx *ctx, cl_mem mem, size_t offset, size_t bytes, const void *host);
 /* Frees the staged copies (after a host wait, at destruction). */
 void clmoe__staged_free(clmoe_ctx *ctx);
