@@ -5,11 +5,11 @@
 # the seed corpora tests/fuzz/corpus/<harness>/.
 #   make fuzz        builds tests/fuzz/fuzz_* in the build folder (without clang and libFuzzer:
 #                    a note, and success)
-#   make fuzz-short  builds and runs each harness FUZZ_SHORT_SECONDS (25 s): CI
+#   make fuzz-short  builds and runs each harness FUZZ_SHORT_SECONDS (15 s): CI
 #   make fuzz-long   builds and runs each harness FUZZ_SECONDS (3600 s)
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -pthread \
 	-fno-omit-frame-pointer
-FUZZ_SHORT_SECONDS = 25
+FUZZ_SHORT_SECONDS = 15
 FUZZ_SECONDS = 3600
 FUZZ_HARNESSES = fuzz_safetensors fuzz_config fuzz_data fuzz_ckpt fuzz_kernel_cache fuzz_tokenizer \
 	fuzz_hf_config
