@@ -1,6 +1,6 @@
 /* gen_attn_res.cl: Block Attention Residuals and the sub-layer's RMSNorm of a decode step in
- * one launch (built after kernels_cl/model/attn_res.cl, whose lane loops and fixed-order
- * reduction it uses): h as attn_res_forward computes it, then
+ * one launch (built after kernels_cl/model/attn_res.cl, whose weights, lane loops and
+ * fixed-order reduction it uses): h as attn_res_forward computes it, then
  *   hn = h rstd gain_n,  rstd = rsqrt(mean(h^2) + eps)
  * with the sum of squares over AR_LANES lanes in the same fixed order. One work-group per
  * token; src [S, T, d], h, hn [T, d]. */
@@ -13,23 +13,7 @@ __kernel void gen_attn_res_norm(__global const float *src, ulong so, int S, ulon
   __local float a[AR_MAX_S];
   const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0);
   const ulong t = get_group_id(0);
-  for (int i = 0; i < S; i++) {
-    __global const float *b = src + so + ((ulong)i * T + t) * d;
-    LANE_LOOP(lid, lsize, acc_ += b[c] * b[c]);
-    const float ss = ar_reduce(red, lid, lsize);
-    LANE_LOOP(lid, lsize, acc_ += w[wo + c] * g[go + c] * b[c]);
-    const float dot = ar_reduce(red, lid, lsize);
-    if (lid == 0) a[i] = dot / sqrt(ss / (float)d + eps);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) { /* softmax over the S sources, in order */
-    float m = a[0];
-    for (int i = 1; i < S; i++) m = fmax(m, a[i]);
-    float z = 0.0f;
-    for (int i = 0; i < S; i++) z += (a[i] = exp(a[i] - m));
-    for (int i = 0; i < S; i++) a[i] /= z;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  ar_weights(src, so, S, T, d, w, wo, g, go, eps, t, lid, lsize, red, a);
   for (ulong c = (ulong)lid; c < d; c += (ulong)lsize) {
     float s = 0.0f;
     for (int i = 0; i < S; i++) s += a[i] * src[so + ((ulong)i * T + t) * d + c];

@@ -27,16 +27,12 @@ inline float ar_reduce(__local float *red, int lid, int lsize)
   return s;
 }
 
-/* h[t] = sum_i a_i b_i[t]; alpha[t, i] = a_i; rinv[t, i] = 1 / r_i. */
-__kernel void attn_res_forward(__global const float *src, ulong so, int S, ulong T, ulong d,
-                               __global const float *w, ulong wo, __global const float *g, ulong go,
-                               float eps, __global float *h, ulong ho, __global float *alpha,
-                               ulong ao, int has_alpha)
+/* The mixing weights of token t: a[i] = softmax_i(<w, g * b_i> / rms(b_i)), b_i = src[i, t, :],
+ * in local memory for every work-item of the group (src [S, T, d]). */
+inline void ar_weights(__global const float *src, ulong so, int S, ulong T, ulong d, __global const float *w,
+                       ulong wo, __global const float *g, ulong go, float eps, ulong t, int lid, int lsize,
+                       __local float *red, __local float *a)
 {
-  __local float red[AR_LANES];
-  __local float a[AR_MAX_S];
-  const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0);
-  const ulong t = get_group_id(0);
   for (int i = 0; i < S; i++) {
     __global const float *b = src + so + ((ulong)i * T + t) * d;
     LANE_LOOP(lid, lsize, acc_ += b[c] * b[c]);
@@ -52,10 +48,23 @@ __kernel void attn_res_forward(__global const float *src, ulong so, int S, ulong
     float z = 0.0f;
     for (int i = 0; i < S; i++) z += (a[i] = exp(a[i] - m));
     for (int i = 0; i < S; i++) a[i] /= z; /* a NaN source makes every weight NaN */
-    if (has_alpha)
-      for (int i = 0; i < S; i++) alpha[ao + t * (ulong)S + i] = a[i];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* h[t] = sum_i a_i b_i[t]; alpha[t, i] = a_i; rinv[t, i] = 1 / r_i. */
+__kernel void attn_res_forward(__global const float *src, ulong so, int S, ulong T, ulong d,
+                               __global const float *w, ulong wo, __global const float *g, ulong go,
+                               float eps, __global float *h, ulong ho, __global float *alpha,
+                               ulong ao, int has_alpha)
+{
+  __local float red[AR_LANES];
+  __local float a[AR_MAX_S];
+  const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0);
+  const ulong t = get_group_id(0);
+  ar_weights(src, so, S, T, d, w, wo, g, go, eps, t, lid, lsize, red, a);
+  if (lid == 0 && has_alpha)
+    for (int i = 0; i < S; i++) alpha[ao + t * (ulong)S + i] = a[i];
   for (ulong c = (ulong)lid; c < d; c += (ulong)lsize) {
     float s = 0.0f;
     for (int i = 0; i < S; i++) s += a[i] * src[so + ((ulong)i * T + t) * d + c];
