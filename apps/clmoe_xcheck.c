@@ -18,7 +18,7 @@ static void usage(void)
 {
   printf("Usage: clmoe-xcheck [--device SPEC]... [--op PREFIX]... [--skip PREFIX]... [--seed N]\n"
          "                    [--json FILE|-] [--outputs] [--pair-factor X] [--small] [--shard I/N]\n"
-         "                    [--list] [--quiet]\n"
+         "                    [--kernel-times] [--list] [--quiet]\n"
          "       clmoe-xcheck --compare A.json B.json [--pair-factor X] [--quiet]\n"
          "       clmoe-xcheck --matrix FILE.json...\n"
          "\n"
@@ -61,6 +61,9 @@ static void usage(void)
          "                 Oclgrind\n"
          "  --shard I/N    only the selected checks whose position in the list is I modulo\n"
          "                 N (0 <= I < N): N processes run a selection between them\n"
+         "  --kernel-times after each check, its kernels by device time, longest first\n"
+         "                 (OpenCL profiling events; CLBlast's calls as clblast_sgemm): where\n"
+         "                 a check spends its time, e.g. under a simulator\n"
          "  --list         list the checks and exit\n"
          "  --quiet        print failures and the summaries only\n"
          "  --help, --version\n");
@@ -211,13 +214,39 @@ static int print_pairs(const pair_row *rows, int nrows, const clmoe_check *check
   return beyond;
 }
 
+/* --kernel-times: the check's kernels by device time, longest first, then the counts cleared. */
+static int by_seconds(const void *a, const void *b)
+{
+  const double x = ((const clmoe_kernel_time *)a)->seconds, y = ((const clmoe_kernel_time *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+static void print_kernel_times(clmoe_ctx *ctx, const char *check)
+{
+  double total = 0.0;
+  int n = 0;
+  APP_CHECK(clmoe_ctx_profile_end(ctx, &total, &n));
+  const clmoe_kernel_time *rows;
+  const int nrows = clmoe_ctx_profile_kernels(ctx, &rows);
+  clmoe_kernel_time *sorted = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof *sorted);
+  if (!sorted) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
+  memcpy(sorted, rows, (size_t)nrows * sizeof *sorted);
+  qsort(sorted, (size_t)nrows, sizeof *sorted, by_seconds);
+  printf("  %s: %.3f s of device time in %d kernels\n", check, total, n);
+  for (int i = 0; i < nrows; i++)
+    printf("    %9.3f s %6lld x %s\n", sorted[i].seconds, (long long)sorted[i].launches, sorted[i].name);
+  fflush(stdout); /* a long run under a simulator shows each check as it ends */
+  free(sorted);
+  clmoe_ctx_profile_clear(ctx);
+}
+
 int main(int argc, char **argv)
 {
   app_name = "clmoe-xcheck";
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
   const char *ops[MAX_SELECT], *skips[MAX_SELECT], *compare[2] = {NULL, NULL};
   const char *const *matrix = NULL;
-  int nops = 0, nskips = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0;
+  int nops = 0, nskips = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0, ktimes = 0;
   int64_t shard = 0, nshards = 1;
   double factor = 1.0;
   uint64_t seed = 20261129;
@@ -241,6 +270,8 @@ int main(int argc, char **argv)
       outputs = 1;
     } else if (!strcmp(argv[i], "--small")) {
       small = 1;
+    } else if (!strcmp(argv[i], "--kernel-times")) {
+      ktimes = 1;
     } else if (app_option(argc, argv, &i, "--shard", &v)) {
       const char *slash = strchr(v, '/');
       char part[32];
@@ -322,7 +353,8 @@ int main(int argc, char **argv)
   int first_json = 1, failed = 0, passed = 0;
   for (int d = 0; d < nall; d++) {
     if (!use[d]) continue;
-    if (clmoe_ctx_create_at(&ctx[d], &all[d], NULL) != CLMOE_OK) {
+    const clmoe_ctx_options copts = {.profiling = ktimes};
+    if (clmoe_ctx_create_at(&ctx[d], &all[d], &copts) != CLMOE_OK) {
       fprintf(stderr, "%s: cannot open [%d:%d] %s: %s\n", app_name, all[d].platform_index,
               all[d].device_index, all[d].device_name, clmoe_last_error());
       ctx[d] = NULL;
@@ -339,7 +371,9 @@ int main(int argc, char **argv)
                all[d].device_name);
       clmoe_check_result res;
       double t0 = app_now();
+      if (ktimes) APP_CHECK(clmoe_ctx_profile_begin(ctx[d]));
       st[d] = clmoe_check_run_capture(&checks[c], ctx[d], seed, &res, capture ? &cap[d] : NULL);
+      if (ktimes) print_kernel_times(ctx[d], checks[c].name);
       double secs = app_now() - t0;
       tol[d] = res.tolerance;
       ok[d] = res.passed;

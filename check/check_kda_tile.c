@@ -252,10 +252,16 @@ clmoe_status ck_kda_tile_bwd_unkept_case(clmoe_ctx *ctx, uint64_t seed, const kd
 #define F CLMOE_F32
 #define BF CLMOE_BF16
 /* At the smallest sizes (clmoe_check_small: the simulators) one head: the heads'
- * work-groups run the same code on other rows. */
+ * work-groups run the same code on other rows. And the forward against the double reference
+ * only: the portable chunked path and the token loop that the Kimi cases also compare with
+ * run there in the kda.forward.kimi* and kda.recurrent* checks, at these shapes; on a real
+ * device the three-way comparison stays. */
 static kda_tile_case sized(kda_tile_case kc)
 {
-  if (clmoe_check_small()) kc.H = 1;
+  if (clmoe_check_small()) {
+    kc.H = 1;
+    if (kc.vs_portable == 2) kc.vs_portable = 0;
+  }
   return kc;
 }
 

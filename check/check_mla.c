@@ -117,6 +117,12 @@ void ck_mla_layer_free(layer_data *L)
 
 /* Random weights of a scale that keeps every activation near 1 (so the softmax is neither
  * uniform nor one-hot): matrices uniform in +-sqrt(3 / fan_in), gains in (0.5, 1.5]. */
+layer_case ck_mla_sized(layer_case lc)
+{
+  if (clmoe_check_small() && lc.d > 32) lc.d = 32;
+  return lc;
+}
+
 clmoe_status ck_mla_layer_setup(clmoe_ctx *ctx, uint64_t seed, const layer_case *lc, layer_data *L)
 {
   clmoe_status st = CLMOE_OK;
@@ -298,7 +304,7 @@ done:
 #define LAYER_CHECK(fname, kind, ...)                                                      \
   static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)               \
   {                                                                                        \
-    const layer_case lc = __VA_ARGS__;                                                     \
+    const layer_case lc = ck_mla_sized((layer_case)__VA_ARGS__);                            \
     return kind == 2 ? check_decode(c, s, r, &lc) : check_layer(c, s, r, &lc, kind);        \
   }
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 0, 3};

@@ -28,6 +28,11 @@ typedef struct layer_data {
 
 void ck_mla_layer_free(layer_data *L);
 /* Random weights of a scale that keeps every activation near 1. */
+/* The case at the checks' sizes: at the smallest (clmoe_check_small, the simulators) a model
+ * width d of 32. d is only the projections' inner or outer width (CLBlast's products: over
+ * half of a layer check's simulated time); the attention's shapes, the heads and the cache
+ * rows stay as the case gives them. */
+layer_case ck_mla_sized(layer_case lc);
 clmoe_status ck_mla_layer_setup(clmoe_ctx *ctx, uint64_t seed, const layer_case *lc, layer_data *L);
 /* Packed lengths -> cu_seqlens (host and device); *T their sum. */
 clmoe_status ck_mla_make_cu(clmoe_ctx *ctx, const int32_t *lens, int n, int32_t **cu, clmoe_tensor *t, int64_t *T);

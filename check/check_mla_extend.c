@@ -33,7 +33,7 @@ static clmoe_status check_extend(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
   clmoe_status st = CLMOE_OK;
   /* (smallest sizes: at most 2 heads, 1 with wide cache rows: the heads' rows run the same
    * code at other offsets, and a wide row costs 5 narrow ones on a simulator) */
-  layer_case sized = ec->lc;
+  layer_case sized = ck_mla_sized(ec->lc);
   if (clmoe_check_small() && sized.H > 2) sized.H = 2;
   if (clmoe_check_small() && sized.dc + sized.Dr > 128) sized.H = 1;
   const layer_case *lc = &sized;

@@ -258,7 +258,7 @@ static const moe_case tiny8_pad = {48, 64, 32, 896, 8, 16, 1, 16, CLMOE_MOE_GEMM
 static const moe_case few_pad = {210, 24, 136, 6, 2, 150, 0, 0, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB, CK_MOE_K3};
 
 /* The case at the checks' sizes: at the smallest (clmoe_check_small) 32 experts instead of
- * 896, at most 140 tokens, and the few-expert case's widths just above one tile (72 and 80
+ * 896, at most 112 tokens, and the few-expert case's widths just above one tile (72 and 80
  * for 136 and 150):
  * the same routing, grouping, ragged tiles and balancing paths. */
 moe_case ck_moe_sized(const moe_case *c)
@@ -266,7 +266,7 @@ moe_case ck_moe_sized(const moe_case *c)
   moe_case m = *c;
   if (!clmoe_check_small()) return m;
   if (m.E > 32) m.E = 32;
-  if (m.m > 140) m.m = 140; /* (the few-expert case: still ~47 rows an expert, past a tile) */
+  if (m.m > 112) m.m = 112; /* (the few-expert case: still ~37 rows an expert, past a tile) */
   if (m.l > 72) m.l = 72;
   if (m.f > 80) m.f = 80;
   if (m.bf16 && m.m > 96) m.m = 96; /* ~32 rows an expert: still 2 row tiles; simulating the

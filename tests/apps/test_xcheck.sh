@@ -125,6 +125,12 @@ expect "compare small with full" 0 "at their smallest sizes (--small) and .* at 
 if grep -q '"check": "sort.u64", .*"passed": true' "$tmp/s.json"; then pass "sort.u64 at its smallest sizes passes"
 else fail "sort.u64 at its smallest sizes"; fi
 
+# ---- --kernel-times: after each check its kernels, longest first, with launch counts --------
+expect "xcheck --kernel-times" 0 "rmsnorm.forward.small: [0-9.]* s of device time in [1-9][0-9]* kernels" -- \
+  "$xcheck" --device "$dev" --op rmsnorm.forward.small --kernel-times
+if grep -q "^ *[0-9.]* s *1 x rmsnorm_fwd$" "$tmp/out"; then pass "--kernel-times lists rmsnorm_fwd, launched once"
+else fail "--kernel-times does not list rmsnorm_fwd"; sed 's/^/    /' "$tmp/out"; fi
+
 # ---- bad files and command lines ----------------------------------------------------------
 printf 'hello\n' > "$tmp/notjson.json"
 printf '{"results": [{"check": "x", "passed": true}]}\n' > "$tmp/fields.json"
