@@ -5,7 +5,8 @@
  *
  * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] (mode 1: x rstd g, rstd =
  * 1 / sqrt(mean(x^2) + eps) per token), or the gated unit of two inputs (mode 2: glu(x, x2),
- * glu 0 SiTU-GLU, 1 SwiGLU). beta is 0 (Y is only written) or 1.
+ * glu 0 SiTU-GLU, 1 SwiGLU) or the product with a sigmoid gate (mode 3: x sigmoid(x2), an
+ * attention output gate). beta is 0 (Y is only written) or 1.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
  * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
@@ -79,7 +80,10 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
     for (int t = 0; t < GV_TOK; t++) {
       const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
       const float v = x[xoff + xi];
-      xv[t] = mode == 1 ? v * rs[t] * gain[c] : mode == 2 ? gv_glu(glu, v, x2[x2off + xi]) : v;
+      xv[t] = mode == 1   ? v * rs[t] * gain[c]
+              : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
+              : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
+                          : v;
     }
     for (int r = 0; r < GV_ROWS; r++) {
       const float wv = r0 + r < n ? w[woff + (ulong)(r0 + r) * (ulong)K + (ulong)c] : 0.0f;

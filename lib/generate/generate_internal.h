@@ -50,6 +50,13 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
 /* 1 when every matrix of l is f32 (the GEMV path takes the layer). */
 int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l);
 
+/* An MLA layer's decode step on the GEMV path (defined in lib/mla/mla_decode.c, which
+ * repeats these declarations): ok 1 when a step of nseq rows with weights w takes it; the
+ * step adds the layer's output into y (accumulate 1) or writes it. */
+int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
+clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
+
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
 

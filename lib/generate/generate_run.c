@@ -42,6 +42,10 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
   clmoe_ctx *ctx = g->ctx;
   model_layer *L = &g->model->layers[l];
   if (p->kind == GEN_STEP) {
+    if (L->is_mla && clmoe__mla_decode_gemv_ok(&L->mla, p->ntok)) { /* GEMV launches, no CLBlast */
+      *added = 1;
+      return clmoe__mla_decode_step_into(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, !empty, slot);
+    }
     if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, y);
     if (p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda)) { /* GEMV launches, no CLBlast */
       *added = 1;
