@@ -52,6 +52,9 @@ static void usage(void)
          "                      CLMOE_DEVICE, else the GPUs in order, else the CPU)\n"
          "  --prefill-chunk C   prompt tokens per sequence per prefill pass (default 2048)\n"
          "  --cache-bf16        keep the MLA latent cache in bf16 (half the memory; default f32)\n"
+         "  --weights W         the weight matrices' storage: bf16 (half the memory and bytes\n"
+         "                      read per step; logits move by about 1e-2 relative), fp32, or\n"
+         "                      auto (default: bf16 on a device with a matrix unit, else fp32)\n"
          "  --extend-form F     how prefill passes after the first attend to the cached prefix:\n"
          "                      auto (default: the one with fewer multiply-adds), training\n"
          "                      (decompressed K/V, flash kernel) or absorbed (latent cache)\n"
@@ -183,6 +186,12 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       o->stop = v;
     } else if (app_option(argc, argv, &i, "--prefill-chunk", &v)) o->gen.prefill_chunk = app_parse_int("--prefill-chunk", v, 1, 1LL << 24);
     else if (!strcmp(argv[i], "--cache-bf16")) o->gen.cache_dtype = CLMOE_BF16;
+    else if (app_option(argc, argv, &i, "--weights", &v)) {
+      if (!strcmp(v, "auto")) o->weights = GEN_WEIGHTS_AUTO;
+      else if (!strcmp(v, "fp32")) o->weights = GEN_WEIGHTS_FP32;
+      else if (!strcmp(v, "bf16")) o->weights = GEN_WEIGHTS_BF16;
+      else app_usage_error("--weights: '%s' is not auto, bf16 or fp32", v);
+    }
     else if (app_option(argc, argv, &i, "--extend-form", &v)) {
       if (!strcmp(v, "auto")) o->gen.extend_form = CLMOE_GEN_EXTEND_AUTO;
       else if (!strcmp(v, "training")) o->gen.extend_form = CLMOE_GEN_EXTEND_TRAINING;
@@ -210,12 +219,28 @@ static void parse_args(int argc, char **argv, gen_opts *o)
   if (o->model_dir && !clmoe_hf_is_checkpoint(o->model_dir))
     app_usage_error("--model %s: not a directory holding a config.json (a Hugging Face checkpoint)", o->model_dir);
   if (o->model_dir) o->ckpt = o->model_dir;
+  if (o->weights == GEN_WEIGHTS_BF16 && o->ep) app_usage_error("--weights bf16: not implemented with --ep");
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
   if (o->profile && o->nbench) app_usage_error("--profile profiles the decode steps of a generation: leave out --prefill-bench");
   for (int p = 0; p < o->nprompts; p++)
     if (o->prompt_len[p] == 0) app_usage_error("prompt %d (%s) is empty: a prompt needs at least one byte", p + 1,
                                                o->prompt_from[p]);
+}
+
+/* The weights' storage as --weights asks (auto resolved here), recorded for the banner. */
+static void set_weights(gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
+{
+  int bf16 = o->weights == GEN_WEIGHTS_BF16;
+  o->weights_why = o->weights == GEN_WEIGHTS_AUTO ? "" : " (--weights)";
+  if (o->weights == GEN_WEIGHTS_AUTO) {
+    bf16 = !o->ep && clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
+    o->weights_why = o->ep ? " (auto: --ep keeps fp32)"
+                     : bf16 ? " (auto: the device has a matrix unit)"
+                            : " (auto: no matrix unit)";
+  }
+  if (bf16 && clmoe_gen_set_weights(model, CLMOE_BF16) != CLMOE_OK)
+    app_fail(APP_EXIT_FAILED, "--weights bf16: %s", clmoe_last_error());
 }
 
 static int ends_with(const char *text, int64_t len, const char *stop)
@@ -354,6 +379,7 @@ int main(int argc, char **argv)
     if (app_dist) app_dist_end();
     return 1;
   }
+  set_weights(&o, model, ctx);
   const double load_s = app_now() - t0;
   if (!o.model_dir && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
     fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified\n",

@@ -29,7 +29,13 @@ typedef struct gen_opts {
   int quiet;
   int ep; /* expert parallelism over this many MPI ranks; 0: one process */
   int profile; /* --profile: count and time the decode steps after GEN_PROFILE_WARMUP */
+  int weights; /* --weights: GEN_WEIGHTS_* */
+  const char *weights_why; /* how the weights' dtype was chosen, for the banner */
 } gen_opts;
+
+/* --weights: the matrices' storage (clmoe_gen_set_weights). auto: bf16 on a device with a
+ * matrix unit (clmoe_ctx_tile_impl not portable), fp32 elsewhere and under --ep. */
+enum { GEN_WEIGHTS_AUTO = 0, GEN_WEIGHTS_FP32 = 1, GEN_WEIGHTS_BF16 = 2 };
 
 /* --profile: decode steps before this many are not profiled (program builds, first-use
  * allocations). */
