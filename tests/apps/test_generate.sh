@@ -95,6 +95,13 @@ else fail "prefill-bench JSON"; cat "$tmp/bench.json"; fi
 # ids are checked on the host, not by a device read) and writes nothing blocking.
 expect "generate --profile" 0 "profile: 5 decode steps after 2 warm-up" -- "$gen" --ckpt "$ckpt" --prompt 0123 -n 8 \
   --greedy --profile --json "$tmp/prof.json"
+# ... and a step of one sequence makes every product with clmoe's own kernels (the GEMV; MLA's
+# per-head products): no CLBlast call, so the device commands are clmoe's launches
+cmds=$(sed -n 's/.*"commands_per_step": \([0-9.]*\), "launches_per_step": \([0-9.]*\),.*/\1 \2/p' "$tmp/prof.json")
+if grep -q '"family": "gemv"' "$tmp/prof.json" && [ -n "$cmds" ] && [ "${cmds% *}" = "${cmds#* }" ] &&
+   ! grep -qi '"family": "clblast' "$tmp/prof.json"; then
+  pass "profile JSON: no CLBlast call in a decode step"
+else fail "profile JSON: no CLBlast call in a decode step"; cat "$tmp/prof.json"; fi
 if grep -q '"steps": 5, "warmup_steps": 2, ' "$tmp/prof.json" &&
    grep -q '"blocking_reads_per_step": 1, "blocking_writes_per_step": 0, "finishes_per_step": 0,' "$tmp/prof.json" &&
    grep -q '"family": "moe"' "$tmp/prof.json" &&
