@@ -14,9 +14,10 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR) [--prompt TEXT | --prompt-file FILE |\n"
-         "                      --prompt-ids LIST]... [options]\n"
-         "       clmoe-generate (--ckpt FILE | --model DIR) --prefill-bench T[,T...] [options]\n"
+  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET)\n"
+         "                      [--prompt TEXT | --prompt-file FILE | --prompt-ids LIST]... [options]\n"
+         "       clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET)\n"
+         "                      --prefill-bench T[,T...] [options]\n"
          "\n"
          "Generates text from a checkpoint written by clmoe-train (its config is inside it) or\n"
          "from a Hugging Face Kimi Linear checkpoint directory. Several prompts are decoded\n"
@@ -28,6 +29,10 @@ static void usage(void)
          "                      or model.safetensors.index.json and its shards; Kimi Linear models):\n"
          "                      its tokenizer (tiktoken.model or tokenizer.json) is used when\n"
          "                      present and --tokenizer is not given\n"
+         "  --random-weights PRESET  a model of a preset (clmoe-train --preset) with random\n"
+         "                      weights made on the device, no checkpoint: for speed and memory\n"
+         "                      measurements (with bf16 weights no fp32 copy of the matrices\n"
+         "                      is made); --seed picks the weights\n"
          "  --prompt TEXT       a prompt (repeat for a batch); bytes are tokens\n"
          "  --prompt-file FILE  a prompt read from a file (repeatable; - is stdin)\n"
          "  --prompt-ids LIST   a prompt as token ids, e.g. 5,17,300 (repeatable)\n"
@@ -159,6 +164,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
     if (app_option(argc, argv, &i, "--ckpt", &v)) o->ckpt = v;
     else if (app_option(argc, argv, &i, "--model", &v)) o->model_dir = v;
+    else if (app_option(argc, argv, &i, "--random-weights", &v)) o->random_preset = v;
     else if (app_option(argc, argv, &i, "--prompt", &v)) {
       char *copy = strdup(v);
       if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
@@ -214,8 +220,18 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   o->device = flags.device, o->json = flags.json;
-  if (o->ckpt && o->model_dir) app_usage_error("--ckpt and --model: give one of them");
-  if (!o->ckpt && !o->model_dir) app_usage_error("--ckpt FILE or --model DIR is required");
+  if (!!o->ckpt + !!o->model_dir + !!o->random_preset > 1)
+    app_usage_error("--ckpt, --model and --random-weights: give one of them");
+  if (!o->ckpt && !o->model_dir && !o->random_preset)
+    app_usage_error("--ckpt FILE, --model DIR or --random-weights PRESET is required");
+  if (o->random_preset) {
+    clmoe_config cfg;
+    if (clmoe_config_preset(o->random_preset, &cfg) != CLMOE_OK)
+      app_usage_error("--random-weights: %s", clmoe_last_error());
+    if (o->ep) app_usage_error("--random-weights: not with --ep");
+    snprintf(o->random_name, sizeof o->random_name, "random weights (%s)", o->random_preset);
+    o->ckpt = o->random_name;
+  }
   if (o->model_dir && !clmoe_hf_is_checkpoint(o->model_dir))
     app_usage_error("--model %s: not a directory holding a config.json (a Hugging Face checkpoint)", o->model_dir);
   if (o->model_dir) o->ckpt = o->model_dir;
@@ -228,13 +244,29 @@ static void parse_args(int argc, char **argv, gen_opts *o)
                                                o->prompt_from[p]);
 }
 
+/* The weights' storage as --weights asks, auto resolved for the device. */
+static int want_bf16(const gen_opts *o, clmoe_ctx *ctx)
+{
+  if (o->weights != GEN_WEIGHTS_AUTO) return o->weights == GEN_WEIGHTS_BF16;
+  return !o->ep && clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
+}
+
+/* --random-weights: the preset's model, its matrices made in the storage asked for. */
+static clmoe_status random_model(const gen_opts *o, clmoe_ctx *ctx, clmoe_model **model)
+{
+  clmoe_config cfg;
+  const clmoe_status st = clmoe_config_preset(o->random_preset, &cfg);
+  if (st != CLMOE_OK) return st;
+  return clmoe_gen_random_model(ctx, &cfg, o->sampling.seed, want_bf16(o, ctx) ? CLMOE_BF16 : CLMOE_F32, model);
+}
+
 /* The weights' storage as --weights asks (auto resolved here), recorded for the banner. */
 static void set_weights(gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
 {
   int bf16 = o->weights == GEN_WEIGHTS_BF16;
   o->weights_why = o->weights == GEN_WEIGHTS_AUTO ? "" : " (--weights)";
   if (o->weights == GEN_WEIGHTS_AUTO) {
-    bf16 = !o->ep && clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
+    bf16 = want_bf16(o, ctx);
     o->weights_why = o->ep ? " (auto: --ep keeps fp32)"
                      : bf16 ? " (auto: the device has a matrix unit)"
                             : " (auto: no matrix unit)";
@@ -367,7 +399,8 @@ int main(int argc, char **argv)
   clmoe_model *model;
   clmoe_ckpt_meta meta = {0};
   const double t0 = app_now();
-  clmoe_status st = o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
+  clmoe_status st = o.random_preset         ? random_model(&o, ctx, &model)
+                     : o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
                      : o.model_dir          ? clmoe_hf_load(ctx, o.model_dir, &model)
                      : app_dist             ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
                                             : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
@@ -381,7 +414,7 @@ int main(int argc, char **argv)
   }
   set_weights(&o, model, ctx);
   const double load_s = app_now() - t0;
-  if (!o.model_dir && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
+  if (!o.model_dir && !o.random_preset && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
     fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified\n",
             app_name, o.ckpt);
   clmoe_ckpt_meta_free(&meta);

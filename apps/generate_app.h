@@ -12,6 +12,8 @@
 typedef struct gen_opts {
   const char *ckpt, *device, *stop, *json;
   const char *model_dir; /* --model: a Hugging Face checkpoint directory (ckpt then names it too) */
+  const char *random_preset; /* --random-weights: a preset's model with random weights (ckpt: its label) */
+  char random_name[96];
   int nprompts;
   char *prompt[GEN_MAX_PROMPTS]; /* malloc'ed bytes */
   int64_t prompt_len[GEN_MAX_PROMPTS];

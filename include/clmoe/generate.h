@@ -69,6 +69,11 @@ CLMOE_API clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struc
  * then move by bf16 rounding of the weights (about 1e-2 relative). Not for expert-parallel
  * models (CLMOE_ERR_UNSUPPORTED). Call before clmoe_gen_state_create. */
 CLMOE_API clmoe_status clmoe_gen_set_weights(clmoe_model *model, clmoe_dtype dtype);
+/* An inference model of cfg with random weights (clmoe_model_init's values for seed), for
+ * benchmarks without a checkpoint: with CLMOE_BF16 its matrices are bf16 tensors from the
+ * start, filled directly (no fp32 values of them are ever written). */
+CLMOE_API clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uint64_t seed,
+                                              clmoe_dtype dtype, clmoe_model **model);
 /* CLMOE_BF16 when the model's matrices are stored in bf16, else CLMOE_F32. */
 CLMOE_API clmoe_dtype clmoe_gen_weights(const clmoe_model *model);
 

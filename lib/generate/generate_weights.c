@@ -65,6 +65,40 @@ clmoe_status clmoe_gen_set_weights(clmoe_model *m, clmoe_dtype dtype)
 /* The head is one of the matrices, and every one is converted when it is. */
 clmoe_dtype clmoe_gen_weights(const clmoe_model *m) { return m && m->head.dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32; }
 
+clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uint64_t seed, clmoe_dtype dtype,
+                                    clmoe_model **model)
+{
+  static const char op[] = "clmoe_gen_random_model";
+  if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: model is NULL", op);
+  *model = NULL;
+  if (!ctx || !cfg || (dtype != CLMOE_F32 && dtype != CLMOE_BF16))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ctx, cfg and fp32 or bf16 weights are required", op);
+  clmoe_model *m = NULL;
+  CLMOE_TRY(clmoe_model_create_inference(ctx, cfg, &m));
+  clmoe_status st = CLMOE_OK;
+  clmoe_params *ps = clmoe_model_params(m);
+  /* The matrices become bf16 tensors before anything is written: no fp32 values of them
+   * are ever made (the initialisation below fills the bf16 tensors directly). */
+  for (int i = 0; i < ps->n && dtype == CLMOE_BF16 && st == CLMOE_OK; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!is_matrix(p)) continue;
+    clmoe_tensor b = {0};
+    const int nd = p->value->ndim;
+    int64_t shape[4];
+    memcpy(shape, p->value->shape, sizeof shape);
+    clmoe_tensor_destroy(p->value);
+    st = clmoe_tensor_create(ctx, &b, CLMOE_BF16, nd, shape);
+    *p->value = b;
+  }
+  if (st == CLMOE_OK) st = clmoe_model_init(m, seed);
+  if (st != CLMOE_OK) {
+    clmoe_model_destroy(m);
+    return st;
+  }
+  *model = m;
+  return CLMOE_OK;
+}
+
 /* ---- fp32 temporaries of one layer's bf16 matrices ---- */
 
 /* *t = a fp32 copy of *t, remembered in w for gen_widen_release; fp32 tensors stay. */

@@ -11,6 +11,8 @@
  *    copy whose fp32 weights were rounded to bf16 (1e-4: only the sums' order differs), for
  *    steps on the GEMV path (up to 16 sequences) and past it (17: widened fp32 copies); the
  *    weights' bytes halve but for the fp32 embedding, gains and biases;
+ *  - a random model made in bf16 (clmoe_gen_random_model) equals the fp32 one of its seed
+ *    stored in bf16 afterwards, to the bit;
  *  - the few-token GEMV's conformance checks (gemv*: fp32 and bf16 weights);
  *  - greedy decoding continues the trained cycle; a seed gives the same sampled tokens;
  *  - the sampler's rules on synthetic logits; memory accounting; loading errors. */
@@ -377,6 +379,45 @@ static void test_bf16_weights(void)
   bf16 = bf16_ref = NULL;
 }
 
+/* A random model made with bf16 matrices equals, to the bit, the fp32 one of the same seed
+ * stored in bf16 afterwards (the fills round each number as the conversion does). */
+static void test_random_model(void)
+{
+  clmoe_config cfg;
+  clmoe_model *a = NULL, *b = NULL;
+  clmoe_gen_state *ga = NULL, *gb = NULL;
+  TEST_OK(clmoe_config_preset("tiny", &cfg));
+  TEST_OK(clmoe_gen_random_model(test_ctx, &cfg, 7, CLMOE_BF16, &a));
+  TEST_OK(clmoe_gen_random_model(test_ctx, &cfg, 7, CLMOE_F32, &b));
+  CU_ASSERT_EQUAL(clmoe_gen_weights(a), CLMOE_BF16);
+  CU_ASSERT_EQUAL(clmoe_gen_weights(b), CLMOE_F32);
+  TEST_OK(clmoe_gen_set_weights(b, CLMOE_BF16));
+  const int64_t V = cfg.vocab;
+  int32_t t[20];
+  text(t, 20, 5);
+  const int32_t *p[1] = {t};
+  const int64_t len[1] = {20};
+  float *la = malloc((size_t)(2 * V) * sizeof *la), *lb = la ? la + V : NULL;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(la);
+  TEST_OK(clmoe_gen_state_create(a, 1, NULL, &ga));
+  TEST_OK(clmoe_gen_state_create(b, 1, NULL, &gb));
+  TEST_OK(clmoe_gen_prefill(ga, p, len, la, NULL));
+  TEST_OK(clmoe_gen_prefill(gb, p, len, lb, NULL));
+  CU_ASSERT(rel_err(la, lb, V) == 0.0);
+  TEST_OK(clmoe_gen_step(ga, (int32_t[]){'7'}, la));
+  TEST_OK(clmoe_gen_step(gb, (int32_t[]){'7'}, lb));
+  CU_ASSERT(rel_err(la, lb, V) == 0.0);
+  clmoe_gen_memory ma, mb;
+  clmoe_gen_memory_usage(ga, &ma);
+  clmoe_gen_memory_usage(gb, &mb);
+  CU_ASSERT_EQUAL(ma.weights, mb.weights);
+  free(la);
+  clmoe_gen_state_destroy(ga), clmoe_gen_state_destroy(gb);
+  clmoe_model_destroy(a), clmoe_model_destroy(b);
+  CU_ASSERT_EQUAL(clmoe_gen_random_model(test_ctx, &cfg, 7, CLMOE_I32, &a), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NULL(a);
+}
+
 /* Generates n tokens for each of nseq copies of a prompt. */
 static clmoe_status generate(const clmoe_gen_sampling *sp, const int32_t *prompt, int64_t plen, int64_t nseq,
                              int64_t n, int32_t *out)
@@ -587,6 +628,7 @@ static void add(CU_pSuite s)
   CU_add_test(s, "reset and refill one sequence of a batch", test_reset_and_refill);
   CU_add_test(s, "plain residual stack: prefill, batches, steps, reset = training forward", test_plain);
   CU_add_test(s, "bf16 weights: half the bytes, = training forward of the rounded weights", test_bf16_weights);
+  CU_add_test(s, "a random bf16 model = the fp32 one of its seed stored in bf16", test_random_model);
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);
   CU_add_test(s, "sampler: greedy, top-k, top-p, temperature", test_sampler_rules);
