@@ -401,7 +401,8 @@ int main(int argc, char **argv)
   const double t0 = app_now();
   clmoe_status st = o.random_preset         ? random_model(&o, ctx, &model)
                      : o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
-                     : o.model_dir          ? clmoe_hf_load(ctx, o.model_dir, &model)
+                     : o.model_dir          ? clmoe_hf_load_weights(ctx, o.model_dir,
+                                                                    want_bf16(&o, ctx) ? CLMOE_BF16 : CLMOE_F32, &model)
                      : app_dist             ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
                                             : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
   if (st != CLMOE_OK) {
