@@ -7,13 +7,6 @@
  *    after a sequence is reset and refilled while the others keep their context, and with
  *    a bf16 latent cache (1e-2); the same for a model of the plain residual stack
  *    ([model] residual = plain), trained and loaded the same way;
- *  - with bf16 weights (clmoe_gen_set_weights), the same equivalence against a forward of a
- *    copy whose fp32 weights were rounded to bf16 (1e-4: only the sums' order differs), for
- *    steps on the GEMV path (up to 16 sequences) and past it (17: widened fp32 copies); the
- *    weights' bytes halve but for the fp32 embedding, gains and biases;
- *  - a random model made in bf16 (clmoe_gen_random_model) equals the fp32 one of its seed
- *    stored in bf16 afterwards, to the bit;
- *  - the few-token GEMV's conformance checks (gemv*: fp32 and bf16 weights);
  *  - greedy decoding continues the trained cycle; a seed gives the same sampled tokens;
  *  - the sampler's rules on synthetic logits; memory accounting; loading errors. */
 #include <math.h>
@@ -154,12 +147,9 @@ static void text(int32_t *t, int64_t n, uint64_t seed)
 
 /* How check_equivalence's later prefill passes attend to the MLA cache (default: auto). */
 static clmoe_gen_extend_form extend_form = CLMOE_GEN_EXTEND_AUTO;
-/* The model the equivalence tests run: slow, or (set by test_plain) plain, or (set by
- * test_bf16_weights) bf16 with its reference bf16_ref. */
+/* The model the equivalence tests run: slow, or (set by test_plain) plain. */
 static int use_plain;
-static clmoe_model *bf16, *bf16_ref;
-static clmoe_model *eq_model(void) { return bf16 ? bf16 : use_plain ? plain : slow; }
-static clmoe_model *ref_model(void) { return bf16 ? bf16_ref : eq_model(); }
+static clmoe_model *eq_model(void) { return use_plain ? plain : slow; }
 
 /* Prefills nseq prompts (lens[s] tokens each, from full[s]) in chunks of `chunk`, then
  * `steps` decode steps feeding the next tokens of full[s]; compares every position's
@@ -186,7 +176,7 @@ static void check_equivalence(int64_t nseq, const int64_t *lens, int64_t steps, 
   }
   for (int64_t s = 0, off = 0; s < nseq; off += lens[s], s++) {
     CU_ASSERT_EQUAL(clmoe_gen_length(g, s), lens[s] + steps);
-    float *ref = forward_logits(ref_model(), full[s], lens[s] + steps);
+    float *ref = forward_logits(model, full[s], lens[s] + steps);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     const double e_pre = rel_err(all + off * V, ref, lens[s] * V);
     const double e_last = rel_err(last + s * V, ref + (lens[s] - 1) * V, V);
@@ -318,104 +308,6 @@ static void test_plain(void)
   test_batch_of_lengths();
   test_reset_and_refill();
   use_plain = 0;
-}
-
-/* The weights clmoe_gen_set_weights stores in bf16 (the head and every 2-D or expert-stack
- * "w_*" parameter), rounded to bf16 in place in m's fp32 tensors. */
-static void round_matrices(clmoe_model *m)
-{
-  clmoe_params *ps = clmoe_model_params(m);
-  int n = 0;
-  for (int i = 0; i < ps->n; i++) {
-    const char *base = strrchr(ps->p[i].name, '/');
-    base = base ? base + 1 : ps->p[i].name;
-    if (!ps->p[i].trainable || (strcmp(ps->p[i].name, "head") && strncmp(base, "w_", 2))) continue;
-    clmoe_tensor *v = ps->p[i].value, b = {0};
-    TEST_OK(clmoe_tensor_create(test_ctx, &b, CLMOE_BF16, v->ndim, v->shape));
-    TEST_OK(clmoe_tensor_copy(&b, v));
-    TEST_OK(clmoe_tensor_copy(v, &b));
-    clmoe_tensor_destroy(&b);
-    n++;
-  }
-  CU_ASSERT(n > 10);
-}
-
-/* bf16 weights: the memory halves (but the embedding), and prefill passes and steps (on the
- * GEMV path and, with 17 sequences, past it) equal the forward of the rounded copy. */
-static void test_bf16_weights(void)
-{
-  enum { S = 3, MANY = 17 };
-  clmoe_gen_memory m32, m16;
-  clmoe_gen_state *g = NULL;
-  TEST_OK(clmoe_gen_load(test_ctx, ckpt, &bf16, NULL));
-  TEST_OK(clmoe_gen_load(test_ctx, ckpt, &bf16_ref, NULL));
-  slow_down(bf16), slow_down(bf16_ref);
-  CU_ASSERT_EQUAL(clmoe_gen_weights(bf16), CLMOE_F32);
-  TEST_OK(clmoe_gen_state_create(bf16, 1, NULL, &g));
-  clmoe_gen_memory_usage(g, &m32);
-  clmoe_gen_state_destroy(g);
-  TEST_OK(clmoe_gen_set_weights(bf16, CLMOE_BF16));
-  CU_ASSERT_EQUAL(clmoe_gen_weights(bf16), CLMOE_BF16);
-  CU_ASSERT_EQUAL(clmoe_gen_set_weights(bf16, CLMOE_F32), CLMOE_ERR_INVALID_ARGUMENT);
-  TEST_OK(clmoe_gen_state_create(bf16, 1, NULL, &g));
-  clmoe_gen_memory_usage(g, &m16);
-  clmoe_gen_state_destroy(g);
-  /* the matrices halve; the embedding, gains, biases and convolution taps stay fp32 (a few
-   * percent of the tiny model's bytes) */
-  if (getenv("CLMOE_TEST_VERBOSE"))
-    fprintf(stderr, "\n  weights fp32 %zu B, bf16 %zu B", m32.weights, m16.weights);
-  CU_ASSERT(m16.weights * 2 > m32.weights && m16.weights < 0.53 * (double)m32.weights);
-  round_matrices(bf16_ref);
-  int32_t a[48], b[40], cc[40], many[MANY][12];
-  int32_t *one[1] = {a}, *full[S] = {a, b, cc}, *fm[MANY];
-  text(a, 48, 11), text(b, 40, 22), text(cc, 40, 23);
-  const int64_t len[1] = {37}, lens[S] = {5, 23, 17};
-  int64_t lm[MANY];
-  for (int i = 0; i < MANY; i++) text(many[i], 12, 40 + (uint64_t)i), fm[i] = many[i], lm[i] = 2 + i % 7;
-  check_equivalence(1, len, 6, 16, CLMOE_F32, 1e-4, one);     /* chunks 16 + 16 + 5 */
-  check_equivalence(S, lens, 4, 8, CLMOE_F32, 1e-4, full);    /* 1, 3 and 3 passes */
-  check_equivalence(MANY, lm, 3, 4, CLMOE_F32, 1e-4, fm);     /* steps past the GEMV path */
-  clmoe_model_destroy(bf16), clmoe_model_destroy(bf16_ref);
-  bf16 = bf16_ref = NULL;
-}
-
-/* A random model made with bf16 matrices equals, to the bit, the fp32 one of the same seed
- * stored in bf16 afterwards (the fills round each number as the conversion does). */
-static void test_random_model(void)
-{
-  clmoe_config cfg;
-  clmoe_model *a = NULL, *b = NULL;
-  clmoe_gen_state *ga = NULL, *gb = NULL;
-  TEST_OK(clmoe_config_preset("tiny", &cfg));
-  TEST_OK(clmoe_gen_random_model(test_ctx, &cfg, 7, CLMOE_BF16, &a));
-  TEST_OK(clmoe_gen_random_model(test_ctx, &cfg, 7, CLMOE_F32, &b));
-  CU_ASSERT_EQUAL(clmoe_gen_weights(a), CLMOE_BF16);
-  CU_ASSERT_EQUAL(clmoe_gen_weights(b), CLMOE_F32);
-  TEST_OK(clmoe_gen_set_weights(b, CLMOE_BF16));
-  const int64_t V = cfg.vocab;
-  int32_t t[20];
-  text(t, 20, 5);
-  const int32_t *p[1] = {t};
-  const int64_t len[1] = {20};
-  float *la = malloc((size_t)(2 * V) * sizeof *la), *lb = la ? la + V : NULL;
-  CU_ASSERT_PTR_NOT_NULL_FATAL(la);
-  TEST_OK(clmoe_gen_state_create(a, 1, NULL, &ga));
-  TEST_OK(clmoe_gen_state_create(b, 1, NULL, &gb));
-  TEST_OK(clmoe_gen_prefill(ga, p, len, la, NULL));
-  TEST_OK(clmoe_gen_prefill(gb, p, len, lb, NULL));
-  CU_ASSERT(rel_err(la, lb, V) == 0.0);
-  TEST_OK(clmoe_gen_step(ga, (int32_t[]){'7'}, la));
-  TEST_OK(clmoe_gen_step(gb, (int32_t[]){'7'}, lb));
-  CU_ASSERT(rel_err(la, lb, V) == 0.0);
-  clmoe_gen_memory ma, mb;
-  clmoe_gen_memory_usage(ga, &ma);
-  clmoe_gen_memory_usage(gb, &mb);
-  CU_ASSERT_EQUAL(ma.weights, mb.weights);
-  free(la);
-  clmoe_gen_state_destroy(ga), clmoe_gen_state_destroy(gb);
-  clmoe_model_destroy(a), clmoe_model_destroy(b);
-  CU_ASSERT_EQUAL(clmoe_gen_random_model(test_ctx, &cfg, 7, CLMOE_I32, &a), CLMOE_ERR_INVALID_ARGUMENT);
-  CU_ASSERT_PTR_NULL(a);
 }
 
 /* Generates n tokens for each of nseq copies of a prompt. */
@@ -627,8 +519,6 @@ static void add(CU_pSuite s)
   CU_add_test(s, "each MLA extend form (training, absorbed) = training forward", test_extend_forms);
   CU_add_test(s, "reset and refill one sequence of a batch", test_reset_and_refill);
   CU_add_test(s, "plain residual stack: prefill, batches, steps, reset = training forward", test_plain);
-  CU_add_test(s, "bf16 weights: half the bytes, = training forward of the rounded weights", test_bf16_weights);
-  CU_add_test(s, "a random bf16 model = the fp32 one of its seed stored in bf16", test_random_model);
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);
   CU_add_test(s, "sampler: greedy, top-k, top-p, temperature", test_sampler_rules);
@@ -637,10 +527,4 @@ static void add(CU_pSuite s)
   CU_add_test(s, "release", test_release);
 }
 
-static void add_all(CU_pSuite s)
-{
-  add(s);
-  test_add_checks(s, "gemv");
-}
-
-int main(void) { return test_main("generate", add_all); }
+int main(void) { return test_main("generate", add); }
