@@ -14,9 +14,10 @@
 
 static void usage(void)
 {
-  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR) [--prompt TEXT | --prompt-file FILE |\n"
-         "                      --prompt-ids LIST]... [options]\n"
-         "       clmoe-generate (--ckpt FILE | --model DIR) --prefill-bench T[,T...] [options]\n"
+  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET)\n"
+         "                      [--prompt TEXT | --prompt-file FILE | --prompt-ids LIST]... [options]\n"
+         "       clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET)\n"
+         "                      --prefill-bench T[,T...] [options]\n"
          "\n"
          "Generates text from a checkpoint written by clmoe-train (its config is inside it) or\n"
          "from a Hugging Face Kimi Linear checkpoint directory. Several prompts are decoded\n"
@@ -28,6 +29,10 @@ static void usage(void)
          "                      or model.safetensors.index.json and its shards; Kimi Linear models):\n"
          "                      its tokenizer (tiktoken.model or tokenizer.json) is used when\n"
          "                      present and --tokenizer is not given\n"
+         "  --random-weights PRESET  a model of a preset (clmoe-train --preset) with random\n"
+         "                      weights made on the device, no checkpoint: for speed and memory\n"
+         "                      measurements (with bf16 weights no fp32 copy of the matrices\n"
+         "                      is made); --seed picks the weights\n"
          "  --prompt TEXT       a prompt (repeat for a batch); bytes are tokens\n"
          "  --prompt-file FILE  a prompt read from a file (repeatable; - is stdin)\n"
          "  --prompt-ids LIST   a prompt as token ids, e.g. 5,17,300 (repeatable)\n"
@@ -52,6 +57,9 @@ static void usage(void)
          "                      CLMOE_DEVICE, else the GPUs in order, else the CPU)\n"
          "  --prefill-chunk C   prompt tokens per sequence per prefill pass (default 2048)\n"
          "  --cache-bf16        keep the MLA latent cache in bf16 (half the memory; default f32)\n"
+         "  --weights W         the weight matrices' storage: bf16 (half the memory and bytes\n"
+         "                      read per step; logits move by about 1e-2 relative), fp32, or\n"
+         "                      auto (default: bf16 on a device with a matrix unit, else fp32)\n"
          "  --extend-form F     how prefill passes after the first attend to the cached prefix:\n"
          "                      auto (default: the one with fewer multiply-adds), training\n"
          "                      (decompressed K/V, flash kernel) or absorbed (latent cache)\n"
@@ -156,6 +164,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
     if (app_option(argc, argv, &i, "--ckpt", &v)) o->ckpt = v;
     else if (app_option(argc, argv, &i, "--model", &v)) o->model_dir = v;
+    else if (app_option(argc, argv, &i, "--random-weights", &v)) o->random_preset = v;
     else if (app_option(argc, argv, &i, "--prompt", &v)) {
       char *copy = strdup(v);
       if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
@@ -183,6 +192,12 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       o->stop = v;
     } else if (app_option(argc, argv, &i, "--prefill-chunk", &v)) o->gen.prefill_chunk = app_parse_int("--prefill-chunk", v, 1, 1LL << 24);
     else if (!strcmp(argv[i], "--cache-bf16")) o->gen.cache_dtype = CLMOE_BF16;
+    else if (app_option(argc, argv, &i, "--weights", &v)) {
+      if (!strcmp(v, "auto")) o->weights = GEN_WEIGHTS_AUTO;
+      else if (!strcmp(v, "fp32")) o->weights = GEN_WEIGHTS_FP32;
+      else if (!strcmp(v, "bf16")) o->weights = GEN_WEIGHTS_BF16;
+      else app_usage_error("--weights: '%s' is not auto, bf16 or fp32", v);
+    }
     else if (app_option(argc, argv, &i, "--extend-form", &v)) {
       if (!strcmp(v, "auto")) o->gen.extend_form = CLMOE_GEN_EXTEND_AUTO;
       else if (!strcmp(v, "training")) o->gen.extend_form = CLMOE_GEN_EXTEND_TRAINING;
@@ -205,17 +220,59 @@ static void parse_args(int argc, char **argv, gen_opts *o)
     else app_usage_error("unknown argument '%s'", argv[i]);
   }
   o->device = flags.device, o->json = flags.json;
-  if (o->ckpt && o->model_dir) app_usage_error("--ckpt and --model: give one of them");
-  if (!o->ckpt && !o->model_dir) app_usage_error("--ckpt FILE or --model DIR is required");
+  if (!!o->ckpt + !!o->model_dir + !!o->random_preset > 1)
+    app_usage_error("--ckpt, --model and --random-weights: give one of them");
+  if (!o->ckpt && !o->model_dir && !o->random_preset)
+    app_usage_error("--ckpt FILE, --model DIR or --random-weights PRESET is required");
+  if (o->random_preset) {
+    clmoe_config cfg;
+    if (clmoe_config_preset(o->random_preset, &cfg) != CLMOE_OK)
+      app_usage_error("--random-weights: %s", clmoe_last_error());
+    if (o->ep) app_usage_error("--random-weights: not with --ep");
+    snprintf(o->random_name, sizeof o->random_name, "random weights (%s)", o->random_preset);
+    o->ckpt = o->random_name;
+  }
   if (o->model_dir && !clmoe_hf_is_checkpoint(o->model_dir))
     app_usage_error("--model %s: not a directory holding a config.json (a Hugging Face checkpoint)", o->model_dir);
   if (o->model_dir) o->ckpt = o->model_dir;
+  if (o->weights == GEN_WEIGHTS_BF16 && o->ep) app_usage_error("--weights bf16: not implemented with --ep");
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
   if (o->profile && o->nbench) app_usage_error("--profile profiles the decode steps of a generation: leave out --prefill-bench");
   for (int p = 0; p < o->nprompts; p++)
     if (o->prompt_len[p] == 0) app_usage_error("prompt %d (%s) is empty: a prompt needs at least one byte", p + 1,
                                                o->prompt_from[p]);
+}
+
+/* The weights' storage as --weights asks, auto resolved for the device. */
+static int want_bf16(const gen_opts *o, clmoe_ctx *ctx)
+{
+  if (o->weights != GEN_WEIGHTS_AUTO) return o->weights == GEN_WEIGHTS_BF16;
+  return !o->ep && clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
+}
+
+/* --random-weights: the preset's model, its matrices made in the storage asked for. */
+static clmoe_status random_model(const gen_opts *o, clmoe_ctx *ctx, clmoe_model **model)
+{
+  clmoe_config cfg;
+  const clmoe_status st = clmoe_config_preset(o->random_preset, &cfg);
+  if (st != CLMOE_OK) return st;
+  return clmoe_gen_random_model(ctx, &cfg, o->sampling.seed, want_bf16(o, ctx) ? CLMOE_BF16 : CLMOE_F32, model);
+}
+
+/* The weights' storage as --weights asks (auto resolved here), recorded for the banner. */
+static void set_weights(gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
+{
+  int bf16 = o->weights == GEN_WEIGHTS_BF16;
+  o->weights_why = o->weights == GEN_WEIGHTS_AUTO ? "" : " (--weights)";
+  if (o->weights == GEN_WEIGHTS_AUTO) {
+    bf16 = want_bf16(o, ctx);
+    o->weights_why = o->ep ? " (auto: --ep keeps fp32)"
+                     : bf16 ? " (auto: the device has a matrix unit)"
+                            : " (auto: no matrix unit)";
+  }
+  if (bf16 && clmoe_gen_set_weights(model, CLMOE_BF16) != CLMOE_OK)
+    app_fail(APP_EXIT_FAILED, "--weights bf16: %s", clmoe_last_error());
 }
 
 static int ends_with(const char *text, int64_t len, const char *stop)
@@ -342,8 +399,10 @@ int main(int argc, char **argv)
   clmoe_model *model;
   clmoe_ckpt_meta meta = {0};
   const double t0 = app_now();
-  clmoe_status st = o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
-                     : o.model_dir          ? clmoe_hf_load(ctx, o.model_dir, &model)
+  clmoe_status st = o.random_preset         ? random_model(&o, ctx, &model)
+                     : o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
+                     : o.model_dir          ? clmoe_hf_load_weights(ctx, o.model_dir,
+                                                                    want_bf16(&o, ctx) ? CLMOE_BF16 : CLMOE_F32, &model)
                      : app_dist             ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
                                             : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
   if (st != CLMOE_OK) {
@@ -354,8 +413,9 @@ int main(int argc, char **argv)
     if (app_dist) app_dist_end();
     return 1;
   }
+  set_weights(&o, model, ctx);
   const double load_s = app_now() - t0;
-  if (!o.model_dir && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
+  if (!o.model_dir && !o.random_preset && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
     fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified\n",
             app_name, o.ckpt);
   clmoe_ckpt_meta_free(&meta);

@@ -12,6 +12,8 @@
 typedef struct gen_opts {
   const char *ckpt, *device, *stop, *json;
   const char *model_dir; /* --model: a Hugging Face checkpoint directory (ckpt then names it too) */
+  const char *random_preset; /* --random-weights: a preset's model with random weights (ckpt: its label) */
+  char random_name[96];
   int nprompts;
   char *prompt[GEN_MAX_PROMPTS]; /* malloc'ed bytes */
   int64_t prompt_len[GEN_MAX_PROMPTS];
@@ -29,7 +31,13 @@ typedef struct gen_opts {
   int quiet;
   int ep; /* expert parallelism over this many MPI ranks; 0: one process */
   int profile; /* --profile: count and time the decode steps after GEN_PROFILE_WARMUP */
+  int weights; /* --weights: GEN_WEIGHTS_* */
+  const char *weights_why; /* how the weights' dtype was chosen, for the banner */
 } gen_opts;
+
+/* --weights: the matrices' storage (clmoe_gen_set_weights). auto: bf16 on a device with a
+ * matrix unit (clmoe_ctx_tile_impl not portable), fp32 elsewhere and under --ep. */
+enum { GEN_WEIGHTS_AUTO = 0, GEN_WEIGHTS_FP32 = 1, GEN_WEIGHTS_BF16 = 2 };
 
 /* --profile: decode steps before this many are not profiled (program builds, first-use
  * allocations). */

@@ -109,11 +109,17 @@ static void profile_json(FILE *f, const gen_profile *p)
   fprintf(f, "]}");
 }
 
-static void model_line(const clmoe_model *model, clmoe_ctx *ctx, const char *ckpt)
+static const char *weights_name(const clmoe_model *model)
+{
+  return clmoe_gen_weights(model) == CLMOE_BF16 ? "bf16" : "fp32";
+}
+
+static void model_line(const gen_opts *o, const clmoe_model *model, clmoe_ctx *ctx)
 {
   const clmoe_config *c = clmoe_model_config(model);
-  fprintf(stderr, "%s: %s: %d layers (%d MLA), d %lld, vocab %lld, on %s\n", app_name, ckpt, c->layers,
-          clmoe_config_mla_count(c), (long long)c->d_model, (long long)c->vocab, clmoe_ctx_caps(ctx)->device_name);
+  fprintf(stderr, "%s: %s: %d layers (%d MLA), d %lld, vocab %lld, weights %s%s, on %s\n", app_name, o->ckpt,
+          c->layers, clmoe_config_mla_count(c), (long long)c->d_model, (long long)c->vocab, weights_name(model),
+          o->weights_why ? o->weights_why : "", clmoe_ctx_caps(ctx)->device_name);
 }
 
 static void memory_json(FILE *f, const clmoe_gen_memory *m)
@@ -129,7 +135,7 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
   if (!o->quiet) {
     char a[32], b[32], c[32], d[32];
     const clmoe_gen_memory *m = &r->mem;
-    model_line(model, ctx, o->ckpt);
+    model_line(o, model, ctx);
     fprintf(stderr, "load: %.3f s\n", r->load_s);
     fprintf(stderr, "prefill: %lld tokens of %lld prompts in %.3f s: %.1f tokens/s; time to first token %.3f s\n",
             (long long)r->prompt_tokens, (long long)r->nseq, r->prefill_s, rate((double)r->prompt_tokens, r->prefill_s),
@@ -149,6 +155,7 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
   json_string(f, o->ckpt);
   fprintf(f, ",\n  \"device\": ");
   json_string(f, clmoe_ctx_caps(ctx)->device_name);
+  fprintf(f, ",\n  \"weights_dtype\": \"%s\"", weights_name(model));
   fprintf(f, ",\n  \"sequences\": %lld,\n  \"prompt_tokens\": %lld,\n  \"new_tokens\": %lld,\n  \"steps\": %lld,\n",
           (long long)r->nseq, (long long)r->prompt_tokens, (long long)r->new_tokens, (long long)r->steps);
   fprintf(f, "  \"load_s\": ");
@@ -238,7 +245,7 @@ int gen_prefill_bench(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
 {
   bench_row rows[GEN_MAX_BENCH];
   if (!o->quiet) {
-    model_line(model, ctx, o->ckpt);
+    model_line(o, model, ctx);
     fprintf(stderr, "%10s %8s %11s %12s %14s %14s %14s %14s\n", "tokens", "chunk", "prefill s", "tokens/s",
             "KDA state", "MLA cache", "all-MLA cache", "decode step ms");
   }

@@ -57,6 +57,49 @@ CLMOE_API clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struc
                                          const struct clmoe_expert_map *map, clmoe_model **model,
                                          clmoe_ckpt_meta *meta);
 
+/* ---- weights ------------------------------------------------------------------------ */
+
+/* Stores a loaded model's matrices (the weights of its products: the head, every layer's
+ * w_* matrices, the router, the routed and shared experts; not the embedding table, gains,
+ * biases, A_log, dt_bias or the short convolutions) as dtype. CLMOE_BF16 rounds each to
+ * nearest even on the device and frees its fp32 tensor once the copy is made, so the
+ * weights then take about half the bytes (clmoe_gen_memory_usage); CLMOE_F32 keeps them
+ * (an error on a model already in bf16). Decode steps read bf16 matrices as such, summing in
+ * fp32; prefill passes widen one layer's matrices at a time to fp32 for the pass. The logits
+ * then move by bf16 rounding of the weights (about 1e-2 relative). Not for expert-parallel
+ * models (CLMOE_ERR_UNSUPPORTED). Call before clmoe_gen_state_create. */
+CLMOE_API clmoe_status clmoe_gen_set_weights(clmoe_model *model, clmoe_dtype dtype);
+/* An inference model of cfg with random weights (clmoe_model_init's values for seed), for
+ * benchmarks without a checkpoint: with CLMOE_BF16 its matrices are bf16 tensors from the
+ * start, filled directly (no fp32 values of them are ever written). */
+CLMOE_API clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uint64_t seed,
+                                              clmoe_dtype dtype, clmoe_model **model);
+/* clmoe_hf_load (include/clmoe/hf.h) with the matrices stored as weights says: with
+ * CLMOE_BF16 they are bf16 tensors before anything is read, and each checkpoint tensor goes
+ * through a host buffer of one tensor into them (bf16 checkpoint tensors unchanged), so no
+ * fp32 copy of the model is held on the host or the device; the same model as clmoe_hf_load
+ * then clmoe_gen_set_weights. (Defined in lib/hf.) */
+CLMOE_API clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, clmoe_dtype weights,
+                                             clmoe_model **model);
+/* CLMOE_BF16 when the model's matrices are stored in bf16, else CLMOE_F32. */
+CLMOE_API clmoe_dtype clmoe_gen_weights(const clmoe_model *model);
+
+/* The few-token products of a decode step (lib/ops/ops_gemv.c), for checks and benchmarks:
+ * y_i [T, n_i] = (accumulate ? y_i : 0) + in(x) W_i^T for n (1 to 6) matrices W_i [n_i, K]
+ * that share x [T, K] (f32); the W_i all fp32 or all bf16, sums in fp32. in: x itself,
+ * RMSNorm(x) times gain [K] (eps), glu(x, x2) (glu a clmoe_glu), or x sigmoid(x2). Each
+ * output is 64 lane-strided partial sums added in lane order on every device. */
+typedef enum clmoe_gen_gemv_input {
+  CLMOE_GEN_GEMV_PLAIN = 0,
+  CLMOE_GEN_GEMV_RMSNORM = 1,
+  CLMOE_GEN_GEMV_GLU = 2,
+  CLMOE_GEN_GEMV_GATE = 3
+} clmoe_gen_gemv_input;
+CLMOE_API clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
+                                      const clmoe_tensor *gain, clmoe_gen_gemv_input in, int glu, float eps,
+                                      int accumulate, int n, const clmoe_tensor *const *w,
+                                      clmoe_tensor *const *y);
+
 /* ---- state -------------------------------------------------------------------------- */
 
 /* How prefill passes over sequences that hold context attend to the MLA cache. */

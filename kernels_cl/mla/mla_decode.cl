@@ -14,7 +14,10 @@
  *   computes the same m, l), and columns lane + LH k of sum_t p_t c_t in registers.
  *   Writes the split's unnormalised partials (m, l, o).
  * mla_decode_combine: merges the splits of each (sequence, head) in split order. The split
- *   length is a host constant, so the bits do not depend on the device. */
+ *   length is a host constant, so the bits do not depend on the device.
+ * mla_dec_absorb_q, mla_dec_absorb_o: the decode step's per-head products with W_ukv
+ *   [H (DN + DV), DC] (fp32, or bf16 with -DW_BF16=1; fp32 sums): q_c = W_uk[h]^T q_n and
+ *   o_h = W_uv[h] o_c, for the few rows of a step (lib/mla/mla_decode.c). */
 #ifndef DC
 #error "DC and DR must be defined"
 #endif
@@ -28,6 +31,13 @@ typedef ushort cache_t;
 typedef float cache_t;
 #define CLOAD(p, i) ((p)[i])
 #define CSTORE(p, i, x) ((p)[i] = (x))
+#endif
+#if defined(W_BF16) && W_BF16
+typedef ushort wgt_t;
+#define WLOAD(p, i) bf16_to_f32((p)[i])
+#else
+typedef float wgt_t;
+#define WLOAD(p, i) ((p)[i])
 #endif
 #ifndef HG
 #define HG 8 /* heads per work-group */
@@ -178,4 +188,48 @@ __kernel void mla_decode_combine(__global const float *pm, __global const float 
     O += po[(base + s) * DC + j] * w;
   }
   oc[((ulong)n * (ulong)H + (ulong)h) * DC + j] = O / L;
+}
+
+/* qc [N, H, DC]: qc[n][h][j] = sum_i q[n][h][i] W[h DKV + i][j] for i < DN in order, q [N, H DQK]
+ * at qo (token stride H DQK, head stride DQK), W = W_ukv at wo. One work-item per (j, h, n). */
+__kernel void mla_dec_absorb_q(__global const float *q, ulong qo, int dqk, int dn, int dkv,
+                               __global const wgt_t *w, ulong wo, __global float *qc)
+{
+  const int j = (int)get_global_id(0), h = (int)get_global_id(1), n = (int)get_global_id(2);
+  const int H = (int)get_global_size(1);
+  if (j >= DC) return;
+  __global const float *qh = q + qo + ((ulong)n * (ulong)H + (ulong)h) * (ulong)dqk;
+  const ulong w0 = wo + (ulong)h * (ulong)dkv * DC + (ulong)j;
+  float a = 0.0f;
+  for (int i = 0; i < dn; i++) a += qh[i] * WLOAD(w, w0 + (ulong)i * DC);
+  qc[((ulong)n * (ulong)H + (ulong)h) * DC + j] = a;
+}
+
+#define AO_LANES 64
+#define AO_ROWS 4
+/* o [N, H DV] (token stride H dv): o[n][h dv + v] = sum_j oc[n][h][j] W[h DKV + DN + v][j];
+ * a work-group of AO_LANES takes AO_ROWS rows v of one (head, token): lane-strided partial
+ * sums over j added in lane order. Groups: (1, rows / AO_ROWS, N H). */
+__kernel __attribute__((reqd_work_group_size(AO_LANES, 1, 1)))
+void mla_dec_absorb_o(__global const float *oc, int H, int dn, int dv, int dkv, __global const wgt_t *w,
+                      ulong wo, __global float *o)
+{
+  __local float part[AO_ROWS][AO_LANES];
+  const int lane = (int)get_local_id(0), v0 = (int)get_group_id(1) * AO_ROWS, nh = (int)get_group_id(2);
+  const int h = nh % H;
+  __global const float *x = oc + (ulong)nh * DC;
+  float acc[AO_ROWS];
+  for (int r = 0; r < AO_ROWS; r++) acc[r] = 0.0f;
+  for (int j = lane; j < DC; j += AO_LANES) {
+    const float xv = x[j];
+    for (int r = 0; r < AO_ROWS; r++)
+      if (v0 + r < dv) acc[r] += xv * WLOAD(w, wo + ((ulong)h * (ulong)dkv + (ulong)(dn + v0 + r)) * DC + (ulong)j);
+  }
+  for (int r = 0; r < AO_ROWS; r++) part[r][lane] = acc[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lane < AO_ROWS && v0 + lane < dv) {
+    float a = 0.0f;
+    for (int i = 0; i < AO_LANES; i++) a += part[lane][i];
+    o[(ulong)nh * (ulong)dv + (ulong)(v0 + lane)] = a;
+  }
 }

@@ -9,13 +9,21 @@
 #define MD_ROWS 8
 #endif
 #define MD_LANES 64
+/* Expert weights fp32, or bf16 with -DMD_WBF16=1 (fp32 sums either way). */
+#if defined(MD_WBF16) && MD_WBF16
+typedef ushort md_w_t;
+#define MD_W(p, i) bf16_to_f32((p)[i])
+#else
+typedef float md_w_t;
+#define MD_W(p, i) ((p)[i])
+#endif
 
 /* act [m k, f] = glu(W_gate[e] x[t], W_upp[e] x[t]) for pair p = t k + j, e = topk[p].
  * x [m, l] at xoff; w_gate, w_upp [E, f, l]; an expert outside [0, E) gives act 0.
  * Grid: (MD_LANES, m k ceil(f / MD_ROWS)), work-groups (MD_LANES, 1). */
 __kernel __attribute__((reqd_work_group_size(MD_LANES, 1, 1)))
 void moe_dec_up(__global const int *topk, __global const float *x, ulong xoff,
-                __global const float *w_gate, __global const float *w_upp, int E, int k, int l,
+                __global const md_w_t *w_gate, __global const md_w_t *w_upp, int E, int k, int l,
                 int f, int glu, __global float *act)
 {
   __local float su[MD_ROWS][MD_LANES], sw[MD_ROWS][MD_LANES];
@@ -30,8 +38,8 @@ void moe_dec_up(__global const int *topk, __global const float *x, ulong xoff,
       const ulong base = ((ulong)e * (ulong)f + (ulong)(r0 + r)) * (ulong)l;
       for (int c = lane; c < l; c += MD_LANES) {
         const float xv = xr[c];
-        au += w_gate[base + c] * xv;
-        aw += w_upp[base + c] * xv;
+        au += MD_W(w_gate, base + c) * xv;
+        aw += MD_W(w_upp, base + c) * xv;
       }
     }
     su[r][lane] = au;
@@ -51,7 +59,7 @@ void moe_dec_up(__global const int *topk, __global const float *x, ulong xoff,
  * work-groups (MD_LANES, 1). */
 __kernel __attribute__((reqd_work_group_size(MD_LANES, 1, 1)))
 void moe_dec_down(__global const int *topk, __global const float *probs,
-                  __global const float *act, __global const float *w_dn, int E, int k, int l,
+                  __global const float *act, __global const md_w_t *w_dn, int E, int k, int l,
                   int f, __global float *z, ulong zoff, int beta)
 {
   __local float part[MD_ROWS][MD_LANES];
@@ -66,7 +74,7 @@ void moe_dec_down(__global const int *topk, __global const float *probs,
       float a = 0.0f;
       if (ok && c0 + r < l) {
         const ulong base = ((ulong)e * (ulong)l + (ulong)(c0 + r)) * (ulong)f;
-        for (int i = lane; i < f; i += MD_LANES) a += w_dn[base + i] * ar[i];
+        for (int i = lane; i < f; i += MD_LANES) a += MD_W(w_dn, base + i) * ar[i];
       }
       part[r][lane] = a;
     }

@@ -1,11 +1,15 @@
 /* gemv.cl: products of few token rows with weight matrices (GEMV-shaped: a decode step's
  * projections), several matrices that read the same x in one launch.
  *
- *   Y_s [T, N_s] = beta Y_s + in(x) W_s^T       W_s [N_s, K] row-major fp32, s = 0 .. 5
+ *   Y_s [T, N_s] = beta Y_s + in(x) W_s^T       W_s [N_s, K] row-major, s = 0 .. 5
+ *
+ * W is fp32, or bf16 with -DGV_WBF16=1 (every slot of a launch alike); x, Y and the sums are
+ * fp32.
  *
  * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] (mode 1: x rstd g, rstd =
  * 1 / sqrt(mean(x^2) + eps) per token), or the gated unit of two inputs (mode 2: glu(x, x2),
- * glu 0 SiTU-GLU, 1 SwiGLU). beta is 0 (Y is only written) or 1.
+ * glu 0 SiTU-GLU, 1 SwiGLU) or the product with a sigmoid gate (mode 3: x sigmoid(x2), an
+ * attention output gate). beta is 0 (Y is only written) or 1.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
  * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
@@ -18,6 +22,13 @@
 #endif
 #define GV_LANES 64
 #define GV_SLOTS 6
+#if defined(GV_WBF16) && GV_WBF16
+typedef ushort gv_w_t;
+#define GV_W(p, i) bf16_to_f32((p)[i])
+#else
+typedef float gv_w_t;
+#define GV_W(p, i) ((p)[i])
+#endif
 
 inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 
@@ -28,7 +39,7 @@ inline float gv_glu(int glu, float u, float w)
 }
 
 /* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
-#define GV_SLOT_ARGS(i) __global const float *w##i, ulong woff##i, int n##i, __global float *y##i, ulong yoff##i
+#define GV_SLOT_ARGS(i) __global const gv_w_t *w##i, ulong woff##i, int n##i, __global float *y##i, ulong yoff##i
 
 __kernel __attribute__((reqd_work_group_size(GV_LANES, 1, 1)))
 void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
@@ -47,7 +58,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   const int t0 = (get_group_id(1) / blocks) * GV_TOK;
   int b = get_group_id(1) % blocks, s = 0;
   while (s < GV_SLOTS - 1 && b >= nb[s]) b -= nb[s++];
-  __global const float *w = s == 0 ? w0 : s == 1 ? w1 : s == 2 ? w2 : s == 3 ? w3 : s == 4 ? w4 : w5;
+  __global const gv_w_t *w = s == 0 ? w0 : s == 1 ? w1 : s == 2 ? w2 : s == 3 ? w3 : s == 4 ? w4 : w5;
   __global float *y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : s == 3 ? y3 : s == 4 ? y4 : y5;
   const ulong woff = s == 0 ? woff0 : s == 1 ? woff1 : s == 2 ? woff2 : s == 3 ? woff3 : s == 4 ? woff4 : woff5;
   const ulong yoff = s == 0 ? yoff0 : s == 1 ? yoff1 : s == 2 ? yoff2 : s == 3 ? yoff3 : s == 4 ? yoff4 : yoff5;
@@ -79,10 +90,13 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
     for (int t = 0; t < GV_TOK; t++) {
       const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
       const float v = x[xoff + xi];
-      xv[t] = mode == 1 ? v * rs[t] * gain[c] : mode == 2 ? gv_glu(glu, v, x2[x2off + xi]) : v;
+      xv[t] = mode == 1   ? v * rs[t] * gain[c]
+              : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
+              : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
+                          : v;
     }
     for (int r = 0; r < GV_ROWS; r++) {
-      const float wv = r0 + r < n ? w[woff + (ulong)(r0 + r) * (ulong)K + (ulong)c] : 0.0f;
+      const float wv = r0 + r < n ? GV_W(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c) : 0.0f;
       for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv * xv[t];
     }
   }

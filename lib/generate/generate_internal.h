@@ -50,6 +50,33 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
 /* 1 when every matrix of l is f32 (the GEMV path takes the layer). */
 int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l);
 
+/* ---- bf16 weights (generate_weights.c) ---- */
+/* The weights' dtype for --weights auto: bf16 where the device has a matrix unit (the tile
+ * interface is not the portable one), as a training run's precision auto; else fp32. */
+clmoe_dtype clmoe__gen_auto_weights(clmoe_ctx *ctx);
+/* fp32 temporaries of one layer's bf16 matrices for a call that takes fp32 weights. */
+#define GEN_WIDEN_MAX 16
+typedef struct gen_widened {
+  clmoe_tensor t[GEN_WIDEN_MAX];
+  int n;
+} gen_widened;
+/* *tmp = the layer with each bf16 matrix replaced by an fp32 copy held in w (fp32 ones as
+ * they are); release w after the call. */
+clmoe_status clmoe__gen_widen_kda(clmoe_ctx *ctx, const clmoe_kda_layer *l, clmoe_kda_layer *tmp, gen_widened *w);
+clmoe_status clmoe__gen_widen_mla(clmoe_ctx *ctx, const clmoe_mla_weights *l, clmoe_mla_weights *tmp,
+                                  gen_widened *w);
+clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp, gen_widened *w);
+clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmoe_moe_layer *tmp, gen_widened *w);
+clmoe_status clmoe__gen_widen_head(clmoe_ctx *ctx, const clmoe_tensor *head, clmoe_tensor *tmp, gen_widened *w);
+void clmoe__gen_widen_release(gen_widened *w);
+
+/* An MLA layer's decode step on the GEMV path (defined in lib/mla/mla_decode.c, which
+ * repeats these declarations): ok 1 when a step of nseq rows with weights w takes it; the
+ * step adds the layer's output into y (accumulate 1) or writes it. */
+int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
+clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
+
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
 

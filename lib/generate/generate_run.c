@@ -35,32 +35,41 @@ static double now(void)
 
 /* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. A path
  * that can add its output into the residual stream's slot itself does so (slot += out, or
- * slot = out when empty) and sets *added; y is then unused. */
+ * slot = out when empty) and sets *added; y is then unused. Paths other than the GEMV's
+ * take the layer with its bf16 matrices widened to fp32 (wd holds the copies). */
 static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y,
-                          clmoe_tensor *slot, int empty, int *added)
+                          clmoe_tensor *slot, int empty, int *added, gen_widened *wd)
 {
   clmoe_ctx *ctx = g->ctx;
   model_layer *L = &g->model->layers[l];
+  if (p->kind == GEN_STEP && L->is_mla && clmoe__mla_decode_gemv_ok(&L->mla, p->ntok)) { /* no CLBlast */
+    *added = 1;
+    return clmoe__mla_decode_step_into(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, !empty, slot);
+  }
+  if (p->kind == GEN_STEP && !L->is_mla && p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda)) {
+    *added = 1;
+    return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], !empty, slot);
+  }
+  clmoe_kda_layer kda;
+  clmoe_mla_weights mla;
+  if (L->is_mla) CLMOE_TRY(clmoe__gen_widen_mla(ctx, &L->mla, &mla, wd));
+  else CLMOE_TRY(clmoe__gen_widen_kda(ctx, &L->kda, &kda, wd));
   if (p->kind == GEN_STEP) {
-    if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, y);
-    if (p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda)) { /* GEMV launches, no CLBlast */
-      *added = 1;
-      return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], !empty, slot);
-    }
-    return clmoe_kda_layer_step(ctx, &L->kda, x, &g->kda[l], y);
+    if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &mla, g->mla[l], x, y);
+    return clmoe_kda_layer_step(ctx, &kda, x, &g->kda[l], y);
   }
   clmoe_tensor x3, y3;
   const int64_t s3[3] = {1, p->ntok, g->model->cfg.d_model};
   CLMOE_TRY(clmoe_tensor_view(x, &x3, 3, s3, 0));
   CLMOE_TRY(clmoe_tensor_view(y, &y3, 3, s3, 0));
-  if (!L->is_mla) return clmoe_kda_layer_forward(ctx, &L->kda, &x3, &p->cu, &y3, NULL, &g->kda[l]);
-  if (p->fresh) return clmoe_mla_prefill(ctx, &L->mla_cfg, &L->mla, g->mla[l], &x3, &p->cu_act, p->slots, &y3);
+  if (!L->is_mla) return clmoe_kda_layer_forward(ctx, &kda, &x3, &p->cu, &y3, NULL, &g->kda[l]);
+  if (p->fresh) return clmoe_mla_prefill(ctx, &L->mla_cfg, &mla, g->mla[l], &x3, &p->cu_act, p->slots, &y3);
   /* later passes: the training form when it costs fewer multiply-adds (or as chosen) */
   const clmoe_gen_extend_form f = g->opts.extend_form;
   if (f == CLMOE_GEN_EXTEND_TRAINING ||
       (f == CLMOE_GEN_EXTEND_AUTO && clmoe_mla_extend_flash_cheaper(&L->mla_cfg, g->mla[l], p->counts)))
-    return clmoe_mla_extend_flash(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
-  return clmoe_mla_extend(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, p->counts, y);
+    return clmoe_mla_extend_flash(ctx, &L->mla_cfg, &mla, g->mla[l], x, p->counts, y);
+  return clmoe_mla_extend(ctx, &L->mla_cfg, &mla, g->mla[l], x, p->counts, y);
 }
 
 /* The dense gated FFN for few tokens: gate and up in one GEMV launch, the down product with
@@ -84,25 +93,41 @@ done:
 
 /* Sub-layer s of layer l on x; its output goes to y, or (*added set) straight into the
  * residual stream's slot as mixer() says. */
-static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
-                             clmoe_tensor *y, clmoe_tensor *slot, int empty, int *added)
+static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
+                                     clmoe_tensor *y, clmoe_tensor *slot, int empty, int *added, gen_widened *wd)
 {
   model_layer *L = &g->model->layers[l];
   *added = 0;
-  if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added);
+  if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added, wd);
   if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&L->ffn.w_gate) &&
       clmoe__ops_gemv_ok(&L->ffn.w_upp) && clmoe__ops_gemv_ok(&L->ffn.w_dn)) {
     *added = 1;
     return ffn_gemv(g, &L->ffn, x, !empty, slot);
   }
-  if (L->is_dense) return clmoe_situ_ffn_forward(g->ctx, &L->ffn, x, 0.0f, y, NULL);
-  if (g->model->dist) /* experts on their ranks; every rank runs the same passes */
+  if (L->is_dense) {
+    clmoe_situ_ffn f;
+    CLMOE_TRY(clmoe__gen_widen_ffn(g->ctx, &L->ffn, &f, wd));
+    return clmoe_situ_ffn_forward(g->ctx, &f, x, 0.0f, y, NULL);
+  }
+  if (g->model->dist) /* experts on their ranks; every rank runs the same passes (fp32 weights) */
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
-  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.w_gate.dtype == CLMOE_F32) {
-    *added = 1; /* no sort, no dispatch */
+  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS) {
+    *added = 1; /* no sort, no dispatch; fp32 or bf16 weights */
     return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
   }
-  return clmoe_moe_forward(g->ctx, &L->moe, x, y, NULL); /* saved NULL: biases frozen */
+  clmoe_moe_layer moe;
+  CLMOE_TRY(clmoe__gen_widen_moe(g->ctx, &L->moe, &moe, wd));
+  return clmoe_moe_forward(g->ctx, &moe, x, y, NULL); /* saved NULL: biases frozen */
+}
+
+static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,
+                             clmoe_tensor *y, clmoe_tensor *slot, int empty, int *added)
+{
+  gen_widened wd;
+  wd.n = 0;
+  const clmoe_status st = sublayer_widened(g, l, s, p, x, y, slot, empty, added, &wd);
+  clmoe__gen_widen_release(&wd); /* the queue is in order: the calls above have read them */
+  return st;
 }
 
 /* Copies host ints into t (i32, whole, offset 0) without waiting: the caller keeps the
@@ -205,7 +230,13 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     const clmoe__gemv_slot hs = {&m->head, &logits};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
   } else {
-    CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done);
+    gen_widened wd;
+    clmoe_tensor head;
+    wd.n = 0;
+    st = clmoe__gen_widen_head(ctx, &m->head, &head, &wd);
+    if (st == CLMOE_OK) st = clmoe_linear(ctx, x, &head, NULL, &logits);
+    clmoe__gen_widen_release(&wd);
+    if (st != CLMOE_OK) goto done;
   }
   st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
   queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */

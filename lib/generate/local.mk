@@ -2,9 +2,9 @@
 # prefill and decoding of a batch, sampling) and clmoe-generate.
 lib_libclmoe_impl_la_SOURCES += lib/generate/generate_internal.h lib/generate/generate_load.c \
 	lib/generate/generate_state.c lib/generate/generate_run.c lib/generate/generate_sample.c \
-	lib/generate/generate_fused.c lib/generate/generate_kda.c
+	lib/generate/generate_fused.c lib/generate/generate_kda.c lib/generate/generate_weights.c
 clmoeinclude_HEADERS += include/clmoe/generate.h
 CLMOE_KERNEL_FILES += kernels_cl/generate/gen_step.cl kernels_cl/generate/gen_attn_res.cl
-TEST_SUITES += tests/unit/test_generate
+TEST_SUITES += tests/unit/test_generate tests/unit/test_generate_weights
 TESTS += tests/apps/test_generate.sh
 EXTRA_DIST += tests/apps/test_generate.sh

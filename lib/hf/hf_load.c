@@ -20,9 +20,14 @@
  *        shared/w_gate w_upp w_dn    block_sparse_moe.shared_experts.gate_proj up_proj down_proj
  *
  * Shapes must match the config; dimensions of size 1 are ignored (the hub stores A_log as
- * [1, 1, H, 1] and the convolutions as [HD, 1, K]) and dt_bias may be flat. */
+ * [1, 1, H, 1] and the convolutions as [HD, 1, K]) and dt_bias may be flat.
+ *
+ * With bf16 weights (clmoe_hf_load_weights) the matrices are bf16 tensors before anything
+ * is read, and each hub tensor goes through the host buffer of one tensor into them: no fp32
+ * copy of the model on the host or the device (bf16 hub tensors arrive unchanged). */
 #include "hf_internal.h"
 #include "model/model_internal.h" /* the expert-parallel inference model, its owned map */
+#include "clmoe/generate.h" /* clmoe_hf_load_weights is declared there */
 #include "clmoe/params.h"
 
 #include <stdio.h>
@@ -226,8 +231,36 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *
   return CLMOE_OK;
 }
 
+/* The parameters clmoe_gen_set_weights stores in bf16 (lib/generate/generate_weights.c, the
+ * same rule): the head and every trainable 2-D "w_*" matrix or routed-expert stack. */
+static int is_matrix(const clmoe_param *p)
+{
+  if (!p->trainable || !p->value->buf || p->value->dtype != CLMOE_F32) return 0;
+  const char *base = strrchr(p->name, '/');
+  base = base ? base + 1 : p->name;
+  if (!strcmp(p->name, "head")) return p->value->ndim == 2;
+  if (strncmp(base, "w_", 2)) return 0;
+  return p->value->ndim == 2 || (p->value->ndim == 3 && strstr(p->name, "/ffn/") != NULL);
+}
+
+/* The model's matrices as empty bf16 tensors (nothing was written to the fp32 ones). */
+static clmoe_status bf16_matrices(clmoe_ctx *ctx, clmoe_model *m)
+{
+  clmoe_params *ps = clmoe_model_params(m);
+  for (int i = 0; i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!is_matrix(p)) continue;
+    const int nd = p->value->ndim;
+    int64_t shape[4];
+    memcpy(shape, p->value->shape, sizeof shape);
+    clmoe_tensor_destroy(p->value);
+    CLMOE_TRY(clmoe_tensor_create(ctx, p->value, CLMOE_BF16, nd, shape));
+  }
+  return CLMOE_OK;
+}
+
 static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
-                         clmoe_model **model)
+                         int bf16, clmoe_model **model)
 {
   if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load: model is NULL");
   *model = NULL;
@@ -238,6 +271,7 @@ static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, cons
   CLMOE_TRY(clmoe__hf_weights_open(dir, &L.w));
   clmoe_model *m = NULL;
   clmoe_status st = create(ctx, &cfg, dist, map, &m);
+  if (st == CLMOE_OK && bf16) st = bf16_matrices(ctx, m);
   clmoe_params *ps = st == CLMOE_OK ? clmoe_model_params(m) : NULL;
   for (int i = 0; st == CLMOE_OK && i < ps->n; i++) st = load_param(&L, &ps->p[i]);
   if (st == CLMOE_OK) {
@@ -258,12 +292,21 @@ static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, cons
 
 clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model)
 {
-  return load(ctx, dir, NULL, NULL, model);
+  return load(ctx, dir, NULL, NULL, 0, model);
+}
+
+clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, clmoe_dtype weights, clmoe_model **model)
+{
+  if (weights != CLMOE_F32 && weights != CLMOE_BF16) {
+    if (model) *model = NULL;
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_weights: weights must be fp32 or bf16");
+  }
+  return load(ctx, dir, NULL, NULL, weights == CLMOE_BF16, model);
 }
 
 clmoe_status clmoe_hf_load_ep(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
                               clmoe_model **model)
 {
   if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_ep: dist is NULL");
-  return load(ctx, dir, dist, map, model);
+  return load(ctx, dir, dist, map, 0, model);
 }

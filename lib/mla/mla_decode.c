@@ -1,11 +1,29 @@
 /* MLA decoding: prefill (training-form forward + one cache write for the whole prompt
  * batch) and the absorbed decode step (projections, one cache append, then the absorbed
- * attention and output of mla_absorbed.c). The cache is in mla_cache.c; chunked prefill
- * into a cache that holds context (clmoe_mla_extend) is in mla_extend.c. */
+ * attention and output). A step of few rows (at most MLA_GEMV_ROWS sequences, matrices the
+ * GEMV takes) makes its products with the GEMV of lib/ops/ops_gemv.c and the per-head
+ * products of kernels_cl/mla/mla_decode.cl, with no CLBlast call; a larger step takes the
+ * batched GEMMs of mla_absorbed.c. The cache is in mla_cache.c; chunked prefill into a
+ * cache that holds context (clmoe_mla_extend) is in mla_extend.c. */
 #include "mla_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "clmoe/ops.h"
+#include "ops/ops_internal.h"
+
+#define MLA_GEMV_ROWS 16 /* GEN_GEMV_TOKENS of lib/generate */
+
+/* The decode step's GEMV path for lib/generate, declared there too (generate_internal.h)
+ * until mla_internal.h carries it: 1 when a step of nseq rows with weights w takes it; the
+ * step adding its output into y (accumulate 1) or writing it (0), matrices f32 or bf16. */
+int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
+clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
+#define AO_LANES 64      /* mla_dec_absorb_o's work-group */
+#define AO_ROWS 4
 
 clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
                                clmoe_mla_cache *cache, const clmoe_tensor *x, const clmoe_tensor *cu_seqlens,
@@ -67,12 +85,157 @@ done:
   return st;
 }
 
+/* The weights' dtype when every matrix of w is one the GEMV path takes (all f32 or all
+ * bf16), else -1. */
+static int gemv_dtype(const clmoe_mla_weights *w)
+{
+  const clmoe_tensor *m[] = {&w->w_dq, &w->w_uq, &w->w_dkv, &w->w_ukv, &w->w_g, &w->w_o};
+  int dt = -1;
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+    if (!m[i]->buf) continue; /* absent in this form */
+    if (!clmoe__ops_gemv_ok(m[i]) || (dt >= 0 && (int)m[i]->dtype != dt)) return -1;
+    dt = (int)m[i]->dtype;
+  }
+  return dt;
+}
+
+int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq)
+{
+  return nseq <= MLA_GEMV_ROWS && gemv_dtype(w) >= 0;
+}
+
+/* oc [N, H, dc] = the absorbed attention of qc [N, H, dc] and q_r (in q [N, H Dqk]) of one
+ * row per sequence over its whole cache: the split kernel and its merge
+ * (kernels_cl/mla/mla_decode.cl), as mla_absorbed.c launches them for a decode step. */
+static clmoe_status attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c, const char *opts,
+                           const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc, int hg)
+{
+  const int64_t H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope, N = c->nseq;
+  int64_t maxlen = 0;
+  for (int64_t n = 0; n < N; n++) maxlen = c->len[n] > maxlen ? c->len[n] : maxlen;
+  const int64_t nsplit = (maxlen + MLA_DECODE_SPLIT - 1) / MLA_DECODE_SPLIT;
+  cl_kernel ka, kc;
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_decode_attn", &ka));
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_decode_combine", &kc));
+  const size_t nb = (size_t)(N * H * nsplit) * sizeof(float);
+  const size_t bytes[3] = {nb, nb, nb * (size_t)c->dc};
+  cl_mem m[3] = {NULL, NULL, NULL};
+  clmoe_status st = CLMOE_OK;
+  for (int i = 0; i < 3; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
+  cl_ulong qco = (cl_ulong)qc->offset, qo = (cl_ulong)(q->offset + cfg->qk_nope);
+  cl_uint q_ts = (cl_uint)(H * dqk), q_hs = (cl_uint)dqk;
+  cl_int maxb = (cl_int)c->maxb, Hi = (cl_int)H, split = MLA_DECODE_SPLIT, ns = (cl_int)nsplit;
+  float sl2 = clmoe__mla_scale(cfg) * 1.4426950408889634f;
+  CLMOE_TRY_GOTO(st, clmoe__args(ka, 17, KA(qc->buf), KA(qco), KA(q->buf), KA(qo), KA(q_ts), KA(q_hs),
+                                 KA(c->store.buf), KA(c->d_table.buf), KA(maxb), KA(c->d_len.buf), KA(Hi),
+                                 KA(split), KA(ns), KA(sl2), KA(m[0]), KA(m[1]), KA(m[2])), done);
+  size_t global[3] = {(size_t)nsplit * MLA_WG, (size_t)((H + hg - 1) / hg), (size_t)N}, local[3] = {MLA_WG, 1, 1};
+  CLMOE_TRY_GOTO(st, clmoe__launch(ctx, ka, 3, global, local), done);
+  CLMOE_TRY_GOTO(st, clmoe__args(kc, 8, KA(m[0]), KA(m[1]), KA(m[2]), KA(c->d_len.buf), KA(Hi), KA(split), KA(ns),
+                                 KA(oc->buf)), done);
+  size_t gc[3] = {(size_t)c->dc, (size_t)H, (size_t)N};
+  st = clmoe__launch(ctx, kc, 3, gc, NULL);
+done:
+  for (int i = 0; i < 3; i++) clmoe__scratch_release(ctx, m[i], bytes[i]);
+  return st;
+}
+
+/* The step's temporaries, each [N, cols]. */
+enum { DS_CQ, DS_CRAW, DS_C, DS_KR, DS_Q, DS_G, DS_QC, DS_OC, DS_O, DS_N };
+
+/* The decode step on the GEMV path: x [N, d]; y [N, d] = (accumulate ? y : 0) + the layer's
+ * output. Launches: the products of x (W_dq or W_q, the two row blocks of W_dkv, W_g) in
+ * one GEMV; RMSNorm of c; W_uq on RMSNorm(c_q) (the norm inside the GEMV); the cache
+ * append; q_c = W_uk^T q_n; the attention and its merge; o = W_uv o_c; W_o on o (times
+ * sigmoid of the gate inside the GEMV) adding into y. */
+static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y)
+{
+  static const char op[] = "clmoe_mla_decode_step (gemv)";
+  const int64_t N = c->nseq, H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope, dv = cfg->v_dim;
+  const int64_t dc = cfg->kv_rank, rq = cfg->q_rank > 0 ? cfg->q_rank : 1;
+  const int64_t cols[DS_N] = {rq, dc, dc, cfg->qk_rope, H * dqk, H * dv, H * dc, H * dc, H * dv};
+  const int latent_q = cfg->q_rank > 0, gated = w->w_g.buf != NULL;
+  const float eps = clmoe__mla_eps(cfg);
+  clmoe_tensor t[DS_N] = {{0}}, wc, wr;
+  clmoe_status st = CLMOE_OK;
+  int hg, bt;
+  char opts[160];
+  CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
+  clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
+  const size_t ol = strlen(opts);
+  snprintf(opts + ol, sizeof opts - ol, " -DW_BF16=%d", w->w_ukv.dtype == CLMOE_BF16);
+  for (int i = 0; i < DS_N && st == CLMOE_OK; i++)
+    st = clmoe_tensor_create(ctx, &t[i], CLMOE_F32, 2, (int64_t[]){N, cols[i]});
+  if (st != CLMOE_OK) goto done;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_rows(&w->w_dkv, &wc, 0, dc), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_rows(&w->w_dkv, &wr, dc, cfg->qk_rope), done);
+  {
+    const clmoe__gemv_slot xs[4] = {{latent_q ? &w->w_dq : &w->w_uq, latent_q ? &t[DS_CQ] : &t[DS_Q]},
+                                    {&wc, &t[DS_CRAW]}, {&wr, &t[DS_KR]}, {&w->w_g, &t[DS_G]}};
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, x, NULL, NULL, 0, 0, 0.0f, 0, gated ? 4 : 3, xs), done);
+  }
+  CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &t[DS_CRAW], &w->kv_norm, eps, &t[DS_C], NULL), done);
+  if (latent_q) {
+    const clmoe__gemv_slot uq = {&w->w_uq, &t[DS_Q]};
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, &t[DS_CQ], NULL, &w->q_norm, 1, 0, eps, 0, 1, &uq), done);
+  }
+  /* c and k_r appended to the cache (positions and lengths on the device) */
+  for (int64_t n = 0; n < N; n++) CLMOE_TRY_GOTO(st, clmoe__mla_cache_reserve(c, n, c->len[n] + 1), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_cache_write(ctx, c, &t[DS_C], &t[DS_KR], NULL, N), done);
+  for (int64_t n = 0; n < N; n++) c->len[n]++;
+  {
+    cl_kernel k;
+    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_dec_absorb_q", &k), done);
+    cl_ulong qo = (cl_ulong)t[DS_Q].offset, wo = (cl_ulong)w->w_ukv.offset;
+    cl_int idqk = (cl_int)dqk, idn = (cl_int)dn, idkv = (cl_int)(dn + dv);
+    CLMOE_TRY_GOTO(st, clmoe__args(k, 8, KA(t[DS_Q].buf), KA(qo), KA(idqk), KA(idn), KA(idkv), KA(w->w_ukv.buf),
+                                   KA(wo), KA(t[DS_QC].buf)), done);
+    size_t g[3] = {(size_t)dc, (size_t)H, (size_t)N};
+    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, NULL), done);
+  }
+  CLMOE_TRY_GOTO(st, attend(ctx, cfg, c, opts, &t[DS_QC], &t[DS_Q], &t[DS_OC], hg), done);
+  {
+    cl_kernel k;
+    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_dec_absorb_o", &k), done);
+    cl_ulong wo = (cl_ulong)w->w_ukv.offset;
+    cl_int iH = (cl_int)H, idn = (cl_int)dn, idv = (cl_int)dv, idkv = (cl_int)(dn + dv);
+    CLMOE_TRY_GOTO(st, clmoe__args(k, 8, KA(t[DS_OC].buf), KA(iH), KA(idn), KA(idv), KA(idkv), KA(w->w_ukv.buf),
+                                   KA(wo), KA(t[DS_O].buf)), done);
+    size_t l[3] = {AO_LANES, 1, 1}, g[3] = {AO_LANES, (size_t)((dv + AO_ROWS - 1) / AO_ROWS), (size_t)(N * H)};
+    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, l), done);
+  }
+  {
+    const clmoe__gemv_slot out = {&w->w_o, y};
+    st = clmoe__ops_gemv(ctx, op, &t[DS_O], gated ? &t[DS_G] : NULL, NULL, gated ? 3 : 0, 0, 0.0f, accumulate, 1,
+                         &out);
+  }
+done:
+  for (int i = 0; i < DS_N; i++) clmoe_tensor_destroy(&t[i]);
+  return st;
+}
+
+clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y)
+{
+  const char *op = "clmoe_mla_decode_step";
+  CLMOE_TRY(clmoe__mla_check_layer_weights(op, cfg, w)); /* f32 or bf16 matrices */
+  CLMOE_TRY(clmoe__mla_check_cache(op, cfg, c));
+  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, c->nseq, cfg->d_model, 0, 0));
+  CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, c->nseq, cfg->d_model, 0, 0));
+  if (!clmoe__mla_decode_gemv_ok(w, c->nseq))
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %lld sequences (at most %d) or weights of mixed types for the "
+                        "GEMV path", op, (long long)c->nseq, MLA_GEMV_ROWS);
+  return decode_gemv(ctx, cfg, w, c, x, accumulate, y);
+}
+
 clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
                                    clmoe_mla_cache *c, const clmoe_tensor *x, clmoe_tensor *y)
 {
   const char *op = "clmoe_mla_decode_step";
   CLMOE_TRY(clmoe__mla_check_weights(op, cfg, w));
   CLMOE_TRY(clmoe__mla_check_cache(op, cfg, c));
+  if (clmoe__mla_decode_gemv_ok(w, c->nseq)) return clmoe__mla_decode_step_into(ctx, cfg, w, c, x, 0, y);
   const int64_t N = c->nseq;
   CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, N, cfg->d_model, 0, 0));
   CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, N, cfg->d_model, 0, 0));

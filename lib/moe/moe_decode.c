@@ -3,7 +3,8 @@
  * GEMV launch (kernels_cl/ops/gemv.cl), the router's top-k (moe_route), two kernels over the
  * (token, chosen expert) pairs that read the top-k on the device (kernels_cl/moe/
  * moe_decode.cl), W_up with the latent RMSNorm applied on the way in, and the shared experts'
- * down product with their gated unit applied on the way in, accumulating. No sort, no
+ * down product with their gated unit applied on the way in, accumulating. Weights fp32 or
+ * bf16 (each GEMV launch's matrices alike, the expert stacks alike), sums fp32. No sort, no
  * dispatch, no host read, no CLBlast call. Each pair reads its expert's weights itself, so
  * the work grows with m k; the grouped path of clmoe_moe_forward reads an expert once for all
  * its tokens and wins for many tokens. */
@@ -21,10 +22,10 @@
  * the device; the sums do not depend on it. */
 static int decode_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
 
-static clmoe_status decode_kernel(clmoe_ctx *ctx, const char *name, cl_kernel *k)
+static clmoe_status decode_kernel(clmoe_ctx *ctx, const clmoe_moe_layer *L, const char *name, cl_kernel *k)
 {
-  char opts[32];
-  snprintf(opts, sizeof opts, "-DMD_ROWS=%d", decode_rows(ctx));
+  char opts[48];
+  snprintf(opts, sizeof opts, "-DMD_ROWS=%d -DMD_WBF16=%d", decode_rows(ctx), L->w_gate.dtype == CLMOE_BF16);
   return clmoe__kernel(ctx, "moe_common+moe_decode", opts, name, k);
 }
 
@@ -64,7 +65,7 @@ static clmoe_status experts_up(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
   const clmoe_moe_config *c = &L->cfg;
   const int64_t k = c->top_k, f = c->expert_ff, rows = decode_rows(ctx);
   cl_kernel kn;
-  CLMOE_TRY(decode_kernel(ctx, "moe_dec_up", &kn));
+  CLMOE_TRY(decode_kernel(ctx, L, "moe_dec_up", &kn));
   cl_ulong xoff = (cl_ulong)xin->offset;
   cl_int iE = (cl_int)c->n_experts, ik = (cl_int)k, il = (cl_int)clmoe__moe_width(c), iff = (cl_int)f;
   cl_int glu = (cl_int)c->glu;
@@ -82,7 +83,7 @@ static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_b
   const clmoe_moe_config *c = &L->cfg;
   const int64_t l = clmoe__moe_width(c), rows = decode_rows(ctx);
   cl_kernel kn;
-  CLMOE_TRY(decode_kernel(ctx, "moe_dec_down", &kn));
+  CLMOE_TRY(decode_kernel(ctx, L, "moe_dec_down", &kn));
   cl_ulong zoff = (cl_ulong)z->offset;
   cl_int iE = (cl_int)c->n_experts, ik = (cl_int)c->top_k, il = (cl_int)l, iff = (cl_int)c->expert_ff;
   cl_int ibeta = beta;
@@ -136,6 +137,20 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   return CLMOE_OK;
 }
 
+/* The routed experts' stacks: whole tensors, all fp32 or all bf16. */
+static clmoe_status want_experts(const clmoe_moe_layer *L, const char *op, int64_t E, int64_t ff, int64_t lw)
+{
+  const clmoe_tensor *w[3] = {&L->w_gate, &L->w_upp, &L->w_dn};
+  static const char *const name[3] = {"w_gate", "w_upp", "w_dn"};
+  for (int i = 0; i < 3; i++) {
+    CLMOE_TRY(clmoe__want_shape(w[i], op, name[i], 1, 3, E, i < 2 ? ff : lw, i < 2 ? lw : ff, 0));
+    if (w[i]->offset != 0 || w[i]->dtype != L->w_gate.dtype)
+      return clmoe__error(CLMOE_ERR_SHAPE, "%s: %s must be a whole tensor of w_gate's type (fp32 or bf16)", op,
+                          name[i]);
+  }
+  return CLMOE_OK;
+}
+
 clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
                                       int accumulate, clmoe_tensor *y, clmoe_tensor *topk)
 {
@@ -148,9 +163,7 @@ clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, 
   CLMOE_TRY(clmoe__moe_want_rows(y, op, "y", d, &my));
   if (my != m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y differ in rows", op);
   const int64_t E = L->cfg.n_experts, lw = clmoe__moe_width(&L->cfg), ff = L->cfg.expert_ff;
-  CLMOE_TRY(clmoe__moe_want_buf(&L->w_gate, op, "w_gate", 3, E, ff, lw)); /* fp32 experts only */
-  CLMOE_TRY(clmoe__moe_want_buf(&L->w_upp, op, "w_upp", 3, E, ff, lw));
-  CLMOE_TRY(clmoe__moe_want_buf(&L->w_dn, op, "w_dn", 3, E, lw, ff));
+  CLMOE_TRY(want_experts(L, op, E, ff, lw));
   const int64_t f = L->cfg.expert_ff, l = clmoe__moe_width(&L->cfg), rows = 8;
   if (m * L->cfg.top_k * ((f + rows - 1) / rows) >= INT32_MAX || m * ((l + rows - 1) / rows) >= INT32_MAX ||
       m * L->cfg.n_experts >= ((int64_t)1 << 40))

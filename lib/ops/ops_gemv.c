@@ -1,5 +1,5 @@
-/* GEMV-shaped products for few tokens (kernels_cl/ops/gemv.cl): up to six matrices that read
- * the same input in one launch, the input optionally passed through RMSNorm or a gated unit
+/* GEMV-shaped products for few tokens (kernels_cl/ops/gemv.cl): up to six matrices (fp32, or
+ * bf16 read as such with fp32 sums) that read the same input in one launch, the input optionally passed through RMSNorm or a gated unit
  * on the way in. The decode step's products (lib/generate) and the few-token MoE layer
  * (lib/moe/moe_decode.c) use it: at batch 1 one launch replaces several CLBlast calls, each
  * of which costs more host and device time than the product itself. */
@@ -15,7 +15,10 @@
  * the device; the sums do not depend on it. */
 static int gemv_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
 
-int clmoe__ops_gemv_ok(const clmoe_tensor *w) { return w->buf && w->dtype == CLMOE_F32 && w->ndim == 2; }
+int clmoe__ops_gemv_ok(const clmoe_tensor *w)
+{
+  return w->buf && (w->dtype == CLMOE_F32 || w->dtype == CLMOE_BF16) && w->ndim == 2;
+}
 
 clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
                              const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
@@ -26,17 +29,20 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
   const int rows = gemv_rows(ctx);
   int64_t blocks = 0;
+  const int wbf16 = sl[0].w->dtype == CLMOE_BF16;
   CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
   for (int i = 0; i < n; i++) {
-    CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 0, 2, sl[i].w->shape[0], K, 0, 0));
+    CLMOE_TRY(clmoe__want_shape(sl[i].w, op, "weight", 1, 2, sl[i].w->shape[0], K, 0, 0));
+    if ((sl[i].w->dtype == CLMOE_BF16) != wbf16)
+      return clmoe__error(CLMOE_ERR_INTERNAL, "%s: weights of one launch mix fp32 and bf16", op);
     CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
     blocks += (sl[i].w->shape[0] + rows - 1) / rows;
   }
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
-  char opts[48];
+  char opts[64];
   const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d", rows, tok);
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
   cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */

@@ -11,7 +11,7 @@ skip_without_device
 
 expect "generate --help" 0 "Usage: clmoe-generate" -- "$gen" --help
 expect "generate --version" 0 "clmoe-generate [0-9]" -- "$gen" --version
-expect "generate without --ckpt or --model" 2 "--ckpt FILE or --model DIR is required" -- "$gen" --prompt hi
+expect "generate without --ckpt, --model or --random-weights" 2 "--ckpt FILE, --model DIR or --random-weights PRESET is required" -- "$gen" --prompt hi
 expect "generate without a prompt" 2 "at least one --prompt" -- "$gen" --ckpt x
 expect "generate unknown flag" 2 "unknown argument '--frobnicate'" -- "$gen" --frobnicate
 expect "generate bad --top-p" 2 "--top-p: '2' is not a number" -- "$gen" --ckpt x --prompt a --top-p 2
@@ -95,6 +95,13 @@ else fail "prefill-bench JSON"; cat "$tmp/bench.json"; fi
 # ids are checked on the host, not by a device read) and writes nothing blocking.
 expect "generate --profile" 0 "profile: 5 decode steps after 2 warm-up" -- "$gen" --ckpt "$ckpt" --prompt 0123 -n 8 \
   --greedy --profile --json "$tmp/prof.json"
+# ... and a step of one sequence makes every product with clmoe's own kernels (the GEMV; MLA's
+# per-head products): no CLBlast call, so the device commands are clmoe's launches
+cmds=$(sed -n 's/.*"commands_per_step": \([0-9.]*\), "launches_per_step": \([0-9.]*\),.*/\1 \2/p' "$tmp/prof.json")
+if grep -q '"family": "gemv"' "$tmp/prof.json" && [ -n "$cmds" ] && [ "${cmds% *}" = "${cmds#* }" ] &&
+   ! grep -qi '"family": "clblast' "$tmp/prof.json"; then
+  pass "profile JSON: no CLBlast call in a decode step"
+else fail "profile JSON: no CLBlast call in a decode step"; cat "$tmp/prof.json"; fi
 if grep -q '"steps": 5, "warmup_steps": 2, ' "$tmp/prof.json" &&
    grep -q '"blocking_reads_per_step": 1, "blocking_writes_per_step": 0, "finishes_per_step": 0,' "$tmp/prof.json" &&
    grep -q '"family": "moe"' "$tmp/prof.json" &&
@@ -103,6 +110,12 @@ if grep -q '"steps": 5, "warmup_steps": 2, ' "$tmp/prof.json" &&
 else fail "profile JSON: waits and launches per decode step"; cat "$tmp/prof.json"; fi
 expect "--profile with --prefill-bench" 2 "--profile profiles the decode steps" -- "$gen" --ckpt "$ckpt" \
   --prefill-bench 10 --profile
+# --random-weights: a preset's model without a checkpoint, in the storage --weights asks
+expect "--random-weights tiny --weights bf16" 0 "random weights (tiny): 4 layers (1 MLA), d 64, vocab 256, weights bf16" -- \
+  "$gen" --random-weights tiny --weights bf16 --prompt abc -n 4 --greedy
+expect "--random-weights with an unknown preset" 2 "--random-weights: unknown preset 'nope'" -- \
+  "$gen" --random-weights nope --prompt abc
+expect "--random-weights with --ckpt" 2 "give one of them" -- "$gen" --random-weights tiny --ckpt "$ckpt" --prompt abc
 # A model with a vocabulary of 130 (the recall task's): bytes from 130 on are not tokens.
 "$train" --preset tiny --print-config | sed 's/^vocab = 256/vocab = 130/' > "$tmp/v130.conf"
 if "$train" --config "$tmp/v130.conf" --steps 1 --batch 2 --seq-len 32 --task mqar --out "$tmp/v130" --quiet \

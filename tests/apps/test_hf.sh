@@ -7,7 +7,10 @@
 # bf16 weights are converted exactly), through the chunked prefill with chunks that cut the
 # prompts (and the unbounded decay's extremes: g down to -48.7); the 8 greedy tokens equal
 # transformers' cached greedy continuation; the tokenizer found beside the weights decodes
-# them. Broken checkpoint folders are refused naming the file and the tensor.
+# them. With --weights bf16 (matrices stored in bf16): the hub's bf16 checkpoint gives the
+# same logits at 2e-5 (its weights are bf16 values already) and the same greedy tokens; the
+# fp32 and fp16 checkpoints, whose weights are then rounded, stay within 2e-2 of the largest
+# logit. Broken checkpoint folders are refused naming the file and the tensor.
 # Needs CLMOE_APPS_DIR and CLMOE_SRCDIR (make check sets them).
 set -u
 . "$(dirname "$0")/apps_common.sh"
@@ -46,6 +49,45 @@ for m in tiny-hub tiny-tf5 tiny-f16; do
     else fail "$m: prompt $k greedy '$got', transformers '$want'"; fi
   done
 done
+
+# bf16 weight storage: exact for the hub's bf16 weights, a rounding of the others
+for mt in tiny-hub:2e-5 tiny-tf5:2e-2 tiny-f16:2e-2; do
+  m=${mt%%:*} tol=${mt#*:}
+  args="" specs=""
+  for kl in 0:5 1:16 1:37 2:65 2:70; do
+    k=${kl%%:*} len=${kl#*:}
+    args="$args --prompt-ids $(prompt "$k" "$len")"
+    specs="$specs $kl"
+  done
+  for chunk in 2048 7; do
+    # shellcheck disable=SC2086
+    expect "$m: --weights bf16 logits (prefill chunk $chunk)" 0 "" -- "$gen" --model "$fx/$m" $args -n 1 \
+      --greedy --quiet --weights bf16 --prefill-chunk $chunk --logits "$tmp/$m-bf16-$chunk.safetensors"
+    # shellcheck disable=SC2086
+    if "$check" "$tmp/$m-bf16-$chunk.safetensors" "$fx/$m/expected.safetensors" $tol $specs > "$tmp/cmp" 2>&1; then
+      pass "$m: --weights bf16 logits equal transformers' at $tol (chunk $chunk)"
+    else
+      fail "$m: --weights bf16 logits differ from transformers' (chunk $chunk)"
+    fi
+    sed 's/^/    /' "$tmp/cmp"
+  done
+done
+m=tiny-hub # (greedy reads the fixture named by m)
+"$gen" --model "$fx/$m" --prompt-ids "$(prompt 0)" --prompt-ids "$(prompt 1)" --prompt-ids "$(prompt 2)" \
+  -n 8 --greedy --weights bf16 --json "$tmp/hub-bf16.json" > "$tmp/out" 2> "$tmp/err" ||
+  { fail "tiny-hub: --weights bf16 greedy run"; cat "$tmp/err"; }
+if grep -q "weights bf16 (--weights)" "$tmp/err"; then pass "the banner names the weights' storage"
+else fail "the banner does not say 'weights bf16 (--weights)'"; cat "$tmp/err"; fi
+if grep -q '"weights_dtype": "bf16"' "$tmp/hub-bf16.json"; then pass "--json names the weights' storage"
+else fail "--json lacks \"weights_dtype\": \"bf16\""; fi
+for k in 0 1 2; do
+  got=$(ids_of "$tmp/hub-bf16.json" $k)
+  want=$(greedy $k)
+  if [ "$got" = "$want" ]; then pass "tiny-hub --weights bf16: prompt $k greedy = transformers' ($want)"
+  else fail "tiny-hub --weights bf16: prompt $k greedy '$got', transformers '$want'"; fi
+done
+expect "--weights takes auto, bf16 or fp32" 2 "--weights: 'f16' is not auto, bf16 or fp32" -- \
+  "$gen" --model "$fx/tiny-hub" --prompt-ids 1 -n 1 --weights f16
 
 # the hub folder's tokenizer: text in, text out
 expect "tiny-hub: tokenizer found beside the weights" 0 "" -- "$gen" --model "$fx/tiny-hub" --prompt "Hello" \

@@ -1,0 +1,143 @@
+/* Conformance checks of the few-token GEMV (clmoe_gen_gemv, lib/ops/ops_gemv.c and
+ * kernels_cl/ops/gemv.cl: up to six matrices sharing one input, the decode step's products)
+ * against a double-precision reference, with fp32 and bf16 weights: each input form (x, its
+ * RMSNorm, the gated units SwiGLU and SiTU-GLU, x times a sigmoid gate), 1 to 16 tokens (token
+ * tiles of 4, the last partial), widths that are not multiples of the 64 lanes nor of a
+ * work-group's rows, six slots of different heights, and accumulation into a random Y.
+ *
+ * bf16 weights are read back as stored, so the reference multiplies the same rounded values
+ * and only the sums' rounding remains: the fp32 tolerance (1e-5 in ck_compare's measure)
+ * holds for both dtypes. Outputs written without accumulation start as NaN: an element the
+ * kernel misses fails. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "ref/reference.h"
+#include "clmoe/generate.h"
+
+#define TOL 1e-5
+#define GEMV_MAX 6
+
+typedef struct gemv_case {
+  int64_t T, K;
+  int n;                  /* matrices */
+  int64_t rows[GEMV_MAX]; /* their heights */
+  clmoe_dtype wtype;
+  clmoe_gen_gemv_input in;
+  int glu;                /* clmoe_glu, for CLMOE_GEN_GEMV_GLU */
+  int accumulate;
+} gemv_case;
+
+static double ref_glu(int glu, double u, double w)
+{
+  if (glu == CLMOE_GLU_SWIGLU) return u * ref_sigmoid(u) * w;
+  return 4.0 * tanh(u / 4.0) * ref_sigmoid(u) * (25.0 * tanh(w / 25.0));
+}
+
+/* in(x) [T, K] in double. */
+static void ref_input(const gemv_case *gc, const double *x, const double *x2, const double *gain, double eps,
+                      double *out)
+{
+  const int64_t T = gc->T, K = gc->K;
+  if (gc->in == CLMOE_GEN_GEMV_RMSNORM) {
+    ref_rmsnorm(x, gain, T, K, eps, out);
+    return;
+  }
+  for (int64_t i = 0; i < T * K; i++)
+    out[i] = gc->in == CLMOE_GEN_GEMV_GLU    ? ref_glu(gc->glu, x[i], x2[i])
+             : gc->in == CLMOE_GEN_GEMV_GATE ? x[i] * ref_sigmoid(x2[i])
+                                             : x[i];
+}
+
+static clmoe_status check_gemv(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const gemv_case *gc)
+{
+  clmoe_status st = CLMOE_OK;
+  const int64_t T = gc->T, K = gc->K, sx[2] = {T, K};
+  const float eps = 1e-5f;
+  clmoe_tensor x = {0}, x2 = {0}, gain = {0}, w[GEMV_MAX] = {{0}}, y[GEMV_MAX] = {{0}};
+  double *hx = NULL, *hx2 = NULL, *hg = NULL, *in = NULL, *hw[GEMV_MAX] = {0}, *hy[GEMV_MAX] = {0};
+  double *got = NULL, *ref = NULL;
+  const int need_x2 = gc->in == CLMOE_GEN_GEMV_GLU || gc->in == CLMOE_GEN_GEMV_GATE;
+  CK(ck_uniform(ctx, &x, CLMOE_F32, 2, sx, seed, -2.0f, 2.0f, &hx));
+  if (need_x2) CK(ck_uniform(ctx, &x2, CLMOE_F32, 2, sx, seed + 1, -2.0f, 2.0f, &hx2));
+  if (gc->in == CLMOE_GEN_GEMV_RMSNORM) CK(ck_uniform(ctx, &gain, CLMOE_F32, 1, &K, seed + 2, 0.5f, 1.5f, &hg));
+  for (int i = 0; i < gc->n; i++) {
+    const int64_t sw[2] = {gc->rows[i], K}, sy[2] = {T, gc->rows[i]};
+    CK(ck_uniform(ctx, &w[i], gc->wtype, 2, sw, seed + 10 + (uint64_t)i, -1.0f, 1.0f, &hw[i]));
+    if (gc->accumulate) {
+      CK(ck_uniform(ctx, &y[i], CLMOE_F32, 2, sy, seed + 20 + (uint64_t)i, -1.0f, 1.0f, &hy[i]));
+    } else {
+      CK(clmoe_tensor_create(ctx, &y[i], CLMOE_F32, 2, sy));
+      CK(clmoe_tensor_fill(&y[i], NAN)); /* every element must be written */
+    }
+  }
+  {
+    const clmoe_tensor *wp[GEMV_MAX];
+    clmoe_tensor *yp[GEMV_MAX];
+    for (int i = 0; i < gc->n; i++) wp[i] = &w[i], yp[i] = &y[i];
+    CK(clmoe_gen_gemv(ctx, &x, need_x2 ? &x2 : NULL, hg ? &gain : NULL, gc->in, gc->glu, eps, gc->accumulate,
+                      gc->n, wp, yp));
+  }
+  CK_ALLOC(in, T * K);
+  ref_input(gc, hx, hx2, hg, eps, in);
+  res->tolerance = TOL;
+  for (int i = 0; i < gc->n; i++) {
+    const int64_t N = gc->rows[i];
+    char what[16];
+    CK(ck_read(&y[i], &got));
+    CK_ALLOC(ref, T * N);
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t r = 0; r < N; r++) {
+        double a = gc->accumulate ? hy[i][t * N + r] : 0.0;
+        for (int64_t c = 0; c < K; c++) a += in[t * K + c] * hw[i][r * K + c];
+        ref[t * N + r] = a;
+      }
+    snprintf(what, sizeof what, "y%d", i);
+    ck_compare(what, got, ref, (size_t)(T * N), res);
+    free(got), free(ref);
+    got = ref = NULL;
+  }
+done:
+  clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&x2), clmoe_tensor_destroy(&gain);
+  for (int i = 0; i < GEMV_MAX; i++) clmoe_tensor_destroy(&w[i]), clmoe_tensor_destroy(&y[i]), free(hw[i]), free(hy[i]);
+  free(hx), free(hx2), free(hg), free(in), free(got), free(ref);
+  return st;
+}
+
+/* T, K, n, rows, weights, input form, glu, accumulate */
+static const gemv_case f32_plain = {1, 300, 3, {5, 130, 64}, CLMOE_F32, CLMOE_GEN_GEMV_PLAIN, 0, 0};
+static const gemv_case bf16_plain = {1, 300, 3, {5, 130, 64}, CLMOE_BF16, CLMOE_GEN_GEMV_PLAIN, 0, 0};
+static const gemv_case bf16_six = {3, 200, 6, {1, 7, 64, 33, 70, 2}, CLMOE_BF16, CLMOE_GEN_GEMV_PLAIN, 0, 1};
+static const gemv_case bf16_norm = {5, 96, 2, {40, 9}, CLMOE_BF16, CLMOE_GEN_GEMV_RMSNORM, 0, 0};
+static const gemv_case bf16_swiglu = {16, 150, 1, {37}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SWIGLU, 1};
+static const gemv_case bf16_situ = {2, 65, 1, {20}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SITU, 0};
+static const gemv_case bf16_gate = {4, 128, 1, {48}, CLMOE_BF16, CLMOE_GEN_GEMV_GATE, 0, 1};
+static const gemv_case f32_gate = {7, 64, 2, {11, 3}, CLMOE_F32, CLMOE_GEN_GEMV_GATE, 0, 0};
+
+#define GEMV_CHECK(fname, gc)                                                                \
+  static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r)                 \
+  {                                                                                          \
+    return check_gemv(c, s, r, &(gc));                                                       \
+  }
+GEMV_CHECK(g_f32_plain, f32_plain)
+GEMV_CHECK(g_bf16_plain, bf16_plain)
+GEMV_CHECK(g_bf16_six, bf16_six)
+GEMV_CHECK(g_bf16_norm, bf16_norm)
+GEMV_CHECK(g_bf16_swiglu, bf16_swiglu)
+GEMV_CHECK(g_bf16_situ, bf16_situ)
+GEMV_CHECK(g_bf16_gate, bf16_gate)
+GEMV_CHECK(g_f32_gate, f32_gate)
+
+const clmoe_check clmoe_checks_gemv[] = {
+    {"gemv.f32", "1 token, K 300, 3 matrices of 5, 130, 64 rows", g_f32_plain},
+    {"gemv.bf16", "the same with bf16 weights", g_bf16_plain},
+    {"gemv.bf16.six", "3 tokens, 6 matrices of 1 to 70 rows, accumulating", g_bf16_six},
+    {"gemv.bf16.rmsnorm", "5 tokens, RMSNorm of x with a gain on the way in", g_bf16_norm},
+    {"gemv.bf16.swiglu", "16 tokens, SwiGLU of two inputs, accumulating", g_bf16_swiglu},
+    {"gemv.bf16.situ", "2 tokens, SiTU-GLU of two inputs, K 65", g_bf16_situ},
+    {"gemv.bf16.gate", "4 tokens, x times sigmoid(gate), accumulating", g_bf16_gate},
+    {"gemv.f32.gate", "7 tokens, x times sigmoid(gate), fp32 weights", g_f32_gate},
+    {NULL, NULL, NULL}};
