@@ -74,13 +74,6 @@ CLMOE_API clmoe_status clmoe_gen_set_weights(clmoe_model *model, clmoe_dtype dty
  * start, filled directly (no fp32 values of them are ever written). */
 CLMOE_API clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uint64_t seed,
                                               clmoe_dtype dtype, clmoe_model **model);
-/* clmoe_hf_load (include/clmoe/hf.h) with the matrices stored as weights says: with
- * CLMOE_BF16 they are bf16 tensors before anything is read, and each checkpoint tensor goes
- * through a host buffer of one tensor into them (bf16 checkpoint tensors unchanged), so no
- * fp32 copy of the model is held on the host or the device; the same model as clmoe_hf_load
- * then clmoe_gen_set_weights. (Defined in lib/hf.) */
-CLMOE_API clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, clmoe_dtype weights,
-                                             clmoe_model **model);
 /* CLMOE_BF16 when the model's matrices are stored in bf16, else CLMOE_F32. */
 CLMOE_API clmoe_dtype clmoe_gen_weights(const clmoe_model *model);
 

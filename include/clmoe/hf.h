@@ -45,6 +45,14 @@ CLMOE_API clmoe_status clmoe_hf_config_read(const char *path, clmoe_config *cfg)
 /* An inference model from checkpoint directory `dir` (its config.json and weights). */
 CLMOE_API clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model);
 
+/* clmoe_hf_load with the matrices stored as `weights` says (CLMOE_F32 or CLMOE_BF16): with
+ * CLMOE_BF16 the head and every weight matrix are bf16 tensors before anything is read, and
+ * each checkpoint tensor goes through a host buffer of one tensor into them (bf16 checkpoint
+ * tensors unchanged), so no fp32 copy of the model is held on the host or the device; the
+ * same model as clmoe_hf_load then clmoe_gen_set_weights (include/clmoe/generate.h). */
+CLMOE_API clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, clmoe_dtype weights,
+                                             clmoe_model **model);
+
 /* Expert parallelism: this rank's part of the model over the ranks of dist, the routed
  * experts placed as map says (NULL: spread evenly); each rank reads only its experts' data
  * (every expert's tensor is still checked to be there). */

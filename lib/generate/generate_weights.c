@@ -10,20 +10,6 @@
 #include <string.h>
 #include "clmoe/tile.h"
 
-/* A parameter whose value only feeds products as a weight matrix: the output head, a
- * layer's 2-D "w_*" (KDA, MLA, dense FFN, router, latent projections, shared experts) and
- * the routed expert stacks [E, ...]. Not the embedding (a row lookup), gains, biases, A_log,
- * dt_bias or the short convolutions' taps. */
-static int is_matrix(const clmoe_param *p)
-{
-  if (!p->trainable || !p->value->buf || p->value->dtype != CLMOE_F32) return 0;
-  const char *base = strrchr(p->name, '/');
-  base = base ? base + 1 : p->name;
-  if (!strcmp(p->name, "head")) return p->value->ndim == 2;
-  if (strncmp(base, "w_", 2)) return 0;
-  return p->value->ndim == 2 || (p->value->ndim == 3 && strstr(p->name, "/ffn/") != NULL);
-}
-
 clmoe_dtype clmoe__gen_auto_weights(clmoe_ctx *ctx)
 {
   return clmoe_ctx_tile_impl(ctx) == CLMOE_TILE_PORTABLE ? CLMOE_F32 : CLMOE_BF16;
@@ -48,7 +34,7 @@ clmoe_status clmoe_gen_set_weights(clmoe_model *m, clmoe_dtype dtype)
   clmoe_params *ps = clmoe_model_params(m);
   for (int i = 0; i < ps->n; i++) {
     clmoe_param *p = &ps->p[i];
-    if (!is_matrix(p)) continue;
+    if (!clmoe__param_is_weight_matrix(p)) continue;
     clmoe_tensor b = {0};
     CLMOE_TRY(clmoe_tensor_create(m->ctx, &b, CLMOE_BF16, p->value->ndim, p->value->shape));
     const clmoe_status st = clmoe_tensor_copy(&b, p->value); /* rounds to nearest even */
@@ -81,7 +67,7 @@ clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uin
    * are ever made (the initialisation below fills the bf16 tensors directly). */
   for (int i = 0; i < ps->n && dtype == CLMOE_BF16 && st == CLMOE_OK; i++) {
     clmoe_param *p = &ps->p[i];
-    if (!is_matrix(p)) continue;
+    if (!clmoe__param_is_weight_matrix(p)) continue;
     clmoe_tensor b = {0};
     const int nd = p->value->ndim;
     int64_t shape[4];

@@ -27,7 +27,7 @@
  * copy of the model on the host or the device (bf16 hub tensors arrive unchanged). */
 #include "hf_internal.h"
 #include "model/model_internal.h" /* the expert-parallel inference model, its owned map */
-#include "clmoe/generate.h" /* clmoe_hf_load_weights is declared there */
+#include "model/params_internal.h" /* clmoe__param_is_weight_matrix */
 #include "clmoe/params.h"
 
 #include <stdio.h>
@@ -231,25 +231,13 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *
   return CLMOE_OK;
 }
 
-/* The parameters clmoe_gen_set_weights stores in bf16 (lib/generate/generate_weights.c, the
- * same rule): the head and every trainable 2-D "w_*" matrix or routed-expert stack. */
-static int is_matrix(const clmoe_param *p)
-{
-  if (!p->trainable || !p->value->buf || p->value->dtype != CLMOE_F32) return 0;
-  const char *base = strrchr(p->name, '/');
-  base = base ? base + 1 : p->name;
-  if (!strcmp(p->name, "head")) return p->value->ndim == 2;
-  if (strncmp(base, "w_", 2)) return 0;
-  return p->value->ndim == 2 || (p->value->ndim == 3 && strstr(p->name, "/ffn/") != NULL);
-}
-
 /* The model's matrices as empty bf16 tensors (nothing was written to the fp32 ones). */
 static clmoe_status bf16_matrices(clmoe_ctx *ctx, clmoe_model *m)
 {
   clmoe_params *ps = clmoe_model_params(m);
   for (int i = 0; i < ps->n; i++) {
     clmoe_param *p = &ps->p[i];
-    if (!is_matrix(p)) continue;
+    if (!clmoe__param_is_weight_matrix(p)) continue;
     const int nd = p->value->ndim;
     int64_t shape[4];
     memcpy(shape, p->value->shape, sizeof shape);

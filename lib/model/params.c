@@ -229,3 +229,12 @@ clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double 
   return clmoe_params_adamw_dist(ps, NULL, hp, clip, norm_out);
 }
 
+int clmoe__param_is_weight_matrix(const clmoe_param *p)
+{
+  if (!p->trainable || !p->value->buf || p->value->dtype != CLMOE_F32) return 0;
+  const char *base = strrchr(p->name, '/');
+  base = base ? base + 1 : p->name;
+  if (!strcmp(p->name, "head")) return p->value->ndim == 2;
+  if (strncmp(base, "w_", 2)) return 0;
+  return p->value->ndim == 2 || (p->value->ndim == 3 && strstr(p->name, "/ffn/") != NULL);
+}

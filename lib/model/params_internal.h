@@ -8,6 +8,13 @@
 #include "clmoe/params.h"
 #include "clmoe/safetensors.h"
 
+/* 1 for an fp32 parameter whose value only feeds products as a weight matrix, the ones an
+ * inference model may store in bf16 (clmoe_gen_set_weights, clmoe_hf_load_weights): the
+ * output head, a layer's 2-D "w_*" (KDA, MLA, dense FFN, router, latent projections, shared
+ * experts) and the routed expert stacks [E, ...]. Not the embedding (a row lookup), gains,
+ * biases, A_log, dt_bias or the short convolutions' taps (params.c). */
+int clmoe__param_is_weight_matrix(const clmoe_param *p);
+
 /* The error of a training call on a registry made for inference (params.c, params_ckpt.c). */
 clmoe_status clmoe__model_params_inference_error(const char *call);
 
