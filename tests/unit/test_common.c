@@ -4,6 +4,7 @@
 
 #include <ftw.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,4 +154,16 @@ const char *test_tmpdir(const char *tag)
   }
   atexit(remove_tmpdir);
   return tmpdir;
+}
+
+double test_rel_err(const float *a, const float *b, int64_t n)
+{
+  double ss = 0.0, worst = 0.0;
+  for (int64_t i = 0; i < n; i++) ss += (double)b[i] * b[i];
+  const double rms = sqrt(ss / (double)n);
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) + rms);
+    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+  }
+  return worst;
 }

@@ -32,6 +32,10 @@ void test_add_checks(CU_pSuite suite, const char *prefix);
  * made with profiling on). */
 int test_kernel_ran(clmoe_ctx *ctx, const char *name);
 
+/* Largest |a - b| / (|b| + rms(b)) over n numbers (the conformance checks' measure); NaN
+ * or Inf in either gives infinity. */
+double test_rel_err(const float *a, const float *b, int64_t n);
+
 /* Sets environment variable name to value (NULL: unsets it) and returns its previous value
  * (malloc'd, or NULL) for test_env_restore, which puts it back and frees it. */
 char *test_env_set(const char *name, const char *value);

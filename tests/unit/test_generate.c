@@ -108,19 +108,6 @@ static void test_train_and_load(void)
   CU_ASSERT_EQUAL(clmoe_model_forward(trained, 1, 2, tok, tgt, 1, NULL, NULL), CLMOE_ERR_INVALID_ARGUMENT);
 }
 
-/* Largest |a - b| / (|b| + rms(b)) over n numbers (ck_compare's measure); NaN fails. */
-static double rel_err(const float *a, const float *b, int64_t n)
-{
-  double ss = 0.0, worst = 0.0;
-  for (int64_t i = 0; i < n; i++) ss += (double)b[i] * b[i];
-  const double rms = sqrt(ss / (double)n);
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) + rms);
-    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
-  }
-  return worst;
-}
-
 /* The reference: logits [T, V] of one inference forward over tokens. */
 static float *forward_logits(clmoe_model *model, const int32_t *tokens, int64_t T)
 {
@@ -178,11 +165,11 @@ static void check_equivalence(int64_t nseq, const int64_t *lens, int64_t steps, 
     CU_ASSERT_EQUAL(clmoe_gen_length(g, s), lens[s] + steps);
     float *ref = forward_logits(model, full[s], lens[s] + steps);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-    const double e_pre = rel_err(all + off * V, ref, lens[s] * V);
-    const double e_last = rel_err(last + s * V, ref + (lens[s] - 1) * V, V);
+    const double e_pre = test_rel_err(all + off * V, ref, lens[s] * V);
+    const double e_last = test_rel_err(last + s * V, ref + (lens[s] - 1) * V, V);
     double e_step = 0.0;
     for (int64_t k = 0; k < steps; k++) {
-      const double e = rel_err(step + (k * nseq + s) * V, ref + (lens[s] + k) * V, V);
+      const double e = test_rel_err(step + (k * nseq + s) * V, ref + (lens[s] + k) * V, V);
       e_step = e > e_step ? e : e_step;
     }
     if (!(e_pre <= tol && e_last <= tol && e_step <= tol) || getenv("CLMOE_TEST_VERBOSE"))
@@ -264,18 +251,18 @@ static void test_reset_and_refill(void)
   TEST_OK(clmoe_gen_prefill(g, p2, l2, lg, NULL));
   ref = forward_logits(model, b, 6);
   CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-  CU_ASSERT(rel_err(lg + V, ref + 5 * V, V) <= 1e-4);
+  CU_ASSERT(test_rel_err(lg + V, ref + 5 * V, V) <= 1e-4);
   free(ref);
   /* sequence 0 now has a[0..10) and continues with a[10]; sequence 1 with b[6] */
   TEST_OK(clmoe_gen_prefill(g, (const int32_t *const[]){a + 10, b + 6}, (int64_t[]){3, 2}, lg, NULL));
   TEST_OK(clmoe_gen_step(g, (int32_t[]){a[13], b[8]}, lg));
   ref = forward_logits(model, a, 14);
   CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-  const double e0 = rel_err(lg, ref + 13 * V, V);
+  const double e0 = test_rel_err(lg, ref + 13 * V, V);
   free(ref);
   ref = forward_logits(model, b, 9);
   CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-  const double e1 = rel_err(lg + V, ref + 8 * V, V);
+  const double e1 = test_rel_err(lg + V, ref + 8 * V, V);
   free(ref);
   if (!(e0 <= 1e-4 && e1 <= 1e-4)) fprintf(stderr, "\n  after reset: %.3g %.3g", e0, e1);
   CU_ASSERT(e0 <= 1e-4 && e1 <= 1e-4);

@@ -20,19 +20,6 @@
 
 #define SEED 7
 
-/* Largest |a - b| / (|b| + rms(b)) over n numbers (ck_compare's measure); NaN fails. */
-static double rel_err(const float *a, const float *b, int64_t n)
-{
-  double ss = 0.0, worst = 0.0;
-  for (int64_t i = 0; i < n; i++) ss += (double)b[i] * b[i];
-  const double rms = sqrt(ss / (double)n);
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) + rms);
-    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
-  }
-  return worst;
-}
-
 /* Bytes of the tiny vocabulary, from a counter-based stream. */
 static void text(int32_t *t, int64_t n, uint64_t seed)
 {
@@ -96,10 +83,10 @@ static void check_equivalence(clmoe_model *model, clmoe_model *ref, int64_t nseq
     const int64_t T = lens[s] + steps;
     TEST_OK(clmoe_model_forward(ref, 1, T, full[s], NULL, 0, NULL, NULL));
     TEST_OK(clmoe_tensor_read(clmoe_model_logits(ref), want, (size_t)(T * V) * sizeof *want));
-    const double e_pre = rel_err(all + off * V, want, lens[s] * V);
+    const double e_pre = test_rel_err(all + off * V, want, lens[s] * V);
     double e_step = 0.0;
     for (int64_t k = 0; k < steps; k++) {
-      const double e = rel_err(step + (k * nseq + s) * V, want + (lens[s] + k) * V, V);
+      const double e = test_rel_err(step + (k * nseq + s) * V, want + (lens[s] + k) * V, V);
       e_step = e > e_step ? e : e_step;
     }
     if (!(e_pre <= 1e-4 && e_step <= 1e-4) || getenv("CLMOE_TEST_VERBOSE"))
@@ -152,10 +139,10 @@ static void test_direct_equals_converted(void)
   TEST_OK(clmoe_gen_state_create(f, 1, NULL, &gf));
   TEST_OK(clmoe_gen_prefill(ga, p, len, la, NULL));
   TEST_OK(clmoe_gen_prefill(gb, p, len, lb, NULL));
-  CU_ASSERT(rel_err(la, lb, V) == 0.0);
+  CU_ASSERT(test_rel_err(la, lb, V) == 0.0);
   TEST_OK(clmoe_gen_step(ga, (int32_t[]){'7'}, la));
   TEST_OK(clmoe_gen_step(gb, (int32_t[]){'7'}, lb));
-  CU_ASSERT(rel_err(la, lb, V) == 0.0);
+  CU_ASSERT(test_rel_err(la, lb, V) == 0.0);
   clmoe_gen_memory ma, mb, mf;
   clmoe_gen_memory_usage(ga, &ma);
   clmoe_gen_memory_usage(gb, &mb);
