@@ -1,5 +1,6 @@
 /* CUnit suite: MLA attention forward and backward on the tile interface
- * (kernels_cl/mla/mla_tile.cl, mla_tile_bwd.cl, lib/mla/mla_tile.c). The context's fast path
+ * (kernels_cl/mla/mla_tile.cl, mla_tile_bwd.cl, mla_tile_bwd_async.cl, lib/mla/mla_tile.c,
+ * mla_tile_bwa.c). The context's fast path
  * is forced on, so on a device without a matrix unit (PoCL in CI) the kernels run on the portable
  * tiles (tile.cl) and their logic is checked everywhere.
  *
@@ -322,9 +323,48 @@ static void test_async_forward(void)
     TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_ASYNC", off ? "0" : "")); /* "": the default */
     for (int i = 0; i < 3; i++) {
       forward_case(ctx, test_seed + 900 + (uint64_t)i, &cs[i], off ? "async off" : "async on", i);
-      const int async = !off && cs[i].dtype == CLMOE_BF16;
+      /* fp32 operands get bf16 copies on a matrix unit (lib/mla/mla_tile_bwa.c) */
+      const int async = !off && (cs[i].dtype == CLMOE_BF16 || clmoe__tile_features(ctx)->matrix_unit);
       CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd_async"), async);
       CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_fwd"), !async);
+    }
+  }
+  clmoe_ctx_destroy(ctx);
+}
+
+/* The double-buffered backward (mla_tile_bwd_async.cl) against the reference and the
+ * portable backward, with CLMOE_MLA_TC_ASYNC at its default and off: bf16 inputs (batches,
+ * 3 heads, partial blocks; the report's sizes packed) take it; fp32 ones take it through bf16
+ * copies on a matrix unit only, else mla_tile_bwd.cl. */
+static void test_async_backward(void)
+{
+  static const int32_t lens[3] = {150, 1, 90};
+  const ck_mla_tile_case cs[3] = {
+      {2, 97, 3, 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16, CLMOE_MLA_ATTN_TILE64, 1},
+      {1, 0, 1, 128, 64, 128, lens, 3, CLMOE_BF16, CLMOE_F32, CLMOE_MLA_ATTN_TILE128, 1},
+      {1, 75, 2, 16, 8, 16, NULL, 0, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1}};
+  clmoe_ctx *ctx = NULL;
+  clmoe_ctx_options opts = {.profiling = 1};
+  TEST_OK(clmoe_ctx_create(&ctx, &opts));
+  clmoe_ctx_set_fastpath(ctx, 1);
+  for (int off = 0; off < 2; off++) {
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_ASYNC", off ? "0" : ""));
+    for (int i = 0; i < 3; i++) {
+      clmoe_check_result res;
+      memset(&res, 0, sizeof res);
+      clmoe_ctx_profile_clear(ctx);
+      TEST_OK(clmoe_ctx_profile_begin(ctx));
+      TEST_OK(ck_mla_tile_backward(ctx, test_seed + 980 + (uint64_t)i, &res, &cs[i], 3e-2));
+      double secs;
+      TEST_OK(clmoe_ctx_profile_end(ctx, &secs, NULL));
+      if (!(res.max_err <= res.tolerance))
+        fprintf(stderr, "\n  async backward %s case %d: error %.3g > %.3g at %s\n", off ? "off" : "on", i,
+                res.max_err, res.tolerance, res.worst);
+      CU_ASSERT(res.max_err <= res.tolerance);
+      const int async = !off && (cs[i].dtype == CLMOE_BF16 || clmoe__tile_features(ctx)->matrix_unit);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_bwd_kv_async"), async);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_bwd_q_async"), async);
+      CU_ASSERT_EQUAL(test_kernel_ran(ctx, "mla_tile_bwd_kv"), !async);
     }
   }
   clmoe_ctx_destroy(ctx);
@@ -367,6 +407,8 @@ static void add_tests(CU_pSuite suite)
 {
   CU_add_test(suite, "double-buffered forward (bf16, aligned) and the single-buffered one", test_async_forward);
   CU_add_test(suite, "warp-group forward (bf16, aligned, Dv 128)", test_wgmma_forward);
+  CU_add_test(suite, "double-buffered backward (bf16, aligned; fp32 through copies on a matrix unit)",
+              test_async_backward);
   clmoe_ctx_set_fastpath(test_ctx, 1);
   printf("\n  tile implementation: %s\n", clmoe_tile_impl_name(clmoe_ctx_tile_impl(test_ctx)));
   CU_add_test(suite, "T 1, 17, 64, 300, 1-3 heads, f32 and bf16, both tile sizes", test_lengths);
