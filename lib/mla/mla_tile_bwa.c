@@ -13,9 +13,9 @@
 
 #define BWA_WG MLA_TILE_WG(64) /* 4 warps: 64 keys (dK/dV) or 64 queries (dQ) per work-group */
 
-static int mult8(const mla_operand *o, int heads)
+static int mult_of(const mla_operand *o, int heads, unsigned n)
 {
-  return o->off % 8 == 0 && o->ts % 8 == 0 && (!heads || o->hs % 8 == 0);
+  return o->off % n == 0 && o->ts % n == 0 && (!heads || o->hs % n == 0);
 }
 
 /* 1 when head sizes and the device suit the kernels (bf16 operands aside). */
@@ -28,11 +28,13 @@ static int bwa_shape_ok(clmoe_ctx *ctx, const mla_attn_desc *a)
   return need <= ctx->caps.local_mem_bytes && ctx->caps.max_work_group_size >= BWA_WG;
 }
 
-/* 1 when fp32 operands are worth packed bf16 copies: a matrix unit runs the products. */
+/* 1 when fp32 operands are worth packed bf16 copies: a matrix unit runs the products (and
+ * the copy kernel's 4-element loads fit the operands). */
 static int bwa_copy_ok(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
   return !a->in_bf16 && clmoe__tile_features(ctx)->matrix_unit && a->Dn % 8 == 0 && a->Dr % 8 == 0 &&
-         a->Dv % 16 == 0;
+         a->Dv % 16 == 0 && mult_of(&a->q, 1, 4) && mult_of(&a->kn, 1, 4) && mult_of(&a->kr, 0, 4) &&
+         mult_of(&a->v, 1, 4);
 }
 
 int clmoe__mla_tile_bf16_wanted(clmoe_ctx *ctx, const mla_attn_desc *a)
@@ -86,7 +88,7 @@ fail:
 int clmoe__mla_tile_bwa_covers(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
   if (!bwa_shape_ok(ctx, a)) return 0;
-  if (a->in_bf16) return mult8(&a->q, 1) && mult8(&a->kn, 1) && mult8(&a->kr, 0) && mult8(&a->v, 1);
+  if (a->in_bf16) return mult_of(&a->q, 1, 8) && mult_of(&a->kn, 1, 8) && mult_of(&a->kr, 0, 8) && mult_of(&a->v, 1, 8);
   return bwa_copy_ok(ctx, a);
 }
 
