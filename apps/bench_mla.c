@@ -33,7 +33,7 @@ static void usage(void)
          "                       [--naive-max T] [--decode-ctx LIST] [--decode-batch LIST]\n"
          "                       [--decode-H H] [--d D] [--q-rank R] [--kv-rank R]\n"
          "                       [--cache-dtype bf16|f32] [--no-prefill] [--no-decode] [--no-tiles]\n"
-         "                       [--reps N] [--max-seconds S] [--device SPEC] [--json FILE|-]\n"
+         "                       [--reps N] [--max-seconds S] [--kernels] [--device SPEC] [--json FILE|-]\n"
          "\n"
          "Prefill: clmoe_mla_attention's portable kernel (tiled, online softmax) and forward +\n"
          "backward, and the forward on the tile interface (rows tile, tile64, tile128) for every\n"
@@ -58,6 +58,7 @@ static void usage(void)
          "  --no-prefill, --no-decode  skip a part\n"
          "  --reps N           timed runs after one warm-up (default 10)\n"
          "  --max-seconds S    stop repeating after S seconds per measurement (default 10)\n"
+         "  --kernels          under each prefill row, its kernels by name: ms per run (profiling)\n"
          "  --json FILE        results as JSON (- for stdout)\n");
 }
 
@@ -82,9 +83,12 @@ static int parse_shapes(const char *s, long long *H, long long *T)
 typedef struct bench_opts {
   int reps;
   double max_s;
+  int kernels; /* --kernels: each prefill row's kernels by name */
 } bench_opts;
 
 typedef void (*run_fn)(clmoe_ctx *ctx, void *state);
+
+static int measured_runs; /* timed runs of the last measure() */
 
 /* Median kernel and wall time of fn over repeated runs (one warm-up first). */
 static void measure(clmoe_ctx *ctx, run_fn fn, void *state, const bench_opts *o, double *kernel_s, double *wall_s)
@@ -93,6 +97,7 @@ static void measure(clmoe_ctx *ctx, run_fn fn, void *state, const bench_opts *o,
   if (!kt || !wt) app_die(CLMOE_ERR_OUT_OF_MEMORY, "malloc");
   fn(ctx, state);
   APP_CHECK(clmoe_ctx_finish(ctx));
+  clmoe_ctx_profile_clear(ctx);
   int n = 0;
   double start = app_now();
   while (n < o->reps && (n < 3 || app_now() - start < o->max_s)) {
@@ -106,6 +111,18 @@ static void measure(clmoe_ctx *ctx, run_fn fn, void *state, const bench_opts *o,
   *kernel_s = bench_median(kt, n);
   *wall_s = bench_median(wt, n);
   free(kt), free(wt);
+  measured_runs = n;
+}
+
+/* --kernels: the last measurement's kernels, mean ms per run (profiling events). */
+static void report_kernels(clmoe_ctx *ctx, const bench_opts *o)
+{
+  if (!o->kernels || measured_runs <= 0) return;
+  const clmoe_kernel_time *rows;
+  const int n = clmoe_ctx_profile_kernels(ctx, &rows);
+  for (int i = 0; i < n; i++)
+    printf("         kernel %-28s %10.3f ms  %5.1f launches per run\n", rows[i].name,
+           rows[i].seconds * 1e3 / measured_runs, (double)rows[i].launches / measured_runs);
 }
 
 static double max_rel_diff(const clmoe_tensor *a, const clmoe_tensor *b)
@@ -211,6 +228,7 @@ static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, lo
     s.what = what;
     measure(ctx, prefill_run, &s, o, &ks, &ws);
     report("prefill", B, H, T, what ? "fwd+bwd" : "forward", ks, ws, what ? 3.5 * flops : flops, bytes, -1.0);
+    report_kernels(ctx, o);
   }
   /* The tile forward (and forward + backward on tiles: mla_tile_bwd.cl). */
   static const clmoe_mla_attn_path paths[3] = {CLMOE_MLA_ATTN_TILE, CLMOE_MLA_ATTN_TILE64, CLMOE_MLA_ATTN_TILE128};
@@ -229,6 +247,7 @@ static void prefill_case(clmoe_ctx *ctx, const bench_opts *o, clmoe_dtype dt, lo
       measure(ctx, prefill_run, &s, o, &ks, &ws);
       const double diff = what ? -1.0 : max_rel_diff(&s.o_tile, &s.o);
       report("prefill", B, H, T, pass, ks, ws, what ? 3.5 * flops : flops, bytes, diff);
+      report_kernels(ctx, o);
     }
   }
   jdiff_what = "naive";
@@ -342,7 +361,7 @@ int bench_mla(int argc, char **argv)
   long long Ls[MAX_LIST] = {4096, 65536}, Ns[MAX_LIST] = {1, 8}, sH[MAX_LIST], sT[MAX_LIST];
   int nT = 2, nH = 1, nB = 1, nL = 2, nN = 2, nshapes = 0, backward = 1, prefill = 1, decode = 1, tiles = 1;
   long long Dn = 128, Dr = 64, Dv = 128, naive_max = 8192, dH = 8, d = 1024, rq = 512, dc = 512;
-  bench_opts o = {10, 10.0};
+  bench_opts o = {10, 10.0, 0};
   const char *json = NULL, *device = NULL, *dtype_arg = "bf16", *cache_arg = "bf16";
   app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
@@ -370,6 +389,7 @@ int bench_mla(int argc, char **argv)
       if (!(o.max_s > 0)) app_usage_error("--max-seconds: '%s' is not a positive number", v);
     } else if (!strcmp(argv[i], "--no-backward")) backward = 0;
     else if (!strcmp(argv[i], "--no-tiles")) tiles = 0;
+    else if (!strcmp(argv[i], "--kernels")) o.kernels = 1;
     else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
     else if (!strcmp(argv[i], "--no-decode")) decode = 0;
     else app_usage_error("unknown argument '%s'", argv[i]);

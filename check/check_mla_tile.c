@@ -5,10 +5,17 @@
  *                      output, packed sequences of 300, 64, 17 and 1 tokens, 2 heads;
  *   mla_tile.fwd.bf16  small heads (qk 16 + 8, v 16), bf16 inputs and output, 2 sequences
  *                      of 150 tokens, 3 heads, 128-row query tiles;
- *   mla_tile.bwd       the tile backward (mla_tile_bwd.cl) after the tile forward, the
- *                      report's head sizes, bf16 inputs, packed 150, 1 and 90 tokens, 2
- *                      heads: dq, dk_nope, dk_rope, dv to 3e-2 (dO, P and dS rounded to bf16
- *                      too).
+ *   mla_tile.bwd       the tile backward after the tile forward, the report's head sizes,
+ *                      bf16 inputs, packed 150, 1 and 90 tokens, 2 heads: dq, dk_nope,
+ *                      dk_rope, dv to 3e-2 (dO, P and dS rounded to bf16 too); bf16 inputs
+ *                      take the double-buffered kernels (mla_tile_bwd_async.cl) everywhere;
+ *   mla_tile.bwd.small  the same with small heads (qk 16 + 8, v 16), bf16, B 2 T 97, 3
+ *                      heads (T 40, 1 head at the smallest sizes): batches, several heads,
+ *                      partial blocks of both kernels;
+ *   mla_tile.bwd.f32   fp32 inputs (qk 16 + 8, v 16, packed 70, 1, 41, 2 heads; 1 at the
+ *                      smallest sizes): the single-buffered kernels (mla_tile_bwd.cl) on
+ *                      devices without a matrix unit, the double-buffered ones through bf16
+ *                      copies on one.
  * The tile kernel rounds fp32 inputs to bf16 on load, so the reference (and the portable
  * kernel) are given the rounded values: what is checked is the kernel's arithmetic, to 1e-2
  * (P rounded to bf16 before P V; fp32 sums) on o and lse with ck_compare's measure. The
@@ -200,11 +207,30 @@ static clmoe_status check_bwd(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result 
   return ck_mla_tile_backward(ctx, seed, res, &c, 3e-2);
 }
 
+static clmoe_status check_bwd_small(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  /* (smallest sizes: T 40, 2 query blocks of 32, the second partial; one head) */
+  const ck_mla_tile_case c = {2, CK_SIZE(97, 40), CK_SIZE(3, 1), 16, 8, 16, NULL, 0, CLMOE_BF16, CLMOE_BF16,
+                              CLMOE_MLA_ATTN_TILE64, 1};
+  return ck_mla_tile_backward(ctx, seed, res, &c, 3e-2);
+}
+
+static clmoe_status check_bwd_f32(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  static const int32_t lens[3] = {70, 1, 41};
+  const ck_mla_tile_case c = {1, 0, CK_SIZE(2, 1), 16, 8, 16, lens, 3, CLMOE_F32, CLMOE_F32, CLMOE_MLA_ATTN_TILE64, 1};
+  return ck_mla_tile_backward(ctx, seed, res, &c, 3e-2);
+}
+
 const clmoe_check clmoe_checks_mla_tile[] = {
     {"mla_tile.fwd.f32", "tile attention forward, qk 128+64 v 128, f32, packed 300/64/17/1, H 2 (1e-2)",
      check_fwd_f32},
     {"mla_tile.fwd.bf16", "tile attention forward (128-row tiles), qk 16+8 v 16, bf16 in/out, B 2 T 150, H 3 (1e-2)",
      check_fwd_bf16},
     {"mla_tile.bwd", "tile attention backward, qk 128+64 v 128, bf16 in, packed 150/1/90, H 2 (3e-2)", check_bwd},
+    {"mla_tile.bwd.small", "tile attention backward, qk 16+8 v 16, bf16 in/out, B 2 T 97, H 3 (3e-2)",
+     check_bwd_small},
+    {"mla_tile.bwd.f32", "tile attention backward, qk 16+8 v 16, f32 in/out, packed 70/1/41, H 2 (3e-2)",
+     check_bwd_f32},
     {NULL},
 };

@@ -119,4 +119,19 @@
          MLA_TILE_U4(MLA_TILE_BK * MLA_TILE_LD(MLA_TILE_DVK(dv)))) +                           \
    4 * 2 * MLA_TILE_BK + ((regs) ? 0 : MLA_TILE_PSCR_BYTES(64)))
 
+/* mla_tile_bwd_kv_async / _q_async: two stages of BWA_BQ rows, each a Q (or K) block of
+ * rows ASYNC_ROW(DQP) wide then a dO (or V) block of rows ASYNC_ROW(dv) wide, sharing their
+ * memory with the 64-row staging of the A fragments (Q or K [64][LD(DQP)], dO or V
+ * [64][LD(dv)]); the two stages' lse and D [BWA_BQ] in fp32, and without TILE_HAS_A_FROM_C
+ * (regs 0) the P^T / dS^T scratch. */
+#define MLA_TILE_BWA_BQ 32
+#define MLA_TILE_BWA_STAGE(dqk, dv)                                                            \
+  (MLA_TILE_BWA_BQ * (MLA_TILE_ASYNC_ROW(MLA_TILE_DQP(dqk)) + MLA_TILE_ASYNC_ROW(dv)))
+#define MLA_TILE_BWA_ELEMS(dqk, dv)                                                            \
+  MLA_MAX(MLA_MAX(64 * MLA_TILE_LD(MLA_TILE_DQP(dqk)), 64 * MLA_TILE_LD(dv)),                  \
+          2 * MLA_TILE_BWA_STAGE(dqk, dv))
+#define MLA_TILE_BWA_LOCAL_BYTES(dqk, dv, regs)                                                \
+  (16 * MLA_TILE_U4(MLA_TILE_BWA_ELEMS(dqk, dv)) + 4 * 4 * MLA_TILE_BWA_BQ +                  \
+   ((regs) ? 0 : MLA_TILE_PSCR_BYTES(64)))
+
 #endif

@@ -98,6 +98,33 @@ clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
                                      const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
                                      mla_operand dv, clmoe_tensor *dkr);
 
+/* ---- mla_tile_bwa.c: the double-buffered backward, bf16 operand copies ------------------- */
+
+/* Packed bf16 copies of q [M, H, Dn + Dr], k_nope [M, H, Dn], k_rope [M, Dr], v [M, H, Dv]
+ * (scratch memory) for fp32 operands. */
+typedef struct mla_bf16_copies {
+  cl_mem mem[4];
+  size_t bytes[4];
+} mla_bf16_copies;
+
+/* 1 when the fp32 operands of a are worth bf16 copies here (a matrix unit runs the tile
+ * products; Dn, Dr multiples of 8, Dv of 16; CLMOE_MLA_TC_ASYNC on). */
+int clmoe__mla_tile_bf16_wanted(clmoe_ctx *ctx, const mla_attn_desc *a);
+/* Launches the copies of a's fp32 operands; *ab is a over them (in_bf16 1). Release with
+ * clmoe__mla_tile_bf16_release after the kernels that read them are enqueued. */
+clmoe_status clmoe__mla_tile_bf16_copies(clmoe_ctx *ctx, const mla_attn_desc *a, mla_attn_desc *ab,
+                                         mla_bf16_copies *c);
+void clmoe__mla_tile_bf16_release(clmoe_ctx *ctx, mla_bf16_copies *c);
+/* 1 when kernels_cl/mla/mla_tile_bwd_async.cl takes the backward of a: bf16 operands with
+ * offsets and strides multiples of 8 (or fp32 ones clmoe__mla_tile_bf16_wanted copies), Dn,
+ * Dr multiples of 8, Dv of 16, its local memory on the device, CLMOE_MLA_TC_ASYNC on. */
+int clmoe__mla_tile_bwa_covers(clmoe_ctx *ctx, const mla_attn_desc *a);
+/* That backward, arguments as clmoe__mla_tile_bwd_run's. */
+clmoe_status clmoe__mla_tile_bwa_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p,
+                                     const clmoe_tensor *o, const clmoe_tensor *lse,
+                                     const clmoe_tensor *dout, clmoe_tensor *dq, mla_operand dkn,
+                                     mla_operand dv, clmoe_tensor *dkr);
+
 /* ---- mla_attn.c: the portable kernels and the dispatch ----------------------------------- */
 
 /* Forward over a plan: o [M, H, Dv] (f32 or bf16, contiguous), lse [M, H] f32 or NULL. */

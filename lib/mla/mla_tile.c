@@ -211,6 +211,16 @@ clmoe_status clmoe__mla_tile_fwd_launch(clmoe_ctx *ctx, const mla_attn_desc *a, 
 clmoe_status clmoe__mla_tile_fwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan *p, int bq,
                                      clmoe_tensor *o, clmoe_tensor *lse)
 {
+  /* fp32 operands on a matrix unit: packed bf16 copies first, so the double-buffered or
+   * warp-group kernel reads them (the same bf16 values the fp32 kernel rounds per tile) */
+  if (!a->in_bf16 && p->M > 0 && clmoe__mla_tile_bf16_wanted(ctx, a)) {
+    mla_attn_desc ab;
+    mla_bf16_copies c;
+    CLMOE_TRY(clmoe__mla_tile_bf16_copies(ctx, a, &ab, &c));
+    clmoe_status st = clmoe__mla_tile_fwd_run(ctx, &ab, p, bq, o, lse);
+    clmoe__mla_tile_bf16_release(ctx, &c);
+    return st;
+  }
   CLMOE_TRY(clmoe__mla_tile_fwd_prepare(ctx, a, p->max_len, &bq));
   if (p->M == 0) return CLMOE_OK;
   CLMOE_TRY(clmoe__mla_plan_fwd_tiles(ctx, p, bq));
@@ -235,6 +245,7 @@ clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
                                      mla_operand dv, clmoe_tensor *dkr)
 {
   const char *op = "MLA attention backward (tiles)";
+  if (clmoe__mla_tile_bwa_covers(ctx, a)) return clmoe__mla_tile_bwa_run(ctx, a, p, o, lse, dout, dq, dkn, dv, dkr);
   if (a->Dn + a->Dr > TILE_MAX_DQK || a->Dv > TILE_MAX_DV)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: Dn + Dr = %lld, Dv = %lld; the tile kernels cover Dn + Dr "
                         "<= %d and Dv <= %d", op, (long long)(a->Dn + a->Dr), (long long)a->Dv, TILE_MAX_DQK,
