@@ -23,7 +23,7 @@ EXTRA_DIST += tests/apps/test_ckpt_integrity.sh
 
 # inputs of the tests: malformed configs and data files (tests/data/bad), valgrind's
 # suppressions of the drivers' own noise, the Oclgrind runner
-EXTRA_DIST += tests/data tests/valgrind.supp tests/oclgrind.sh
+EXTRA_DIST += tests/data tests/valgrind.supp tests/oclgrind.sh tests/peers
 AM_TESTS_ENVIRONMENT = \
 	CLMOE_CACHE_DIR=$(abs_top_builddir)/tests/kernel-cache; export CLMOE_CACHE_DIR; \
 	CLMOE_APPS_DIR=$(abs_top_builddir)/apps; export CLMOE_APPS_DIR; \

@@ -18,10 +18,22 @@ static int mult_of(const mla_operand *o, int heads, unsigned n)
   return o->off % n == 0 && o->ts % n == 0 && (!heads || o->hs % n == 0);
 }
 
+/* CLMOE_MLA_TC_BWD (and CLMOE_MLA_TC_ASYNC): the kernels and the copies are on. By default
+ * on the portable tiles only: their PTX build (cp.async, ldmatrix) has not run on an NVIDIA
+ * driver yet, so a matrix unit keeps the kernels it had unless asked with 1. */
+static int bwa_enabled(clmoe_ctx *ctx)
+{
+  if (!clmoe__knob_int(ctx, CLMOE_K_MLA_TC_ASYNC)) return 0;
+  const char *v = clmoe__knob_text(ctx, CLMOE_K_MLA_TC_BWD);
+  if (v && !strcmp(v, "0")) return 0;
+  if (v && !strcmp(v, "1")) return 1;
+  return !clmoe__tile_features(ctx)->matrix_unit;
+}
+
 /* 1 when head sizes and the device suit the kernels (bf16 operands aside). */
 static int bwa_shape_ok(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
-  if (!clmoe__knob_int(ctx, CLMOE_K_MLA_TC_ASYNC)) return 0;
+  if (!bwa_enabled(ctx)) return 0;
   if (a->Dn % 8 || a->Dr % 8 || a->Dv % 16 || a->Dn + a->Dr > 256 || a->Dv > 128) return 0;
   const int regs = clmoe__tile_features(ctx)->a_from_c;
   const size_t need = MLA_TILE_BWA_LOCAL_BYTES((size_t)(a->Dn + a->Dr), (size_t)a->Dv, regs) + 64;
@@ -39,7 +51,7 @@ static int bwa_copy_ok(clmoe_ctx *ctx, const mla_attn_desc *a)
 
 int clmoe__mla_tile_bf16_wanted(clmoe_ctx *ctx, const mla_attn_desc *a)
 {
-  return bwa_copy_ok(ctx, a) && clmoe__knob_int(ctx, CLMOE_K_MLA_TC_ASYNC);
+  return bwa_copy_ok(ctx, a) && bwa_enabled(ctx);
 }
 
 void clmoe__mla_tile_bf16_release(clmoe_ctx *ctx, mla_bf16_copies *c)

@@ -125,7 +125,7 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                                 "auto|2|3", NULL, "stages of the KDA backward chunk kernel's copy "
                                 "rings, where they fit (auto: by device)", "tuning", 0},
     [CLMOE_K_MLA_TC_ASYNC] = {"CLMOE_MLA_TC_ASYNC", CLMOE__KNOB_BOOL, "1", 0, 1, 0, 0, NULL, NULL,
-                              "0: the MLA tile forward never takes its double-buffered kernel",
+                              "0: the MLA tile forward and backward never take their double-buffered kernels",
                               "tuning", 0},
     [CLMOE_K_MLA_TC_WGMMA] = {"CLMOE_MLA_TC_WGMMA", CLMOE__KNOB_INT_LIST, NULL, 0, 64, 1, 3,
                               "0, 1 or bk,ahead[,turns]", mla_wgmma_shape,
@@ -134,6 +134,10 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
     [CLMOE_K_MLA_TC_TILES_PER_LAUNCH] = {"CLMOE_MLA_TC_TILES_PER_LAUNCH", CLMOE__KNOB_INT, "0", 0, 65535,
                                          0, 0, "an integer in 0..65535", NULL, "query tiles per launch of the MLA tile "
                                          "forward (0: the most, by device)", "testing", 0},
+    [CLMOE_K_MLA_TC_BWD] = {"CLMOE_MLA_TC_BWD", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1", NULL,
+                            "the MLA tile backward's double-buffered kernels and the bf16 copies of fp32 "
+                            "operands (auto: on the portable tiles; on a matrix unit only when 1, until "
+                            "they have run there)", "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};

@@ -322,6 +322,7 @@ static void test_async_forward(void)
   TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_WGMMA", "0"));
   for (int off = 0; off < 2; off++) {
     TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_ASYNC", off ? "0" : "")); /* "": the default */
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_BWD", "1"));
     for (int i = 0; i < 3; i++) {
       forward_case(ctx, test_seed + 900 + (uint64_t)i, &cs[i], off ? "async off" : "async on", i);
       /* fp32 operands get bf16 copies on a matrix unit (lib/mla/mla_tile_bwa.c) */
@@ -334,9 +335,9 @@ static void test_async_forward(void)
 }
 
 /* The double-buffered backward (mla_tile_bwd_async.cl) against the reference and the
- * portable backward, with CLMOE_MLA_TC_ASYNC at its default and off: bf16 inputs (batches,
- * 3 heads, partial blocks; the report's sizes packed) take it; fp32 ones take it through bf16
- * copies on a matrix unit only, else mla_tile_bwd.cl. */
+ * portable backward, CLMOE_MLA_TC_BWD=1 with CLMOE_MLA_TC_ASYNC at its default and off:
+ * bf16 inputs (batches, 3 heads, partial blocks; the report's sizes packed) take it; fp32
+ * ones through bf16 copies on a matrix unit only, else mla_tile_bwd.cl. */
 static void test_async_backward(void)
 {
   static const int32_t lens[3] = {150, 1, 90};
@@ -350,6 +351,7 @@ static void test_async_backward(void)
   clmoe_ctx_set_fastpath(ctx, 1);
   for (int off = 0; off < 2; off++) {
     TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_ASYNC", off ? "0" : ""));
+    TEST_OK(clmoe_ctx_set_knob(ctx, "CLMOE_MLA_TC_BWD", "1"));
     for (int i = 0; i < 3; i++) {
       clmoe_check_result res;
       memset(&res, 0, sizeof res);
