@@ -4,6 +4,7 @@
 
 #include "model/model_internal.h"
 #include "model/params_internal.h"
+#include "mla/mla_internal.h" /* the MLA decode step on the GEMV */
 #include "ops/ops_internal.h" /* the few-token GEMV */
 #include "clmoe/generate.h"
 #include "clmoe/kda_layer.h"
@@ -69,13 +70,6 @@ clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe
 clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmoe_moe_layer *tmp, gen_widened *w);
 clmoe_status clmoe__gen_widen_head(clmoe_ctx *ctx, const clmoe_tensor *head, clmoe_tensor *tmp, gen_widened *w);
 void clmoe__gen_widen_release(gen_widened *w);
-
-/* An MLA layer's decode step on the GEMV path (defined in lib/mla/mla_decode.c, which
- * repeats these declarations): ok 1 when a step of nseq rows with weights w takes it; the
- * step adds the layer's output into y (accumulate 1) or writes it. */
-int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
-clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
 
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;

@@ -73,9 +73,8 @@ done:
   return st;
 }
 
-/* The decode step's attention: one row per cache sequence over its whole cache. */
-static clmoe_status decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
-                                  const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
+clmoe_status clmoe__mla_decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
+                                      const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
 {
   int64_t maxlen = 0;
   for (int64_t n = 0; n < c->nseq; n++) maxlen = c->len[n] > maxlen ? c->len[n] : maxlen;
@@ -190,7 +189,7 @@ clmoe_status clmoe__mla_absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   strided_view(&qc, 0, H, N, dc, dc, H * dc, &C);
   CLMOE_TRY_GOTO(st, clmoe_gemm_batched(ctx, CLMOE_NOTRANS, CLMOE_NOTRANS, 1.0f, &A, &Bm, 0.0f, &C), done);
   if (rows) CLMOE_TRY_GOTO(st, extend_attend(ctx, cfg, c, rows, &qc, &s->q, &oc), done);
-  else CLMOE_TRY_GOTO(st, decode_attend(ctx, cfg, c, &qc, &s->q, &oc), done);
+  else CLMOE_TRY_GOTO(st, clmoe__mla_decode_attend(ctx, cfg, c, &qc, &s->q, &oc), done);
   /* o[h] = oc[h] W_uv[h]^T: [N, dc] x [dc, Dv] per head */
   strided_view(&oc, 0, H, N, dc, dc, H * dc, &A);
   strided_view(&w->w_ukv, dn * dc, H, dv, dc, dkv * dc, dc, &Bm);

@@ -16,12 +16,6 @@
 
 #define MLA_GEMV_ROWS 16 /* GEN_GEMV_TOKENS of lib/generate */
 
-/* The decode step's GEMV path for lib/generate, declared there too (generate_internal.h)
- * until mla_internal.h carries it: 1 when a step of nseq rows with weights w takes it; the
- * step adding its output into y (accumulate 1) or writing it (0), matrices f32 or bf16. */
-int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
-clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
 #define AO_LANES 64      /* mla_dec_absorb_o's work-group */
 #define AO_ROWS 4
 
@@ -104,42 +98,6 @@ int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq)
   return nseq <= MLA_GEMV_ROWS && gemv_dtype(w) >= 0;
 }
 
-/* oc [N, H, dc] = the absorbed attention of qc [N, H, dc] and q_r (in q [N, H Dqk]) of one
- * row per sequence over its whole cache: the split kernel and its merge
- * (kernels_cl/mla/mla_decode.cl), as mla_absorbed.c launches them for a decode step. */
-static clmoe_status attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c, const char *opts,
-                           const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc, int hg)
-{
-  const int64_t H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope, N = c->nseq;
-  int64_t maxlen = 0;
-  for (int64_t n = 0; n < N; n++) maxlen = c->len[n] > maxlen ? c->len[n] : maxlen;
-  const int64_t nsplit = (maxlen + MLA_DECODE_SPLIT - 1) / MLA_DECODE_SPLIT;
-  cl_kernel ka, kc;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_decode_attn", &ka));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_decode_combine", &kc));
-  const size_t nb = (size_t)(N * H * nsplit) * sizeof(float);
-  const size_t bytes[3] = {nb, nb, nb * (size_t)c->dc};
-  cl_mem m[3] = {NULL, NULL, NULL};
-  clmoe_status st = CLMOE_OK;
-  for (int i = 0; i < 3; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
-  cl_ulong qco = (cl_ulong)qc->offset, qo = (cl_ulong)(q->offset + cfg->qk_nope);
-  cl_uint q_ts = (cl_uint)(H * dqk), q_hs = (cl_uint)dqk;
-  cl_int maxb = (cl_int)c->maxb, Hi = (cl_int)H, split = MLA_DECODE_SPLIT, ns = (cl_int)nsplit;
-  float sl2 = clmoe__mla_scale(cfg) * 1.4426950408889634f;
-  CLMOE_TRY_GOTO(st, clmoe__args(ka, 17, KA(qc->buf), KA(qco), KA(q->buf), KA(qo), KA(q_ts), KA(q_hs),
-                                 KA(c->store.buf), KA(c->d_table.buf), KA(maxb), KA(c->d_len.buf), KA(Hi),
-                                 KA(split), KA(ns), KA(sl2), KA(m[0]), KA(m[1]), KA(m[2])), done);
-  size_t global[3] = {(size_t)nsplit * MLA_WG, (size_t)((H + hg - 1) / hg), (size_t)N}, local[3] = {MLA_WG, 1, 1};
-  CLMOE_TRY_GOTO(st, clmoe__launch(ctx, ka, 3, global, local), done);
-  CLMOE_TRY_GOTO(st, clmoe__args(kc, 8, KA(m[0]), KA(m[1]), KA(m[2]), KA(c->d_len.buf), KA(Hi), KA(split), KA(ns),
-                                 KA(oc->buf)), done);
-  size_t gc[3] = {(size_t)c->dc, (size_t)H, (size_t)N};
-  st = clmoe__launch(ctx, kc, 3, gc, NULL);
-done:
-  for (int i = 0; i < 3; i++) clmoe__scratch_release(ctx, m[i], bytes[i]);
-  return st;
-}
-
 /* The step's temporaries, each [N, cols]. */
 enum { DS_CQ, DS_CRAW, DS_C, DS_KR, DS_Q, DS_G, DS_QC, DS_OC, DS_O, DS_N };
 
@@ -194,7 +152,7 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
     size_t g[3] = {(size_t)dc, (size_t)H, (size_t)N};
     CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, NULL), done);
   }
-  CLMOE_TRY_GOTO(st, attend(ctx, cfg, c, opts, &t[DS_QC], &t[DS_Q], &t[DS_OC], hg), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_decode_attend(ctx, cfg, c, &t[DS_QC], &t[DS_Q], &t[DS_OC]), done);
   {
     cl_kernel k;
     CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_dec_absorb_o", &k), done);

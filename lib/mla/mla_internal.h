@@ -216,6 +216,18 @@ typedef struct mla_extend_rows {
 clmoe_status clmoe__mla_absorbed(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
                                  const clmoe_mla_weights *w, clmoe_mla_cache *c, clmoe_mla_saved *s,
                                  int64_t N, const mla_extend_rows *rows, clmoe_tensor *y);
+/* oc [N, H, dc] = the absorbed attention of qc [N, H, dc] and q_r (in q [N, H, Dqk]) of one
+ * row per cache sequence over its whole cache (the split kernel and its merge). */
+clmoe_status clmoe__mla_decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c,
+                                      const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc);
+
+/* ---- mla_decode.c: the decode step on the GEMV (lib/generate calls it) ------------------- */
+
+/* 1 when a step of nseq rows with weights w takes the GEMV path (matrices f32 or bf16); the
+ * step adds the layer's output into y (accumulate 1) or writes it (0). */
+int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
+clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
 
 /* ---- mla_extend.c: chunked prefill ------------------------------------------------------- */
 
