@@ -4,9 +4,11 @@
 # tests/peers/sdpa_mla.py and a byte text in .device-mlatr: NVIDIA conformance of the tile attention
 # (the double-buffered backward, the bf16 copies under the forward), clmoe-bench mla at the training
 # shape before/after with each kernel's time, the bf16 training step before/after, SDPA. About 4 min.
+# On main (658fb3d on) the new kernels run on NVIDIA only with CLMOE_MLA_TC_BWD=1, exported here
+# for the new binaries (main's ignore it).
 set -u
 . .device-mlatr/env.sh > /dev/null
-export CLMOE_CACHE_DIR=/tmp/kc
+export CLMOE_CACHE_DIR=/tmp/kc CLMOE_MLA_TC_BWD=1
 D=.device-mlatr; MB=$D/main-bin; NB=$D/prefix/bin
 mkdir -p $OUT/r
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/r/gpu.txt 2>&1
