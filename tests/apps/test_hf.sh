@@ -20,7 +20,8 @@ gen="$apps/clmoe-generate"
 check="$apps/../tests/apps/hf_logits_check"
 
 for m in tiny-hub tiny-tf5 tiny-f16; do
-  # logits after each prompt and prefixes that end inside and at the edges of 16-token tiles
+  # fp32 weights (auto would store them in bf16 on a matrix unit): logits after each prompt
+  # and prefixes that end inside and at the edges of 16-token tiles
   args="" specs=""
   for kl in 0:5 1:1 1:16 1:17 1:37 2:33 2:64 2:65 2:70; do
     k=${kl%%:*} len=${kl#*:}
@@ -30,7 +31,7 @@ for m in tiny-hub tiny-tf5 tiny-f16; do
   for chunk in 2048 7; do
     # shellcheck disable=SC2086
     expect "$m: logits (prefill chunk $chunk)" 0 "" -- "$gen" --model "$fx/$m" $args -n 1 --greedy --quiet \
-      --prefill-chunk $chunk --logits "$tmp/$m-$chunk.safetensors"
+      --weights fp32 --prefill-chunk $chunk --logits "$tmp/$m-$chunk.safetensors"
     # shellcheck disable=SC2086
     if "$check" "$tmp/$m-$chunk.safetensors" "$fx/$m/expected.safetensors" 2e-5 $specs > "$tmp/cmp" 2>&1; then
       pass "$m: logits equal transformers' at 2e-5 (chunk $chunk)"
@@ -41,7 +42,7 @@ for m in tiny-hub tiny-tf5 tiny-f16; do
   done
   # greedy continuations, all three prompts decoded together
   "$gen" --model "$fx/$m" --prompt-ids "$(prompt 0)" --prompt-ids "$(prompt 1)" --prompt-ids "$(prompt 2)" \
-    -n 8 --greedy --quiet --json "$tmp/$m.json" > "$tmp/out" 2>&1 || { fail "$m: greedy run"; cat "$tmp/out"; }
+    -n 8 --greedy --quiet --weights fp32 --json "$tmp/$m.json" > "$tmp/out" 2>&1 || { fail "$m: greedy run"; cat "$tmp/out"; }
   for k in 0 1 2; do
     got=$(ids_of "$tmp/$m.json" $k)
     want=$(greedy $k)
