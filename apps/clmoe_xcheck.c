@@ -3,8 +3,11 @@
  * table and optionally JSON. With several devices it also compares the devices' outputs
  * with each other, pair by pair; --compare and --matrix read JSON files written on other
  * nodes (xcheck_report.c). This is what vendor-portability testers run. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,7 +21,7 @@ static void usage(void)
 {
   printf("Usage: clmoe-xcheck [--device SPEC]... [--op PREFIX]... [--skip PREFIX]... [--seed N]\n"
          "                    [--json FILE|-] [--outputs] [--pair-factor X] [--small] [--shard I/N]\n"
-         "                    [--kernel-times] [--list] [--quiet]\n"
+         "                    [--claim DIR] [--kernel-times] [--list] [--quiet]\n"
          "       clmoe-xcheck --compare A.json B.json [--pair-factor X] [--quiet]\n"
          "       clmoe-xcheck --matrix FILE.json...\n"
          "\n"
@@ -61,6 +64,9 @@ static void usage(void)
          "                 Oclgrind\n"
          "  --shard I/N    only the selected checks whose position in the list is I modulo\n"
          "                 N (0 <= I < N): N processes run a selection between them\n"
+         "  --claim DIR    run a selected check only after making the directory DIR/NAME\n"
+         "                 (NAME the check's): processes given the same DIR share the checks\n"
+         "                 out as each becomes free, every check run once\n"
          "  --kernel-times after each check, its kernels by device time, longest first\n"
          "                 (OpenCL profiling events; CLBlast's calls as clblast_sgemm): where\n"
          "                 a check spends its time, e.g. under a simulator\n"
@@ -214,6 +220,18 @@ static int print_pairs(const pair_row *rows, int nrows, const clmoe_check *check
   return beyond;
 }
 
+/* --claim: 1 when this process made DIR/NAME (the check is its to run), 0 when another
+ * process made it first; any other failure ends the run. */
+static int claim_check(const char *dir, const char *name)
+{
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    app_usage_error("--claim: '%s' is too long a path", dir);
+  if (mkdir(path, 0755) == 0) return 1;
+  if (errno == EEXIST) return 0;
+  app_fail(1, "--claim: cannot make %s: %s", path, strerror(errno));
+}
+
 /* --kernel-times: the check's kernels by device time, longest first, then the counts cleared. */
 static int by_seconds(const void *a, const void *b)
 {
@@ -244,7 +262,7 @@ int main(int argc, char **argv)
 {
   app_name = "clmoe-xcheck";
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
-  const char *ops[MAX_SELECT], *skips[MAX_SELECT], *compare[2] = {NULL, NULL};
+  const char *ops[MAX_SELECT], *skips[MAX_SELECT], *compare[2] = {NULL, NULL}, *claim = NULL;
   const char *const *matrix = NULL;
   int nops = 0, nskips = 0, list = 0, quiet = 0, outputs = 0, nmatrix = 0, small = 0, ktimes = 0;
   int64_t shard = 0, nshards = 1;
@@ -270,6 +288,8 @@ int main(int argc, char **argv)
       outputs = 1;
     } else if (!strcmp(argv[i], "--small")) {
       small = 1;
+    } else if (app_option(argc, argv, &i, "--claim", &v)) {
+      claim = v;
     } else if (!strcmp(argv[i], "--kernel-times")) {
       ktimes = 1;
     } else if (app_option(argc, argv, &i, "--shard", &v)) {
@@ -363,7 +383,7 @@ int main(int argc, char **argv)
   }
   if (table) printf("%-30s %-34s %11s %9s  %s\n", "check", "device", "max error", "tolerance", "result");
   for (int c = 0; c < ncheck; c++) {
-    if (!pick[c]) continue;
+    if (!pick[c] || (claim && !claim_check(claim, checks[c].name))) continue;
     for (int d = 0; d < nall; d++) {
       if (!ctx[d]) continue;
       char devname[160];

@@ -3,8 +3,9 @@
 # on Oclgrind, the OpenCL simulator, with its checks on: data races between work-items
 # (global and local memory), out-of-bounds accesses, API misuse, and with
 # CLMOE_OCLGRIND_UNINIT=1 uninitialised values. Any report from Oclgrind fails, as does any
-# failed check. The checks are split over CLMOE_OCLGRIND_JOBS processes
-# (default: the number of cores), each with its share (--shard I/N).
+# failed check. The checks are shared by CLMOE_OCLGRIND_JOBS processes (default: the number
+# of cores), each taking the next one nobody has claimed as it becomes free (--claim), so
+# the processes end within about one check of each other.
 #
 # usage: sh tests/oclgrind.sh XCHECK [OUTDIR]
 #   XCHECK  the built clmoe-xcheck (a libtool wrapper is run through $LIBTOOL)
@@ -13,7 +14,7 @@
 # CLMOE_OCLGRIND_UNINIT,
 # CLMOE_OCLGRIND_OPS (space-separated --op prefixes, default all), CLMOE_OCLGRIND_SKIP
 # (space-separated --skip prefixes, default below), CLMOE_OCLGRIND_FLAGS
-# (replaces the simulator options below). Each shard's report goes to OUTDIR/shard-I.json
+# (replaces the simulator options below). Each process's report goes to OUTDIR/shard-I.json
 # (`clmoe-xcheck --matrix OUTDIR/shard-*.json`: one column).
 set -u
 xcheck=${1:?usage: sh tests/oclgrind.sh XCHECK [OUTDIR]}
@@ -56,6 +57,7 @@ case $(sed -n '1,3p' "$xcheck" 2> /dev/null) in
   *libtool*) run="${LIBTOOL:-libtool} --mode=execute" ;; # the wrapper: oclgrind must see the program
 esac
 
+rm -rf "$out/claims" && mkdir "$out/claims" || exit 1
 start=$(date +%s)
 echo "check-oclgrind: $jobs processes, $sim $flags"
 i=0
@@ -63,7 +65,7 @@ pids=
 while [ "$i" -lt "$jobs" ]; do
   rm -f "$out/shard-$i.log" "$out/shard-$i.json"
   # shellcheck disable=SC2086
-  $run "$sim" $flags --log "$out/shard-$i.log" "$xcheck" --small --shard "$i/$jobs" --quiet $ops \
+  $run "$sim" $flags --log "$out/shard-$i.log" "$xcheck" --small --claim "$out/claims" --quiet $ops \
     --json "$out/shard-$i.json" \
     > "$out/shard-$i.txt" 2>&1 &
   pids="$pids $!"

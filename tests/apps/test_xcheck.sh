@@ -125,6 +125,12 @@ expect "compare small with full" 0 "at their smallest sizes (--small) and .* at 
 if grep -q '"check": "sort.u64", .*"passed": true' "$tmp/s.json"; then pass "sort.u64 at its smallest sizes passes"
 else fail "sort.u64 at its smallest sizes"; fi
 
+# ---- --claim: processes sharing a directory run each check once -------------------------
+mkdir "$tmp/claims"
+expect "xcheck --claim (first)" 0 "3 passed, 0 failed" -- "$xcheck" --device "$dev" $ops --claim "$tmp/claims"
+expect "xcheck --claim (all taken)" 0 "0 passed, 0 failed" -- "$xcheck" --device "$dev" $ops --claim "$tmp/claims"
+expect "xcheck --claim (no such directory)" 1 "cannot make $tmp/none/" -- "$xcheck" --device "$dev" $ops --claim "$tmp/none"
+
 # ---- --kernel-times: after each check its kernels, longest first, with launch counts --------
 expect "xcheck --kernel-times" 0 "rmsnorm.forward.small: [0-9.]* s of device time in [1-9][0-9]* kernels" -- \
   "$xcheck" --device "$dev" --op rmsnorm.forward.small --kernel-times
