@@ -149,12 +149,7 @@ static clmoe_status tile_kernel(clmoe_ctx *ctx, const mla_attn_desc *a, int bq, 
   } else {
     CLMOE_TRY(clmoe__kernel(ctx, "tile+mla_layout+mla+mla_tile", opts, "mla_tile_fwd", k));
   }
-  size_t kmax = 0;
-  CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL));
-  if (kmax < MLA_TILE_WG((size_t)bq))
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "MLA attention forward (tiles): the compiled kernel runs at most "
-                        "%zu work-items per group; %d-row tiles need %d", kmax, bq, MLA_TILE_WG(bq));
-  return CLMOE_OK;
+  return clmoe__kernels_fit(ctx, "MLA attention forward (tiles)", k, 1, MLA_TILE_WG((size_t)bq));
 }
 
 clmoe_status clmoe__mla_tile_fwd_prepare(clmoe_ctx *ctx, const mla_attn_desc *a, int64_t max_len,
@@ -268,14 +263,7 @@ clmoe_status clmoe__mla_tile_bwd_run(clmoe_ctx *ctx, const mla_attn_desc *a, mla
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_q", &kq));
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_dot", &kdot));
   CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", bopts, "mla_krope_reduce", &kred));
-  for (int i = 0; i < 2; i++) {
-    size_t kmax = 0;
-    CLMOE_CL(clGetKernelWorkGroupInfo(i ? kq : kkv, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax,
-                                      NULL));
-    if (kmax < TILE_BWD_WG)
-      return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the compiled kernels run at most %zu work-items per group; "
-                          "they need %d", op, kmax, TILE_BWD_WG);
-  }
+  CLMOE_TRY(clmoe__kernels_fit(ctx, op, (cl_kernel[]){kkv, kq}, 2, TILE_BWD_WG));
   if (p->M == 0) return CLMOE_OK;
   const size_t bytes[TB_COUNT] = {(size_t)(p->M * a->H) * 4, (size_t)(p->M * a->H * a->Dr) * 4};
   cl_mem m[TB_COUNT] = {NULL, NULL}, tkv = NULL, tq = NULL;

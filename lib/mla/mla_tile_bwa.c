@@ -124,14 +124,7 @@ static clmoe_status bwa_launch(clmoe_ctx *ctx, const mla_attn_desc *a, mla_plan 
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_q_async", &kq));
   CLMOE_TRY(clmoe__kernel(ctx, family, opts, "mla_tile_bwd_prep", &kprep));
   CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_bwd", bopts, "mla_krope_reduce", &kred));
-  for (int i = 0; i < 2; i++) {
-    size_t kmax = 0;
-    CLMOE_CL(clGetKernelWorkGroupInfo(i ? kq : kkv, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax,
-                                      NULL));
-    if (kmax < BWA_WG)
-      return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the compiled kernels run at most %zu work-items per group; "
-                          "they need %d", op, kmax, BWA_WG);
-  }
+  CLMOE_TRY(clmoe__kernels_fit(ctx, op, (cl_kernel[]){kkv, kq}, 2, BWA_WG));
   if (p->M == 0) return CLMOE_OK;
   const size_t rows_n = (size_t)(p->M * a->H);
   const size_t bytes[BW_COUNT] = {rows_n * 4, rows_n * (size_t)a->Dr * 4, rows_n * (size_t)a->Dv * 2};

@@ -258,6 +258,9 @@ clmoe_status clmoe__args(cl_kernel kernel, int count, ...);
  * be NULL (the driver picks). Returns an OpenCL error with the kernel's name. */
 clmoe_status clmoe__launch(clmoe_ctx *ctx, cl_kernel kernel, int dims, const size_t *global,
                            const size_t *local);
+/* Fails (UNSUPPORTED, naming op) unless each of the n compiled kernels k runs work-groups
+ * of `need` work-items (CL_KERNEL_WORK_GROUP_SIZE: registers can lower it). */
+clmoe_status clmoe__kernels_fit(clmoe_ctx *ctx, const char *op, const cl_kernel *k, int n, size_t need);
 /* 1-D launch of n work-items in groups of the context's default size. */
 clmoe_status clmoe__launch1d(clmoe_ctx *ctx, cl_kernel kernel, size_t n);
 

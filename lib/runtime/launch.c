@@ -75,6 +75,18 @@ clmoe_status clmoe__row_local(clmoe_ctx *ctx, cl_kernel kernel, int64_t n, size_
   return CLMOE_OK;
 }
 
+clmoe_status clmoe__kernels_fit(clmoe_ctx *ctx, const char *op, const cl_kernel *k, int n, size_t need)
+{
+  for (int i = 0; i < n; i++) {
+    size_t kmax = 0;
+    CLMOE_CL(clGetKernelWorkGroupInfo(k[i], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL));
+    if (kmax < need)
+      return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the compiled kernels run at most %zu work-items per group; "
+                          "they need %zu", op, kmax, need);
+  }
+  return CLMOE_OK;
+}
+
 clmoe_status clmoe__launch_groups(clmoe_ctx *ctx, cl_kernel kernel, int64_t groups, size_t local)
 {
   size_t global = (size_t)groups * local;
