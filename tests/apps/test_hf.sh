@@ -9,8 +9,8 @@
 # transformers' cached greedy continuation; the tokenizer found beside the weights decodes
 # them. With --weights bf16 (matrices stored in bf16): the hub's bf16 checkpoint gives the
 # same logits at 2e-5 (its weights are bf16 values already) and the same greedy tokens; the
-# fp32 and fp16 checkpoints, whose weights are then rounded, stay within 2e-2 of the largest
-# logit. Broken checkpoint folders are refused naming the file and the tensor.
+# fp32 and fp16 checkpoints, whose matrices are then rounded, give transformers' logits with
+# the same matrices rounded (expected-bf16w.safetensors) at 2e-5. Broken checkpoint folders are refused naming the file and the tensor.
 # Needs CLMOE_APPS_DIR and CLMOE_SRCDIR (make check sets them).
 set -u
 . "$(dirname "$0")/apps_common.sh"
@@ -51,11 +51,16 @@ for m in tiny-hub tiny-tf5 tiny-f16; do
   done
 done
 
-# bf16 weight storage: exact for the hub's bf16 weights, a rounding of the others
-for mt in tiny-hub:2e-5 tiny-tf5:2e-2 tiny-f16:2e-2; do
-  m=${mt%%:*} tol=${mt#*:}
+# bf16 weight storage. The hub's bf16 weights are stored unchanged: transformers' logits at
+# 2e-5. The fp32 and fp16 checkpoints' matrices are rounded to bf16: the logits of
+# expected-bf16w.safetensors (transformers with the same matrices rounded, make_bf16w.py) at
+# 2e-5; and they must differ from the unrounded model's by more than that, or the weights
+# were not stored in bf16.
+for m in tiny-hub tiny-tf5 tiny-f16; do
+  ref=expected.safetensors
+  [ "$m" = tiny-hub ] || ref=expected-bf16w.safetensors
   args="" specs=""
-  for kl in 0:5 1:16 1:37 2:65 2:70; do
+  for kl in 0:5 1:1 1:16 1:17 1:37 2:33 2:64 2:65 2:70; do
     k=${kl%%:*} len=${kl#*:}
     args="$args --prompt-ids $(prompt "$k" "$len")"
     specs="$specs $kl"
@@ -65,13 +70,20 @@ for mt in tiny-hub:2e-5 tiny-tf5:2e-2 tiny-f16:2e-2; do
     expect "$m: --weights bf16 logits (prefill chunk $chunk)" 0 "" -- "$gen" --model "$fx/$m" $args -n 1 \
       --greedy --quiet --weights bf16 --prefill-chunk $chunk --logits "$tmp/$m-bf16-$chunk.safetensors"
     # shellcheck disable=SC2086
-    if "$check" "$tmp/$m-bf16-$chunk.safetensors" "$fx/$m/expected.safetensors" $tol $specs > "$tmp/cmp" 2>&1; then
-      pass "$m: --weights bf16 logits equal transformers' at $tol (chunk $chunk)"
+    if "$check" "$tmp/$m-bf16-$chunk.safetensors" "$fx/$m/$ref" 2e-5 $specs > "$tmp/cmp" 2>&1; then
+      pass "$m: --weights bf16 logits equal transformers' ($ref) at 2e-5 (chunk $chunk)"
     else
-      fail "$m: --weights bf16 logits differ from transformers' (chunk $chunk)"
+      fail "$m: --weights bf16 logits differ from transformers' ($ref) (chunk $chunk)"
     fi
     sed 's/^/    /' "$tmp/cmp"
   done
+  [ "$m" = tiny-hub ] && continue
+  # shellcheck disable=SC2086
+  if "$check" "$tmp/$m-bf16-2048.safetensors" "$fx/$m/expected.safetensors" 2e-5 $specs > "$tmp/cmp" 2>&1; then
+    fail "$m: --weights bf16 logits equal the unrounded model's at 2e-5: were the matrices stored in bf16?"
+  else
+    pass "$m: --weights bf16 logits differ from the unrounded model's (the matrices are rounded)"
+  fi
 done
 m=tiny-hub # (greedy reads the fixture named by m)
 "$gen" --model "$fx/$m" --prompt-ids "$(prompt 0)" --prompt-ids "$(prompt 1)" --prompt-ids "$(prompt 2)" \
