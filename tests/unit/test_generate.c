@@ -393,6 +393,94 @@ static void test_sampler_rules(void)
   CU_ASSERT_EQUAL(clmoe_gen_sample(&full, nan_lg, 2, 0, 0, &t), CLMOE_ERR_INVALID_ARGUMENT);
 }
 
+/* The sampler's rule written plainly: every kept candidate sorted (descending logit,
+ * ascending id), weights exp((logit - max) / T) in double, the top-p cut, the uniform draw
+ * walked from the top; the total over the whole vocabulary summed in id order. */
+typedef struct ref_cand {
+  float logit;
+  int32_t id;
+} ref_cand;
+
+static int ref_order(const void *a, const void *b)
+{
+  const ref_cand *x = a, *y = b;
+  if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+static int32_t ref_sample(const clmoe_gen_sampling *sp, const float *lg, int64_t V, int64_t seq, int64_t step)
+{
+  ref_cand *c = malloc((size_t)V * sizeof *c);
+  double *w = malloc((size_t)V * sizeof *w);
+  CU_ASSERT_FATAL(c && w);
+  for (int64_t i = 0; i < V; i++) c[i].logit = lg[i], c[i].id = (int32_t)i;
+  qsort(c, (size_t)V, sizeof *c, ref_order);
+  const int64_t keep = sp->top_k > 0 && sp->top_k < V ? sp->top_k : V;
+  double sum = 0.0;
+  for (int64_t i = 0; i < V; i++) w[i] = exp(((double)c[i].logit - (double)c[0].logit) / sp->temperature);
+  if (keep == V)
+    for (int64_t i = 0; i < V; i++) sum += exp(((double)lg[i] - (double)c[0].logit) / sp->temperature);
+  else
+    for (int64_t i = 0; i < keep; i++) sum += w[i];
+  int64_t cut = keep;
+  if (sp->top_p > 0.0 && sp->top_p < 1.0) {
+    double acc = 0.0;
+    int64_t i = 0;
+    while (i < keep && (acc += w[i] / sum) < sp->top_p) i++;
+    if (i < keep) {
+      cut = i + 1;
+      sum = 0.0;
+      for (i = 0; i < cut; i++) sum += w[i];
+    }
+  }
+  const double u = (double)clmoe_random_uniform(sp->seed, ((uint64_t)seq << 32) | (uint64_t)step, 0.0f, 1.0f) * sum;
+  double acc = 0.0;
+  int64_t pick = cut - 1;
+  for (int64_t i = 0; i < cut; i++)
+    if ((acc += w[i]) > u) {
+      pick = i;
+      break;
+    }
+  const int32_t id = c[pick].id;
+  free(c), free(w);
+  return id;
+}
+
+/* A large vocabulary: the sampler (best candidates by a heap, more when the walk needs
+ * them) draws what the plain full sort draws, with cuts far past its first 256 candidates
+ * (flat logits, top-p 0.95) and top-k sets larger than that. */
+static void test_sampler_large_vocab(void)
+{
+  enum { V = 12000, DRAWS = 40 };
+  float *flat = malloc(V * sizeof *flat), *peaked = malloc(V * sizeof *peaked);
+  CU_ASSERT_FATAL(flat && peaked);
+  for (int i = 0; i < V; i++) {
+    flat[i] = clmoe_random_uniform(11, (uint64_t)i, 0.0f, 1.0f);
+    peaked[i] = clmoe_random_uniform(12, (uint64_t)i, -4.0f, 4.0f) * (i % 97 == 0 ? 3.0f : 1.0f);
+  }
+  peaked[77] = peaked[78] = 20.0f; /* a tie at the top */
+  const clmoe_gen_sampling how[] = {
+      {.temperature = 1.0, .seed = 1},                  {.temperature = 0.7, .top_p = 0.95, .seed = 2},
+      {.temperature = 1.0, .top_k = 50, .seed = 3},     {.temperature = 1.3, .top_k = 3000, .seed = 4},
+      {.temperature = 1.0, .top_k = 3000, .top_p = 0.5, .seed = 5}, {.temperature = 2.0, .top_p = 0.999, .seed = 6}};
+  int differ = 0, deep = 0;
+  for (size_t h = 0; h < sizeof how / sizeof how[0]; h++)
+    for (int which = 0; which < 2; which++)
+      for (int k = 0; k < DRAWS; k++) {
+        const float *lg = which ? peaked : flat;
+        int32_t t = -1;
+        TEST_OK(clmoe_gen_sample(&how[h], lg, V, which, k, &t));
+        const int32_t want = ref_sample(&how[h], lg, V, which, k);
+        differ += t != want;
+        int rank = 0; /* how far down the walk went */
+        for (int i = 0; i < V; i++) rank += lg[i] > lg[want];
+        deep += rank >= 256;
+      }
+  CU_ASSERT_EQUAL(differ, 0);
+  CU_ASSERT(deep > 0); /* some draws came from beyond the first 256 candidates */
+  free(flat), free(peaked);
+}
+
 static void test_memory_and_arguments(void)
 {
   CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
@@ -509,6 +597,7 @@ static void add(CU_pSuite s)
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);
   CU_add_test(s, "sampler: greedy, top-k, top-p, temperature", test_sampler_rules);
+  CU_add_test(s, "sampler: a large vocabulary draws as a full sort does", test_sampler_large_vocab);
   CU_add_test(s, "memory by kind and argument errors", test_memory_and_arguments);
   CU_add_test(s, "checkpoint errors name the file and tensor", test_load_errors);
   CU_add_test(s, "release", test_release);
