@@ -308,8 +308,8 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   r.nids = calloc((size_t)n, sizeof *r.nids);
   r.why = calloc((size_t)n, sizeof *r.why);
   float *logits = malloc((size_t)(n * V) * sizeof *logits);
-  int32_t *next = calloc((size_t)n, sizeof *next);
-  if (!r.text || !r.text_len || !r.text_cap || !r.ids || !r.nids || !r.why || !logits || !next)
+  int32_t *next = calloc((size_t)n, sizeof *next), *picked = calloc((size_t)n, sizeof *picked);
+  if (!r.text || !r.text_len || !r.text_cap || !r.ids || !r.nids || !r.why || !logits || !next || !picked)
     app_die(CLMOE_ERR_OUT_OF_MEMORY, "generation buffers");
   for (int64_t s = 0; s < n; s++) {
     r.text_cap[s] = o->max_new + 1;
@@ -326,9 +326,15 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   int64_t active = n;
   const char *piece;
   size_t plen;
+  /* Greedy decoding picks the tokens on the device: a step reads back n ids, not n x V
+   * logits (the prefill's logits are on the host already and go through the sampler). */
+  const int greedy = o->sampling.greedy || o->sampling.temperature == 0.0 || o->sampling.top_k == 1;
   for (int64_t k = 0; active > 0; k++) {
     for (int64_t s = 0; s < n; s++) /* finished sequences: fed their last token again */
-      if (!r.why[s]) APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k, &next[s]));
+      if (!r.why[s]) {
+        if (greedy && k > 0) next[s] = picked[s];
+        else APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k, &next[s]));
+      }
     if (app_dist) share_tokens(next, n);
     for (int64_t s = 0; s < n; s++) {
       if (r.why[s]) continue; /* finished: output ignored */
@@ -353,8 +359,9 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
     }
     if (k == 0) r.first_token_s = app_now() - t0;
     if (active == 0) break;
-    if (o->profile && r.steps >= GEN_PROFILE_WARMUP) gen_profiled_step(ctx, g, next, logits, &r.prof);
-    else APP_CHECK(clmoe_gen_step(g, next, logits));
+    if (o->profile && r.steps >= GEN_PROFILE_WARMUP)
+      gen_profiled_step(ctx, g, next, logits, greedy ? picked : NULL, &r.prof);
+    else APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL) : clmoe_gen_step(g, next, logits));
     r.steps++;
   }
   if (n == 1) printf("\n");
@@ -368,7 +375,7 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   clmoe_gen_state_destroy(g);
   for (int64_t s = 0; s < n; s++) free(tok[s]), free(r.text[s]), free(r.ids[s]);
   free(tok), free(lens), free(r.text), free(r.text_len), free(r.text_cap), free(r.ids), free(r.nids), free(r.why), free(logits),
-      free(next);
+      free(next), free(picked);
 }
 
 int main(int argc, char **argv)

@@ -92,7 +92,10 @@ void gen_write_logits(const char *path, const float *logits, int64_t n, int64_t 
 /* Human-readable bytes ("12.3 MiB"). */
 const char *gen_bytes(char *buf, size_t len, double bytes);
 /* --profile: one decode step, counted and timed into *p (k: the step's index). */
-void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, gen_profile *p);
+/* One decode step (clmoe_gen_step, or with greedy non-NULL clmoe_gen_step_greedy into it)
+ * timed and counted into p. */
+void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, int32_t *greedy,
+                       gen_profile *p);
 /* The kernel table of the profiled steps summed into families (the kernel name's first word). */
 void gen_profile_families(clmoe_ctx *ctx, gen_profile *p);
 /* The summary on stderr and, with o->json, the JSON report. */

@@ -131,6 +131,57 @@ GEMV_CHECK(g_bf16_situ, bf16_situ)
 GEMV_CHECK(g_bf16_gate, bf16_gate)
 GEMV_CHECK(g_f32_gate, f32_gate)
 
+/* clmoe_gen_argmax, the greedy tokens of a decode step on the device: rows of V 5000 (not a
+ * multiple of the 64 lanes) drawn at random, one with its maximum twice (the lower index
+ * wins), one all -inf (index 0), one with two NaNs (-1 - the lower one's index), one with the
+ * maximum last. The ids must equal the plain scan's exactly; ids start as -7 so a row the
+ * kernel misses fails. */
+static clmoe_status g_argmax(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  enum { R = 7 };
+  const int64_t V = 5000, sl[2] = {R, V}, n = R;
+  clmoe_status st = CLMOE_OK;
+  clmoe_tensor lg = {0}, ids = {0};
+  double *h = NULL, *got = NULL, *ref = NULL;
+  float *hf = NULL;
+  int32_t *gi = NULL;
+  CK(ck_uniform(ctx, &lg, CLMOE_F32, 2, sl, seed, -4.0f, 4.0f, &h));
+  CK_ALLOC(hf, R * V);
+  for (int64_t i = 0; i < R * V; i++) hf[i] = (float)h[i];
+  hf[1 * V + 300] = hf[1 * V + 4100] = 9.0f;
+  for (int64_t c = 0; c < V; c++) hf[2 * V + c] = -INFINITY;
+  hf[3 * V + 900] = NAN, hf[3 * V + 517] = NAN, hf[3 * V + 10] = 50.0f;
+  hf[4 * V + V - 1] = 8.5f;
+  CK(clmoe_tensor_write(&lg, hf, (size_t)(R * V) * sizeof *hf));
+  CK(clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &n));
+  CK_ALLOC(gi, R);
+  for (int r = 0; r < R; r++) gi[r] = -7;
+  CK(clmoe_tensor_write(&ids, gi, R * sizeof *gi));
+  CK(clmoe_gen_argmax(ctx, &lg, &ids));
+  CK(clmoe_tensor_read(&ids, gi, R * sizeof *gi));
+  CK_ALLOC(got, R);
+  CK_ALLOC(ref, R);
+  for (int r = 0; r < R; r++) {
+    const float *x = hf + (int64_t)r * V;
+    int64_t best = 0, nan = -1;
+    for (int64_t c = 0; c < V; c++) {
+      if (isnan(x[c])) {
+        if (nan < 0) nan = c;
+      } else if (isnan(x[best]) || (double)x[c] > (double)x[best]) {
+        best = c;
+      }
+    }
+    ref[r] = nan >= 0 ? (double)(-1 - nan) : (double)best;
+    got[r] = gi[r];
+  }
+  res->tolerance = 0.0; /* ids: exact */
+  ck_compare("ids", got, ref, R, res);
+done:
+  clmoe_tensor_destroy(&lg), clmoe_tensor_destroy(&ids);
+  free(h), free(hf), free(got), free(ref), free(gi);
+  return st;
+}
+
 const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.f32", "1 token, K 300, 3 matrices of 5, 130, 64 rows", g_f32_plain},
     {"gemv.bf16", "the same with bf16 weights", g_bf16_plain},
@@ -140,4 +191,5 @@ const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.bf16.situ", "2 tokens, SiTU-GLU of two inputs, K 65", g_bf16_situ},
     {"gemv.bf16.gate", "4 tokens, x times sigmoid(gate), accumulating", g_bf16_gate},
     {"gemv.f32.gate", "7 tokens, x times sigmoid(gate), fp32 weights", g_f32_gate},
+    {"gemv.argmax", "greedy tokens of 7 rows of 5000 logits: ties, -inf, NaN, the last", g_argmax},
     {NULL, NULL, NULL}};

@@ -93,6 +93,12 @@ CLMOE_API clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, con
                                       int accumulate, int n, const clmoe_tensor *const *w,
                                       clmoe_tensor *const *y);
 
+/* ids [R] (i32) = the greedy token of each row of logits [R, V] (f32, whole tensors): the
+ * largest logit, the lowest index on ties (clmoe_gen_sample's greedy rule), or -1 - i for a
+ * row whose lowest-index NaN is logit i. One launch; what clmoe_gen_step_greedy reads back
+ * instead of the logits (public for checks). */
+CLMOE_API clmoe_status clmoe_gen_argmax(clmoe_ctx *ctx, const clmoe_tensor *logits, clmoe_tensor *ids);
+
 /* ---- state -------------------------------------------------------------------------- */
 
 /* How prefill passes over sequences that hold context attend to the MLA cache. */
@@ -152,6 +158,13 @@ CLMOE_API clmoe_status clmoe_gen_prefill(clmoe_gen_state *state, const int32_t *
  * valid token and its output ignored): the recurrent KDA step, the absorbed MLA step over
  * the cache and the MoE layers; logits host [nseq, vocab] (may be NULL). */
 CLMOE_API clmoe_status clmoe_gen_step(clmoe_gen_state *state, const int32_t *tokens, float *logits);
+
+/* clmoe_gen_step whose next tokens are the greedy ones (clmoe_gen_sample's greedy rule:
+ * the largest logit, the lowest index on ties), chosen on the device: next host [nseq]
+ * gets them and only they come back, not the [nseq, vocab] logits (logits may be NULL;
+ * given, they are read too). A NaN logit is CLMOE_ERR_INVALID_ARGUMENT naming it. */
+CLMOE_API clmoe_status clmoe_gen_step_greedy(clmoe_gen_state *state, const int32_t *tokens, int32_t *next,
+                                             float *logits);
 
 /* Timing of the passes so far (wall seconds on the host, each pass ending with a finish of
  * the queue), for reports. */

@@ -73,3 +73,37 @@ __kernel void gen_conv3_step(__global const float *x0, __global const float *x1,
   y[(ulong)n * (ulong)C + c] = p * (1.0f / (1.0f + exp(-p)));
   for (int m = 0; m < GEN_CW1; m++) st[col + (ulong)m * C] = xw[m + 1];
 }
+
+/* The greedy token of each row of logits [R, V]: the largest logit, the lowest index on
+ * ties (as clmoe_gen_sample's greedy rule); a row holding a NaN gives -1 - (the lowest index
+ * of a NaN) instead. One work-group of GEN_LANES per row: lane j scans indices j, j + 64,
+ * ..., then a tree over the lanes keeps the better of two (value, index) pairs and the lower
+ * NaN index. Grid: (64, R). */
+__kernel __attribute__((reqd_work_group_size(GEN_LANES, 1, 1)))
+void gen_argmax(__global const float *logits, ulong V, __global int *out)
+{
+  __local float bv[GEN_LANES];
+  __local uint bi[GEN_LANES], bn[GEN_LANES];
+  const uint lane = get_local_id(0);
+  const ulong row = get_group_id(1);
+  __global const float *x = logits + row * V;
+  float v = -INFINITY;
+  uint vi = UINT_MAX, ni = UINT_MAX; /* best index, first NaN index (UINT_MAX: none yet) */
+  for (ulong i = lane; i < V; i += GEN_LANES) {
+    const float a = x[i];
+    if (isnan(a)) ni = min(ni, (uint)i);
+    else if (a > v || (a == v && (uint)i < vi)) v = a, vi = (uint)i;
+  }
+  bv[lane] = v, bi[lane] = vi, bn[lane] = ni;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint h = GEN_LANES / 2; h > 0; h /= 2) {
+    if (lane < h) {
+      const float w = bv[lane + h];
+      const uint wi = bi[lane + h];
+      if (w > bv[lane] || (w == bv[lane] && wi < bi[lane])) bv[lane] = w, bi[lane] = wi;
+      bn[lane] = min(bn[lane], bn[lane + h]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0) out[row] = bn[0] != UINT_MAX ? -1 - (int)bn[0] : (int)bi[0];
+}

@@ -1,6 +1,7 @@
 /* The generation's own fused launches for few tokens: the KDA output gate of a decode step
- * (kernels_cl/generate/gen_step.cl) and Block AttnRes with the sub-layer's RMSNorm
- * (kernels_cl/generate/gen_attn_res.cl). The products are lib/ops/ops_gemv.c's. */
+ * and the greedy tokens of a step's logits (kernels_cl/generate/gen_step.cl), and Block
+ * AttnRes with the sub-layer's RMSNorm (kernels_cl/generate/gen_attn_res.cl). The products are
+ * lib/ops/ops_gemv.c's. */
 #include "generate_internal.h"
 
 #include <stdio.h>
@@ -82,5 +83,22 @@ clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3
                         KA(so[1]), KA(state[2]->buf), KA(so[2]), KA(iC), KA(y[0]->buf), KA(y[1]->buf),
                         KA(y[2]->buf)));
   size_t local[2] = {GEMV_LANES, 1}, global[2] = {(size_t)(3 * C), (size_t)N};
+  return clmoe__launch(ctx, k, 2, global, local);
+}
+
+clmoe_status clmoe_gen_argmax(clmoe_ctx *ctx, const clmoe_tensor *logits, clmoe_tensor *ids)
+{
+  static const char op[] = "clmoe_gen_argmax";
+  if (!ctx || !logits || !ids) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ctx, logits and ids are required", op);
+  CLMOE_TRY(clmoe__want(logits, CLMOE_F32, op, "logits"));
+  CLMOE_TRY(clmoe__want(ids, CLMOE_I32, op, "ids"));
+  const int64_t R = logits->ndim == 2 ? logits->shape[0] : -1, V = logits->ndim == 2 ? logits->shape[1] : 0;
+  if (R < 1 || V < 1 || V > INT32_MAX || logits->offset || ids->offset || clmoe_tensor_numel(ids) != R)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: logits must be a whole [R, V] tensor and ids [R]", op);
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", NULL, "gen_argmax", &k));
+  cl_ulong uV = (cl_ulong)V;
+  CLMOE_TRY(clmoe__args(k, 3, KA(logits->buf), KA(uV), KA(ids->buf)));
+  size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)R};
   return clmoe__launch(ctx, k, 2, global, local);
 }

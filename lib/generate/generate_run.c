@@ -160,9 +160,11 @@ static clmoe_status gather_rows(clmoe_ctx *ctx, const clmoe_tensor *table, const
 }
 
 /* Runs the stack over the pass's tokens ids (host [ntok]) and writes the logits of the
- * token rows `rows` (host [nrows]; NULL: every row) to out (host [nrows, vocab]). */
+ * token rows `rows` (host [nrows]; NULL: every row) to out (host [nrows, vocab]; may be
+ * NULL with greedy), and with greedy (host [nrows]; may be NULL) each row's greedy token
+ * chosen on the device (clmoe_gen_argmax: -1 - i where logit i is NaN). */
 static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *ids_host, const int32_t *rows,
-                          int64_t nrows, float *out)
+                          int64_t nrows, float *out, int32_t *greedy)
 {
   clmoe_model *m = g->model;
   clmoe_ctx *ctx = g->ctx;
@@ -170,7 +172,7 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   const int64_t d = c->d_model, V = c->vocab, N = p->ntok;
   const float eps = (float)c->norm_eps;
   clmoe_tensor ids = {0}, stream = {0}, y = {0}, h = {0}, hn = {0}, alpha = {0}, rstd = {0}, sel = {0}, rid = {0};
-  clmoe_tensor logits = {0}, slot, src;
+  clmoe_tensor logits = {0}, best = {0}, slot, src;
   clmoe_status st;
   int queued = 0; /* uploads enqueued without waiting, reading host memory */
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &N), done);
@@ -238,12 +240,20 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     clmoe__gen_widen_release(&wd);
     if (st != CLMOE_OK) goto done;
   }
-  st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
-  queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */
+  if (greedy) { /* nrows ids come back, not nrows x V logits */
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &best, CLMOE_I32, 1, &nrows), done);
+    CLMOE_TRY_GOTO(st, clmoe_gen_argmax(ctx, &logits, &best), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_read(&best, greedy, (size_t)nrows * sizeof *greedy), done);
+    queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */
+  }
+  if (out) {
+    st = clmoe_tensor_read(&logits, out, (size_t)(nrows * V) * sizeof *out);
+    queued = 0;
+  }
 done:
   /* After a failure, uploads may still read the caller's arrays: wait for them. */
   if (queued && clFinish(ctx->queue) == CL_SUCCESS) clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
-  clmoe_tensor *t[] = {&ids, &stream, &y, &h, &hn, &alpha, &rstd, &sel, &rid, &logits};
+  clmoe_tensor *t[] = {&ids, &stream, &y, &h, &hn, &alpha, &rstd, &sel, &rid, &logits, &best};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
   return st;
 }
@@ -325,7 +335,7 @@ clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens,
     }
     p.ntok = nt;
     st = pass_tables(g, &p, counts);
-    if (st == CLMOE_OK) st = stack(g, &p, ids, all_logits ? NULL : rows, all_logits ? nt : nrows, out);
+    if (st == CLMOE_OK) st = stack(g, &p, ids, all_logits ? NULL : rows, all_logits ? nt : nrows, out, NULL);
     clmoe_tensor_destroy(&p.cu);
     clmoe_tensor_destroy(&p.cu_act);
     if (st != CLMOE_OK) {
@@ -353,23 +363,39 @@ done:
   return st;
 }
 
-clmoe_status clmoe_gen_step(clmoe_gen_state *g, const int32_t *tokens, float *logits)
+/* One decode step: logits host [nseq, V] (NULL: not read back; allocated here when greedy
+ * is NULL too, as before), greedy host [nseq] (NULL: none) the greedy tokens. */
+static clmoe_status step(clmoe_gen_state *g, const char *op, const int32_t *tokens, float *logits, int32_t *greedy)
 {
-  const char *op = "clmoe_gen_step";
   if (!g || !tokens) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: state and tokens are required", op);
   for (int64_t s = 0; s < g->nseq; s++) CLMOE_TRY(check_tokens(g, op, s, tokens + s, 1));
   const int64_t V = g->model->cfg.vocab;
   float *out = logits;
-  if (!out && !(out = malloc((size_t)(g->nseq * V) * sizeof *out)))
+  if (!out && !greedy && !(out = malloc((size_t)(g->nseq * V) * sizeof *out)))
     return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (logits)");
   const double t0 = now();
   gen_pass p = {.kind = GEN_STEP, .ntok = g->nseq};
-  clmoe_status st = stack(g, &p, tokens, NULL, g->nseq, out);
+  clmoe_status st = stack(g, &p, tokens, NULL, g->nseq, out, greedy);
   if (out != logits) free(out);
   if (st != CLMOE_OK) return st;
   for (int64_t s = 0; s < g->nseq; s++) g->len[s]++;
   g->stats.step_seconds += now() - t0;
   g->stats.step_tokens += g->nseq;
   g->stats.steps++;
+  for (int64_t s = 0; greedy && s < g->nseq; s++)
+    if (greedy[s] < 0)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sequence %lld: logit %lld is NaN", op, (long long)s,
+                          (long long)(-1 - (int64_t)greedy[s]));
   return CLMOE_OK;
+}
+
+clmoe_status clmoe_gen_step(clmoe_gen_state *g, const int32_t *tokens, float *logits)
+{
+  return step(g, "clmoe_gen_step", tokens, logits, NULL);
+}
+
+clmoe_status clmoe_gen_step_greedy(clmoe_gen_state *g, const int32_t *tokens, int32_t *next, float *logits)
+{
+  if (!next) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_step_greedy: next is required");
+  return step(g, "clmoe_gen_step_greedy", tokens, logits, next);
 }

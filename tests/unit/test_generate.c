@@ -339,6 +339,41 @@ static void test_greedy_continues_cycle(void)
   CU_ASSERT_EQUAL(right, N);
 }
 
+/* clmoe_gen_step_greedy: the ids chosen on the device are the host sampler's greedy picks
+ * of the same step's logits (read back in the same call), for three sequences over several
+ * steps; next is required. */
+static void test_step_greedy_on_device(void)
+{
+  CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
+  enum { S = 3, P = 5, STEPS = 6 };
+  const int64_t V = clmoe_model_config(trained)->vocab;
+  const int32_t pa[P] = {'x', '7', 'q', '0', ' '}, pb[P] = {'1', '2', '3', '4', '5'}, pc[P] = {'9', '8', 'a', 'b', 'c'};
+  const int32_t *pp[S] = {pa, pb, pc};
+  const int64_t lens[S] = {P, 3, 4};
+  clmoe_gen_state *g = NULL;
+  TEST_OK(clmoe_gen_state_create(trained, S, NULL, &g));
+  float *lg = malloc((size_t)(S * V) * sizeof *lg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(lg);
+  int32_t next[S], picked[S];
+  const clmoe_gen_sampling greedy = {.greedy = 1};
+  TEST_OK(clmoe_gen_prefill(g, pp, lens, lg, NULL));
+  for (int s = 0; s < S; s++) TEST_OK(clmoe_gen_sample(&greedy, lg + s * V, V, s, 0, &next[s]));
+  int same = 0;
+  for (int k = 1; k <= STEPS; k++) {
+    TEST_OK(clmoe_gen_step_greedy(g, next, picked, lg));
+    for (int s = 0; s < S; s++) {
+      int32_t want = -1;
+      TEST_OK(clmoe_gen_sample(&greedy, lg + s * V, V, s, k, &want));
+      same += picked[s] == want;
+      next[s] = picked[s];
+    }
+  }
+  CU_ASSERT_EQUAL(same, S * STEPS);
+  CU_ASSERT_EQUAL(clmoe_gen_step_greedy(g, next, NULL, NULL), CLMOE_ERR_INVALID_ARGUMENT);
+  free(lg);
+  clmoe_gen_state_destroy(g);
+}
+
 static void test_seed_reproducible(void)
 {
   CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
@@ -595,6 +630,7 @@ static void add(CU_pSuite s)
   CU_add_test(s, "reset and refill one sequence of a batch", test_reset_and_refill);
   CU_add_test(s, "plain residual stack: prefill, batches, steps, reset = training forward", test_plain);
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
+  CU_add_test(s, "greedy tokens chosen on the device = the sampler's", test_step_greedy_on_device);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);
   CU_add_test(s, "sampler: greedy, top-k, top-p, temperature", test_sampler_rules);
   CU_add_test(s, "sampler: a large vocabulary draws as a full sort does", test_sampler_large_vocab);
