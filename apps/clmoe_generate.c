@@ -327,8 +327,14 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   const char *piece;
   size_t plen;
   /* Greedy decoding picks the tokens on the device: a step reads back n ids, not n x V
-   * logits (the prefill's logits are on the host already and go through the sampler). */
+   * logits (the prefill's logits are on the host already and go through the sampler). In
+   * one process and unprofiled, runs of GEN_RUN steps feed each other on the device with
+   * one wait per run (clmoe_gen_decode_greedy); a stop inside a run wastes the rest of it. */
   const int greedy = o->sampling.greedy || o->sampling.temperature == 0.0 || o->sampling.top_k == 1;
+  const int piped = greedy && !app_dist && !o->profile;
+  int32_t *run = piped ? malloc((size_t)(GEN_RUN * n) * sizeof *run) : NULL;
+  if (piped && !run) app_die(CLMOE_ERR_OUT_OF_MEMORY, "generation buffers");
+  int64_t have = 0, used = 0; /* steps in run, and taken from it */
   for (int64_t k = 0; active > 0; k++) {
     for (int64_t s = 0; s < n; s++) /* finished sequences: fed their last token again */
       if (!r.why[s]) {
@@ -359,6 +365,15 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
     }
     if (k == 0) r.first_token_s = app_now() - t0;
     if (active == 0) break;
+    if (piped) {
+      if (used == have) { /* positions k + 1 .. k + have; max_new - 1 is the last one */
+        have = o->max_new - 1 - k < GEN_RUN ? o->max_new - 1 - k : GEN_RUN, used = 0;
+        APP_CHECK(clmoe_gen_decode_greedy(g, next, have, run));
+        r.steps += have;
+      }
+      memcpy(picked, run + used++ * n, (size_t)n * sizeof *picked);
+      continue;
+    }
     if (o->profile && r.steps >= GEN_PROFILE_WARMUP)
       gen_profiled_step(ctx, g, next, logits, greedy ? picked : NULL, &r.prof);
     else APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL) : clmoe_gen_step(g, next, logits));
@@ -375,7 +390,7 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   clmoe_gen_state_destroy(g);
   for (int64_t s = 0; s < n; s++) free(tok[s]), free(r.text[s]), free(r.ids[s]);
   free(tok), free(lens), free(r.text), free(r.text_len), free(r.text_cap), free(r.ids), free(r.nids), free(r.why), free(logits),
-      free(next), free(picked);
+      free(next), free(picked), free(run);
 }
 
 int main(int argc, char **argv)

@@ -42,6 +42,8 @@ enum { GEN_WEIGHTS_AUTO = 0, GEN_WEIGHTS_FP32 = 1, GEN_WEIGHTS_BF16 = 2 };
 /* --profile: decode steps before this many are not profiled (program builds, first-use
  * allocations). */
 #define GEN_PROFILE_WARMUP 2
+/* Greedy steps enqueued together, fed on the device (clmoe_gen_decode_greedy). */
+#define GEN_RUN 16
 #define GEN_PROFILE_FAMILIES 32
 
 typedef struct gen_family {

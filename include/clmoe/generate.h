@@ -166,6 +166,17 @@ CLMOE_API clmoe_status clmoe_gen_step(clmoe_gen_state *state, const int32_t *tok
 CLMOE_API clmoe_status clmoe_gen_step_greedy(clmoe_gen_state *state, const int32_t *tokens, int32_t *next,
                                              float *logits);
 
+/* n greedy decode steps for every sequence without the host in the loop: each step's
+ * greedy tokens, chosen on the device, are the next step's input on the device, and their
+ * copies to the host are enqueued without waiting; one wait at the end. tokens host [nseq]:
+ * the first step's input; out host [n, nseq]: the tokens steps 1..n chose (out[k nseq + s]
+ * is what step k + 1 chose for sequence s: the same as n calls of clmoe_gen_step_greedy,
+ * each fed the last one's next). Every sequence advances n tokens; stop conditions are the
+ * caller's (tokens past a stop are computed and ignored). A NaN logit is reported at the
+ * end, naming the step and sequence. Not under expert parallelism (CLMOE_ERR_UNSUPPORTED). */
+CLMOE_API clmoe_status clmoe_gen_decode_greedy(clmoe_gen_state *state, const int32_t *tokens, int64_t n,
+                                               int32_t *out);
+
 /* Timing of the passes so far (wall seconds on the host, each pass ending with a finish of
  * the queue), for reports. */
 typedef struct clmoe_gen_stats {

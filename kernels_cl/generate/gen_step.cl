@@ -1,14 +1,17 @@
 /* gen_step.cl: the small per-token kernels of a generation pass (lib/generate/generate_run.c). */
 
-/* out [N, d] row t = table [V, d] row ids[t]. The ids were checked on the host before they
- * were uploaded (clmoe_gen_prefill, clmoe_gen_step), so nothing is validated or read back
- * here. Grid: (d, N). */
-__kernel void gen_gather_rows(__global const float *table, ulong toff, ulong d, __global const int *ids,
+/* out [N, d] row t = table [V, d] row ids[t]. Ids from the host were checked before they
+ * were uploaded (clmoe_gen_prefill, clmoe_gen_step); ids that a greedy step chose on the
+ * device (gen_argmax) are -1 - i for a row of logits with a NaN, which the host reports when
+ * it reads them: such an id reads row 0 here instead of outside the table. Grid: (d, N). */
+__kernel void gen_gather_rows(__global const float *table, ulong toff, ulong V, ulong d, __global const int *ids,
                               ulong N, __global float *out, ulong ooff)
 {
   const ulong c = get_global_id(0), t = get_global_id(1);
   if (c >= d || t >= N) return;
-  out[ooff + t * d + c] = table[toff + (ulong)ids[t] * d + c];
+  const int id = ids[t];
+  const ulong row = id >= 0 && (ulong)id < V ? (ulong)id : 0;
+  out[ooff + t * d + c] = table[toff + row * d + c];
 }
 
 /* The KDA layer's output gate before W_o, for a decode step (clmoe_kda_layer_step's RMSNorm

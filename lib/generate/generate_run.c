@@ -142,30 +142,47 @@ static clmoe_status upload(clmoe_ctx *ctx, clmoe_tensor *t, const int32_t *host,
   return CLMOE_OK;
 }
 
-/* out [N, d] = rows ids [N] of table [V, d] (f32). The ids are valid: clmoe_gen_prefill and
- * clmoe_gen_step check them on the host, and the head's rows come from the pass itself. */
+/* out [N, d] = rows ids [N] of table [V, d] (f32). Host ids are valid (clmoe_gen_prefill and
+ * the steps check them), the head's rows come from the pass itself, and an id outside
+ * [0, V) (a greedy pick's NaN mark, reported on the host) reads row 0. */
 static clmoe_status gather_rows(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
                                 clmoe_tensor *out)
 {
-  const int64_t d = table->shape[1], N = ids->shape[0];
+  const int64_t V = table->shape[0], d = table->shape[1], N = ids->shape[0];
   CLMOE_TRY(clmoe__want(table, CLMOE_F32, "generate", "embedding table"));
   CLMOE_TRY(clmoe__want_shape(out, "generate", "gathered rows", 0, 2, N, d, 0, 0));
   if (N == 0) return CLMOE_OK;
   cl_kernel k;
   CLMOE_TRY(clmoe__kernel(ctx, "gen_step", NULL, "gen_gather_rows", &k));
-  cl_ulong toff = (cl_ulong)table->offset, ud = (cl_ulong)d, uN = (cl_ulong)N, ooff = (cl_ulong)out->offset;
-  CLMOE_TRY(clmoe__args(k, 7, KA(table->buf), KA(toff), KA(ud), KA(ids->buf), KA(uN), KA(out->buf), KA(ooff)));
+  cl_ulong toff = (cl_ulong)table->offset, uV = (cl_ulong)V, ud = (cl_ulong)d, uN = (cl_ulong)N;
+  cl_ulong ooff = (cl_ulong)out->offset;
+  CLMOE_TRY(clmoe__args(k, 8, KA(table->buf), KA(toff), KA(uV), KA(ud), KA(ids->buf), KA(uN), KA(out->buf),
+                        KA(ooff)));
   size_t local[2] = {64, 1}, global[2] = {(size_t)d, (size_t)N};
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
-/* Runs the stack over the pass's tokens ids (host [ntok]) and writes the logits of the
- * token rows `rows` (host [nrows]; NULL: every row) to out (host [nrows, vocab]; may be
- * NULL with greedy), and with greedy (host [nrows]; may be NULL) each row's greedy token
- * chosen on the device (clmoe_gen_argmax: -1 - i where logit i is NaN). */
-static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *ids_host, const int32_t *rows,
-                          int64_t nrows, float *out, int32_t *greedy)
+/* What a pass reads and hands out besides its states. */
+typedef struct gen_io {
+  const int32_t *ids;          /* host [ntok] token ids, or NULL: */
+  const clmoe_tensor *ids_dev; /* i32 [ntok] on the device (a greedy step's picks) */
+  const int32_t *rows;         /* host [nrows] the token rows whose logits are wanted (NULL: all) */
+  int64_t nrows;
+  float *logits;               /* host [nrows, vocab], or NULL */
+  int32_t *greedy;             /* host [nrows] each row's greedy token (clmoe_gen_argmax: -1 - i
+                                * where logit i is NaN), or NULL */
+  clmoe_tensor *greedy_dev;    /* with greedy and no logits: the picks are made here (i32
+                                * [nrows]) and read into greedy without waiting; the caller
+                                * waits (in-order queue) before it reads greedy */
+} gen_io;
+
+/* Runs the stack over the pass's tokens and writes what io asks for. */
+static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const gen_io *io)
 {
+  const int32_t *ids_host = io->ids, *rows = io->rows;
+  const int64_t nrows = io->nrows;
+  float *out = io->logits;
+  int32_t *greedy = io->greedy;
   clmoe_model *m = g->model;
   clmoe_ctx *ctx = g->ctx;
   const clmoe_config *c = &m->cfg;
@@ -175,8 +192,11 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
   clmoe_tensor logits = {0}, best = {0}, slot, src;
   clmoe_status st;
   int queued = 0; /* uploads enqueued without waiting, reading host memory */
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &N), done);
-  CLMOE_TRY_GOTO(st, upload(ctx, &ids, ids_host, &queued), done);
+  if (!io->ids_dev) {
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &N), done);
+    CLMOE_TRY_GOTO(st, upload(ctx, &ids, ids_host, &queued), done);
+  }
+  const clmoe_tensor *idp = io->ids_dev ? io->ids_dev : &ids;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &stream, CLMOE_F32, 3, (int64_t[]){m->nslots, N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &y, CLMOE_F32, 2, (int64_t[]){N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &hn, CLMOE_F32, 2, (int64_t[]){N, d}), done);
@@ -188,7 +208,7 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &alpha, CLMOE_F32, 1, (int64_t[]){N * m->nslots}), done);
   }
   CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&stream, 0, &slot), done);
-  CLMOE_TRY_GOTO(st, gather_rows(ctx, &m->embed, &ids, &slot), done);
+  CLMOE_TRY_GOTO(st, gather_rows(ctx, &m->embed, idp, &slot), done);
   model_stack it;
   for (clmoe__model_stack_begin(&it, c);; clmoe__model_stack_next(&it)) {
     const int l = it.layer, s = it.sub, nsrc = it.nsrc;
@@ -240,7 +260,12 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const int32_t *
     clmoe__gen_widen_release(&wd);
     if (st != CLMOE_OK) goto done;
   }
-  if (greedy) { /* nrows ids come back, not nrows x V logits */
+  if (greedy && io->greedy_dev && !out) { /* picks stay on the device, come back unwaited */
+    CLMOE_TRY_GOTO(st, clmoe_gen_argmax(ctx, &logits, io->greedy_dev), done);
+    CLMOE_CL_GOTO(st, clEnqueueReadBuffer(ctx->queue, io->greedy_dev->buf, CL_FALSE, 0,
+                                          (size_t)nrows * sizeof *greedy, greedy, 0, NULL, NULL), done);
+    queued = 0; /* the caller waits for the queue before it reads greedy or frees the ids */
+  } else if (greedy) { /* nrows ids come back, not nrows x V logits */
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &best, CLMOE_I32, 1, &nrows), done);
     CLMOE_TRY_GOTO(st, clmoe_gen_argmax(ctx, &logits, &best), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_read(&best, greedy, (size_t)nrows * sizeof *greedy), done);
@@ -335,7 +360,8 @@ clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens,
     }
     p.ntok = nt;
     st = pass_tables(g, &p, counts);
-    if (st == CLMOE_OK) st = stack(g, &p, ids, all_logits ? NULL : rows, all_logits ? nt : nrows, out, NULL);
+    const gen_io io = {.ids = ids, .rows = all_logits ? NULL : rows, .nrows = all_logits ? nt : nrows, .logits = out};
+    if (st == CLMOE_OK) st = stack(g, &p, &io);
     clmoe_tensor_destroy(&p.cu);
     clmoe_tensor_destroy(&p.cu_act);
     if (st != CLMOE_OK) {
@@ -375,7 +401,8 @@ static clmoe_status step(clmoe_gen_state *g, const char *op, const int32_t *toke
     return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (logits)");
   const double t0 = now();
   gen_pass p = {.kind = GEN_STEP, .ntok = g->nseq};
-  clmoe_status st = stack(g, &p, tokens, NULL, g->nseq, out, greedy);
+  const gen_io io = {.ids = tokens, .nrows = g->nseq, .logits = out, .greedy = greedy};
+  clmoe_status st = stack(g, &p, &io);
   if (out != logits) free(out);
   if (st != CLMOE_OK) return st;
   for (int64_t s = 0; s < g->nseq; s++) g->len[s]++;
@@ -398,4 +425,45 @@ clmoe_status clmoe_gen_step_greedy(clmoe_gen_state *g, const int32_t *tokens, in
 {
   if (!next) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_step_greedy: next is required");
   return step(g, "clmoe_gen_step_greedy", tokens, logits, next);
+}
+
+clmoe_status clmoe_gen_decode_greedy(clmoe_gen_state *g, const int32_t *tokens, int64_t n, int32_t *out)
+{
+  static const char op[] = "clmoe_gen_decode_greedy";
+  if (!g || !tokens || !out || n < 1)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: state, tokens, out and n >= 1 are required", op);
+  if (g->model->dist)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: not under expert parallelism (the ranks must feed the same "
+                        "tokens: take rank 0's with clmoe_gen_step_greedy)", op);
+  for (int64_t s = 0; s < g->nseq; s++) CLMOE_TRY(check_tokens(g, op, s, tokens + s, 1));
+  clmoe_ctx *ctx = g->ctx;
+  const int64_t S = g->nseq;
+  clmoe_tensor picks = {0}; /* i32 [nseq]: step k's picks, step k + 1's input */
+  CLMOE_TRY(clmoe_tensor_create(ctx, &picks, CLMOE_I32, 1, &S));
+  const double t0 = now();
+  clmoe_status st = CLMOE_OK;
+  int64_t k = 0;
+  for (; k < n && st == CLMOE_OK; k++) {
+    gen_pass p = {.kind = GEN_STEP, .ntok = S};
+    const gen_io io = {.ids = k ? NULL : tokens, .ids_dev = k ? &picks : NULL, .nrows = S,
+                       .greedy = out + k * S, .greedy_dev = &picks};
+    st = stack(g, &p, &io);
+    if (st == CLMOE_OK)
+      for (int64_t s = 0; s < S; s++) g->len[s]++;
+  }
+  /* One wait for the whole run: every step's picks are in out (and the first step's ids
+   * upload has read tokens) once the queue is done. */
+  const cl_int fin = clFinish(ctx->queue);
+  if (fin == CL_SUCCESS) clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
+  else if (st == CLMOE_OK) st = clmoe__cl_error(fin, "clFinish", __FILE__, __LINE__);
+  clmoe_tensor_destroy(&picks);
+  if (st != CLMOE_OK) return st;
+  g->stats.step_seconds += now() - t0;
+  g->stats.step_tokens += n * S;
+  g->stats.steps += n;
+  for (int64_t i = 0; i < n * S; i++)
+    if (out[i] < 0)
+      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: step %lld, sequence %lld: logit %lld is NaN", op,
+                          (long long)(i / S + 1), (long long)(i % S), (long long)(-1 - (int64_t)out[i]));
+  return CLMOE_OK;
 }

@@ -374,6 +374,61 @@ static void test_step_greedy_on_device(void)
   clmoe_gen_state_destroy(g);
 }
 
+/* clmoe_gen_decode_greedy (n steps fed on the device, read back unwaited) chooses what n
+ * calls of clmoe_gen_step_greedy choose on a twin state, in runs of 1 and 5 steps; its
+ * counters advance as the steps do. With a NaN in the head's row 7 every row's logit 7 is
+ * NaN: an error naming it, after the steps fed the marked ids (row 0) without harm. */
+static void test_decode_greedy_pipelined(void)
+{
+  CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
+  enum { S = 2, STEPS = 6 };
+  const int32_t pa[4] = {'k', '3', 'z', '1'}, pb[2] = {'5', '6'};
+  const int32_t *pp[S] = {pa, pb};
+  const int64_t lens[S] = {4, 2};
+  const int64_t V = clmoe_model_config(trained)->vocab;
+  clmoe_gen_state *g = NULL, *twin = NULL;
+  TEST_OK(clmoe_gen_state_create(trained, S, NULL, &g));
+  TEST_OK(clmoe_gen_state_create(trained, S, NULL, &twin));
+  float *lg = malloc((size_t)(S * V) * sizeof *lg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(lg);
+  const clmoe_gen_sampling greedy = {.greedy = 1};
+  int32_t first[S], next[S], piped[STEPS * S], stepped[STEPS * S];
+  TEST_OK(clmoe_gen_prefill(g, pp, lens, lg, NULL));
+  TEST_OK(clmoe_gen_prefill(twin, pp, lens, NULL, NULL));
+  for (int s = 0; s < S; s++) TEST_OK(clmoe_gen_sample(&greedy, lg + s * V, V, s, 0, &first[s]));
+  TEST_OK(clmoe_gen_decode_greedy(g, first, 1, piped));
+  TEST_OK(clmoe_gen_decode_greedy(g, piped, STEPS - 1, piped + S));
+  memcpy(next, first, sizeof next);
+  for (int k = 0; k < STEPS; k++) {
+    TEST_OK(clmoe_gen_step_greedy(twin, next, stepped + k * S, NULL));
+    memcpy(next, stepped + k * S, sizeof next);
+  }
+  CU_ASSERT(memcmp(piped, stepped, sizeof piped) == 0);
+  clmoe_gen_stats a, b;
+  clmoe_gen_stats_get(g, &a);
+  clmoe_gen_stats_get(twin, &b);
+  CU_ASSERT_EQUAL(a.steps, STEPS);
+  CU_ASSERT_EQUAL(a.step_tokens, b.step_tokens);
+  CU_ASSERT_EQUAL(clmoe_gen_decode_greedy(g, first, 0, piped), CLMOE_ERR_INVALID_ARGUMENT);
+  /* NaN logits: a poisoned head row, restored after */
+  clmoe_param *head = clmoe_params_find(clmoe_model_params(trained), "head");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(head);
+  CU_ASSERT_EQUAL_FATAL(head->value->dtype, CLMOE_F32);
+  const int64_t n = clmoe_tensor_numel(head->value), d = head->value->shape[1];
+  float *hw = malloc((size_t)n * sizeof *hw), *bad = malloc((size_t)n * sizeof *bad);
+  CU_ASSERT_FATAL(hw && bad);
+  TEST_OK(clmoe_tensor_read_f32(head->value, hw));
+  memcpy(bad, hw, (size_t)n * sizeof *bad);
+  bad[7 * d + 1] = NAN;
+  TEST_OK(clmoe_tensor_write_f32(head->value, bad));
+  CU_ASSERT_EQUAL(clmoe_gen_decode_greedy(g, first, 3, piped), CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "logit 7 is NaN"));
+  TEST_OK(clmoe_tensor_write_f32(head->value, hw));
+  free(hw), free(bad), free(lg);
+  clmoe_gen_state_destroy(g);
+  clmoe_gen_state_destroy(twin);
+}
+
 static void test_seed_reproducible(void)
 {
   CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
@@ -631,6 +686,7 @@ static void add(CU_pSuite s)
   CU_add_test(s, "plain residual stack: prefill, batches, steps, reset = training forward", test_plain);
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
   CU_add_test(s, "greedy tokens chosen on the device = the sampler's", test_step_greedy_on_device);
+  CU_add_test(s, "greedy steps fed on the device = step by step", test_decode_greedy_pipelined);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);
   CU_add_test(s, "sampler: greedy, top-k, top-p, temperature", test_sampler_rules);
   CU_add_test(s, "sampler: a large vocabulary draws as a full sort does", test_sampler_large_vocab);
