@@ -15,6 +15,8 @@ extern "C" {
 /* ---- elementwise (a, b, out: same number of elements; out may alias an input) ---- */
 CLMOE_API clmoe_status clmoe_add(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
                                  clmoe_tensor *out);
+/* out = a b; out may be bf16 storage (then not aliasing an input): the fp32 product rounded
+ * to nearest even, for a product that feeds only bf16 matrix products. */
 CLMOE_API clmoe_status clmoe_mul(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
                                  clmoe_tensor *out);
 /* out = alpha x */
