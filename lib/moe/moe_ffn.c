@@ -30,6 +30,20 @@ static clmoe_status weight_gemm(clmoe_ctx *ctx, clmoe_trans tw, const clmoe_tens
   return clmoe_gemm(ctx, CLMOE_NOTRANS, tw, 1.0f, X, W, beta, Y);
 }
 
+/* x [m, d] (any leading dimensions): fp32, or bf16 storage when it feeds only the products
+ * (a bf16 step's normed input, taken as it is by the bf16 products). */
+static clmoe_status want_x(const char *op, const clmoe_tensor *x, int64_t d, int64_t *m)
+{
+  char desc[96];
+  if (!x || x->dtype != CLMOE_BF16) return clmoe__moe_want_rows(x, op, "x", d, m);
+  CLMOE_TRY(clmoe__want(x, CLMOE_BF16, op, "x"));
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != d)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: x %s must have a last dimension of %lld", op,
+                        clmoe_tensor_describe(x, desc, sizeof desc), (long long)d);
+  *m = clmoe_tensor_numel(x) / d;
+  return CLMOE_OK;
+}
+
 /* d from y's (or dy's) last dimension, and x of the same rows. */
 static clmoe_status want_io(const char *op, const clmoe_tensor *x, const clmoe_tensor *y, const char *yname,
                             int64_t *m, int64_t *d)
@@ -37,7 +51,7 @@ static clmoe_status want_io(const char *op, const clmoe_tensor *x, const clmoe_t
   if (!y || y->ndim < 1) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: %s is missing", op, yname);
   *d = y->shape[y->ndim - 1];
   int64_t my;
-  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", *d, m));
+  CLMOE_TRY(want_x(op, x, *d, m));
   CLMOE_TRY(clmoe__moe_want_rows(y, op, yname, *d, &my));
   if (my != *m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and %s differ in rows", op, yname);
   return CLMOE_OK;
