@@ -1,8 +1,9 @@
 /* Conformance checks: RMSNorm, softmax and cross-entropy, forward and backward, against
  * the double-precision references of ref_norm.c; NaN propagation; ignored targets.
- * Shapes cover n = 1, 16, lengths that are not multiples of the 256 lanes, 7168 (a model
- * width), a 163840 vocabulary, and logits of +-100 whose exp overflows fp32 unless the
- * row maximum is subtracted. */
+ * The bf16 output of RMSNorm (a bf16 step's normed input) against the reference and, bit
+ * for bit, against the fp32 output rounded. Shapes cover n = 1, 16, lengths that are not
+ * multiples of the 256 lanes, 7168 (a model width), a 163840 vocabulary, and logits of
+ * +-100 whose exp overflows fp32 unless the row maximum is subtracted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,47 @@ static clmoe_status check_rmsnorm(clmoe_ctx *ctx, uint64_t seed, clmoe_check_res
 done:
   free(x), free(g), free(got), free(gotr), free(ref), free(refr);
   clmoe_tensor_destroy(&X), clmoe_tensor_destroy(&G), clmoe_tensor_destroy(&Y), clmoe_tensor_destroy(&R);
+  return st;
+}
+
+/* bf16 output: every value within bf16's rounding (2^-8 relative) of the reference, plus fp32's
+ * error; and with exact = 1, each bf16 value the fp32 kernel's value rounded to nearest even
+ * on the host (tolerance 0): the norm's bf16 output is what a conversion after it gave. */
+#define TOL_BF16_OUT 4e-3
+static clmoe_status check_rmsnorm_bf16(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res,
+                                       int64_t rows, int64_t n, int exact)
+{
+  clmoe_status st = CLMOE_OK;
+  clmoe_tensor X = {0}, G = {0}, Y = {0}, Y32 = {0}, R = {0};
+  double *x = NULL, *g = NULL, *got = NULL, *got32 = NULL, *gotr = NULL, *ref = NULL, *refr = NULL;
+  const size_t total = (size_t)(rows * n);
+  CK(ck_uniform(ctx, &X, F, 2, (int64_t[]){rows, n}, seed, -2.0f, 2.0f, &x));
+  CK(ck_uniform(ctx, &G, F, 1, &n, seed + 1, 0.5f, 1.5f, &g));
+  CK(clmoe_tensor_create(ctx, &Y, CLMOE_BF16, 2, (int64_t[]){rows, n}));
+  CK(clmoe_tensor_create(ctx, &R, F, 1, &rows));
+  CK(clmoe_rmsnorm(ctx, &X, &G, EPS, &Y, &R));
+  CK(ck_read(&Y, &got));
+  if (exact) {
+    CK(clmoe_tensor_create(ctx, &Y32, F, 2, (int64_t[]){rows, n}));
+    CK(clmoe_rmsnorm(ctx, &X, &G, EPS, &Y32, NULL));
+    CK(ck_read(&Y32, &got32));
+    for (size_t i = 0; i < total; i++) got32[i] = clmoe_f32_from_bf16(clmoe_bf16_from_f32((float)got32[i]));
+    res->tolerance = 0.0;
+    ck_compare("y = bf16(fp32 y)", got, got32, total, res);
+    goto done;
+  }
+  CK(ck_read(&R, &gotr));
+  CK_ALLOC(ref, total);
+  CK_ALLOC(refr, rows);
+  ref_rmsnorm(x, g, rows, n, EPS, ref);
+  rstd_rows(x, rows, n, refr);
+  res->tolerance = TOL_BF16_OUT;
+  ck_compare("y (bf16)", got, ref, total, res);
+  ck_compare("rstd", gotr, refr, (size_t)rows, res);
+done:
+  free(x), free(g), free(got), free(got32), free(gotr), free(ref), free(refr);
+  clmoe_tensor_destroy(&X), clmoe_tensor_destroy(&G), clmoe_tensor_destroy(&Y);
+  clmoe_tensor_destroy(&Y32), clmoe_tensor_destroy(&R);
   return st;
 }
 
@@ -311,6 +353,10 @@ CHECK_FN(rms_fwd_nogain, check_rmsnorm(c, s, r, 64, 300, 0))
 CHECK_FN(rms_fwd_small, check_rmsnorm(c, s, r, 200, 16, 1))
 CHECK_FN(rms_fwd_wide, check_rmsnorm(c, s, r, 4, 7168, 1))
 CHECK_FN(rms_fwd_n1, check_rmsnorm(c, s, r, 13, 1, 1))
+/*                                                rows     n  exact */
+CHECK_FN(rms_fwd_bf16, check_rmsnorm_bf16(c, s, r, 37, 1000, 0))
+CHECK_FN(rms_fwd_bf16_wide, check_rmsnorm_bf16(c, s, r, 4, 7168, 0))
+CHECK_FN(rms_fwd_bf16_bits, check_rmsnorm_bf16(c, s, r, 64, 300, 1))
 /*                                             rows   n  gain dgain */
 CHECK_FN(rms_bwd, check_rmsnorm_bwd(c, s, r, 150, 333, 1, 1))
 CHECK_FN(rms_bwd_nogain, check_rmsnorm_bwd(c, s, r, 70, 257, 0, 1))
@@ -347,6 +393,9 @@ const clmoe_check clmoe_checks_norm[] = {
     {"rmsnorm.forward.small", "RMSNorm rows of 16", rms_fwd_small},
     {"rmsnorm.forward.wide", "RMSNorm rows of 7168", rms_fwd_wide},
     {"rmsnorm.forward.n1", "RMSNorm rows of 1", rms_fwd_n1},
+    {"rmsnorm.forward.bf16", "RMSNorm [37, 1000] with a bf16 output: y and rstd", rms_fwd_bf16},
+    {"rmsnorm.forward.bf16.wide", "RMSNorm rows of 7168, bf16 output", rms_fwd_bf16_wide},
+    {"rmsnorm.forward.bf16.bits", "RMSNorm's bf16 output is its fp32 output rounded to nearest even", rms_fwd_bf16_bits},
     {"rmsnorm.backward", "RMSNorm backward [150, 333]: dx and dgain over 3 row chunks", rms_bwd},
     {"rmsnorm.backward.nogain", "RMSNorm backward without gain (dgain for a gain of ones)", rms_bwd_nogain},
     {"rmsnorm.backward.nodgain", "RMSNorm backward, dgain NULL", rms_bwd_nodgain},

@@ -1,5 +1,5 @@
-/* Conformance checks of the pointwise ops: add, mul, scale, axpy, SiLU, sigmoid and their
- * backwards. */
+/* Conformance checks of the pointwise ops: add, mul (fp32 and bf16 output), scale, axpy,
+ * SiLU, sigmoid and their backwards. */
 #include <stdlib.h>
 
 #include "conformance.h"
@@ -63,6 +63,43 @@ done:
   return st;
 }
 
+/* mul into bf16 storage: within bf16's rounding (2^-8 relative) of a b, plus fp32's error;
+ * with exact = 1, bit for bit the fp32 mul's output rounded to nearest even on the host
+ * (tolerance 0). */
+#define TOL_BF16_OUT 4e-3
+static clmoe_status check_mul_bf16(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int exact)
+{
+  clmoe_status st = CLMOE_OK;
+  const int64_t shape[2] = {37, 1001};
+  const size_t n = 37 * 1001;
+  clmoe_tensor A = {0}, B = {0}, O = {0}, O32 = {0};
+  double *a = NULL, *b = NULL, *got = NULL, *ref = NULL;
+  CK(ck_uniform(ctx, &A, F, 2, shape, seed, -6.0f, 6.0f, &a));
+  CK(ck_uniform(ctx, &B, F, 2, shape, seed + 1, -2.0f, 2.0f, &b));
+  CK(clmoe_tensor_create(ctx, &O, CLMOE_BF16, 2, shape));
+  CK(clmoe_mul(ctx, &A, &B, &O));
+  CK(ck_read(&O, &got));
+  if (exact) {
+    CK(clmoe_tensor_create(ctx, &O32, F, 2, shape));
+    CK(clmoe_mul(ctx, &A, &B, &O32));
+    CK(ck_read(&O32, &ref));
+    for (size_t i = 0; i < n; i++) ref[i] = clmoe_f32_from_bf16(clmoe_bf16_from_f32((float)ref[i]));
+    res->tolerance = 0.0;
+    ck_compare("out = bf16(fp32 a b)", got, ref, n, res);
+  } else {
+    CK_ALLOC(ref, n);
+    for (size_t i = 0; i < n; i++) ref[i] = a[i] * b[i];
+    res->tolerance = TOL_BF16_OUT;
+    ck_compare("out (bf16)", got, ref, n, res);
+  }
+done:
+  free(a), free(b), free(got), free(ref);
+  clmoe_tensor_destroy(&A), clmoe_tensor_destroy(&B), clmoe_tensor_destroy(&O), clmoe_tensor_destroy(&O32);
+  return st;
+}
+static clmoe_status pw_mul_bf16(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_mul_bf16(c, s, r, 0); }
+static clmoe_status pw_mul_bf16_bits(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_mul_bf16(c, s, r, 1); }
+
 #define PW_CHECK(fname, op) \
   static clmoe_status fname(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_pointwise(c, s, r, op); }
 PW_CHECK(pw_add, PW_ADD)
@@ -78,6 +115,8 @@ PW_CHECK(pw_sigmoid_bwd, PW_SIGMOID_BWD)
 const clmoe_check clmoe_checks_pointwise[] = {
     {"pointwise.add", "out = a + b", pw_add},
     {"pointwise.mul", "out = a b", pw_mul},
+    {"pointwise.mul.bf16", "out = a b into bf16 storage", pw_mul_bf16},
+    {"pointwise.mul.bf16.bits", "the bf16 output is the fp32 product rounded to nearest even", pw_mul_bf16_bits},
     {"pointwise.scale", "out = alpha x", pw_scale},
     {"pointwise.axpy", "y += alpha x", pw_axpy},
     {"pointwise.mul.backward", "da = dout b, db = dout a", pw_mul_bwd},

@@ -15,6 +15,8 @@ extern "C" {
 /* ---- elementwise (a, b, out: same number of elements; out may alias an input) ---- */
 CLMOE_API clmoe_status clmoe_add(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
                                  clmoe_tensor *out);
+/* out = a b; out may be bf16 storage (then not aliasing an input): the fp32 product rounded
+ * to nearest even, for a product that feeds only bf16 matrix products. */
 CLMOE_API clmoe_status clmoe_mul(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b,
                                  clmoe_tensor *out);
 /* out = alpha x */
@@ -71,7 +73,9 @@ CLMOE_API clmoe_status clmoe_linear_backward(clmoe_ctx *ctx, const clmoe_tensor 
  * y = x * rstd * gain, rstd = 1 / sqrt(mean(x^2) + eps); gain [n] may be NULL (no gain).
  * rstd [rows] is saved for the backward (may be NULL when no backward follows).
  * Backward: rstd is required; dx (required) may alias x or dy; dgain [n] (overwritten;
- * may be NULL) is the gradient of a gain of ones when gain is NULL. y may alias x. */
+ * may be NULL) is the gradient of a gain of ones when gain is NULL. y may alias x.
+ * y may be bf16 storage (then not aliasing x): the fp32 result rounded to nearest even, for
+ * a normed input that feeds only bf16 products (the statistics stay fp32). */
 CLMOE_API clmoe_status clmoe_rmsnorm(clmoe_ctx *ctx, const clmoe_tensor *x,
                                      const clmoe_tensor *gain, float eps, clmoe_tensor *y,
                                      clmoe_tensor *rstd);

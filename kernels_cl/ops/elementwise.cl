@@ -1,4 +1,4 @@
-/* elementwise.cl: pointwise operators on fp32 arrays. Each array comes with an element
+/* elementwise.cl: pointwise operators on fp32 arrays (a product's bf16 output: ew_mul_bf16). Each array comes with an element
  * offset into its buffer; n is the element count.
  *
  * The op codes below are the only definition of them: the library's host code includes
@@ -40,6 +40,15 @@ __kernel void ew_binary(int op, float alpha, __global const float *a, ulong aoff
   default: r = NAN; break; /* no such op: the host passes only the codes above */
   }
   out[ooff + i] = r;
+}
+
+/* out = a b stored in bf16 (rounded to nearest even): the fp32 product of ew_binary's EW_MUL
+ * rounded once, for a product that feeds only bf16 matrix products. */
+__kernel void ew_mul_bf16(__global const float *a, ulong aoff, __global const float *b, ulong boff,
+                          __global ushort *out, ulong ooff, ulong n)
+{
+  ulong i = get_global_id(0);
+  if (i < n) out[ooff + i] = f32_to_bf16(a[aoff + i] * b[boff + i]);
 }
 
 __kernel void ew_unary(int op, float alpha, __global const float *x, ulong xoff,

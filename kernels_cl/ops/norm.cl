@@ -32,6 +32,19 @@ inline float lanes_sum(__local float *acc, int used)
   return acc[0];
 }
 
+/* rstd = 1 / sqrt(mean(x^2) + eps) of the row xr [n], every work-item gets it; acc: ROW_LANES
+ * floats of local memory. A NaN in x gives NaN. */
+inline float row_rstd(__global const float *xr, ulong n, float eps, __local float *acc)
+{
+  const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0), used = lanes_used(n);
+  for (int lane = lid; lane < used; lane += lsize) {
+    float s = 0.0f;
+    for (ulong i = (ulong)lane; i < n; i += ROW_LANES) s += xr[i] * xr[i];
+    acc[lane] = s;
+  }
+  return rsqrt(lanes_sum(acc, used) / (float)n + eps);
+}
+
 /* y = x rstd gain, rstd = 1 / sqrt(mean(x^2) + eps). x, y: [rows, n]; gain: [n] when
  * has_gain; rstd: [rows] written when has_rstd. Buffers not used may be any buffer. */
 __kernel void rmsnorm_fwd(__global const float *x, ulong xoff, __global const float *gain,
@@ -39,21 +52,36 @@ __kernel void rmsnorm_fwd(__global const float *x, ulong xoff, __global const fl
                           __global float *rstd, ulong roff, int has_rstd, ulong n, float eps)
 {
   __local float acc[ROW_LANES];
-  const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0), used = lanes_used(n);
+  const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0);
   const ulong row = get_group_id(0);
   __global const float *xr = x + xoff + row * n;
   __global float *yr = y + yoff + row * n;
-  for (int lane = lid; lane < used; lane += lsize) {
-    float s = 0.0f;
-    for (ulong i = (ulong)lane; i < n; i += ROW_LANES) s += xr[i] * xr[i];
-    acc[lane] = s;
-  }
-  const float r = rsqrt(lanes_sum(acc, used) / (float)n + eps); /* a NaN in x gives NaN */
+  const float r = row_rstd(xr, n, eps, acc);
   if (has_rstd && lid == 0) rstd[roff + row] = r;
   /* Each work-item reads only the elements it writes, after the sum: y may alias x. */
   for (ulong i = (ulong)lid; i < n; i += (ulong)lsize) {
     float v = xr[i] * r;
     yr[i] = has_gain ? v * gain[goff + i] : v;
+  }
+}
+
+/* rmsnorm_fwd with y [rows, n] in bf16 storage: the fp32 value of rmsnorm_fwd rounded to
+ * nearest even, the same bits as rmsnorm_fwd followed by convert_f32_to_bf16 (for a y that
+ * feeds only bf16 products). y must not alias x. */
+__kernel void rmsnorm_fwd_bf16(__global const float *x, ulong xoff, __global const float *gain,
+                               ulong goff, int has_gain, __global ushort *y, ulong yoff,
+                               __global float *rstd, ulong roff, int has_rstd, ulong n, float eps)
+{
+  __local float acc[ROW_LANES];
+  const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0);
+  const ulong row = get_group_id(0);
+  __global const float *xr = x + xoff + row * n;
+  __global ushort *yr = y + yoff + row * n;
+  const float r = row_rstd(xr, n, eps, acc);
+  if (has_rstd && lid == 0) rstd[roff + row] = r;
+  for (ulong i = (ulong)lid; i < n; i += (ulong)lsize) {
+    float v = xr[i] * r;
+    yr[i] = f32_to_bf16(has_gain ? v * gain[goff + i] : v);
   }
 }
 

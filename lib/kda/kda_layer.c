@@ -182,20 +182,32 @@ static clmoe_status check_x(const char *op, const clmoe_kda_layer *l, const clmo
   if (!x || x->ndim != 3 || x->shape[2] != l->d)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, %lld]", op,
                         x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL", (long long)l->d);
-  CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
+  /* x feeds only the projections: bf16 storage is taken as it is (a bf16 step's normed input) */
+  CLMOE_TRY(clmoe__want(x, x->dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32, op, "x"));
   return clmoe__want_shape(y, op, "y", 0, 3, x->shape[0], x->shape[1], l->d, 0);
 }
 
-/* The cache tensors for N tokens. */
+/* The storage of an activation that feeds only the product with W: bf16 when W is a bf16 copy
+ * (a bf16 training step; the product would round it anyway, so the producer rounds it once
+ * and the backward's dW reads it as it is), else fp32. */
+static clmoe_dtype operand_dtype(const clmoe_tensor *W)
+{
+  return W->dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32;
+}
+
+/* The cache tensors for N tokens; za (the decay gate's low-rank code) and gd (the output
+ * gate's) feed only W_a_up and W_g_up: operand_dtype. */
 static clmoe_status cache_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64_t N, clmoe_kda_layer_cache *c)
 {
   memset(c, 0, sizeof *c);
   const int64_t HD = l->H * l->D;
-  struct { clmoe_tensor *t; int64_t cols; } list[] = {
-      {&c->xq, HD}, {&c->xk, HD}, {&c->xv, HD}, {&c->q, HD}, {&c->k, HD}, {&c->v, HD}, {&c->za, l->rank},
-      {&c->z, HD}, {&c->beta, l->H}, {&c->o, HD}, {&c->on, HD}, {&c->gs, HD}};
+  const clmoe_dtype F = CLMOE_F32;
+  struct { clmoe_tensor *t; int64_t cols; clmoe_dtype dt; } list[] = {
+      {&c->xq, HD, F}, {&c->xk, HD, F}, {&c->xv, HD, F}, {&c->q, HD, F}, {&c->k, HD, F}, {&c->v, HD, F},
+      {&c->za, l->rank, operand_dtype(&l->w_a_up)}, {&c->z, HD, F}, {&c->beta, l->H, F}, {&c->o, HD, F},
+      {&c->on, HD, F}, {&c->gs, HD, F}};
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
-    clmoe_status st = clmoe_tensor_create(ctx, list[i].t, CLMOE_F32, 2, (int64_t[]){N, list[i].cols});
+    clmoe_status st = clmoe_tensor_create(ctx, list[i].t, list[i].dt, 2, (int64_t[]){N, list[i].cols});
     if (st != CLMOE_OK) {
       clmoe_kda_layer_cache_destroy(c);
       return st;
@@ -203,7 +215,7 @@ static clmoe_status cache_create(clmoe_ctx *ctx, const clmoe_kda_layer *l, int64
   }
   clmoe_status st = clmoe_tensor_create(ctx, &c->rstd, CLMOE_F32, 1, (int64_t[]){N * l->H});
   if (st == CLMOE_OK && l->out_gate_rank > 0)
-    st = clmoe_tensor_create(ctx, &c->gd, CLMOE_F32, 2, (int64_t[]){N, l->out_gate_rank});
+    st = clmoe_tensor_create(ctx, &c->gd, operand_dtype(&l->w_g_up), 2, (int64_t[]){N, l->out_gate_rank});
   if (st != CLMOE_OK) clmoe_kda_layer_cache_destroy(c);
   return st;
 }
@@ -227,7 +239,7 @@ static clmoe_status output_gate(clmoe_ctx *ctx, const clmoe_kda_layer *l, const 
   }
   CLMOE_TRY(clmoe_sigmoid(ctx, &c->gs, &c->gs));
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m, CLMOE_F32, 2, (int64_t[]){N, HD}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m, operand_dtype(&l->w_o), 2, (int64_t[]){N, HD}), done);
   CLMOE_TRY_GOTO(st, clmoe_mul(ctx, &c->gs, &c->on, &m), done);
   st = clmoe_linear(ctx, &m, &l->w_o, NULL, y2);
 done:
@@ -302,7 +314,7 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
   const int64_t B = x->shape[0], T = x->shape[1], N = B * T, H = l->H, D = l->D, HD = H * D;
   clmoe_tensor x2, dx2, dy2, rows, drows, on_rows;
   clmoe_tensor dm = {0}, m = {0}, don = {0}, dO = {0}, dq = {0}, dk = {0}, dv = {0}, dz = {0}, dbeta = {0};
-  clmoe_tensor dza = {0}, dpre = {0}, small = {0}, dA = {0}, ddt = {0}, dconv = {0}, dgd = {0};
+  clmoe_tensor dza = {0}, dpre = {0}, small = {0}, dA = {0}, ddt = {0}, dconv = {0}, dgd = {0}, m16 = {0};
   const int64_t s3[3] = {B, T, HD}, s4[4] = {B, T, H, D}, sb[3] = {B, T, H};
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, N, l->d), done);
@@ -317,10 +329,12 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dA, CLMOE_F32, 1, (int64_t[]){H}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &ddt, CLMOE_F32, 2, (int64_t[]){H, D}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dconv, CLMOE_F32, 2, (int64_t[]){HD, l->conv_width}), done);
-  /* y = m W_o with m = gs * on */
-  CLMOE_TRY_GOTO(st, clmoe_mul(ctx, &c->gs, &c->on, &m), done);
+  /* y = m W_o with m = gs * on, recomputed in W_o's operand dtype (m [N, HD] fp32 is dgs below) */
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m16, operand_dtype(&l->w_o), 2, (int64_t[]){N, HD}), done);
+  CLMOE_TRY_GOTO(st, clmoe_mul(ctx, &c->gs, &c->on, &m16), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&dm, 0.0), done);
-  CLMOE_TRY_GOTO(st, proj_back(ctx, &m, &l->w_o, &dy2, &g->w_o, &dm), done);
+  CLMOE_TRY_GOTO(st, proj_back(ctx, &m16, &l->w_o, &dy2, &g->w_o, &dm), done);
+  clmoe_tensor_destroy(&m16);
   /* m = gs * on; gs = sigmoid(x W_g) */
   CLMOE_TRY_GOTO(st, clmoe_mul_backward(ctx, &dm, &c->gs, &c->on, &m /* dgs */, &don), done);
   CLMOE_TRY_GOTO(st, clmoe_sigmoid_backward(ctx, &c->gs, &m, &m), done);
@@ -385,7 +399,8 @@ clmoe_status clmoe_kda_layer_backward(clmoe_ctx *ctx, const clmoe_kda_layer *l, 
     }
   }
 done:;
-  clmoe_tensor *all[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dbeta, &dza, &dpre, &small, &dA, &ddt, &dconv, &dgd};
+  clmoe_tensor *all[] = {&dm, &m, &don, &dO, &dq, &dk, &dv, &dz, &dbeta, &dza, &dpre, &small, &dA, &ddt, &dconv, &dgd,
+                         &m16};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
   return st;
 }

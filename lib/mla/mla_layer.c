@@ -17,6 +17,15 @@ static clmoe_status mk(clmoe_ctx *ctx, clmoe_tensor *t, int64_t d0, int64_t d1, 
   return clmoe_tensor_create(ctx, t, CLMOE_F32, d2 ? 3 : d1 ? 2 : 1, shape);
 }
 
+/* t [d0, d1]: bf16 storage when it feeds only the product with W and W is a bf16 copy (a bf16
+ * training step: the product rounds it anyway, so it is rounded once where it is made and
+ * kept so for the backward's dW), else fp32. */
+static clmoe_status mk_operand(clmoe_ctx *ctx, clmoe_tensor *t, const clmoe_tensor *W, int64_t d0, int64_t d1)
+{
+  if (W->dtype != CLMOE_BF16) return mk(ctx, t, d0, d1, 0);
+  return clmoe_tensor_create(ctx, t, CLMOE_BF16, 2, (int64_t[]){d0, d1});
+}
+
 clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
                                 const clmoe_mla_weights *w, const clmoe_tensor *x2,
                                 clmoe_mla_saved *s, int keep_raw)
@@ -25,7 +34,10 @@ clmoe_status clmoe__mla_project(clmoe_ctx *ctx, const clmoe_mla_config *cfg,
   const float eps = clmoe__mla_eps(cfg);
   clmoe_tensor v2, wc, wr;
   const int latent_q = cfg->q_rank > 0;
-  if (latent_q) CLMOE_TRY(mk(ctx, &s->cq, M, cfg->q_rank, 0));
+  /* with keep_raw (a layer forward) c_q feeds only W_uq: bf16 with its copy. c stays fp32: a
+   * prefill writes it into the latent cache. */
+  if (latent_q)
+    CLMOE_TRY(keep_raw ? mk_operand(ctx, &s->cq, &w->w_uq, M, cfg->q_rank) : mk(ctx, &s->cq, M, cfg->q_rank, 0));
   CLMOE_TRY(mk(ctx, &s->c, M, dc, 0));
   if (keep_raw && latent_q) {
     CLMOE_TRY(mk(ctx, &s->cq_raw, M, cfg->q_rank, 0));
@@ -95,14 +107,14 @@ clmoe_status clmoe__mla_layer_forward(clmoe_ctx *ctx, const clmoe_mla_config *cf
   CLMOE_TRY(clmoe_linear(ctx, &s->c, &w->w_ukv, NULL, &kv2));
   CLMOE_TRY(mk(ctx, &s->o, M, H, dv));
   CLMOE_TRY(mk(ctx, &s->lse, M, H, 0));
-  if (w->w_g.buf) CLMOE_TRY(mk(ctx, &s->u, M, H * dv, 0));
+  if (w->w_g.buf) CLMOE_TRY(mk_operand(ctx, &s->u, &w->w_o, M, H * dv)); /* u = gate o feeds only W_o */
   mla_attn_desc a = layer_desc(cfg, s, M);
   CLMOE_TRY(clmoe__mla_attn_fwd_run(ctx, &a, p, &s->o, &s->lse));
   CLMOE_TRY(clmoe_tensor_view2d(&s->o, &o2, M, H * dv));
   return clmoe__mla_output(ctx, w, &s->gate, &o2, &s->u, y2);
 }
 
-/* x [B, T, d] f32 and the plan; x2 and (when y) y2: [M, d] views. */
+/* x [B, T, d] f32 or bf16 and the plan; x2 and (when y) y2: [M, d] views. */
 static clmoe_status layer_setup(clmoe_ctx *ctx, const char *op, const clmoe_mla_config *cfg,
                                 const clmoe_mla_weights *w, const clmoe_tensor *x, const clmoe_tensor *cu,
                                 const clmoe_tensor *y, clmoe_tensor *x2, clmoe_tensor *y2, mla_plan *p)
@@ -114,7 +126,8 @@ static clmoe_status layer_setup(clmoe_ctx *ctx, const char *op, const clmoe_mla_
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, d_model] f32", op,
                         x ? clmoe_tensor_describe(x, desc, sizeof desc) : "NULL");
   const int64_t B = x->shape[0], T = x->shape[1], d = cfg->d_model;
-  CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 3, B, T, d, 0));
+  /* x feeds only the projections: bf16 storage (a bf16 step's normed input) is taken as it is */
+  CLMOE_TRY(clmoe__want_shape(x, op, "x", 1, 3, B, T, d, 0));
   CLMOE_TRY(clmoe_tensor_view2d(x, x2, B * T, d));
   if (y) {
     CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 3, B, T, d, 0));

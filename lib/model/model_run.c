@@ -95,6 +95,17 @@ static clmoe_status sublayer_backward(clmoe_model *m, model_layer *L, int s, con
   return clmoe_moe_backward(m->ctx, clmoe__model_moe(m, &L->moe, &wt.moe), x, &L->moesaved, dy, &L->moe_g, dx);
 }
 
+/* The storage of a sub-layer's normed input [N, d]: bf16 in a bf16 step where every reader
+ * of it rounds it to bf16 anyway (the KDA and MLA projections and the dense FFN, all with
+ * bf16 weight copies), so the norm rounds it once and the forward's products and the
+ * backward's dW = dY^T X read it as it is; fp32 otherwise. The MoE layers keep fp32: their
+ * router's input check takes fp32 only. */
+static clmoe_dtype normed_dtype(const clmoe_model *m, const model_layer *L, int s)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return CLMOE_F32;
+  return s == SUB_MIXER || L->is_dense ? CLMOE_BF16 : CLMOE_F32;
+}
+
 static clmoe_status upload_ids(clmoe_model *m, clmoe_tensor *t, const int32_t *host, const char *what)
 {
   const int64_t V = m->cfg.vocab;
@@ -107,7 +118,8 @@ static clmoe_status upload_ids(clmoe_model *m, clmoe_tensor *t, const int32_t *h
 }
 
 /* A sub-layer of the plain residual: x [N, d] += f(RMSNorm(x)), out [N, d] scratch. A train
- * forward keeps the x it saw (h), RMSNorm(x) (hn) and its rstd; inference keeps nothing. */
+ * forward keeps the x it saw (h), RMSNorm(x) (hn, in normed_dtype) and its rstd; inference
+ * keeps nothing. */
 static clmoe_status plain_sublayer(clmoe_model *m, model_layer *L, int s, clmoe_tensor *x, clmoe_tensor *out,
                                    int train)
 {
@@ -119,7 +131,7 @@ static clmoe_status plain_sublayer(clmoe_model *m, model_layer *L, int s, clmoe_
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->h[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&L->h[s], x), done);
   }
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], normed_dtype(m, L, s), 2, (int64_t[]){m->N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->rstd[s], CLMOE_F32, 1, &m->N), done);
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, x, &L->norm[s], eps, &L->hn[s], &L->rstd[s]), done);
   CLMOE_TRY_GOTO(st, sublayer_forward(m, L, s, &L->hn[s], out, train), done);
@@ -168,7 +180,7 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
     }
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->alpha[s], CLMOE_F32, 2, (int64_t[]){m->N, nsrc}), fail);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->h[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->hn[s], normed_dtype(m, L, s), 2, (int64_t[]){m->N, d}), fail);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &L->rstd[s], CLMOE_F32, 1, &m->N), fail);
     CLMOE_TRY_GOTO(st, clmoe__model_stream_sources(&m->stream, nsrc, &src), fail);
     CLMOE_TRY_GOTO(st, clmoe_attn_res(ctx, &src, &L->ar_w[s], &L->ar_g[s], eps, &L->h[s], &L->alpha[s]), fail);
@@ -185,7 +197,9 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->falpha, CLMOE_F32, 2, (int64_t[]){m->N, m->final_nsrc}), fail);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fh, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
   }
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fhn, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
+  /* the head's input: bf16 when the head's product rounds it (its bf16 copy) */
+  const clmoe_dtype fdt = clmoe__model_weight(m, &m->head)->dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->fhn, fdt, 2, (int64_t[]){m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->frstd, CLMOE_F32, 1, &m->N), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->logits, CLMOE_F32, 2, (int64_t[]){m->N, V}), fail);
   if (it.plain) { /* the final norm of the running sum (slot 0, which the backward reads) */

@@ -30,6 +30,20 @@ static clmoe_status weight_gemm(clmoe_ctx *ctx, clmoe_trans tw, const clmoe_tens
   return clmoe_gemm(ctx, CLMOE_NOTRANS, tw, 1.0f, X, W, beta, Y);
 }
 
+/* x [m, d] (any leading dimensions): fp32, or bf16 storage when it feeds only the products
+ * (a bf16 step's normed input, taken as it is by the bf16 products). */
+static clmoe_status want_x(const char *op, const clmoe_tensor *x, int64_t d, int64_t *m)
+{
+  char desc[96];
+  if (!x || x->dtype != CLMOE_BF16) return clmoe__moe_want_rows(x, op, "x", d, m);
+  CLMOE_TRY(clmoe__want(x, CLMOE_BF16, op, "x"));
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != d)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: x %s must have a last dimension of %lld", op,
+                        clmoe_tensor_describe(x, desc, sizeof desc), (long long)d);
+  *m = clmoe_tensor_numel(x) / d;
+  return CLMOE_OK;
+}
+
 /* d from y's (or dy's) last dimension, and x of the same rows. */
 static clmoe_status want_io(const char *op, const clmoe_tensor *x, const clmoe_tensor *y, const char *yname,
                             int64_t *m, int64_t *d)
@@ -37,7 +51,7 @@ static clmoe_status want_io(const char *op, const clmoe_tensor *x, const clmoe_t
   if (!y || y->ndim < 1) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: %s is missing", op, yname);
   *d = y->shape[y->ndim - 1];
   int64_t my;
-  CLMOE_TRY(clmoe__moe_want_rows(x, op, "x", *d, m));
+  CLMOE_TRY(want_x(op, x, *d, m));
   CLMOE_TRY(clmoe__moe_want_rows(y, op, yname, *d, &my));
   if (my != *m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and %s differ in rows", op, yname);
   return CLMOE_OK;
@@ -92,7 +106,7 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   if (!saved || !saved->u.buf || !saved->w.buf || !saved->act.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: saved must come from the forward on x", op);
   CLMOE_TRY(clmoe__want_shape(&saved->act, op, "saved act", 0, 2, m, f, 0, 0));
-  clmoe_tensor x2, dy2, dx2, du = {0}, dw = {0}; /* du, dw [m, f] */
+  clmoe_tensor x2, dy2, dx2, du = {0}, dw = {0}, du16 = {0}, dw16 = {0}; /* du, dw [m, f]; bf16 copies */
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(x, &x2, m, d), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dy, &dy2, m, d), done);
@@ -101,16 +115,28 @@ clmoe_status clmoe_situ_ffn_backward(clmoe_ctx *ctx, const clmoe_situ_ffn *ffn, 
   /* dact = dy W_dn (into du), dW_dn = dy^T act, then the gated unit's gradient in place */
   CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &saved->act, &ffn->w_dn, &dy2, &du, &grad->w_dn, NULL, 0), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_situ_backward(ctx, ffn->glu, &du, &saved->u, &saved->w, &du, &dw), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_gate, &du, NULL, &grad->w_gate, NULL, 0), done);
-  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_upp, &dw, NULL, &grad->w_upp, NULL, 0), done);
+  /* With bf16 weights each of du, dw feeds two bf16 products (dW and dx): rounded once here
+   * (the products would each round it: the same values) */
+  const clmoe_tensor *gu = &du, *gw = &dw;
+  if (ffn->w_gate.dtype == CLMOE_BF16 && ffn->w_upp.dtype == CLMOE_BF16) {
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &du16, CLMOE_BF16, m, f), done);
+    CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &dw16, CLMOE_BF16, m, f), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&du16, &du), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_copy(&dw16, &dw), done);
+    gu = &du16, gw = &dw16;
+  }
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_gate, gu, NULL, &grad->w_gate, NULL, 0), done);
+  CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &x2, &ffn->w_upp, gw, NULL, &grad->w_upp, NULL, 0), done);
   if (dx) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_view2d(dx, &dx2, m, d), done);
     /* dx = dx_beta dx + du W_gate + dw W_upp (any dx_beta: the first product through clmoe_gemm) */
-    CLMOE_TRY_GOTO(st, weight_gemm(ctx, CLMOE_NOTRANS, &du, &ffn->w_gate, dx_beta, &dx2), done);
-    st = clmoe_linear_backward(ctx, &x2, &ffn->w_upp, &dw, &dx2, NULL, NULL, CLMOE_LINEAR_ACC_DX);
+    CLMOE_TRY_GOTO(st, weight_gemm(ctx, CLMOE_NOTRANS, gu, &ffn->w_gate, dx_beta, &dx2), done);
+    st = clmoe_linear_backward(ctx, &x2, &ffn->w_upp, gw, &dx2, NULL, NULL, CLMOE_LINEAR_ACC_DX);
   }
 done:
   clmoe_tensor_destroy(&du);
   clmoe_tensor_destroy(&dw);
+  clmoe_tensor_destroy(&du16);
+  clmoe_tensor_destroy(&dw16);
   return st;
 }

@@ -46,14 +46,18 @@ done:
   return st;
 }
 
-/* Everything after the router. */
-static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                 clmoe_tensor *y2, int train, clmoe_moe_saved *s, double *t0)
+static int has_shared(const clmoe_moe_config *c) { return c->n_shared * c->shared_ff > 0; }
+
+/* Everything after the router: xin is x2 or its bf16 copy (dense_input) for W_down and the
+ * shared experts. */
+static clmoe_status forward_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
+                                    const clmoe_tensor *xin, clmoe_tensor *y2, int train, clmoe_moe_saved *s,
+                                    double *t0)
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t m = s->tokens, l = clmoe__moe_width(c), f = c->expert_ff;
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->xl, CLMOE_F32, m, l));
-  if (c->latent > 0) CLMOE_TRY(clmoe_linear(ctx, x2, &L->w_down, NULL, &s->xl));
+  if (c->latent > 0) CLMOE_TRY(clmoe_linear(ctx, xin, &L->w_down, NULL, &s->xl));
   else CLMOE_TRY(clmoe_tensor_copy(&s->xl, x2)); /* the gather takes a buffer from its start */
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), t0));
   CLMOE_TRY(clmoe_moe_dispatch_create(ctx, &s->topk, c->n_experts, use_padded(c), &s->disp));
@@ -75,15 +79,44 @@ static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, combine), t0));
   if (c->latent > 0) {
     CLMOE_TRY(clmoe_tensor_create(ctx, &s->rstd, CLMOE_F32, 1, &m));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &s->zn, CLMOE_F32, m, l));
+    /* zn feeds only W_up: bf16 with its bf16 copy (the norm rounds it once) */
+    CLMOE_TRY(clmoe__moe_new2(ctx, &s->zn, L->w_up.dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32, m, l));
     CLMOE_TRY(clmoe_rmsnorm(ctx, &s->z, &L->norm_gain, c->norm_eps, &s->zn, &s->rstd));
     CLMOE_TRY(clmoe_linear(ctx, &s->zn, &L->w_up, NULL, y2));
   } else {
     CLMOE_TRY(clmoe_tensor_copy(y2, &s->z)); /* y = the experts' weighted sum (+ shared) */
   }
-  if (c->n_shared * c->shared_ff > 0)
-    CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &L->shared, x2, 1.0f, y2, train ? &s->shared : NULL));
+  if (has_shared(c)) CLMOE_TRY(clmoe_situ_ffn_forward(ctx, &L->shared, xin, 1.0f, y2, train ? &s->shared : NULL));
   return clmoe__moe_phase(ctx, PHASE(L, dense), t0);
+}
+
+/* The input of W_down and the shared experts' products, x2 [m, d]: when every one of them has
+ * a bf16 weight (a bf16 training step), one bf16 copy in *x16 that they all read (each would
+ * round x2 itself: the same values), else x2 itself. */
+static clmoe_status dense_input(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
+                                clmoe_tensor *x16, const clmoe_tensor **xin)
+{
+  const clmoe_moe_config *c = &L->cfg;
+  const int down = c->latent > 0, shared = has_shared(c);
+  const int b16 = (down || shared) && (!down || L->w_down.dtype == CLMOE_BF16) &&
+                  (!shared || (L->shared.w_gate.dtype == CLMOE_BF16 && L->shared.w_upp.dtype == CLMOE_BF16));
+  *xin = x2;
+  if (!b16 || x2->dtype == CLMOE_BF16) return CLMOE_OK;
+  CLMOE_TRY(clmoe_tensor_create(ctx, x16, CLMOE_BF16, 2, x2->shape));
+  *xin = x16;
+  return clmoe_tensor_copy(x16, x2);
+}
+
+/* Everything after the router. */
+static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
+                                 clmoe_tensor *y2, int train, clmoe_moe_saved *s, double *t0)
+{
+  clmoe_tensor x16 = {0};
+  const clmoe_tensor *xin;
+  CLMOE_TRY(dense_input(ctx, L, x2, &x16, &xin));
+  clmoe_status st = forward_experts(ctx, L, x2, xin, y2, train, s, t0);
+  clmoe_tensor_destroy(&x16); /* the in-order queue: back to the pool once enqueued */
+  return st;
 }
 
 clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
@@ -149,11 +182,12 @@ static clmoe_status zero_grads(clmoe_moe_grads *g)
 /* The backward's temporaries. */
 typedef struct bwd_buf {
   clmoe_tensor dzn, dz, dp, dys, dxs, dxl; /* [m, l], [m, l], [m k], [R, l], [R, l], [m, l] */
+  clmoe_tensor x16;                        /* [m, d] bf16: dense_input's copy of x, or none */
 } bwd_buf;
 
 static void bwd_buf_destroy(bwd_buf *b)
 {
-  clmoe_tensor *t[] = {&b->dzn, &b->dz, &b->dp, &b->dys, &b->dxs, &b->dxl};
+  clmoe_tensor *t[] = {&b->dzn, &b->dz, &b->dp, &b->dys, &b->dxs, &b->dxl, &b->x16};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
 }
 
@@ -185,13 +219,14 @@ static clmoe_status backward_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, con
   CLMOE_TRY(clmoe__moe_gather_backward(ctx, &s->disp, &b->dxs, &b->dxl));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dispatch), &t0));
   /* xl = W_down x (or x); dx starts here (beta 0), every later term adds in a fixed order */
-  if (c->latent > 0) CLMOE_TRY(clmoe_linear_backward(ctx, x2, &L->w_down, &b->dxl, dx2, &g->w_down, NULL, 0));
+  const clmoe_tensor *xin; /* x2 or its bf16 copy for the dW of W_down and the shared experts */
+  CLMOE_TRY(dense_input(ctx, L, x2, &b->x16, &xin));
+  if (c->latent > 0) CLMOE_TRY(clmoe_linear_backward(ctx, xin, &L->w_down, &b->dxl, dx2, &g->w_down, NULL, 0));
   else CLMOE_TRY(clmoe_tensor_copy(dx2, &b->dxl));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), &t0));
   CLMOE_TRY(clmoe__moe_router_backward(ctx, L, x2, s, &b->dp, &g->w_router, dx2));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, route), &t0));
-  if (c->n_shared * c->shared_ff > 0)
-    CLMOE_TRY(clmoe_situ_ffn_backward(ctx, &L->shared, x2, &s->shared, dy2, &g->shared, 1.0f, dx2));
+  if (has_shared(c)) CLMOE_TRY(clmoe_situ_ffn_backward(ctx, &L->shared, xin, &s->shared, dy2, &g->shared, 1.0f, dx2));
   return clmoe__moe_phase(ctx, PHASE(L, dense), &t0);
 }
 

@@ -1,5 +1,5 @@
-/* Pointwise operators: add, mul, scale, axpy, SiLU, sigmoid and their backwards. The op
- * codes (EW_*) are the kernels' own, from kernels_cl/ops/elementwise.cl. */
+/* Pointwise operators: add, mul (fp32 or bf16 output), scale, axpy, SiLU, sigmoid and their
+ * backwards. The op codes (EW_*) are the kernels' own, from kernels_cl/ops/elementwise.cl. */
 #include "clmoe/ops.h"
 #include "ops/ops_internal.h"
 #include "runtime/internal.h"
@@ -46,8 +46,29 @@ clmoe_status clmoe_add(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor
   return binary(ctx, "clmoe_add", EW_ADD, 1.0f, a, b, out);
 }
 
+/* out = a b into bf16 storage: the fp32 product rounded once (ew_mul_bf16). */
+static clmoe_status mul_bf16(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
+{
+  static const char opname[] = "clmoe_mul";
+  CLMOE_TRY(clmoe__want(a, CLMOE_F32, opname, "first input"));
+  CLMOE_TRY(clmoe__want(b, CLMOE_F32, opname, "second input"));
+  CLMOE_TRY(clmoe__want(out, CLMOE_BF16, opname, "output"));
+  CLMOE_TRY(clmoe__want_numel(a, b, opname, "first input", "second input"));
+  CLMOE_TRY(clmoe__want_numel(a, out, opname, "input", "output"));
+  if (out->buf == a->buf || out->buf == b->buf)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: a bf16 output must not share an input's buffer", opname);
+  cl_ulong n = (cl_ulong)clmoe_tensor_numel(out);
+  if (n == 0) return CLMOE_OK;
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "elementwise", NULL, "ew_mul_bf16", &k));
+  cl_ulong ao = (cl_ulong)a->offset, bo = (cl_ulong)b->offset, oo = (cl_ulong)out->offset;
+  CLMOE_TRY(clmoe__args(k, 7, KA(a->buf), KA(ao), KA(b->buf), KA(bo), KA(out->buf), KA(oo), KA(n)));
+  return clmoe__launch1d(ctx, k, (size_t)n);
+}
+
 clmoe_status clmoe_mul(clmoe_ctx *ctx, const clmoe_tensor *a, const clmoe_tensor *b, clmoe_tensor *out)
 {
+  if (out && out->dtype == CLMOE_BF16) return mul_bf16(ctx, a, b, out);
   return binary(ctx, "clmoe_mul", EW_MUL, 1.0f, a, b, out);
 }
 

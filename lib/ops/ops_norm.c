@@ -30,8 +30,13 @@ clmoe_status clmoe_rmsnorm(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_te
 {
   static const char op[] = "clmoe_rmsnorm";
   CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "input x"));
-  CLMOE_TRY(clmoe__want(y, CLMOE_F32, op, "output y"));
+  const int y16 = y && y->dtype == CLMOE_BF16; /* bf16 storage: rounded once, here */
+  if (!y16) CLMOE_TRY(clmoe__want(y, CLMOE_F32, op, "output y"));
+  else if (!clmoe_tensor_is_contiguous(y))
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: output y (bf16) must be contiguous", op);
   CLMOE_TRY(clmoe__want_numel(x, y, op, "input x", "output y"));
+  if (y16 && y->buf == x->buf)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: a bf16 output y must not share x's buffer", op);
   int64_t rows, n;
   clmoe__rows(x, &rows, &n);
   if (gain) CLMOE_TRY(want_vec(gain, n, op, "gain", "the last dimension of x"));
@@ -41,7 +46,7 @@ clmoe_status clmoe_rmsnorm(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_te
                         op, (double)eps);
   if (rows == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "norm", NULL, "rmsnorm_fwd", &k));
+  CLMOE_TRY(clmoe__kernel(ctx, "norm", NULL, y16 ? "rmsnorm_fwd_bf16" : "rmsnorm_fwd", &k));
   /* Unused buffer arguments get x's buffer; the kernel's flags keep it from touching them. */
   cl_int has_gain = gain != NULL, has_rstd = rstd != NULL;
   cl_mem gbuf = gain ? gain->buf : x->buf, rbuf = rstd ? rstd->buf : x->buf;
