@@ -317,12 +317,19 @@ static int step(run *r, train_step *s)
   APP_CHECK(clmoe_data_batch(r->data, CLMOE_SPLIT_TRAIN, t->seed, r->step, t->batch, T, r->tokens, r->targets));
   const int profiled = o->profile && r->step - r->first >= 2; /* skip warm-up (kernel builds) */
   if (r->dist && r->step - r->first == 2) clmoe_dist_stats_reset(r->dist), r->ep_s = 0.0, r->ep_steps = 0;
+  clmoe_ctx_counters c0, c1;
   if (profiled) APP_CHECK(clmoe_ctx_profile_begin(r->ctx));
+  clmoe_ctx_counters_get(r->ctx, &c0);
   if (train_batch(r, s)) return 1;
+  clmoe_ctx_counters_get(r->ctx, &c1); /* before the profiler's own finish */
   if (profiled) {
     double ks;
     APP_CHECK(clmoe_ctx_profile_end(r->ctx, &ks, NULL));
-    r->prof_s += app_now() - t0, r->prof_kernel_s += ks, r->prof_tokens += t->batch * T;
+    r->prof_s += app_now() - t0, r->prof_kernel_s += ks, r->prof_tokens += t->batch * T, r->prof_steps++;
+    r->prof_waits.launches += c1.launches - c0.launches;
+    r->prof_waits.blocking_reads += c1.blocking_reads - c0.blocking_reads;
+    r->prof_waits.blocking_writes += c1.blocking_writes - c0.blocking_writes;
+    r->prof_waits.finishes += c1.finishes - c0.finishes;
   }
   r->step++;
   r->tokens_done += t->batch * T;
@@ -399,7 +406,7 @@ static int finish(run *r)
   const clmoe_train_config *t = &r->cfg->train;
   const int complete = r->step >= t->steps;
   if (!r->quiet && r->tty && r->step > r->first) fprintf(stderr, "\n");
-  if (r->o->profile && r->rank == 0) train_print_profile(r->ctx, r->prof_s, r->prof_kernel_s, r->prof_tokens);
+  if (r->o->profile && r->rank == 0) train_print_profile(r);
   if (r->dist && r->ep_steps > 0) train_print_ep_split(r, r->ep_s, r->ep_steps, r->quiet);
   const char *why = complete ? "end" : stop_signal == SIGINT ? "SIGINT" : stop_signal ? "SIGTERM" : r->timed_out ? "--time-limit" : "--stop-at";
   if (r->saved_step != r->step) train_save(r, why, 1);
