@@ -360,7 +360,7 @@ static clmoe_status clip_scale(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result
   const double clips[] = {0.5 * norm, norm, 2.0 * norm, 0.0};
   const float bad[] = {0.0f, NAN, INFINITY};
   for (int b = 0; b < 3; b++) {
-    if (b) CK(clmoe_tensor_write_f32(&S, (float[97]){[40] = bad[b]})); /* zeros and one bad sum */
+    if (b) CK(clmoe_tensor_write_f32(&Sfull, (float[100]){[43] = bad[b]})); /* zeros; S[40] bad */
     for (int c = 0; c < 4 && st == CLMOE_OK; c++) {
       const double clip = clips[c];
       CK(clmoe_grad_clip_scale(ctx, &S, clip, &N, &K));
