@@ -16,7 +16,7 @@
 #include "clmoe/mla.h"
 #include "clmoe/ops.h"
 
-/* The step record and its host copy (model_internal.h). */
+/* The step record (model_internal.h). */
 static void record_release(clmoe_model *m)
 {
   clmoe_tensor_destroy(&m->record);
@@ -24,8 +24,7 @@ static void record_release(clmoe_model *m)
   m->rec_host = NULL, m->rec_words = 0, m->rec_state = REC_NONE, m->norm_src = NORM_NONE;
 }
 
-/* What the forward kept for the backward; the ids, targets and step record stay (the end
- * of the step reads the record and names a bad id or target from them). */
+/* What the forward kept for the backward (the ids, targets and step record stay). */
 static void release_kept(clmoe_model *m)
 {
   for (int l = 0; m->layers && l < m->cfg.layers; l++) {
@@ -120,17 +119,17 @@ static clmoe_status upload_ids(clmoe_model *m, clmoe_tensor *t, const int32_t *h
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s %lld is %d: outside the vocabulary [0, %lld)", what,
                           (long long)i, host[i], (long long)V);
   CLMOE_TRY(clmoe_tensor_create(m->ctx, t, CLMOE_I32, 1, &m->N));
-  /* no wait: the runtime keeps a copy until the queue has run the write */
+  /* staged: the runtime keeps a copy, the host does not wait */
   return clmoe__write_staged(m->ctx, t->buf, (size_t)t->offset * sizeof *host, (size_t)m->N * sizeof *host, host);
 }
 
-/* Word w of the step record, n words long, as an i32 view. */
+/* Words [w, w + n) of the step record. */
 static clmoe_status record_word(clmoe_model *m, int64_t w, int64_t n, clmoe_tensor *v)
 {
   return clmoe_tensor_view(&m->record, v, 1, (int64_t[]){n}, w);
 }
 
-/* n 4-byte words of src (from its offset) into the record at word w, on the device. */
+/* n words of src into the record at word w, on the device. */
 static clmoe_status record_put(clmoe_model *m, int64_t w, const clmoe_tensor *src, int64_t n)
 {
   if (n == 0) return CLMOE_OK;
@@ -139,8 +138,8 @@ static clmoe_status record_put(clmoe_model *m, int64_t w, const clmoe_tensor *sr
   return CLMOE_OK;
 }
 
-/* The record of a forward with targets: its words filled with -1 (so that none is read
- * unwritten), room for each MoE layer's offsets in a training forward of one process. */
+/* The record of a forward with targets, filled with -1 (no word is read unwritten); MoE
+ * offsets in a training forward of one process. */
 static clmoe_status record_create(clmoe_model *m, int train)
 {
   int64_t words = REC_MOE;
@@ -153,7 +152,7 @@ static clmoe_status record_create(clmoe_model *m, int train)
   return CLMOE_OK;
 }
 
-/* After the forward: the loss sum and each MoE layer's expert offsets into the record. */
+/* The loss sum and each MoE layer's expert offsets into the record. */
 static clmoe_status record_forward(clmoe_model *m, const clmoe_tensor *sum1, int train)
 {
   CLMOE_TRY(record_put(m, REC_LOSS, sum1, 1));
@@ -162,34 +161,33 @@ static clmoe_status record_forward(clmoe_model *m, const clmoe_tensor *sum1, int
     const model_layer *L = &m->layers[l];
     if (L->is_dense) continue;
     const int64_t n = L->moe.cfg.n_experts + 1;
-    if (!L->moesaved.disp.offsets.buf || clmoe_tensor_numel(&L->moesaved.disp.offsets) != n)
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "model layer %d: no expert offsets after the forward", l);
+    if (clmoe_tensor_numel(&L->moesaved.disp.offsets) != n)
+      return clmoe__error(CLMOE_ERR_SHAPE, "layer %d: no expert offsets [%lld]", l, (long long)n);
     CLMOE_TRY(record_put(m, w, &L->moesaved.disp.offsets, n));
     w += n;
   }
   return CLMOE_OK;
 }
 
-/* One blocking read of the record, then its errors in the order the step made them: a bad
- * token id, a bad target (forward, backward), a gradient norm that is not finite (the
- * step was not taken). *loss and *norm are set first (NAN where not recorded). */
+/* One read of the record, then its errors in the step's order: a bad token id, a bad
+ * target (forward, backward). *loss and *norm are set first (NAN: none). */
 static clmoe_status record_read(clmoe_model *m, double *loss, double *norm)
 {
   if (loss) *loss = NAN;
   if (norm) *norm = NAN;
   if (m->rec_state == REC_NONE || !m->record.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_step_read: no training step to read");
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_step_read: no step to read");
   if (m->rec_state == REC_QUEUED) {
     if (!m->rec_host) m->rec_host = malloc((size_t)m->rec_words * sizeof *m->rec_host);
-    if (!m->rec_host) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "the step record: out of host memory");
+    if (!m->rec_host) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "the step record");
     CLMOE_TRY(clmoe_tensor_read(&m->record, m->rec_host, (size_t)m->rec_words * sizeof *m->rec_host));
     m->rec_state = REC_READ;
   }
   const int32_t *h = m->rec_host;
   float total;
-  memcpy(&total, &h[REC_LOSS], sizeof total);
-  uint64_t bits = (uint64_t)(uint32_t)h[REC_NORM] | (uint64_t)(uint32_t)h[REC_NORM + 1] << 32;
   double nrm;
+  memcpy(&total, &h[REC_LOSS], sizeof total);
+  const uint64_t bits = (uint64_t)(uint32_t)h[REC_NORM] | (uint64_t)(uint32_t)h[REC_NORM + 1] << 32;
   memcpy(&nrm, &bits, sizeof nrm);
   if (m->norm_src == NORM_HOST) nrm = m->norm_host;
   if (m->norm_src == NORM_NONE) nrm = NAN;
@@ -247,13 +245,10 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->stream, CLMOE_F32, 3, (int64_t[]){m->nslots, m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &out, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, 0, &x0), fail);
-  clmoe_tensor flag;
-  if (targets) { /* the bad-id check read with the loss */
-    CLMOE_TRY_GOTO(st, record_word(m, REC_EMBED, 1, &flag), fail);
-    CLMOE_TRY_GOTO(st, clmoe_embedding_nowait(ctx, &m->embed, &m->ids, &x0, &flag), fail);
-  } else {
-    CLMOE_TRY_GOTO(st, clmoe_embedding(ctx, &m->embed, &m->ids, &x0), fail);
-  }
+  clmoe_tensor flag; /* with targets: the bad-id check read with the loss */
+  if (targets) CLMOE_TRY_GOTO(st, record_word(m, REC_EMBED, 1, &flag), fail);
+  CLMOE_TRY_GOTO(st, targets ? clmoe_embedding_nowait(ctx, &m->embed, &m->ids, &x0, &flag)
+                             : clmoe_embedding(ctx, &m->embed, &m->ids, &x0), fail);
   const float eps = (float)c->norm_eps;
   model_stack it;
   for (clmoe__model_stack_begin(&it, c); !it.final; clmoe__model_stack_next(&it)) {
@@ -311,8 +306,7 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
     CLMOE_TRY_GOTO(st, clmoe_cross_entropy_nowait(ctx, &m->logits, &m->targets, &m->loss, &m->lse, &flag), fail);
     CLMOE_TRY_GOTO(st, clmoe_sum(ctx, &m->loss, &sum1), fail);
     CLMOE_TRY_GOTO(st, record_forward(m, &sum1, train), fail);
-    /* With loss: read now (one wait; the record's later words are still -1). Without: the
-     * step's end reads it (clmoe_model_step_read). */
+    /* loss: read now (the later words are still -1), else at the step's end */
     if (loss) CLMOE_TRY_GOTO(st, record_read(m, loss, NULL), fail);
   }
   if (scored) *scored = m->scored;
@@ -442,21 +436,21 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
 done:
   clmoe_tensor_destroy(&dstream), clmoe_tensor_destroy(&dlogits), clmoe_tensor_destroy(&dhn);
   clmoe_tensor_destroy(&dh), clmoe_tensor_destroy(&dd);
-  if (st == CLMOE_OK) release_kept(m), m->rec_state = REC_QUEUED; /* its flag is on the device */
+  if (st == CLMOE_OK) release_kept(m), m->rec_state = REC_QUEUED; /* a new flag */
   return st;
 }
 
 clmoe_status clmoe_model_adamw(clmoe_model *m, const clmoe_adamw *hp, double clip)
 {
   if (m->rec_state == REC_NONE || !m->record.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_adamw needs a train forward with targets first");
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_adamw needs a train forward first");
   clmoe_tensor norm;
   CLMOE_TRY(record_word(m, REC_NORM, 2, &norm));
   m->norm_src = NORM_NONE;
   clmoe_status st = clmoe__params_adamw_nowait(&m->params, hp, clip, &norm);
   if (st == CLMOE_OK) m->norm_src = NORM_RECORD, m->rec_state = REC_QUEUED;
   if (st != CLMOE_ERR_UNSUPPORTED) return st;
-  /* no fp64 on the device: the norm read here, as clmoe_params_adamw does */
+  /* no fp64: the norm is read here */
   st = clmoe_params_adamw(&m->params, hp, clip, &m->norm_host);
   if (st == CLMOE_OK) m->norm_src = NORM_HOST;
   return st;
@@ -467,8 +461,9 @@ clmoe_status clmoe_model_step_read(clmoe_model *m, double *loss, double *norm)
   double nrm;
   CLMOE_TRY(record_read(m, loss, &nrm));
   if (norm) *norm = nrm;
-  if (m->norm_src == NORM_RECORD && !isfinite(nrm)) {
-    m->params.step--; /* the kernels skipped the step */
+  if (m->norm_src != NORM_NONE && !isfinite(nrm)) {
+    if (m->norm_src == NORM_RECORD) m->params.step--; /* the kernels skipped the step */
+    m->norm_src = NORM_HOST, m->norm_host = nrm;       /* once */
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the gradient norm is %g: the step was not taken", nrm);
   }
   return CLMOE_OK;

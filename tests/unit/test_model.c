@@ -246,6 +246,10 @@ static void test_step_without_waits(void)
   CU_ASSERT(strstr(clmoe_last_error(), "gradient norm is") != NULL);
   if (sa == CLMOE_OK) CU_ASSERT(isnan(norm) && isfinite(loss));
   CU_ASSERT_EQUAL(pb->step, taken);
+  if (sa == CLMOE_OK) { /* read again: the same error, the count taken back once */
+    CU_ASSERT_EQUAL(clmoe_model_step_read(b, &loss, &norm), CLMOE_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(pb->step, taken);
+  }
   TEST_OK(clmoe_tensor_read(p0->value, after, bytes));
   CU_ASSERT(memcmp(before, after, bytes) == 0);
   free(before), free(after);
