@@ -193,9 +193,12 @@ static int by_seconds(const void *a, const void *b)
   return (x < y) - (x > y);
 }
 
-/* --profile: device time by family, the top kernels, memory and throughput. */
-void train_print_profile(clmoe_ctx *ctx, double wall_s, double kernel_s, int64_t tokens)
+/* --profile: device time by family, the top kernels, memory, throughput and host waits. */
+void train_print_profile(run *r)
 {
+  clmoe_ctx *ctx = r->ctx;
+  const double wall_s = r->prof_s, kernel_s = r->prof_kernel_s;
+  const int64_t tokens = r->prof_tokens, steps = r->prof_steps;
   const clmoe_kernel_time *rows;
   const int n = clmoe_ctx_profile_kernels(ctx, &rows);
   clmoe_pool_stats ps;
@@ -203,6 +206,13 @@ void train_print_profile(clmoe_ctx *ctx, double wall_s, double kernel_s, int64_t
   printf("profile (%s): %lld tokens in %.3f s of steps (%.0f tok/s); device time %.3f s (%.0f%% of the steps)\n",
          clmoe_ctx_caps(ctx)->device_name, (long long)tokens, wall_s, tokens / (wall_s > 0 ? wall_s : 1), kernel_s,
          100.0 * kernel_s / (wall_s > 0 ? wall_s : 1));
+  if (steps > 0) { /* each a round trip the device waits out while the host catches up */
+    const clmoe_ctx_counters *w = &r->prof_waits;
+    const double k = 1.0 / (double)steps;
+    printf("host waits per step (mean of %lld steps): %.2f blocking reads, %.2f blocking writes, %.2f finishes; "
+           "%.0f launches\n", (long long)steps, (double)w->blocking_reads * k, (double)w->blocking_writes * k,
+           (double)w->finishes * k, (double)w->launches * k);
+  }
   printf("device memory: peak in use %.1f MiB, held by the pool %.1f MiB\n", ps.peak_in_use_bytes / 1048576.0,
          ps.device_bytes / 1048576.0);
   if (n == 0) return;

@@ -266,8 +266,19 @@ static void moe_loads(run *r, train_step *s)
   }
 }
 
+/* The step's failure (the optimizer's, or an error the step's read reports): a message
+ * naming it; the last checkpoint is kept. Returns 1. */
+static int step_failed(run *r, const train_step *s)
+{
+  fprintf(stderr, "\n%s: step %lld: %s (loss %g): stopping; the last checkpoint is kept\n", app_name,
+          (long long)r->step, clmoe_last_error(), s->loss);
+  return 1;
+}
+
 /* Forward, backward and the optimizer on the batch in r->tokens; returns 0, or 1 after a
- * message when the optimizer step fails (the last checkpoint is kept). */
+ * message when the optimizer step fails (the last checkpoint is kept). One process: nothing
+ * waits for the device until the step's one read at its end (clmoe_model_step_read); the
+ * MoE loads come from that read. */
 static int train_batch(run *r, train_step *s)
 {
   const clmoe_train_config *t = &r->cfg->train;
@@ -276,10 +287,21 @@ static int train_batch(run *r, train_step *s)
   clmoe_adamw hp = {(float)clmoe_lr_at(t->lr, t->min_lr, warmup_of(t), t->steps, r->step), (float)t->beta1,
                     (float)t->beta2, (float)t->adam_eps, (float)t->weight_decay, 1.0f, 0};
   int64_t scored;
+  s->lr = hp.lr, s->loss = NAN, s->norm = NAN;
   APP_CHECK(clmoe_params_zero_grad(ps));
   const int64_t off = r->rank * r->share * T; /* this rank's sequences of the batch */
+  if (!r->dist) {
+    APP_CHECK(clmoe_model_forward(r->model, r->share, T, r->tokens + off, r->targets + off, 1, NULL, &scored));
+    APP_CHECK(clmoe_model_balance_update(r->model));
+    APP_CHECK(clmoe_model_backward(r->model));
+    clmoe_status st = clmoe_model_adamw(r->model, &hp, t->clip);
+    if (st == CLMOE_OK) st = clmoe_model_step_read(r->model, &s->loss, &s->norm);
+    if (st != CLMOE_OK) return step_failed(r, s);
+    moe_loads(r, s);
+    return 0;
+  }
   APP_CHECK(clmoe_model_forward(r->model, r->share, T, r->tokens + off, r->targets + off, 1, &s->loss, &scored));
-  if (r->dist) { /* the batch's mean loss; every rank's gradient scaled to it */
+  { /* the batch's mean loss; every rank's gradient scaled to it */
     double sums[2] = {s->loss * (double)scored, (double)scored};
     APP_CHECK(clmoe_dist_allreduce_sum_f64(r->dist, sums, 2));
     s->loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0, scored = (int64_t)sums[1];
@@ -288,20 +310,14 @@ static int train_batch(run *r, train_step *s)
   moe_loads(r, s);
   APP_CHECK(clmoe_model_balance_update(r->model));
   APP_CHECK(clmoe_model_backward(r->model));
-  if (r->dist) { /* the dense gradients summed over the ranks (in rank order: deterministic) */
+  { /* the dense gradients summed over the ranks (in rank order: deterministic) */
     clmoe_grad_allreduce_opts go = {.no_average = 1};
     clmoe_grad_allreduce_stats gs;
     const double a0 = app_now();
     APP_CHECK(clmoe_dist_allreduce_grads(r->dist, ps, &go, &gs));
     clmoe_dist_stats_add_allreduce(r->dist, app_now() - a0, gs.bytes_sent);
   }
-  clmoe_status st = clmoe_params_adamw_dist(ps, r->dist, &hp, t->clip, &s->norm);
-  s->lr = hp.lr;
-  if (st != CLMOE_OK) {
-    fprintf(stderr, "\n%s: step %lld: %s (loss %g): stopping; the last checkpoint is kept\n", app_name,
-            (long long)r->step, clmoe_last_error(), s->loss);
-    return 1;
-  }
+  if (clmoe_params_adamw_dist(ps, r->dist, &hp, t->clip, &s->norm) != CLMOE_OK) return step_failed(r, s);
   return 0;
 }
 
@@ -317,12 +333,19 @@ static int step(run *r, train_step *s)
   APP_CHECK(clmoe_data_batch(r->data, CLMOE_SPLIT_TRAIN, t->seed, r->step, t->batch, T, r->tokens, r->targets));
   const int profiled = o->profile && r->step - r->first >= 2; /* skip warm-up (kernel builds) */
   if (r->dist && r->step - r->first == 2) clmoe_dist_stats_reset(r->dist), r->ep_s = 0.0, r->ep_steps = 0;
+  clmoe_ctx_counters c0, c1;
   if (profiled) APP_CHECK(clmoe_ctx_profile_begin(r->ctx));
+  clmoe_ctx_counters_get(r->ctx, &c0);
   if (train_batch(r, s)) return 1;
+  clmoe_ctx_counters_get(r->ctx, &c1); /* before the profiler's own finish */
   if (profiled) {
     double ks;
     APP_CHECK(clmoe_ctx_profile_end(r->ctx, &ks, NULL));
-    r->prof_s += app_now() - t0, r->prof_kernel_s += ks, r->prof_tokens += t->batch * T;
+    r->prof_s += app_now() - t0, r->prof_kernel_s += ks, r->prof_tokens += t->batch * T, r->prof_steps++;
+    r->prof_waits.launches += c1.launches - c0.launches;
+    r->prof_waits.blocking_reads += c1.blocking_reads - c0.blocking_reads;
+    r->prof_waits.blocking_writes += c1.blocking_writes - c0.blocking_writes;
+    r->prof_waits.finishes += c1.finishes - c0.finishes;
   }
   r->step++;
   r->tokens_done += t->batch * T;
@@ -399,7 +422,7 @@ static int finish(run *r)
   const clmoe_train_config *t = &r->cfg->train;
   const int complete = r->step >= t->steps;
   if (!r->quiet && r->tty && r->step > r->first) fprintf(stderr, "\n");
-  if (r->o->profile && r->rank == 0) train_print_profile(r->ctx, r->prof_s, r->prof_kernel_s, r->prof_tokens);
+  if (r->o->profile && r->rank == 0) train_print_profile(r);
   if (r->dist && r->ep_steps > 0) train_print_ep_split(r, r->ep_s, r->ep_steps, r->quiet);
   const char *why = complete ? "end" : stop_signal == SIGINT ? "SIGINT" : stop_signal ? "SIGTERM" : r->timed_out ? "--time-limit" : "--stop-at";
   if (r->saved_step != r->step) train_save(r, why, 1);

@@ -55,7 +55,8 @@ typedef struct run {
   int64_t tokens_done;
   double val, acc;      /* the last evaluation's loss and accuracy (NAN: none yet) */
   double prof_s, prof_kernel_s; /* --profile: steps after the first two */
-  int64_t prof_tokens;
+  int64_t prof_tokens, prof_steps;
+  clmoe_ctx_counters prof_waits; /* --profile: the host waits of those steps (the profiler's own excluded) */
   double ep_s;          /* --ep: step time of the steps after the first two */
   int64_t ep_steps;
   int timed_out;        /* --time-limit passed */
@@ -104,8 +105,9 @@ int train_metrics_sync(run *r);
 void train_announce(run *r);
 /* One step's metrics row (evaluated: with the evaluation's columns) and progress line. */
 void train_report_step(run *r, const train_step *s, int evaluated, int last);
-/* --profile: device time by family, the top kernels, memory and throughput. */
-void train_print_profile(clmoe_ctx *ctx, double wall_s, double kernel_s, int64_t tokens);
+/* --profile: device time by family, the top kernels, memory, throughput and the host waits
+ * per step. */
+void train_print_profile(run *r);
 /* Under --ep: the mean step split over the ranks (steps after the first two). Collective. */
 void train_print_ep_split(run *r, double step_s, int64_t steps, int quiet);
 /* A continuation of the prompt after training (byte data, one process). */

@@ -77,7 +77,9 @@ CLMOE_API const clmoe_config *clmoe_model_config(const clmoe_model *model);
 /* Forward over B sequences of T tokens (host arrays [B, T]). With targets (-1: not
  * scored) *loss receives the mean cross-entropy over the scored tokens and *scored their
  * number. train = 1 keeps what the backward needs (and MoE layers record balancing
- * statistics); train = 0 is inference (MoE biases frozen). */
+ * statistics); train = 0 is inference (MoE biases frozen). loss NULL with targets: the
+ * loss, the device's checks of the ids and targets, and the MoE layers' expert counts stay
+ * on the device for clmoe_model_step_read (no wait for the device here). */
 CLMOE_API clmoe_status clmoe_model_forward(clmoe_model *model, int64_t B, int64_t T,
                                            const int32_t *tokens, const int32_t *targets, int train,
                                            double *loss, int64_t *scored);
@@ -89,6 +91,17 @@ CLMOE_API const clmoe_tensor *clmoe_model_logits(const clmoe_model *model);
 CLMOE_API clmoe_status clmoe_model_backward(clmoe_model *model);
 /* MoE balancing (QB, sign rule, none - per the config) from the last train forward. */
 CLMOE_API clmoe_status clmoe_model_balance_update(clmoe_model *model);
+/* A training step without waits for the device (one process): after the train forward (loss
+ * NULL), the balance update and the backward, clmoe_model_adamw takes the AdamW step of
+ * clmoe_params_adamw with the gradient-norm clip computed and applied on the device (where
+ * the device has no fp64 it reads the norm as clmoe_params_adamw does); then
+ * clmoe_model_step_read reads what the step left on the device in one transfer: the mean
+ * loss, the gradient norm before clipping (NULL: not wanted) and the MoE layers' counts
+ * (clmoe_model_moe_load then reads nothing), and returns the step's errors: a token id or
+ * target outside the vocabulary (as clmoe_embedding and clmoe_cross_entropy name them), a
+ * gradient norm that is not finite (the step was not taken; the parameters are unchanged). */
+CLMOE_API clmoe_status clmoe_model_adamw(clmoe_model *model, const clmoe_adamw *hp, double clip);
+CLMOE_API clmoe_status clmoe_model_step_read(clmoe_model *model, double *loss, double *norm);
 
 /* MoE load statistics of the last forward, one entry per MoE layer (model order). */
 CLMOE_API int clmoe_model_moe_layers(const clmoe_model *model);

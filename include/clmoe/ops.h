@@ -99,6 +99,14 @@ CLMOE_API clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table
                                        const clmoe_tensor *ids, clmoe_tensor *out);
 CLMOE_API clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,
                                                 const clmoe_tensor *dout, clmoe_tensor *dtable);
+/* clmoe_embedding without its wait: the first position of a bad id (-1: none) goes to bad
+ * (i32 [1]) on the device, for the caller to read with results it reads anyway and pass to
+ * clmoe_embedding_report, which returns clmoe_embedding's error for it (or CLMOE_OK). */
+CLMOE_API clmoe_status clmoe_embedding_nowait(clmoe_ctx *ctx, const clmoe_tensor *table,
+                                              const clmoe_tensor *ids, clmoe_tensor *out,
+                                              clmoe_tensor *bad);
+CLMOE_API clmoe_status clmoe_embedding_report(clmoe_ctx *ctx, const clmoe_tensor *table,
+                                              const clmoe_tensor *ids, int32_t bad);
 
 /* ---- cross-entropy over a vocabulary ----
  * logits [N, V], targets i32 [N]; a negative target marks an ignored row (loss 0).
@@ -115,6 +123,20 @@ CLMOE_API clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_
                                                     const clmoe_tensor *targets,
                                                     const clmoe_tensor *lse, float scale,
                                                     clmoe_tensor *dlogits);
+/* The same without their wait: the first bad row (-1: none) goes to bad (i32 [1]) on the
+ * device; clmoe_cross_entropy_report turns a read value into the call's error (backward 0:
+ * the forward's, 1: the backward's; vocab: the logits' width) or CLMOE_OK. */
+CLMOE_API clmoe_status clmoe_cross_entropy_nowait(clmoe_ctx *ctx, const clmoe_tensor *logits,
+                                                  const clmoe_tensor *targets, clmoe_tensor *loss,
+                                                  clmoe_tensor *lse, clmoe_tensor *bad);
+CLMOE_API clmoe_status clmoe_cross_entropy_backward_nowait(clmoe_ctx *ctx,
+                                                           const clmoe_tensor *logits,
+                                                           const clmoe_tensor *targets,
+                                                           const clmoe_tensor *lse, float scale,
+                                                           clmoe_tensor *dlogits, clmoe_tensor *bad);
+CLMOE_API clmoe_status clmoe_cross_entropy_report(clmoe_ctx *ctx, int64_t vocab,
+                                                  const clmoe_tensor *targets, int backward,
+                                                  int32_t bad);
 
 /* ---- AdamW (decoupled weight decay) ----
  * For step t >= 1:  g = grad_scale * grad;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
@@ -134,6 +156,20 @@ CLMOE_API clmoe_status clmoe_adamw_step_bf16(clmoe_ctx *ctx, clmoe_tensor *param
                                              const clmoe_tensor *grad, clmoe_tensor *m,
                                              clmoe_tensor *v, const clmoe_adamw *hp,
                                              clmoe_tensor *copy);
+/* The same steps (copy may be NULL) with the gradient's scale read on the device from scale
+ * (fp32 [1]) instead of hp->grad_scale: no wait for the host between the gradient norm and
+ * the step. A NaN scale leaves param, m, v and copy unchanged (the step is not taken). */
+CLMOE_API clmoe_status clmoe_adamw_step_scaled(clmoe_ctx *ctx, clmoe_tensor *param,
+                                               const clmoe_tensor *grad, clmoe_tensor *m,
+                                               clmoe_tensor *v, const clmoe_adamw *hp,
+                                               const clmoe_tensor *scale, clmoe_tensor *copy);
+/* Global gradient-norm clipping on the device: sums (fp32 [n]) the gradients' sums of
+ * squares; norm (i32 [2]) receives the bits of the double sqrt(sum of sums, in index order,
+ * in double), low word first; scale (fp32 [1]) = clip / norm rounded to fp32 when clip > 0
+ * and norm > clip, else 1; NaN when the norm is not finite. Needs fp64 on the device
+ * (CLMOE_ERR_UNSUPPORTED without). */
+CLMOE_API clmoe_status clmoe_grad_clip_scale(clmoe_ctx *ctx, const clmoe_tensor *sums, double clip,
+                                             clmoe_tensor *norm, clmoe_tensor *scale);
 
 #ifdef __cplusplus
 }

@@ -331,12 +331,36 @@ clmoe_status clmoe_model_moe_load(clmoe_model *m, int index, clmoe_moe_load *loa
   return clmoe_model_moe_load_counts(m, index, load, NULL);
 }
 
+/* Load of the MoE layer whose expert offsets [E + 1] are at word w of the step record's
+ * last read (clmoe_model_step_read): no wait. */
+static clmoe_status record_load(clmoe_model *m, const model_layer *L, int64_t w, clmoe_moe_load *load,
+                                int64_t *counts)
+{
+  const int64_t E = L->moe.cfg.n_experts;
+  int64_t *c = malloc((size_t)E * 2 * sizeof *c);
+  if (!c) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "MoE load statistics: out of host memory");
+  const int32_t *off = m->rec_host + w;
+  for (int64_t e = 0; e < E; e++) {
+    c[e] = off[e + 1] - off[e];
+    if (counts) counts[e] = c[e];
+  }
+  clmoe_moe_load_from_counts(c, E, m->N, L->moe.cfg.top_k, c + E, load);
+  free(c);
+  return CLMOE_OK;
+}
+
 clmoe_status clmoe_model_moe_load_counts(clmoe_model *m, int index, clmoe_moe_load *load, int64_t *counts)
 {
+  int64_t w = REC_MOE; /* this layer's offsets in the step record */
   for (int l = 0; l < m->cfg.layers; l++) {
     model_layer *L = &m->layers[l];
-    if (L->is_dense || index-- > 0) continue;
+    if (L->is_dense) continue;
+    if (index-- > 0) {
+      w += L->moe.cfg.n_experts + 1;
+      continue;
+    }
     if (m->dist) return ep_load(m, L, load, counts);
+    if (m->rec_state == REC_READ && m->rec_words > REC_MOE) return record_load(m, L, w, load, counts);
     if (!m->trained && L->moesaved.tokens == 0)
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "MoE load statistics need a train forward first");
     return clmoe_moe_load_stats(m->ctx, &L->moesaved.disp, load, counts);

@@ -66,7 +66,24 @@ struct clmoe_model {
   int64_t loss_count;              /* > 0: the backward's loss is a mean over this many
                                       tokens (all ranks'), not over this rank's */
   int precision;                   /* clmoe_precision, resolved: FP32 or BF16 */
+  /* The step record (model_run.c): what a training step leaves on the device for one read
+   * at its end (clmoe_model_step_read) instead of a wait for each. */
+  clmoe_tensor record;   /* i32 [REC_MOE + the MoE layers' E + 1 offsets each] */
+  int32_t *rec_host;     /* its last read (rec_words), else NULL */
+  int64_t rec_words;
+  int rec_state;         /* REC_NONE, REC_QUEUED (on the device), REC_READ (in rec_host) */
+  int norm_src;          /* the step's gradient norm: NORM_NONE (no clmoe_model_adamw yet),
+                            NORM_RECORD (the record's), NORM_HOST (norm_host: no fp64) */
+  double norm_host;
 };
+
+/* The step record's words: the loss sum (fp32 bits), the first bad token position, the
+ * first bad target row of the forward and of the backward (-1: none), the gradient norm
+ * (a double's bits, low word first), then each MoE layer's expert offsets [E + 1]. */
+enum { REC_LOSS, REC_EMBED, REC_XENT_FWD, REC_XENT_BWD, REC_NORM, REC_MOE = REC_NORM + 2 };
+enum { REC_NONE, REC_QUEUED, REC_READ };
+enum { NORM_NONE, NORM_RECORD, NORM_HOST };
+
 
 /* The training precision (model_precision.c). auto resolved for ctx's device. */
 clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p);

@@ -224,6 +224,45 @@ clmoe_status clmoe_params_adamw_dist(clmoe_params *ps, clmoe_dist *dist, const c
   return CLMOE_OK;
 }
 
+clmoe_status clmoe__params_adamw_nowait(clmoe_params *ps, const clmoe_adamw *hp, double clip, clmoe_tensor *norm)
+{
+  if (ps->inference) return clmoe__model_params_inference_error("clmoe_params_adamw");
+  if (!ps->ctx->caps.has_fp64)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "the device clip needs fp64 (its norm sums in double as the host's)");
+  for (int i = 0; i < ps->n; i++)
+    if (ps->p[i].trainable && ps->p[i].rows)
+      return clmoe__error(CLMOE_ERR_UNSUPPORTED, "the device clip sums no row-sharded gradient ('%s')", ps->p[i].name);
+  if (ps->n == 0) return clmoe__error(CLMOE_ERR_UNSUPPORTED, "no parameters");
+  /* sums [n] as grad_sumsq's (zero where nothing is summed: adding 0 keeps the double sum),
+   * then the norm and scale [1] on the device, and the steps reading the scale there. */
+  clmoe_tensor sums = {0}, scale = {0};
+  clmoe_status st;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_zeros(ps->ctx, &sums, CLMOE_F32, 1, (int64_t[]){ps->n}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ps->ctx, &scale, CLMOE_F32, 1, (int64_t[]){1}), done);
+  for (int i = 0; i < ps->n; i++) {
+    if (!ps->p[i].trainable || clmoe_tensor_numel(&ps->p[i].grad) == 0) continue;
+    clmoe_tensor slot;
+    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&sums, &slot, 1, (int64_t[]){1}, i), done);
+    CLMOE_TRY_GOTO(st, clmoe_sum_squares(ps->ctx, &ps->p[i].grad, &slot), done);
+  }
+  CLMOE_TRY_GOTO(st, clmoe_grad_clip_scale(ps->ctx, &sums, clip > 0.0 ? clip : 0.0, norm, &scale), done);
+  clmoe_adamw h = *hp;
+  h.step = ps->step + 1;
+  h.grad_scale = 1.0f; /* unused: the kernels read scale */
+  for (int i = 0; i < ps->n; i++) {
+    clmoe_param *p = &ps->p[i];
+    if (!p->trainable) continue;
+    h.weight_decay = p->decay ? hp->weight_decay : 0.0f;
+    CLMOE_TRY_GOTO(st, clmoe_adamw_step_scaled(ps->ctx, p->value, &p->grad, &p->m, &p->v, &h, &scale,
+                                               p->bf16.buf ? &p->bf16 : NULL), done);
+  }
+  ps->step++; /* taken back by the reader of the norm when it is not finite */
+done:
+  clmoe_tensor_destroy(&sums);
+  clmoe_tensor_destroy(&scale);
+  return st;
+}
+
 clmoe_status clmoe_params_adamw(clmoe_params *ps, const clmoe_adamw *hp, double clip, double *norm_out)
 {
   return clmoe_params_adamw_dist(ps, NULL, hp, clip, norm_out);

@@ -32,4 +32,9 @@ clmoe_status clmoe__model_ckpt_copy_meta(clmoe_st_file *f, clmoe_ckpt_meta *meta
 clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
                                            const clmoe_param *p, clmoe_tensor *t);
 
+/* params.c: the optimizer step with the clip's scale computed and applied on the device;
+ * the norm's bits go to norm (i32 [2]). CLMOE_ERR_UNSUPPORTED (nothing enqueued) where the
+ * device has no fp64 or a parameter is row-sharded: the caller takes clmoe_params_adamw. */
+clmoe_status clmoe__params_adamw_nowait(clmoe_params *ps, const clmoe_adamw *hp, double clip, clmoe_tensor *norm);
+
 #endif

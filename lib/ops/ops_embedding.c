@@ -46,18 +46,36 @@ static void grid2(const clmoe_ctx *ctx, size_t cols, size_t rows, size_t global[
   global[0] = cols, global[1] = rows;
 }
 
-clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
-                             clmoe_tensor *out)
+/* The error for the first bad position of ids (one blocking read of that id: the failure
+ * path only). */
+static clmoe_status bad_id_error(clmoe_ctx *ctx, const char *op, const clmoe_tensor *ids, cl_uint first_bad,
+                                 int64_t V)
 {
-  const char *op = "clmoe_embedding";
+  cl_int id = 0;
+  CLMOE_CL(clEnqueueReadBuffer(ctx->queue, ids->buf, CL_TRUE, ((size_t)ids->offset + first_bad) * sizeof id,
+                               sizeof id, &id, 0, NULL, NULL));
+  clmoe__count_wait(ctx, CLMOE_WAIT_READ);
+  return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: id %d at position %u is outside the table's rows [0, %lld)",
+                      op, (int)id, (unsigned)first_bad, (long long)V);
+}
+
+/* The lookup; bad NULL: the bad-id flag read back now (one small blocking read), else copied
+ * into bad (i32 [1], -1: none) on the device for the caller to read with other results. */
+static clmoe_status embedding(clmoe_ctx *ctx, const char *op, const clmoe_tensor *table, const clmoe_tensor *ids,
+                              clmoe_tensor *out, clmoe_tensor *bad_out)
+{
   int64_t V, d, N;
   CLMOE_TRY(check_shapes(op, table, "table", ids, out, "output", &V, &d, &N));
-  if (N == 0) return CLMOE_OK;
+  if (bad_out) {
+    CLMOE_TRY(clmoe__want(bad_out, CLMOE_I32, op, "bad"));
+    if (clmoe_tensor_numel(bad_out) != 1) return clmoe__error(CLMOE_ERR_SHAPE, "%s: bad must hold one element", op);
+  }
+  cl_uint first_bad = UINT32_MAX;
+  if (N == 0) return bad_out ? clmoe_tensor_fill(bad_out, -1.0) : CLMOE_OK;
   cl_kernel k;
   CLMOE_TRY(clmoe__kernel(ctx, "embedding", NULL, "embedding_forward", &k));
-  /* Bad ids are found on the device: one flag word, read back with one small blocking read. */
+  /* Bad ids are found on the device: one flag word, the first bad position. */
   cl_mem bad = NULL;
-  cl_uint first_bad = UINT32_MAX;
   CLMOE_TRY(clmoe__scratch(ctx, sizeof first_bad, &bad));
   clmoe_status st = CLMOE_OK;
   CLMOE_CL_GOTO(st, clEnqueueFillBuffer(ctx->queue, bad, &first_bad, sizeof first_bad, 0,
@@ -70,21 +88,42 @@ clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table, const cl
   /* At least one column so that the ids are checked even when d = 0. */
   grid2(ctx, d > 0 ? (size_t)d : 1, (size_t)N, global, local);
   CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 2, global, local), done);
+  if (bad_out) { /* UINT32_MAX reads as -1 in i32 */
+    CLMOE_CL_GOTO(st, clEnqueueCopyBuffer(ctx->queue, bad, bad_out->buf, 0, (size_t)bad_out->offset * 4,
+                                          sizeof first_bad, 0, NULL, NULL), done);
+    goto done;
+  }
   CLMOE_CL_GOTO(st, clEnqueueReadBuffer(ctx->queue, bad, CL_TRUE, 0, sizeof first_bad,
                                         &first_bad, 0, NULL, NULL), done);
   clmoe__count_wait(ctx, CLMOE_WAIT_READ);
-  if (first_bad != UINT32_MAX) {
-    cl_int id = 0;
-    CLMOE_CL_GOTO(st, clEnqueueReadBuffer(ctx->queue, ids->buf, CL_TRUE,
-                                          ((size_t)ids->offset + first_bad) * sizeof id,
-                                          sizeof id, &id, 0, NULL, NULL), done);
-    st = clmoe__error(CLMOE_ERR_INVALID_ARGUMENT,
-                      "%s: id %d at position %u is outside the table's rows [0, %lld)", op,
-                      (int)id, (unsigned)first_bad, (long long)V);
-  }
+  if (first_bad != UINT32_MAX) st = bad_id_error(ctx, op, ids, first_bad, V);
 done:
   clmoe__scratch_release(ctx, bad, sizeof first_bad);
   return st;
+}
+
+clmoe_status clmoe_embedding(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
+                             clmoe_tensor *out)
+{
+  return embedding(ctx, "clmoe_embedding", table, ids, out, NULL);
+}
+
+clmoe_status clmoe_embedding_nowait(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
+                                    clmoe_tensor *out, clmoe_tensor *bad)
+{
+  if (!bad) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_embedding_nowait: bad is NULL");
+  return embedding(ctx, "clmoe_embedding", table, ids, out, bad);
+}
+
+clmoe_status clmoe_embedding_report(clmoe_ctx *ctx, const clmoe_tensor *table, const clmoe_tensor *ids,
+                                    int32_t bad)
+{
+  if (bad == -1) return CLMOE_OK;
+  const int64_t N = clmoe_tensor_numel(ids);
+  if (bad < 0 || bad >= N || !table || table->ndim != 2)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_embedding: bad-id flag %d is not a position of ids [%lld]",
+                        (int)bad, (long long)N);
+  return bad_id_error(ctx, "clmoe_embedding", ids, (cl_uint)bad, table->shape[0]);
 }
 
 clmoe_status clmoe_embedding_backward(clmoe_ctx *ctx, const clmoe_tensor *ids,

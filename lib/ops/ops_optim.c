@@ -34,9 +34,11 @@ static clmoe_status check_adamw(const clmoe_adamw *hp)
 }
 
 /* The step, and with copy (bf16, numel of param) the new parameter rounded to bf16 in the
- * same kernel. */
+ * same kernel; with scale (fp32 [1] on the device) the gradient's scale is read there
+ * instead of hp->grad_scale. */
 static clmoe_status adamw(clmoe_ctx *ctx, const char *op, clmoe_tensor *param, const clmoe_tensor *grad,
-                          clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp, clmoe_tensor *copy)
+                          clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp, const clmoe_tensor *scale,
+                          clmoe_tensor *copy)
 {
   CLMOE_TRY(clmoe__want(param, CLMOE_F32, op, "param"));
   CLMOE_TRY(clmoe__want(grad, CLMOE_F32, op, "grad"));
@@ -49,11 +51,18 @@ static clmoe_status adamw(clmoe_ctx *ctx, const char *op, clmoe_tensor *param, c
     CLMOE_TRY(clmoe__want(copy, CLMOE_BF16, op, "copy"));
     CLMOE_TRY(clmoe__want_numel(param, copy, op, "param", "copy"));
   }
+  if (scale) {
+    CLMOE_TRY(clmoe__want(scale, CLMOE_F32, op, "scale"));
+    if (clmoe_tensor_numel(scale) != 1)
+      return clmoe__error(CLMOE_ERR_SHAPE, "%s: scale must hold one element", op);
+  }
   CLMOE_TRY(check_adamw(hp));
   cl_ulong n = (cl_ulong)clmoe_tensor_numel(param);
   if (n == 0) return CLMOE_OK;
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "optim", NULL, copy ? "adamw_step_bf16" : "adamw_step", &k));
+  static const char *const names[2][2] = {{"adamw_step", "adamw_step_bf16"},
+                                          {"adamw_step_dev", "adamw_step_bf16_dev"}};
+  CLMOE_TRY(clmoe__kernel(ctx, "optim", NULL, names[scale != NULL][copy != NULL], &k));
   /* Bias corrections in double: b^t for large t underflows to 0, giving 1, as it should. */
   double t = (double)hp->step;
   float bc1 = (float)(1.0 - pow((double)hp->beta1, t));
@@ -61,14 +70,23 @@ static clmoe_status adamw(clmoe_ctx *ctx, const char *op, clmoe_tensor *param, c
   float omb1 = (float)(1.0 - (double)hp->beta1), omb2 = (float)(1.0 - (double)hp->beta2);
   cl_ulong po = (cl_ulong)param->offset, go = (cl_ulong)grad->offset, mo = (cl_ulong)m->offset,
            vo = (cl_ulong)v->offset;
-  CLMOE_TRY(clmoe__args(k, 19, KA(param->buf), KA(po), KA(grad->buf), KA(go), KA(m->buf), KA(mo),
+  CLMOE_TRY(clmoe__args(k, 18, KA(param->buf), KA(po), KA(grad->buf), KA(go), KA(m->buf), KA(mo),
                         KA(v->buf), KA(vo), KA(n), KA(hp->lr), KA(hp->beta1), KA(hp->beta2),
-                        KA(omb1), KA(omb2), KA(bc1), KA(bc2), KA(hp->eps), KA(hp->weight_decay),
-                        KA(hp->grad_scale)));
+                        KA(omb1), KA(omb2), KA(bc1), KA(bc2), KA(hp->eps), KA(hp->weight_decay)));
+  cl_uint next = 18;
+  cl_int err = CL_SUCCESS;
+  if (scale) {
+    cl_ulong so = (cl_ulong)scale->offset;
+    err = clSetKernelArg(k, next++, sizeof scale->buf, &scale->buf);
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, next++, sizeof so, &so);
+  } else {
+    err = clSetKernelArg(k, next++, sizeof hp->grad_scale, &hp->grad_scale);
+  }
+  if (err != CL_SUCCESS) return clmoe__error(err, "%s: clSetKernelArg (the gradient's scale) failed", op);
   if (copy) {
     cl_ulong co = (cl_ulong)copy->offset;
-    cl_int err = clSetKernelArg(k, 19, sizeof copy->buf, &copy->buf);
-    if (err == CL_SUCCESS) err = clSetKernelArg(k, 20, sizeof co, &co);
+    err = clSetKernelArg(k, next++, sizeof copy->buf, &copy->buf);
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, next, sizeof co, &co);
     if (err != CL_SUCCESS) return clmoe__error(err, "%s: clSetKernelArg (the bf16 copy) failed", op);
   }
   return clmoe__launch1d(ctx, k, (size_t)n);
@@ -77,7 +95,7 @@ static clmoe_status adamw(clmoe_ctx *ctx, const char *op, clmoe_tensor *param, c
 clmoe_status clmoe_adamw_step(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
                               clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp)
 {
-  return adamw(ctx, "clmoe_adamw_step", param, grad, m, v, hp, NULL);
+  return adamw(ctx, "clmoe_adamw_step", param, grad, m, v, hp, NULL, NULL);
 }
 
 clmoe_status clmoe_adamw_step_bf16(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
@@ -86,5 +104,35 @@ clmoe_status clmoe_adamw_step_bf16(clmoe_ctx *ctx, clmoe_tensor *param, const cl
 {
   if (!copy)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_adamw_step_bf16: copy is NULL");
-  return adamw(ctx, "clmoe_adamw_step_bf16", param, grad, m, v, hp, copy);
+  return adamw(ctx, "clmoe_adamw_step_bf16", param, grad, m, v, hp, NULL, copy);
+}
+
+clmoe_status clmoe_adamw_step_scaled(clmoe_ctx *ctx, clmoe_tensor *param, const clmoe_tensor *grad,
+                                     clmoe_tensor *m, clmoe_tensor *v, const clmoe_adamw *hp,
+                                     const clmoe_tensor *scale, clmoe_tensor *copy)
+{
+  if (!scale) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_adamw_step_scaled: scale is NULL");
+  return adamw(ctx, "clmoe_adamw_step_scaled", param, grad, m, v, hp, scale, copy);
+}
+
+clmoe_status clmoe_grad_clip_scale(clmoe_ctx *ctx, const clmoe_tensor *sums, double clip, clmoe_tensor *norm,
+                                   clmoe_tensor *scale)
+{
+  static const char op[] = "clmoe_grad_clip_scale";
+  CLMOE_TRY(clmoe__want(sums, CLMOE_F32, op, "sums"));
+  CLMOE_TRY(clmoe__want(norm, CLMOE_I32, op, "norm"));
+  CLMOE_TRY(clmoe__want(scale, CLMOE_F32, op, "scale"));
+  if (clmoe_tensor_numel(norm) != 2 || clmoe_tensor_numel(scale) != 1)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: norm must hold 2 elements (a double's bits) and scale 1", op);
+  if (!(clip >= 0.0 && isfinite(clip)))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: clip %g must be finite and >= 0", op, clip);
+  if (!ctx->caps.has_fp64)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: the device has no fp64 (cl_khr_fp64)", op);
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "optim", NULL, "grad_clip_scale", &k));
+  cl_ulong so = (cl_ulong)sums->offset, n = (cl_ulong)clmoe_tensor_numel(sums);
+  cl_ulong no = (cl_ulong)norm->offset, sco = (cl_ulong)scale->offset;
+  CLMOE_TRY(clmoe__args(k, 8, KA(sums->buf), KA(so), KA(n), KA(clip), KA(norm->buf), KA(no), KA(scale->buf),
+                        KA(sco)));
+  return clmoe__launch1d(ctx, k, 1);
 }

@@ -106,14 +106,10 @@ static clmoe_status flag_create(clmoe_ctx *ctx, cl_mem *flag)
   return CLMOE_OK;
 }
 
-/* Reads the flag back (waiting for the kernel) and turns a recorded row into an error. */
-static clmoe_status flag_check(clmoe_ctx *ctx, cl_mem flag, const char *op,
-                               const clmoe_tensor *targets, int64_t vocab)
+/* The error for a recorded bad row (one blocking read of its target: the failure path). */
+static clmoe_status bad_row_error(clmoe_ctx *ctx, cl_uint row, const char *op, const clmoe_tensor *targets,
+                                  int64_t vocab)
 {
-  cl_uint row = NO_BAD_ROW;
-  CLMOE_CL(clEnqueueReadBuffer(ctx->queue, flag, CL_TRUE, 0, sizeof row, &row, 0, NULL, NULL));
-  clmoe__count_wait(ctx, CLMOE_WAIT_READ);
-  if (row == NO_BAD_ROW) return CLMOE_OK;
   cl_int t = -1;
   CLMOE_CL(clEnqueueReadBuffer(ctx->queue, targets->buf, CL_TRUE,
                                ((size_t)targets->offset + row) * sizeof t, sizeof t, &t, 0, NULL,
@@ -125,15 +121,42 @@ static clmoe_status flag_check(clmoe_ctx *ctx, cl_mem flag, const char *op,
                       op, (int)t, (unsigned)row, (long long)vocab);
 }
 
-clmoe_status clmoe_cross_entropy(clmoe_ctx *ctx, const clmoe_tensor *logits,
-                                 const clmoe_tensor *targets, clmoe_tensor *loss, clmoe_tensor *lse)
+/* Without out: reads the flag back (waiting for the kernel) and turns a recorded row into an
+ * error. With out (i32 [1]): copies the flag there on the device (NO_BAD_ROW reads as -1). */
+static clmoe_status flag_check(clmoe_ctx *ctx, cl_mem flag, const char *op,
+                               const clmoe_tensor *targets, int64_t vocab, clmoe_tensor *out)
+{
+  cl_uint row = NO_BAD_ROW;
+  if (out) {
+    CLMOE_CL(clEnqueueCopyBuffer(ctx->queue, flag, out->buf, 0, (size_t)out->offset * 4, sizeof row, 0, NULL,
+                                 NULL));
+    return CLMOE_OK;
+  }
+  CLMOE_CL(clEnqueueReadBuffer(ctx->queue, flag, CL_TRUE, 0, sizeof row, &row, 0, NULL, NULL));
+  clmoe__count_wait(ctx, CLMOE_WAIT_READ);
+  if (row == NO_BAD_ROW) return CLMOE_OK;
+  return bad_row_error(ctx, row, op, targets, vocab);
+}
+
+/* The caller's flag tensor: i32, one element. */
+static clmoe_status want_flag(const clmoe_tensor *bad, const char *op)
+{
+  if (!bad) return CLMOE_OK;
+  CLMOE_TRY(clmoe__want(bad, CLMOE_I32, op, "bad"));
+  if (clmoe_tensor_numel(bad) != 1) return clmoe__error(CLMOE_ERR_SHAPE, "%s: bad must hold one element", op);
+  return CLMOE_OK;
+}
+
+static clmoe_status xent_forward(clmoe_ctx *ctx, const clmoe_tensor *logits, const clmoe_tensor *targets,
+                                 clmoe_tensor *loss, clmoe_tensor *lse, clmoe_tensor *bad)
 {
   static const char op[] = "clmoe_cross_entropy";
   int64_t rows, vocab;
   CLMOE_TRY(xent_shapes(op, logits, targets, &rows, &vocab));
   CLMOE_TRY(want_count(loss, CLMOE_F32, rows, op, "loss", "one per row of logits"));
   if (lse) CLMOE_TRY(want_count(lse, CLMOE_F32, rows, op, "lse", "one per row of logits"));
-  if (rows == 0) return CLMOE_OK;
+  CLMOE_TRY(want_flag(bad, op));
+  if (rows == 0) return bad ? clmoe_tensor_fill(bad, -1.0) : CLMOE_OK;
   cl_kernel k;
   CLMOE_TRY(clmoe__kernel(ctx, "softmax", NULL, "xent_fwd", &k));
   size_t local;
@@ -151,15 +174,14 @@ clmoe_status clmoe_cross_entropy(clmoe_ctx *ctx, const clmoe_tensor *logits,
                                  KA(loss->buf), KA(losso), KA(lbuf), KA(lseo), KA(has_lse), KA(un),
                                  KA(flag)), done);
   CLMOE_TRY_GOTO(st, clmoe__launch_groups(ctx, k, rows, local), done);
-  st = flag_check(ctx, flag, op, targets, vocab);
+  st = flag_check(ctx, flag, op, targets, vocab, bad);
 done:
   clmoe__scratch_release(ctx, flag, sizeof(cl_uint));
   return st;
 }
 
-clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *logits,
-                                          const clmoe_tensor *targets, const clmoe_tensor *lse,
-                                          float scale, clmoe_tensor *dlogits)
+static clmoe_status xent_backward(clmoe_ctx *ctx, const clmoe_tensor *logits, const clmoe_tensor *targets,
+                                  const clmoe_tensor *lse, float scale, clmoe_tensor *dlogits, clmoe_tensor *bad)
 {
   static const char op[] = "clmoe_cross_entropy_backward";
   int64_t rows, vocab;
@@ -170,7 +192,8 @@ clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *lo
   CLMOE_TRY(want_count(lse, CLMOE_F32, rows, op, "lse", "one per row of logits"));
   CLMOE_TRY(clmoe__want(dlogits, CLMOE_F32, op, "dlogits"));
   CLMOE_TRY(clmoe__want_numel(logits, dlogits, op, "logits", "dlogits"));
-  if (rows == 0) return CLMOE_OK;
+  CLMOE_TRY(want_flag(bad, op));
+  if (rows == 0) return bad ? clmoe_tensor_fill(bad, -1.0) : CLMOE_OK;
   cl_kernel k;
   CLMOE_TRY(clmoe__kernel(ctx, "softmax", NULL, "xent_bwd", &k));
   size_t local;
@@ -186,8 +209,47 @@ clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *lo
                                  KA(lse->buf), KA(lseo), KA(scale), KA(dlogits->buf), KA(dlo),
                                  KA(un), KA(tile_cols), KA(tiles), KA(flag)), done);
   CLMOE_TRY_GOTO(st, clmoe__launch_groups(ctx, k, rows * (int64_t)tiles, local), done);
-  st = flag_check(ctx, flag, op, targets, vocab);
+  st = flag_check(ctx, flag, op, targets, vocab, bad);
 done:
   clmoe__scratch_release(ctx, flag, sizeof(cl_uint));
   return st;
+}
+
+clmoe_status clmoe_cross_entropy(clmoe_ctx *ctx, const clmoe_tensor *logits, const clmoe_tensor *targets,
+                                 clmoe_tensor *loss, clmoe_tensor *lse)
+{
+  return xent_forward(ctx, logits, targets, loss, lse, NULL);
+}
+
+clmoe_status clmoe_cross_entropy_backward(clmoe_ctx *ctx, const clmoe_tensor *logits, const clmoe_tensor *targets,
+                                          const clmoe_tensor *lse, float scale, clmoe_tensor *dlogits)
+{
+  return xent_backward(ctx, logits, targets, lse, scale, dlogits, NULL);
+}
+
+clmoe_status clmoe_cross_entropy_nowait(clmoe_ctx *ctx, const clmoe_tensor *logits, const clmoe_tensor *targets,
+                                        clmoe_tensor *loss, clmoe_tensor *lse, clmoe_tensor *bad)
+{
+  if (!bad) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_cross_entropy_nowait: bad is NULL");
+  return xent_forward(ctx, logits, targets, loss, lse, bad);
+}
+
+clmoe_status clmoe_cross_entropy_backward_nowait(clmoe_ctx *ctx, const clmoe_tensor *logits,
+                                                 const clmoe_tensor *targets, const clmoe_tensor *lse, float scale,
+                                                 clmoe_tensor *dlogits, clmoe_tensor *bad)
+{
+  if (!bad) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_cross_entropy_backward_nowait: bad is NULL");
+  return xent_backward(ctx, logits, targets, lse, scale, dlogits, bad);
+}
+
+clmoe_status clmoe_cross_entropy_report(clmoe_ctx *ctx, int64_t vocab, const clmoe_tensor *targets,
+                                        int backward, int32_t bad)
+{
+  const char *op = backward ? "clmoe_cross_entropy_backward" : "clmoe_cross_entropy";
+  if (bad == -1) return CLMOE_OK;
+  const int64_t rows = clmoe_tensor_numel(targets);
+  if (bad < 0 || bad >= rows)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: bad-target flag %d is not a row of targets [%lld]", op,
+                        (int)bad, (long long)rows);
+  return bad_row_error(ctx, (cl_uint)bad, op, targets, vocab);
 }

@@ -207,6 +207,20 @@ expect "curriculum run" 0 "" -- "$train" --config "$tmp/curr.conf" --data "$tmp/
 lens=$(cut -d, -f10 "$tmp/curr/metrics.csv" | tail -n +2 | tr '\n' ' ')
 if [ "$lens" = "16 16 32 32 48 " ]; then pass "curriculum lengths by step: $lens"; else fail "curriculum lengths by step: '$lens'"; fi
 
+# 3c. No round trip to the host inside a training step of one process: --profile counts the
+#     host's waits over the profiled steps. Each step waits once (the read of what it left on
+#     the device, at its end), writes without waiting and never finishes the queue; a new
+#     wait inside the step fails here. fp32 and bf16.
+for p in fp32 bf16; do
+  expect "host waits, $p" 0 "host waits per step" -- "$train" $tiny --steps 5 --precision $p --profile --eval-every 0 --out "$tmp/waits-$p"
+  waits=$(sed -n 's/^host waits per step (mean of \([0-9]*\) steps): \([0-9.]*\) blocking reads, \([0-9.]*\) blocking writes, \([0-9.]*\) finishes.*/\1 \2 \3 \4/p' "$tmp/out")
+  if [ -n "$waits" ] && echo "$waits" | awk '{ exit !($1 == 3 && $2 <= 1 && $3 == 0 && $4 == 0) }'; then
+    pass "$p: per step of 3 profiled steps (reads writes finishes): ${waits#* }"
+  else
+    fail "$p: host waits per step (steps reads writes finishes) '$waits', expected 3 steps, <= 1 read, no write or finish"
+  fi
+done
+
 fi
 
 # 4. Bad data files (the corpus in tests/data/bad/data) and bad flags.

@@ -164,6 +164,99 @@ static void check_training(int residual)
 static void test_training_lowers_loss(void) { check_training(CLMOE_RESIDUAL_ATTN_RES); }
 static void test_training_plain(void) { check_training(CLMOE_RESIDUAL_PLAIN); }
 
+/* The step without waits (clmoe_model_adamw + clmoe_model_step_read) against the waiting
+ * one (a forward reading its loss, clmoe_params_adamw reading the norm) from the same
+ * start: the same losses, gradient norms and MoE loads bit for bit over steps that clip
+ * (clip 0.5), the same parameters after them, and one blocking read, no blocking write and
+ * no finish per step. Then a step whose gradient holds a NaN: the error names the norm,
+ * the parameters and the step count stay as they were. */
+static void test_step_without_waits(void)
+{
+  clmoe_model *a = tiny(9, 0), *b = tiny(9, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  clmoe_params *pa = clmoe_model_params(a), *pb = clmoe_model_params(b);
+  const clmoe_adamw hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  const int nmoe = clmoe_model_moe_layers(a);
+  CU_ASSERT_FATAL(nmoe > 0);
+  /* without fp64 the clip's norm is read on the host: one more read */
+  const int64_t reads = clmoe_ctx_caps(test_ctx)->has_fp64 ? 1 : 2;
+  int clipped = 0;
+  for (int step = 0; step < 4; step++) {
+    batch(20 + (uint64_t)step);
+    double la, lb, na, nb;
+    int64_t scored;
+    clmoe_moe_load ma, mb;
+    TEST_OK(clmoe_params_zero_grad(pa));
+    TEST_OK(clmoe_model_forward(a, B, T, tokens, targets, 1, &la, &scored));
+    TEST_OK(clmoe_model_moe_load(a, nmoe - 1, &ma));
+    TEST_OK(clmoe_model_balance_update(a));
+    TEST_OK(clmoe_model_backward(a));
+    TEST_OK(clmoe_params_adamw(pa, &hp, 0.5, &na));
+    clmoe_ctx_counters c0, c1;
+    TEST_OK(clmoe_params_zero_grad(pb));
+    clmoe_ctx_counters_get(test_ctx, &c0);
+    TEST_OK(clmoe_model_forward(b, B, T, tokens, targets, 1, NULL, &scored));
+    TEST_OK(clmoe_model_balance_update(b));
+    TEST_OK(clmoe_model_backward(b));
+    TEST_OK(clmoe_model_adamw(b, &hp, 0.5));
+    TEST_OK(clmoe_model_step_read(b, &lb, &nb));
+    TEST_OK(clmoe_model_moe_load(b, nmoe - 1, &mb));
+    clmoe_ctx_counters_get(test_ctx, &c1);
+    clipped += na > 0.5;
+    if (la != lb || na != nb || ma.max != mb.max || ma.min != mb.min || ma.empty != mb.empty ||
+        c1.blocking_reads - c0.blocking_reads != reads || c1.blocking_writes != c0.blocking_writes ||
+        c1.finishes != c0.finishes)
+      fprintf(stderr, "\n  step %d: loss %.9g / %.9g, norm %.17g / %.17g, moe max %lld / %lld; waits: %lld reads, "
+              "%lld writes, %lld finishes\n", step, la, lb, na, nb, (long long)ma.max, (long long)mb.max,
+              (long long)(c1.blocking_reads - c0.blocking_reads), (long long)(c1.blocking_writes - c0.blocking_writes),
+              (long long)(c1.finishes - c0.finishes));
+    CU_ASSERT(la == lb && na == nb && isfinite(la) && isfinite(na));
+    CU_ASSERT(ma.max == mb.max && ma.min == mb.min && ma.empty == mb.empty);
+    CU_ASSERT(c1.blocking_reads - c0.blocking_reads == reads);
+    CU_ASSERT(c1.blocking_writes == c0.blocking_writes && c1.finishes == c0.finishes);
+  }
+  CU_ASSERT(clipped > 0); /* the clip's scale was < 1 on some step */
+  CU_ASSERT_EQUAL(pa->step, pb->step);
+  for (int i = 0; i < pa->n; i++) { /* the same parameters, bit for bit */
+    const size_t bytes = clmoe_tensor_bytes(pa->p[i].value);
+    char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
+    CU_ASSERT_FATAL(x && y);
+    TEST_OK(clmoe_tensor_read(pa->p[i].value, x, bytes));
+    TEST_OK(clmoe_tensor_read(pb->p[i].value, y, bytes));
+    if (memcmp(x, y, bytes)) fprintf(stderr, "\n  parameter %s differs\n", pa->p[i].name);
+    CU_ASSERT(memcmp(x, y, bytes) == 0);
+    free(x), free(y);
+  }
+  /* a NaN in one gradient: the step is not taken */
+  clmoe_param *p0 = &pb->p[0];
+  const size_t bytes = clmoe_tensor_bytes(p0->value);
+  char *before = malloc(bytes + 1), *after = malloc(bytes + 1);
+  CU_ASSERT_FATAL(before && after);
+  TEST_OK(clmoe_tensor_read(p0->value, before, bytes));
+  const int64_t taken = pb->step;
+  double loss, norm;
+  int64_t scored;
+  TEST_OK(clmoe_params_zero_grad(pb));
+  TEST_OK(clmoe_model_forward(b, B, T, tokens, targets, 1, NULL, &scored));
+  TEST_OK(clmoe_model_backward(b));
+  TEST_OK(clmoe_tensor_fill(&pb->p[pb->n - 1].grad, NAN));
+  const clmoe_status sa = clmoe_model_adamw(b, &hp, 0.5); /* fails here without fp64 */
+  CU_ASSERT_EQUAL(sa == CLMOE_OK ? clmoe_model_step_read(b, &loss, &norm) : sa, CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT(strstr(clmoe_last_error(), "gradient norm is") != NULL);
+  if (sa == CLMOE_OK) CU_ASSERT(isnan(norm) && isfinite(loss));
+  CU_ASSERT_EQUAL(pb->step, taken);
+  if (sa == CLMOE_OK) { /* read again: the same error, the count taken back once */
+    CU_ASSERT_EQUAL(clmoe_model_step_read(b, &loss, &norm), CLMOE_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(pb->step, taken);
+  }
+  TEST_OK(clmoe_tensor_read(p0->value, after, bytes));
+  CU_ASSERT(memcmp(before, after, bytes) == 0);
+  free(before), free(after);
+  clmoe_model_destroy(a);
+  clmoe_model_destroy(b);
+}
+
 /* Information flows forward in time only, within a sequence: changing token s changes the
  * logits at every t >= s (through KDA states and MLA attention) and no logit before s nor in
  * the other sequence (bit for bit). For the tiny stack, an all-KDA and an all-MLA stack. */
@@ -353,6 +446,8 @@ static void add_tests(CU_pSuite suite)
   CU_add_test(suite, "loss at initialisation is ln(vocab)", test_init_loss);
   CU_add_test(suite, "gradients = finite differences, by parameter group", test_gradients);
   CU_add_test(suite, "training steps lower the loss", test_training_lowers_loss);
+  CU_add_test(suite, "a step without waits: the waiting step's losses, norms, loads and parameters, one read",
+              test_step_without_waits);
   CU_add_test(suite, "plain residual: gradients = finite differences, by parameter group", test_gradients_plain);
   CU_add_test(suite, "plain residual: training steps lower the loss", test_training_plain);
   CU_add_test(suite, "precision: bf16 copies of the w_* matrices and the head, rounded, kept by AdamW", test_precision);
