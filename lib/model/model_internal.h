@@ -84,6 +84,16 @@ enum { REC_LOSS, REC_EMBED, REC_XENT_FWD, REC_XENT_BWD, REC_NORM, REC_MOE = REC_
 enum { REC_NONE, REC_QUEUED, REC_READ };
 enum { NORM_NONE, NORM_RECORD, NORM_HOST };
 
+/* The step record (model_step.c). create: a record for a forward with targets, filled
+ * with -1 (MoE offsets in a train forward of one process); word: a view of words
+ * [w, w + n); forward: the loss sum sum1 and the MoE offsets copied in; read: one read,
+ * then the bad-id and bad-target errors in the step's order (*loss, *norm set first, NAN:
+ * none). */
+void clmoe__model_record_release(clmoe_model *m);
+clmoe_status clmoe__model_record_create(clmoe_model *m, int train);
+clmoe_status clmoe__model_record_word(clmoe_model *m, int64_t w, int64_t n, clmoe_tensor *v);
+clmoe_status clmoe__model_record_forward(clmoe_model *m, const clmoe_tensor *sum1, int train);
+clmoe_status clmoe__model_record_read(clmoe_model *m, double *loss, double *norm);
 
 /* The training precision (model_precision.c). auto resolved for ctx's device. */
 clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p);

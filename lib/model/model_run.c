@@ -16,14 +16,6 @@
 #include "clmoe/mla.h"
 #include "clmoe/ops.h"
 
-/* The step record (model_internal.h). */
-static void record_release(clmoe_model *m)
-{
-  clmoe_tensor_destroy(&m->record);
-  free(m->rec_host);
-  m->rec_host = NULL, m->rec_words = 0, m->rec_state = REC_NONE, m->norm_src = NORM_NONE;
-}
-
 /* What the forward kept for the backward (the ids, targets and step record stay). */
 static void release_kept(clmoe_model *m)
 {
@@ -52,7 +44,7 @@ void clmoe__model_release_activations(clmoe_model *m)
 {
   release_kept(m);
   clmoe_tensor_destroy(&m->ids), clmoe_tensor_destroy(&m->targets);
-  record_release(m);
+  clmoe__model_record_release(m);
 }
 
 /* Room for a layer's weight struct with bf16 copies in place (clmoe__model_kda, ...). */
@@ -134,84 +126,6 @@ static clmoe_status upload_ids(clmoe_model *m, clmoe_tensor *t, const int32_t *h
   return clmoe__write_staged(m->ctx, t->buf, (size_t)t->offset * sizeof *host, (size_t)m->N * sizeof *host, host);
 }
 
-/* Words [w, w + n) of the step record. */
-static clmoe_status record_word(clmoe_model *m, int64_t w, int64_t n, clmoe_tensor *v)
-{
-  return clmoe_tensor_view(&m->record, v, 1, (int64_t[]){n}, w);
-}
-
-/* n words of src into the record at word w, on the device. */
-static clmoe_status record_put(clmoe_model *m, int64_t w, const clmoe_tensor *src, int64_t n)
-{
-  if (n == 0) return CLMOE_OK;
-  CLMOE_CL(clEnqueueCopyBuffer(m->ctx->queue, src->buf, m->record.buf, (size_t)src->offset * 4,
-                               (size_t)(m->record.offset + w) * 4, (size_t)n * 4, 0, NULL, NULL));
-  return CLMOE_OK;
-}
-
-/* The record of a forward with targets, filled with -1 (no word is read unwritten); MoE
- * offsets in a training forward of one process. */
-static clmoe_status record_create(clmoe_model *m, int train)
-{
-  int64_t words = REC_MOE;
-  for (int l = 0; train && !m->dist && l < m->cfg.layers; l++)
-    if (!m->layers[l].is_dense) words += m->layers[l].moe.cfg.n_experts + 1;
-  CLMOE_TRY(clmoe_tensor_create(m->ctx, &m->record, CLMOE_I32, 1, &words));
-  m->rec_words = words;
-  CLMOE_TRY(clmoe_tensor_fill(&m->record, -1.0));
-  m->rec_state = REC_QUEUED;
-  return CLMOE_OK;
-}
-
-/* The loss sum and each MoE layer's expert offsets into the record. */
-static clmoe_status record_forward(clmoe_model *m, const clmoe_tensor *sum1, int train)
-{
-  CLMOE_TRY(record_put(m, REC_LOSS, sum1, 1));
-  int64_t w = REC_MOE;
-  for (int l = 0; train && !m->dist && l < m->cfg.layers; l++) {
-    const model_layer *L = &m->layers[l];
-    if (L->is_dense) continue;
-    const int64_t n = L->moe.cfg.n_experts + 1;
-    if (clmoe_tensor_numel(&L->moesaved.disp.offsets) != n)
-      return clmoe__error(CLMOE_ERR_SHAPE, "layer %d: no expert offsets [%lld]", l, (long long)n);
-    CLMOE_TRY(record_put(m, w, &L->moesaved.disp.offsets, n));
-    w += n;
-  }
-  return CLMOE_OK;
-}
-
-/* One read of the record, then its errors in the step's order: a bad token id, a bad
- * target (forward, backward). *loss and *norm are set first (NAN: none). */
-static clmoe_status record_read(clmoe_model *m, double *loss, double *norm)
-{
-  if (loss) *loss = NAN;
-  if (norm) *norm = NAN;
-  if (m->rec_state == REC_NONE || !m->record.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_step_read: no step to read");
-  if (m->rec_state == REC_QUEUED) {
-    if (!m->rec_host) m->rec_host = malloc((size_t)m->rec_words * sizeof *m->rec_host);
-    if (!m->rec_host) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "the step record");
-    CLMOE_TRY(clmoe_tensor_read(&m->record, m->rec_host, (size_t)m->rec_words * sizeof *m->rec_host));
-    m->rec_state = REC_READ;
-  }
-  const int32_t *h = m->rec_host;
-  float total;
-  double nrm;
-  memcpy(&total, &h[REC_LOSS], sizeof total);
-  const uint64_t bits = (uint64_t)(uint32_t)h[REC_NORM] | (uint64_t)(uint32_t)h[REC_NORM + 1] << 32;
-  memcpy(&nrm, &bits, sizeof nrm);
-  if (m->norm_src == NORM_HOST) nrm = m->norm_host;
-  if (m->norm_src == NORM_NONE) nrm = NAN;
-  if (loss) *loss = m->scored ? (double)total / (double)m->scored : 0.0;
-  if (norm) *norm = nrm;
-  CLMOE_TRY(clmoe_embedding_report(m->ctx, &m->embed, &m->ids, h[REC_EMBED]));
-  if (m->targets.buf) {
-    CLMOE_TRY(clmoe_cross_entropy_report(m->ctx, m->cfg.vocab, &m->targets, 0, h[REC_XENT_FWD]));
-    CLMOE_TRY(clmoe_cross_entropy_report(m->ctx, m->cfg.vocab, &m->targets, 1, h[REC_XENT_BWD]));
-  }
-  return CLMOE_OK;
-}
-
 /* A sub-layer of the plain residual: x [N, d] += f(RMSNorm(x)), out [N, d] scratch. A train
  * forward keeps the x it saw (h), RMSNorm(x) (hn, in normed_dtype) and its rstd; inference
  * keeps nothing. */
@@ -253,12 +167,12 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
   clmoe_tensor out = {0}, x0, slot, src, sum1 = {0};
   CLMOE_TRY_GOTO(st, upload_ids(m, &m->ids, tokens, "token"), fail);
   if (targets) CLMOE_TRY_GOTO(st, upload_ids(m, &m->targets, targets, "target"), fail);
-  if (targets) CLMOE_TRY_GOTO(st, record_create(m, train), fail);
+  if (targets) CLMOE_TRY_GOTO(st, clmoe__model_record_create(m, train), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->stream, CLMOE_F32, 3, (int64_t[]){m->nslots, m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &out, CLMOE_F32, 2, (int64_t[]){m->N, d}), fail);
   CLMOE_TRY_GOTO(st, clmoe__model_stream_slot(&m->stream, 0, &x0), fail);
   clmoe_tensor flag; /* with targets: the bad-id check read with the loss */
-  if (targets) CLMOE_TRY_GOTO(st, record_word(m, REC_EMBED, 1, &flag), fail);
+  if (targets) CLMOE_TRY_GOTO(st, clmoe__model_record_word(m, REC_EMBED, 1, &flag), fail);
   CLMOE_TRY_GOTO(st, targets ? clmoe_embedding_nowait(ctx, &m->embed, &m->ids, &x0, &flag)
                              : clmoe_embedding(ctx, &m->embed, &m->ids, &x0), fail);
   const float eps = (float)c->norm_eps;
@@ -316,12 +230,12 @@ clmoe_status clmoe_model_forward(clmoe_model *m, int64_t B, int64_t T, const int
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->loss, CLMOE_F32, 1, &m->N), fail);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->lse, CLMOE_F32, 1, &m->N), fail);
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &sum1, CLMOE_F32, 1, (int64_t[]){1}), fail);
-    CLMOE_TRY_GOTO(st, record_word(m, REC_XENT_FWD, 1, &flag), fail);
+    CLMOE_TRY_GOTO(st, clmoe__model_record_word(m, REC_XENT_FWD, 1, &flag), fail);
     CLMOE_TRY_GOTO(st, clmoe_cross_entropy_nowait(ctx, &m->logits, &m->targets, &m->loss, &m->lse, &flag), fail);
     CLMOE_TRY_GOTO(st, clmoe_sum(ctx, &m->loss, &sum1), fail);
-    CLMOE_TRY_GOTO(st, record_forward(m, &sum1, train), fail);
+    CLMOE_TRY_GOTO(st, clmoe__model_record_forward(m, &sum1, train), fail);
     /* loss: read now (the later words are still -1), else at the step's end */
-    if (loss) CLMOE_TRY_GOTO(st, record_read(m, loss, NULL), fail);
+    if (loss) CLMOE_TRY_GOTO(st, clmoe__model_record_read(m, loss, NULL), fail);
   }
   if (scored) *scored = m->scored;
   m->trained = train;
@@ -407,7 +321,7 @@ clmoe_status clmoe_model_backward(clmoe_model *m)
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &dd, CLMOE_F32, 1, &d), done);
   /* loss -> logits -> head, final norm, final AttnRes */
   clmoe_tensor flag;
-  CLMOE_TRY_GOTO(st, record_word(m, REC_XENT_BWD, 1, &flag), done);
+  CLMOE_TRY_GOTO(st, clmoe__model_record_word(m, REC_XENT_BWD, 1, &flag), done);
   CLMOE_TRY_GOTO(st, clmoe_cross_entropy_backward_nowait(ctx, &m->logits, &m->targets, &m->lse,
                                                          1.0f / (float)count, &dlogits, &flag), done);
   CLMOE_TRY_GOTO(st, clmoe_linear_backward(ctx, &m->fhn, clmoe__model_weight(m, &m->head), &dlogits, &dhn,
@@ -452,35 +366,6 @@ done:
   clmoe_tensor_destroy(&dh), clmoe_tensor_destroy(&dd);
   if (st == CLMOE_OK) release_kept(m), m->rec_state = REC_QUEUED; /* a new flag */
   return st;
-}
-
-clmoe_status clmoe_model_adamw(clmoe_model *m, const clmoe_adamw *hp, double clip)
-{
-  if (m->rec_state == REC_NONE || !m->record.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_adamw needs a train forward first");
-  clmoe_tensor norm;
-  CLMOE_TRY(record_word(m, REC_NORM, 2, &norm));
-  m->norm_src = NORM_NONE;
-  clmoe_status st = clmoe__params_adamw_nowait(&m->params, hp, clip, &norm);
-  if (st == CLMOE_OK) m->norm_src = NORM_RECORD, m->rec_state = REC_QUEUED;
-  if (st != CLMOE_ERR_UNSUPPORTED) return st;
-  /* no fp64: the norm is read here */
-  st = clmoe_params_adamw(&m->params, hp, clip, &m->norm_host);
-  if (st == CLMOE_OK) m->norm_src = NORM_HOST;
-  return st;
-}
-
-clmoe_status clmoe_model_step_read(clmoe_model *m, double *loss, double *norm)
-{
-  double nrm;
-  CLMOE_TRY(record_read(m, loss, &nrm));
-  if (norm) *norm = nrm;
-  if (m->norm_src != NORM_NONE && !isfinite(nrm)) {
-    if (m->norm_src == NORM_RECORD) m->params.step--; /* the kernels skipped the step */
-    m->norm_src = NORM_HOST, m->norm_host = nrm;       /* once */
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the gradient norm is %g: the step was not taken", nrm);
-  }
-  return CLMOE_OK;
 }
 
 clmoe_status clmoe_model_balance_update(clmoe_model *m)
