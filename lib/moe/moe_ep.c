@@ -46,8 +46,9 @@ static clmoe_status local_tables(const clmoe_expert_map *map, int rank, clmoe_mo
 }
 
 /* The rank's tensors for config c: the dense ones whole, the local experts [n_local, ...];
- * copied from `full` when given, else left for clmoe_moe_ep_layer_init. */
-static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full,
+ * copied from `full` when given, else left for clmoe_moe_ep_layer_init. The weight matrices
+ * (router, W_down, W_up, the shared and the local experts) are made as `mat`. */
+static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full, clmoe_dtype mat,
                           clmoe_moe_ep_layer *ep)
 {
   clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
@@ -55,17 +56,17 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
   const int64_t S = c->n_shared * c->shared_ff;
   D->cfg = *c;
   D->shared.glu = c->glu;
-  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, CLMOE_F32, E, d));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, mat, E, d));
   if (c->latent > 0) { /* latent 0: no W_down, latent norm or W_up */
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, CLMOE_F32, l, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, mat, l, d));
     CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, CLMOE_F32, d, l));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, mat, d, l));
   }
   CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
   if (S) {
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_upp, CLMOE_F32, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_dn, CLMOE_F32, d, S));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, mat, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_upp, mat, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_dn, mat, d, S));
   }
   if (full) {
     const clmoe_tensor *src[8] = {&full->w_router, &full->w_down, &full->norm_gain, &full->w_up,
@@ -78,9 +79,9 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
   X->cfg = *c;
   X->cfg.n_experts = ep->n_local;
   if (ep->n_local == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_gate, ep->n_local, f, l));
-  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_upp, ep->n_local, f, l));
-  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_dn, ep->n_local, l, f));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_gate, mat, 3, (int64_t[]){ep->n_local, f, l}));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_upp, mat, 3, (int64_t[]){ep->n_local, f, l}));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_dn, mat, 3, (int64_t[]){ep->n_local, l, f}));
   for (int64_t i = 0; full && i < ep->n_local; i++) {
     const int64_t e = ep->local_expert[i];
     CLMOE_TRY(copy_expert(&full->w_gate, e, &X->w_gate, i));
@@ -104,17 +105,26 @@ static clmoe_status check_map(const char *op, const clmoe_moe_config *c, const c
 clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
                                        const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
 {
+  return clmoe__moe_ep_layer_create_dtype(ctx, cfg, map, rank, CLMOE_F32, ep);
+}
+
+clmoe_status clmoe__moe_ep_layer_create_dtype(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                             const clmoe_expert_map *map, int rank, clmoe_dtype matrices,
+                                             clmoe_moe_ep_layer *ep)
+{
   static const char op[] = "clmoe_moe_ep_layer_create";
   if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
   memset(ep, 0, sizeof *ep);
   if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cfg is NULL", op);
+  if (matrices != CLMOE_F32 && matrices != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: matrices must be fp32 or bf16", op);
   CLMOE_TRY(check_map(op, cfg, map, rank));
   CLMOE_TRY(clmoe__moe_config_check(op, cfg, &ep->cfg));
   ep->map = map;
   ep->rank = rank;
   clmoe_status st;
   CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, &ep->cfg, NULL, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &ep->cfg, NULL, matrices, ep), fail);
   return CLMOE_OK;
 fail:
   clmoe_moe_ep_layer_destroy(ep);
@@ -161,7 +171,7 @@ clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer 
   ep->rank = rank;
   clmoe_status st;
   CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, full->w_router.dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32, ep), fail);
   return CLMOE_OK;
 fail:
   clmoe_moe_ep_layer_destroy(ep);
