@@ -109,7 +109,7 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     CLMOE_TRY(clmoe__gen_widen_ffn(g->ctx, &L->ffn, &f, wd));
     return clmoe_situ_ffn_forward(g->ctx, &f, x, 0.0f, y, NULL);
   }
-  if (g->model->dist) { /* experts on their ranks; every rank runs the same passes, on fp32 weights */
+  if (g->model->dist) { /* experts on their ranks; every rank runs the same passes (bf16 weights, fp32 sums) */
     clmoe_moe_ep_layer ep;
     CLMOE_TRY(clmoe__gen_widen_ep(g->ctx, &L->ep, &ep, wd));
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &ep, x, y, NULL);

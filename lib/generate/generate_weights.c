@@ -126,9 +126,8 @@ clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmo
 
 clmoe_status clmoe__gen_widen_ep(clmoe_ctx *ctx, const clmoe_moe_ep_layer *l, clmoe_moe_ep_layer *tmp, gen_widened *w)
 {
-  *tmp = *l; /* the tables and the map are shared, not copied */
-  CLMOE_TRY(clmoe__gen_widen_moe(ctx, &l->dense, &tmp->dense, w));
-  return clmoe__gen_widen_moe(ctx, &l->experts, &tmp->experts, w);
+  *tmp = *l; /* the tables and the map are shared, not copied; the expert stacks stay bf16 */
+  return clmoe__gen_widen_moe(ctx, &l->dense, &tmp->dense, w);
 }
 
 clmoe_status clmoe__gen_widen_head(clmoe_ctx *ctx, const clmoe_tensor *head, clmoe_tensor *tmp, gen_widened *w)
