@@ -243,7 +243,7 @@ static void check_same_params(clmoe_model *a, clmoe_model *b)
     }
     bf16 += x->dtype == CLMOE_BF16;
     unsigned char *hx = malloc(n + 1), *hy = malloc(n + 1);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(hx && hy);
+    CU_ASSERT_FATAL(hx && hy);
     TEST_OK(clmoe_tensor_read(x, hx, n));
     TEST_OK(clmoe_tensor_read(y, hy, n));
     if (memcmp(hx, hy, n)) fprintf(stderr, "\n  parameter %s differs", pa->p[i].name), differ++;
