@@ -56,6 +56,15 @@ struct clmoe_expert_map;
 CLMOE_API clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struct clmoe_dist *dist,
                                          const struct clmoe_expert_map *map, clmoe_model **model,
                                          clmoe_ckpt_meta *meta);
+/* clmoe_gen_load (dist NULL; map then unused) or clmoe_gen_load_ep with the matrices (those
+ * clmoe_gen_set_weights names) stored as `weights`, CLMOE_F32 or CLMOE_BF16. With CLMOE_BF16
+ * they are created as bf16 tensors and each is filled from the file's fp32 values through a
+ * host buffer of that one tensor, rounded to nearest even: no fp32 buffer of them is ever
+ * allocated on the device, and the model is the one clmoe_gen_load then
+ * clmoe_gen_set_weights(CLMOE_BF16) gives, bit for bit, in about half the peak memory. */
+CLMOE_API clmoe_status clmoe_gen_load_weights(clmoe_ctx *ctx, const char *path, struct clmoe_dist *dist,
+                                              const struct clmoe_expert_map *map, clmoe_dtype weights,
+                                              clmoe_model **model, clmoe_ckpt_meta *meta);
 
 /* ---- weights ------------------------------------------------------------------------ */
 
@@ -66,12 +75,14 @@ CLMOE_API clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, struc
  * weights then take about half the bytes (clmoe_gen_memory_usage); CLMOE_F32 keeps them
  * (an error on a model already in bf16). Decode steps read bf16 matrices as such, summing in
  * fp32; prefill passes widen one layer's matrices at a time to fp32 for the pass. The logits
- * then move by bf16 rounding of the weights (about 1e-2 relative). Not for expert-parallel
- * models (CLMOE_ERR_UNSUPPORTED). Call before clmoe_gen_state_create. */
+ * then move by bf16 rounding of the weights (about 1e-2 relative). The model's fp32
+ * matrices are all held until then (and their buffers stay in the context's pool): a
+ * model loaded with clmoe_gen_load_weights(CLMOE_BF16) never has them. Expert-parallel
+ * models too (each rank's expert stacks). Call before clmoe_gen_state_create. */
 CLMOE_API clmoe_status clmoe_gen_set_weights(clmoe_model *model, clmoe_dtype dtype);
 /* An inference model of cfg with random weights (clmoe_model_init's values for seed), for
- * benchmarks without a checkpoint: with CLMOE_BF16 its matrices are bf16 tensors from the
- * start, filled directly (no fp32 values of them are ever written). */
+ * benchmarks without a checkpoint: with CLMOE_BF16 its matrices are created as bf16 tensors
+ * and filled directly (no fp32 buffer of them is ever allocated). */
 CLMOE_API clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uint64_t seed,
                                               clmoe_dtype dtype, clmoe_model **model);
 /* CLMOE_BF16 when the model's matrices are stored in bf16, else CLMOE_F32. */

@@ -46,7 +46,8 @@ CLMOE_API clmoe_status clmoe_hf_config_read(const char *path, clmoe_config *cfg)
 CLMOE_API clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model);
 
 /* clmoe_hf_load with the matrices stored as `weights` says (CLMOE_F32 or CLMOE_BF16): with
- * CLMOE_BF16 the head and every weight matrix are bf16 tensors before anything is read, and
+ * CLMOE_BF16 the head and every weight matrix are created as bf16 tensors (no fp32 buffer of
+ * them is ever allocated), and
  * each checkpoint tensor goes through a host buffer of one tensor into them (bf16 checkpoint
  * tensors unchanged), so no fp32 copy of the model is held on the host or the device; the
  * same model as clmoe_hf_load then clmoe_gen_set_weights (include/clmoe/generate.h). */
@@ -58,6 +59,11 @@ CLMOE_API clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, cl
  * (every expert's tensor is still checked to be there). */
 CLMOE_API clmoe_status clmoe_hf_load_ep(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist,
                                         const clmoe_expert_map *map, clmoe_model **model);
+/* clmoe_hf_load_ep with the matrices stored as `weights` says (as clmoe_hf_load_weights;
+ * each rank's expert stacks bf16 with CLMOE_BF16). */
+CLMOE_API clmoe_status clmoe_hf_load_ep_weights(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist,
+                                                const clmoe_expert_map *map, clmoe_dtype weights,
+                                                clmoe_model **model);
 
 /* 1 when `path` is a directory holding a config.json (a Hugging Face checkpoint). */
 CLMOE_API int clmoe_hf_is_checkpoint(const char *path);

@@ -68,6 +68,9 @@ clmoe_status clmoe__gen_widen_mla(clmoe_ctx *ctx, const clmoe_mla_weights *l, cl
                                   gen_widened *w);
 clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp, gen_widened *w);
 clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmoe_moe_layer *tmp, gen_widened *w);
+/* An expert-parallel layer's dense part (router, W_down, W_up, shared experts); its forward
+ * widens the bf16 expert stacks itself, only the experts a pass reaches (lib/moe/moe_ep.c). */
+clmoe_status clmoe__gen_widen_ep(clmoe_ctx *ctx, const clmoe_moe_ep_layer *l, clmoe_moe_ep_layer *tmp, gen_widened *w);
 clmoe_status clmoe__gen_widen_head(clmoe_ctx *ctx, const clmoe_tensor *head, clmoe_tensor *tmp, gen_widened *w);
 void clmoe__gen_widen_release(gen_widened *w);
 

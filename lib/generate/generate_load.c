@@ -1,7 +1,9 @@
-/* Inference: a model from a clmoe-train checkpoint (include/clmoe/generate.h). */
+/* Inference: a model from a clmoe-train checkpoint (include/clmoe/generate.h), its weight
+ * matrices fp32 or made bf16 from the start, the file's fp32 values rounded on the way in. */
 #include "generate_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clmoe/safetensors.h"
@@ -17,7 +19,8 @@ static clmoe_status check_tensor(clmoe_st_file *f, const clmoe_config *cfg, cons
                         "(tensors of another model?)", clmoe_st_path(f), name, cfg->name);
   clmoe_st_info info;
   CLMOE_TRY(clmoe_st_info_of(f, name, &info));
-  const clmoe_st_dtype dtype = clmoe__model_ckpt_dtype(p, p->value);
+  /* a bf16 matrix of an inference model is a training model's fp32 one in the file */
+  const clmoe_st_dtype dtype = p->value->dtype == CLMOE_BF16 ? CLMOE_ST_F32 : clmoe__model_ckpt_dtype(p, p->value);
   if (info.dtype != dtype)
     return clmoe__error(CLMOE_ERR_FORMAT, "%s: tensor '%s' is %s, but the model's is %s (a damaged or edited "
                         "checkpoint?)", clmoe_st_path(f), name, clmoe_st_dtype_name(info.dtype),
@@ -51,12 +54,36 @@ static clmoe_status check_extra(clmoe_st_file *f, clmoe_params *ps)
   return CLMOE_OK;
 }
 
+/* The file's fp32 tensor `name` into p's bf16 value through one host buffer of the tensor
+ * (a rank's rows: of the whole), rounded to nearest even on the host (clmoe_bf16_from_f32,
+ * the rounding of clmoe_gen_set_weights' device copy). */
+static clmoe_status load_bf16(clmoe_st_file *f, const char *name, const clmoe_param *p)
+{
+  const clmoe_tensor *t = p->value;
+  const int64_t n = clmoe_tensor_numel(t), re = t->ndim > 0 && t->shape[0] > 0 ? n / t->shape[0] : 0;
+  const int64_t whole = p->rows ? p->global_rows * re : n;
+  float *h = malloc((size_t)(whole > 0 ? whole : 1) * sizeof *h);
+  float *mine = p->rows ? malloc((size_t)(n > 0 ? n : 1) * sizeof *mine) : h; /* rows in any order */
+  clmoe_status st = h && mine ? CLMOE_OK
+                              : clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (%lld values of '%s')",
+                                             (long long)whole, name);
+  if (st == CLMOE_OK) st = clmoe_st_read_f32(f, name, h, (size_t)whole);
+  for (int64_t i = 0; st == CLMOE_OK && p->rows && i < t->shape[0]; i++)
+    memcpy(mine + i * re, h + (int64_t)p->rows[i] * re, (size_t)re * sizeof *h);
+  if (st == CLMOE_OK && n) st = clmoe_tensor_write_f32(p->value, mine);
+  if (mine != h) free(mine);
+  free(h);
+  return st;
+}
+
 static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, const clmoe_expert_map *map,
-                         clmoe_model **model, clmoe_ckpt_meta *meta)
+                         clmoe_dtype weights, clmoe_model **model, clmoe_ckpt_meta *meta)
 {
   if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load: model is NULL");
   *model = NULL;
   if (!ctx || !path) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load: ctx and path are required");
+  if (weights != CLMOE_F32 && weights != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load_weights: weights must be fp32 or bf16");
   clmoe_st_file *f = NULL;
   CLMOE_TRY(clmoe_st_open(path, &f));
   clmoe_status st = CLMOE_OK;
@@ -74,26 +101,23 @@ static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, con
     clmoe__append_error(" (the \"config\" metadata of checkpoint %s)", path);
     goto done;
   }
-  if (dist) {
-    clmoe_expert_map *even = NULL;
-    if (!map) CLMOE_TRY_GOTO(st, clmoe_expert_map_even((int)cfg.experts, clmoe_dist_size(dist), &even), done);
-    st = clmoe__model_create_ep_inference(ctx, &cfg, dist, map ? map : even, &m);
-    if (st != CLMOE_OK) {
-      clmoe_expert_map_destroy(even);
-      goto done;
-    }
-    m->owned_map = even;
-  } else {
-    CLMOE_TRY_GOTO(st, clmoe_model_create_inference(ctx, &cfg, &m), done);
+  clmoe_expert_map *even = NULL;
+  if (dist && !map) CLMOE_TRY_GOTO(st, clmoe_expert_map_even((int)cfg.experts, clmoe_dist_size(dist), &even), done);
+  st = clmoe__model_create_inference(ctx, &cfg, dist, map ? map : even, weights, &m);
+  if (st != CLMOE_OK) {
+    clmoe_expert_map_destroy(even);
+    goto done;
   }
+  m->owned_map = even;
   clmoe_params *ps = clmoe_model_params(m);
   /* Everything is checked before any data is read. */
   for (int i = 0; i < ps->n; i++) CLMOE_TRY_GOTO(st, check_tensor(f, &cfg, &ps->p[i], name, sizeof name), done);
   CLMOE_TRY_GOTO(st, check_extra(f, ps), done);
   for (int i = 0; i < ps->n; i++) {
     snprintf(name, sizeof name, "%s/%s", ps->p[i].trainable ? "param" : "buffer", ps->p[i].name);
-    st = ps->p[i].rows ? clmoe__model_params_load_rows(f, name, &ps->p[i], ps->p[i].value)
-                       : clmoe_st_load_into(f, name, ps->p[i].value);
+    st = ps->p[i].value->dtype == CLMOE_BF16 ? load_bf16(f, name, &ps->p[i])
+         : ps->p[i].rows                     ? clmoe__model_params_load_rows(f, name, &ps->p[i], ps->p[i].value)
+                                             : clmoe_st_load_into(f, name, ps->p[i].value);
     if (st != CLMOE_OK) {
       clmoe__append_error(" (loading '%s' from %s)", name, path);
       goto done;
@@ -113,12 +137,18 @@ done:
 
 clmoe_status clmoe_gen_load(clmoe_ctx *ctx, const char *path, clmoe_model **model, clmoe_ckpt_meta *meta)
 {
-  return load(ctx, path, NULL, NULL, model, meta);
+  return load(ctx, path, NULL, NULL, CLMOE_F32, model, meta);
 }
 
 clmoe_status clmoe_gen_load_ep(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, const clmoe_expert_map *map,
                                clmoe_model **model, clmoe_ckpt_meta *meta)
 {
   if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load_ep: dist is NULL");
-  return load(ctx, path, dist, map, model, meta);
+  return load(ctx, path, dist, map, CLMOE_F32, model, meta);
+}
+
+clmoe_status clmoe_gen_load_weights(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, const clmoe_expert_map *map,
+                                    clmoe_dtype weights, clmoe_model **model, clmoe_ckpt_meta *meta)
+{
+  return load(ctx, path, dist, dist ? map : NULL, weights, model, meta);
 }

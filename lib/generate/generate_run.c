@@ -109,8 +109,11 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     CLMOE_TRY(clmoe__gen_widen_ffn(g->ctx, &L->ffn, &f, wd));
     return clmoe_situ_ffn_forward(g->ctx, &f, x, 0.0f, y, NULL);
   }
-  if (g->model->dist) /* experts on their ranks; every rank runs the same passes (fp32 weights) */
-    return clmoe_moe_ep_forward(g->ctx, g->model->dist, &L->ep, x, y, NULL);
+  if (g->model->dist) { /* experts on their ranks; every rank runs the same passes (bf16 weights, fp32 sums) */
+    clmoe_moe_ep_layer ep;
+    CLMOE_TRY(clmoe__gen_widen_ep(g->ctx, &L->ep, &ep, wd));
+    return clmoe_moe_ep_forward(g->ctx, g->model->dist, &ep, x, y, NULL);
+  }
   if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS) {
     *added = 1; /* no sort, no dispatch; fp32 or bf16 weights */
     return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);

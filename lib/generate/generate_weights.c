@@ -1,5 +1,6 @@
-/* Inference weights in bf16 (clmoe_gen_set_weights, include/clmoe/generate.h): the model's
- * matrices rounded to bf16 in place, each fp32 tensor freed once its copy is made. Decode
+/* Inference weights in bf16 (include/clmoe/generate.h): a random model's matrices made bf16
+ * from the start (clmoe_gen_random_model), or a loaded fp32 model's rounded to bf16 in place
+ * (clmoe_gen_set_weights), each fp32 tensor freed once its copy is made. Decode
  * steps read them as bf16 (the GEMV of lib/ops/ops_gemv.c, the MoE decode kernels, MLA's
  * per-head products) with fp32 sums; a pass that takes another path (prefill, or a step of
  * more sequences than the GEMV takes) widens one layer's matrices to fp32 temporaries for
@@ -7,7 +8,6 @@
  * Also the public face of the few-token GEMV (clmoe_gen_gemv), for checks and benchmarks. */
 #include "generate_internal.h"
 
-#include <string.h>
 #include "clmoe/tile.h"
 
 clmoe_dtype clmoe__gen_auto_weights(clmoe_ctx *ctx)
@@ -27,8 +27,6 @@ clmoe_status clmoe_gen_set_weights(clmoe_model *m, clmoe_dtype dtype)
                           "for fp32)", op);
     return CLMOE_OK;
   }
-  if (m->dist)
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: bf16 weights are not implemented for expert parallelism", op);
   if (!m->inference_only)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the model is not an inference model (clmoe_gen_load)", op);
   clmoe_params *ps = clmoe_model_params(m);
@@ -60,23 +58,10 @@ clmoe_status clmoe_gen_random_model(clmoe_ctx *ctx, const clmoe_config *cfg, uin
   if (!ctx || !cfg || (dtype != CLMOE_F32 && dtype != CLMOE_BF16))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ctx, cfg and fp32 or bf16 weights are required", op);
   clmoe_model *m = NULL;
-  CLMOE_TRY(clmoe_model_create_inference(ctx, cfg, &m));
-  clmoe_status st = CLMOE_OK;
-  clmoe_params *ps = clmoe_model_params(m);
-  /* The matrices become bf16 tensors before anything is written: no fp32 values of them
-   * are ever made (the initialisation below fills the bf16 tensors directly). */
-  for (int i = 0; i < ps->n && dtype == CLMOE_BF16 && st == CLMOE_OK; i++) {
-    clmoe_param *p = &ps->p[i];
-    if (!clmoe__param_is_weight_matrix(p)) continue;
-    clmoe_tensor b = {0};
-    const int nd = p->value->ndim;
-    int64_t shape[4];
-    memcpy(shape, p->value->shape, sizeof shape);
-    clmoe_tensor_destroy(p->value);
-    st = clmoe_tensor_create(ctx, &b, CLMOE_BF16, nd, shape);
-    *p->value = b;
-  }
-  if (st == CLMOE_OK) st = clmoe_model_init(m, seed);
+  /* The matrices are bf16 tensors from their creation, filled directly by the
+   * initialisation: no fp32 buffer of them is ever allocated. */
+  CLMOE_TRY(clmoe__model_create_inference(ctx, cfg, NULL, NULL, dtype, &m));
+  const clmoe_status st = clmoe_model_init(m, seed);
   if (st != CLMOE_OK) {
     clmoe_model_destroy(m);
     return st;
@@ -137,6 +122,12 @@ clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmo
   clmoe_tensor *t[] = {&tmp->w_router, &tmp->w_down, &tmp->w_gate, &tmp->w_upp, &tmp->w_dn, &tmp->w_up};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) CLMOE_TRY(widen(ctx, t[i], w));
   return clmoe__gen_widen_ffn(ctx, &l->shared, &tmp->shared, w);
+}
+
+clmoe_status clmoe__gen_widen_ep(clmoe_ctx *ctx, const clmoe_moe_ep_layer *l, clmoe_moe_ep_layer *tmp, gen_widened *w)
+{
+  *tmp = *l; /* the tables and the map are shared, not copied; the expert stacks stay bf16 */
+  return clmoe__gen_widen_moe(ctx, &l->dense, &tmp->dense, w);
 }
 
 clmoe_status clmoe__gen_widen_head(clmoe_ctx *ctx, const clmoe_tensor *head, clmoe_tensor *tmp, gen_widened *w)

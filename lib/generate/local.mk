@@ -8,3 +8,9 @@ CLMOE_KERNEL_FILES += kernels_cl/generate/gen_step.cl kernels_cl/generate/gen_at
 TEST_SUITES += tests/unit/test_generate tests/unit/test_generate_weights
 TESTS += tests/apps/test_generate.sh
 EXTRA_DIST += tests/apps/test_generate.sh
+# bf16 weights under expert parallelism, under mpirun (tests/mpi/)
+check_PROGRAMS += tests/mpi/mpi_gen_weights
+tests_mpi_mpi_gen_weights_SOURCES = tests/mpi/mpi_gen_weights.c tests/mpi/mpi_common.h
+tests_mpi_mpi_gen_weights_LDADD = lib/libclmoe.la $(OPENCL_LIBS) -lm
+TESTS += tests/mpi/test_gen_weights.sh
+EXTRA_DIST += tests/mpi/test_gen_weights.sh

@@ -22,12 +22,12 @@
  * Shapes must match the config; dimensions of size 1 are ignored (the hub stores A_log as
  * [1, 1, H, 1] and the convolutions as [HD, 1, K]) and dt_bias may be flat.
  *
- * With bf16 weights (clmoe_hf_load_weights) the matrices are bf16 tensors before anything
- * is read, and each hub tensor goes through the host buffer of one tensor into them: no fp32
- * copy of the model on the host or the device (bf16 hub tensors arrive unchanged). */
+ * With bf16 weights (clmoe_hf_load_weights, clmoe_hf_load_ep_weights) the matrices are
+ * created as bf16 tensors (lib/model/model.c), and each hub tensor goes through the host
+ * buffer of one tensor into them: no fp32 copy of the model on the host or the device, not
+ * even an empty one (bf16 hub tensors arrive unchanged). */
 #include "hf_internal.h"
-#include "model/model_internal.h" /* the expert-parallel inference model, its owned map */
-#include "model/params_internal.h" /* clmoe__param_is_weight_matrix */
+#include "model/model_internal.h" /* the inference model with bf16 matrices, its owned map */
 #include "clmoe/params.h"
 
 #include <stdio.h>
@@ -214,15 +214,15 @@ static clmoe_status load_param(loader *L, clmoe_param *p)
   return load_one(L, name, p->name, r->flat, p->value);
 }
 
-/* The model the config describes: one process's, or this rank's part of an expert-parallel
- * one (map NULL: the experts spread evenly, the map owned by the model). */
+/* The model the config describes, its weight matrices made as `weights` from the start:
+ * one process's, or this rank's part of an expert-parallel one (map NULL: the experts spread
+ * evenly, the map owned by the model). */
 static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist, const clmoe_expert_map *map,
-                           clmoe_model **m)
+                           clmoe_dtype weights, clmoe_model **m)
 {
-  if (!dist) return clmoe_model_create_inference(ctx, cfg, m);
   clmoe_expert_map *even = NULL;
-  if (!map) CLMOE_TRY(clmoe_expert_map_even((int)cfg->experts, clmoe_dist_size(dist), &even));
-  clmoe_status st = clmoe__model_create_ep_inference(ctx, cfg, dist, map ? map : even, m);
+  if (dist && !map) CLMOE_TRY(clmoe_expert_map_even((int)cfg->experts, clmoe_dist_size(dist), &even));
+  clmoe_status st = clmoe__model_create_inference(ctx, cfg, dist, map ? map : even, weights, m);
   if (st != CLMOE_OK) {
     clmoe_expert_map_destroy(even);
     return st;
@@ -231,24 +231,8 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *
   return CLMOE_OK;
 }
 
-/* The model's matrices as empty bf16 tensors (nothing was written to the fp32 ones). */
-static clmoe_status bf16_matrices(clmoe_ctx *ctx, clmoe_model *m)
-{
-  clmoe_params *ps = clmoe_model_params(m);
-  for (int i = 0; i < ps->n; i++) {
-    clmoe_param *p = &ps->p[i];
-    if (!clmoe__param_is_weight_matrix(p)) continue;
-    const int nd = p->value->ndim;
-    int64_t shape[4];
-    memcpy(shape, p->value->shape, sizeof shape);
-    clmoe_tensor_destroy(p->value);
-    CLMOE_TRY(clmoe_tensor_create(ctx, p->value, CLMOE_BF16, nd, shape));
-  }
-  return CLMOE_OK;
-}
-
 static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
-                         int bf16, clmoe_model **model)
+                         clmoe_dtype weights, clmoe_model **model)
 {
   if (!model) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load: model is NULL");
   *model = NULL;
@@ -258,8 +242,7 @@ static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, cons
   loader L = {.cfg = &cfg};
   CLMOE_TRY(clmoe__hf_weights_open(dir, &L.w));
   clmoe_model *m = NULL;
-  clmoe_status st = create(ctx, &cfg, dist, map, &m);
-  if (st == CLMOE_OK && bf16) st = bf16_matrices(ctx, m);
+  clmoe_status st = create(ctx, &cfg, dist, map, weights, &m);
   clmoe_params *ps = st == CLMOE_OK ? clmoe_model_params(m) : NULL;
   for (int i = 0; st == CLMOE_OK && i < ps->n; i++) st = load_param(&L, &ps->p[i]);
   if (st == CLMOE_OK) {
@@ -280,7 +263,7 @@ static clmoe_status load(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, cons
 
 clmoe_status clmoe_hf_load(clmoe_ctx *ctx, const char *dir, clmoe_model **model)
 {
-  return load(ctx, dir, NULL, NULL, 0, model);
+  return load(ctx, dir, NULL, NULL, CLMOE_F32, model);
 }
 
 clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, clmoe_dtype weights, clmoe_model **model)
@@ -289,12 +272,22 @@ clmoe_status clmoe_hf_load_weights(clmoe_ctx *ctx, const char *dir, clmoe_dtype 
     if (model) *model = NULL;
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_weights: weights must be fp32 or bf16");
   }
-  return load(ctx, dir, NULL, NULL, weights == CLMOE_BF16, model);
+  return load(ctx, dir, NULL, NULL, weights, model);
 }
 
 clmoe_status clmoe_hf_load_ep(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
                               clmoe_model **model)
 {
   if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_ep: dist is NULL");
-  return load(ctx, dir, dist, map, 0, model);
+  return load(ctx, dir, dist, map, CLMOE_F32, model);
+}
+
+clmoe_status clmoe_hf_load_ep_weights(clmoe_ctx *ctx, const char *dir, clmoe_dist *dist, const clmoe_expert_map *map,
+                                      clmoe_dtype weights, clmoe_model **model)
+{
+  if (model) *model = NULL;
+  if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_ep_weights: dist is NULL");
+  if (weights != CLMOE_F32 && weights != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_hf_load_ep_weights: weights must be fp32 or bf16");
+  return load(ctx, dir, dist, map, weights, model);
 }

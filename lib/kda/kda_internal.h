@@ -14,6 +14,7 @@
 #ifndef CLMOE_KDA_INTERNAL_H
 #define CLMOE_KDA_INTERNAL_H
 
+#include "clmoe/kda_layer.h"
 #include "clmoe/paths.h"
 #include "runtime/internal.h"
 
@@ -23,6 +24,17 @@
 
 #define KDA_MAX_K 128
 #define KDA_MAX_V 128
+
+/* ---- kda_layer.c: the layer's tensors ---- */
+
+/* clmoe_kda_layer_create_form with the weight matrices (every 2-D "w_*": the projections,
+ * the gates' low-rank pairs, W_o) created as `matrices` (CLMOE_F32 or CLMOE_BF16, for an
+ * inference model, lib/model/model.c); dt_bias, A_log, the convolutions' taps and the gain
+ * stay fp32. */
+clmoe_status clmoe__kda_layer_create_dtype(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d, int64_t H, int64_t D,
+                                          int64_t rank, int64_t conv_width, float norm_eps,
+                                          const clmoe_kda_options *opts, int64_t out_gate_rank,
+                                          clmoe_dtype matrices);
 
 /* ---- kda_plan.c: the plan, build options, gradient checks, the backward's scratch ---- */
 

@@ -55,7 +55,17 @@ clmoe_status clmoe_kda_layer_create_form(clmoe_ctx *ctx, clmoe_kda_layer *l, int
                                          int64_t D, int64_t rank, int64_t conv_width, float norm_eps,
                                          const clmoe_kda_options *opts, int64_t out_gate_rank)
 {
+  return clmoe__kda_layer_create_dtype(ctx, l, d, H, D, rank, conv_width, norm_eps, opts, out_gate_rank, CLMOE_F32);
+}
+
+clmoe_status clmoe__kda_layer_create_dtype(clmoe_ctx *ctx, clmoe_kda_layer *l, int64_t d, int64_t H, int64_t D,
+                                          int64_t rank, int64_t conv_width, float norm_eps,
+                                          const clmoe_kda_options *opts, int64_t out_gate_rank,
+                                          clmoe_dtype matrices)
+{
   memset(l, 0, sizeof *l);
+  if (matrices != CLMOE_F32 && matrices != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_kda_layer_create: matrices must be fp32 or bf16");
   if (d < 1 || H < 1 || D < 1 || rank < 1 || conv_width < 1)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_kda_layer_create: sizes must be positive");
   if (out_gate_rank < 0 || out_gate_rank > (1 << 20))
@@ -65,15 +75,18 @@ clmoe_status clmoe_kda_layer_create_form(clmoe_ctx *ctx, clmoe_kda_layer *l, int
   l->out_gate_rank = out_gate_rank;
   if (opts) l->opts = *opts;
   const int64_t HD = H * D, r = out_gate_rank;
-  struct { clmoe_tensor *t; int64_t s0, s1; } list[] = {
-      {&l->w_q, HD, d}, {&l->w_k, HD, d}, {&l->w_v, HD, d}, {&l->w_beta, H, d}, {&l->w_a_down, rank, d},
-      {&l->w_a_up, HD, rank}, {&l->dt_bias, H, D}, {&l->A_log, H, 0}, {&l->conv_q, HD, conv_width},
-      {&l->conv_k, HD, conv_width}, {&l->conv_v, HD, conv_width}, {&l->o_gain, D, 0},
-      {r ? &l->w_g_down : &l->w_g, r ? r : HD, d}, {r ? &l->w_g_up : NULL, HD, r}, {&l->w_o, d, HD}};
+  /* mat: a weight matrix (the "w_*"), stored as `matrices`; the rest stays fp32 */
+  struct { clmoe_tensor *t; int64_t s0, s1; int mat; } list[] = {
+      {&l->w_q, HD, d, 1}, {&l->w_k, HD, d, 1}, {&l->w_v, HD, d, 1}, {&l->w_beta, H, d, 1},
+      {&l->w_a_down, rank, d, 1}, {&l->w_a_up, HD, rank, 1}, {&l->dt_bias, H, D, 0}, {&l->A_log, H, 0, 0},
+      {&l->conv_q, HD, conv_width, 0}, {&l->conv_k, HD, conv_width, 0}, {&l->conv_v, HD, conv_width, 0},
+      {&l->o_gain, D, 0, 0}, {r ? &l->w_g_down : &l->w_g, r ? r : HD, d, 1}, {r ? &l->w_g_up : NULL, HD, r, 1},
+      {&l->w_o, d, HD, 1}};
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
     if (!list[i].t) continue;
     const int64_t shape[2] = {list[i].s0, list[i].s1};
-    clmoe_status st = clmoe_tensor_create(ctx, list[i].t, CLMOE_F32, list[i].s1 ? 2 : 1, shape);
+    clmoe_status st = clmoe_tensor_create(ctx, list[i].t, list[i].mat ? matrices : CLMOE_F32, list[i].s1 ? 2 : 1,
+                                          shape);
     if (st != CLMOE_OK) {
       clmoe_kda_layer_destroy(l);
       return st;

@@ -78,8 +78,16 @@ clmoe_status clmoe_mla_weights_create(clmoe_ctx *ctx, const clmoe_mla_config *cf
 clmoe_status clmoe_mla_weights_create_form(clmoe_ctx *ctx, const clmoe_mla_config *cfg, int output_gate,
                                            clmoe_mla_weights *w)
 {
+  return clmoe__mla_weights_create_dtype(ctx, cfg, output_gate, CLMOE_F32, w);
+}
+
+clmoe_status clmoe__mla_weights_create_dtype(clmoe_ctx *ctx, const clmoe_mla_config *cfg, int output_gate,
+                                            clmoe_dtype matrices, clmoe_mla_weights *w)
+{
   memset(w, 0, sizeof *w);
   CLMOE_TRY(clmoe_mla_config_check(cfg));
+  if (matrices != CLMOE_F32 && matrices != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_mla_weights_create: matrices must be fp32 or bf16");
   if (output_gate != 0 && output_gate != 1)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_mla_weights_create_form: output_gate = %d must be 0 or 1",
                         output_gate);
@@ -88,7 +96,8 @@ clmoe_status clmoe_mla_weights_create_form(clmoe_ctx *ctx, const clmoe_mla_confi
     int64_t shape[2];
     clmoe_mla_weight_shape(cfg, i, &nd, shape);
     if (nd == 0 || (i == 6 && !output_gate)) continue; /* absent in this form */
-    clmoe_status st = clmoe_tensor_create(ctx, clmoe_mla_weight_at(w, i), CLMOE_F32, nd, shape);
+    const int gain = i == 1 || i == 4; /* q_norm, kv_norm: fp32; the rest are "w_*" matrices */
+    clmoe_status st = clmoe_tensor_create(ctx, clmoe_mla_weight_at(w, i), gain ? CLMOE_F32 : matrices, nd, shape);
     if (st != CLMOE_OK) {
       clmoe_mla_weights_destroy(w);
       return st;

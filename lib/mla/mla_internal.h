@@ -63,6 +63,12 @@ clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cf
 clmoe_status clmoe__mla_check_layer_weights(const char *op, const clmoe_mla_config *cfg,
                                             const clmoe_mla_weights *w);
 
+/* clmoe_mla_weights_create_form with the weight matrices (every "w_*") created as
+ * `matrices` (CLMOE_F32 or CLMOE_BF16, for an inference model, lib/model/model.c); the two
+ * norm gains stay fp32. */
+clmoe_status clmoe__mla_weights_create_dtype(clmoe_ctx *ctx, const clmoe_mla_config *cfg, int output_gate,
+                                            clmoe_dtype matrices, clmoe_mla_weights *w);
+
 /* ---- mla_attn_plan.c: the plan and its tile tables --------------------------------------- */
 
 clmoe_status clmoe__mla_plan_make(clmoe_ctx *ctx, const char *op, int64_t B, int64_t T,

@@ -1,6 +1,10 @@
 /* The model: its tensors, the parameter registry and initialisation (include/clmoe/model.h). The
  * forward and backward are in model_run.c. */
 #include "model_internal.h"
+#include "params_internal.h"
+#include "kda/kda_internal.h"
+#include "mla/mla_internal.h"
+#include "moe/moe_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +38,15 @@ static clmoe_status reg(clmoe_model *m, const char *prefix, const char *name, cl
 /* The MoE layer of an expert-parallel model: the dense tensors whole, this rank's experts as
  * rows of the [E, ...] expert tensors (include/clmoe/params.h), the bias a buffer as usual. Exact QB
  * needs every rank's scores, so "quantile" runs as its histogram form here. */
-static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_config *mc, const char *prefix)
+static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_config *mc, clmoe_dtype matrices,
+                                  const char *prefix)
 {
   if (mc->balance == CLMOE_MOE_BALANCE_SIGN)
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "balancing = sign needs every expert's load on one rank: "
                         "use quantile or quantile-hist with expert parallelism");
   if (mc->balance == CLMOE_MOE_BALANCE_QB) mc->balance = CLMOE_MOE_BALANCE_QB_HIST;
   const int rank = clmoe_dist_rank(m->dist);
-  CLMOE_TRY(clmoe_moe_ep_layer_create(m->ctx, mc, m->map, rank, &L->ep));
+  CLMOE_TRY(clmoe__moe_ep_layer_create_dtype(m->ctx, mc, m->map, rank, matrices, &L->ep));
   if (L->ep.n_local == 0)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the expert map gives rank %d no expert (more ranks than "
                         "experts?)", rank);
@@ -74,7 +79,8 @@ static clmoe_status create_ep_moe(clmoe_model *m, model_layer *L, clmoe_moe_conf
   return clmoe_params_add_buffer(&m->params, full, &D->bias);
 }
 
-static clmoe_status create_layer(clmoe_model *m, int l)
+/* Layer l's tensors, registered; its weight matrices made as `matrices` (fp32 for training). */
+static clmoe_status create_layer(clmoe_model *m, int l, clmoe_dtype matrices)
 {
   const clmoe_config *c = &m->cfg;
   model_layer *L = &m->layers[l];
@@ -99,7 +105,7 @@ static clmoe_status create_layer(clmoe_model *m, int l)
                            c->mla_qk_rope_dim, c->mla_v_dim,
                            (float)(c->mla_norm_eps > 0.0 ? c->mla_norm_eps : c->norm_eps), 0.0f};
     L->mla_cfg = mc;
-    CLMOE_TRY(clmoe_mla_weights_create_form(ctx, &L->mla_cfg, c->mla_output_gate != 0, &L->mla));
+    CLMOE_TRY(clmoe__mla_weights_create_dtype(ctx, &L->mla_cfg, c->mla_output_gate != 0, matrices, &L->mla));
     for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) {
       const char *name = clmoe_mla_weight_name_in(&L->mla_cfg, &L->mla, i);
       if (!name) continue; /* absent in this form */
@@ -109,8 +115,9 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   } else {
     clmoe_kda_options ko = {0.0f, (float)c->kda_lower_bound,
                             c->kda_unbounded_gate ? CLMOE_KDA_GATE_UNBOUNDED : CLMOE_KDA_GATE_BOUNDED};
-    CLMOE_TRY(clmoe_kda_layer_create_form(ctx, &L->kda, d, c->kda_heads, c->kda_head_dim, c->kda_gate_rank,
-                                          c->kda_conv_width, (float)c->norm_eps, &ko, c->kda_out_gate_rank));
+    CLMOE_TRY(clmoe__kda_layer_create_dtype(ctx, &L->kda, d, c->kda_heads, c->kda_head_dim, c->kda_gate_rank,
+                                            c->kda_conv_width, (float)c->norm_eps, &ko, c->kda_out_gate_rank,
+                                            matrices));
     L->kda_g = L->kda; /* sizes and options; the tensors become registry views below */
     clmoe_tensor *t[CLMOE_KDA_LAYER_PARAMS], *g[CLMOE_KDA_LAYER_PARAMS];
     const char *names[CLMOE_KDA_LAYER_PARAMS];
@@ -121,7 +128,7 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   }
   snprintf(prefix, sizeof prefix, "layer%d/ffn", l);
   if (L->is_dense) {
-    CLMOE_TRY(clmoe_situ_ffn_create(ctx, &L->ffn, d, c->dense_ff));
+    CLMOE_TRY(clmoe__situ_ffn_create_dtype(ctx, &L->ffn, d, c->dense_ff, matrices));
     L->ffn.glu = c->activation == CLMOE_ACTIVATION_SWIGLU ? CLMOE_GLU_SWIGLU : CLMOE_GLU_SITU;
     CLMOE_TRY(reg(m, prefix, "w_gate", &L->ffn.w_gate, 1, &L->ffn_g.w_gate));
     CLMOE_TRY(reg(m, prefix, "w_upp", &L->ffn.w_upp, 1, &L->ffn_g.w_upp));
@@ -140,8 +147,8 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   mc.routed_scale = (float)c->routed_scale;
   for (int b = 0; b < 4; b++)
     if (!strcmp(c->balancing, balance_names[b])) mc.balance = balance[b];
-  if (m->dist) return create_ep_moe(m, L, &mc, prefix);
-  CLMOE_TRY(clmoe_moe_layer_create(ctx, &L->moe, &mc));
+  if (m->dist) return create_ep_moe(m, L, &mc, matrices, prefix);
+  CLMOE_TRY(clmoe__moe_layer_create_dtype(ctx, &L->moe, &mc, matrices));
   struct { const char *name; clmoe_tensor *t, *g; int decay; } moe[] = {
       {"w_router", &L->moe.w_router, &L->moe_g.w_router, 1}, {"w_down", &L->moe.w_down, &L->moe_g.w_down, 1},
       {"w_gate", &L->moe.w_gate, &L->moe_g.w_gate, 1},       {"w_upp", &L->moe.w_upp, &L->moe_g.w_upp, 1},
@@ -160,10 +167,16 @@ static clmoe_status create_layer(clmoe_model *m, int l)
   return clmoe_params_add_buffer(&m->params, full, &L->moe.bias);
 }
 
+/* Every weight matrix (clmoe__param_is_weight_matrix's: the head, the layers' "w_*", the
+ * expert stacks) is made as `matrices` from the start: an inference model in bf16 never
+ * holds their fp32 values. */
 static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inference, clmoe_dist *dist,
-                           const clmoe_expert_map *map, clmoe_model **out)
+                           const clmoe_expert_map *map, clmoe_dtype matrices, clmoe_model **out)
 {
   *out = NULL;
+  if (matrices != CLMOE_F32 && (matrices != CLMOE_BF16 || !inference))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "creating model %s: weight matrices must be fp32, or bf16 for "
+                        "inference", cfg->name);
   CLMOE_TRY(clmoe_config_validate(cfg, cfg->name));
   if (dist && (!map || map->ranks != clmoe_dist_size(dist) || map->experts != cfg->experts))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_create_ep: the expert map must have %d ranks "
@@ -187,18 +200,23 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inferenc
   }
   m->nslots = clmoe__model_stack_slots(cfg);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->embed, CLMOE_F32, 2, (int64_t[]){V, d}), fail);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->head, CLMOE_F32, 2, (int64_t[]){V, d}), fail);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &m->head, matrices, 2, (int64_t[]){V, d}), fail);
   const int ar = cfg->residual == CLMOE_RESIDUAL_ATTN_RES; /* plain: the final norm only */
   if (ar) CLMOE_TRY_GOTO(st, vec(ctx, &m->far_w, d), fail);
   if (ar) CLMOE_TRY_GOTO(st, vec(ctx, &m->far_g, d), fail);
   CLMOE_TRY_GOTO(st, vec(ctx, &m->fnorm, d), fail);
   CLMOE_TRY_GOTO(st, reg(m, "", "embed", &m->embed, 1, NULL), fail);
-  for (int l = 0; l < cfg->layers; l++) CLMOE_TRY_GOTO(st, create_layer(m, l), fail);
+  for (int l = 0; l < cfg->layers; l++) CLMOE_TRY_GOTO(st, create_layer(m, l, matrices), fail);
   if (ar) CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_w", &m->far_w, 0, NULL), fail);
   if (ar) CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_gain", &m->far_g, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "final", "norm", &m->fnorm, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "", "head", &m->head, 1, NULL), fail);
   CLMOE_TRY_GOTO(st, clmoe_model_set_precision(m, (clmoe_precision)cfg->train.precision), fail);
+  for (int i = 0; matrices == CLMOE_BF16 && i < m->params.n; i++)
+    if (clmoe__param_is_weight_matrix(&m->params.p[i])) { /* a constructor that ignored the dtype */
+      st = clmoe__error(CLMOE_ERR_INTERNAL, "parameter %s was made fp32, not bf16", m->params.p[i].name);
+      goto fail;
+    }
   *out = m;
   return CLMOE_OK;
 fail:
@@ -209,28 +227,27 @@ fail:
 
 clmoe_status clmoe_model_create(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
 {
-  return create(ctx, cfg, 0, NULL, NULL, out);
+  return create(ctx, cfg, 0, NULL, NULL, CLMOE_F32, out);
 }
 
 clmoe_status clmoe_model_create_ep(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
                                    const clmoe_expert_map *map, clmoe_model **out)
 {
   if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_create_ep: dist is NULL");
-  return create(ctx, cfg, 0, dist, map, out);
+  return create(ctx, cfg, 0, dist, map, CLMOE_F32, out);
 }
 
-clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
-                                              const clmoe_expert_map *map, clmoe_model **out)
+clmoe_status clmoe__model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
+                                           const clmoe_expert_map *map, clmoe_dtype matrices, clmoe_model **out)
 {
-  if (!dist) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_load_ep: dist is NULL");
-  return create(ctx, cfg, 1, dist, map, out);
+  return create(ctx, cfg, 1, dist, dist ? map : NULL, matrices, out);
 }
 
 void clmoe_model_set_loss_count(clmoe_model *m, int64_t count) { m->loss_count = count > 0 ? count : 0; }
 
 clmoe_status clmoe_model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_model **out)
 {
-  return create(ctx, cfg, 1, NULL, NULL, out);
+  return create(ctx, cfg, 1, NULL, NULL, CLMOE_F32, out);
 }
 
 void clmoe_model_destroy(clmoe_model *m)

@@ -108,10 +108,13 @@ const clmoe_situ_ffn *clmoe__model_ffn(const clmoe_model *m, const clmoe_situ_ff
 const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_layer *l, clmoe_moe_layer *tmp);
 
 void clmoe__model_release_activations(clmoe_model *m);
-/* The expert-parallel model without gradients or moments (clmoe_gen_load_ep); replicas in
- * the map are allowed here (inference). */
-clmoe_status clmoe__model_create_ep_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
-                                              const clmoe_expert_map *map, clmoe_model **model);
+/* An inference model (no gradients or moments): one process's (dist NULL; map unused) or this
+ * rank's part of an expert-parallel one (replicas in the map are allowed here), with every
+ * weight matrix (clmoe__param_is_weight_matrix's) made as `matrices`, CLMOE_F32 or
+ * CLMOE_BF16, from the start (clmoe_gen_load_weights, clmoe_gen_random_model, lib/hf). */
+clmoe_status clmoe__model_create_inference(clmoe_ctx *ctx, const clmoe_config *cfg, clmoe_dist *dist,
+                                           const clmoe_expert_map *map, clmoe_dtype matrices,
+                                           clmoe_model **model);
 
 /* One step of the stack's schedule (model_stack.c): a sub-layer, each in order, then the
  * final mix before the head. With Block AttnRes the stream [nslots, N, d] holds the

@@ -42,7 +42,10 @@ static clmoe_status add(clmoe_params *ps, const char *name, clmoe_tensor *value,
                         name ? name : "");
   if (clmoe_params_find(ps, name))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "parameter '%s' is registered twice", name);
-  if (!value || !value->ctx || (value->dtype != CLMOE_F32 && trainable) || !clmoe_tensor_is_contiguous(value))
+  /* an inference registry may hold bf16 weight matrices (nothing updates them) */
+  const int bf16_ok = ps->inference && value && value->dtype == CLMOE_BF16;
+  if (!value || !value->ctx || (value->dtype != CLMOE_F32 && trainable && !bf16_ok) ||
+      !clmoe_tensor_is_contiguous(value))
     return clmoe__error(CLMOE_ERR_SHAPE, "parameter '%s': %s must be a created, contiguous %stensor", name,
                         value ? clmoe_tensor_describe(value, desc, sizeof desc) : "NULL",
                         trainable ? "f32 " : "");

@@ -101,11 +101,17 @@ void clmoe_situ_ffn_destroy(clmoe_situ_ffn *f)
 
 clmoe_status clmoe_situ_ffn_create(clmoe_ctx *ctx, clmoe_situ_ffn *f, int64_t d, int64_t ff)
 {
+  return clmoe__situ_ffn_create_dtype(ctx, f, d, ff, CLMOE_F32);
+}
+
+clmoe_status clmoe__situ_ffn_create_dtype(clmoe_ctx *ctx, clmoe_situ_ffn *f, int64_t d, int64_t ff,
+                                         clmoe_dtype matrices)
+{
   memset(f, 0, sizeof *f);
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_gate, CLMOE_F32, ff, d), fail);
-  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_upp, CLMOE_F32, ff, d), fail);
-  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_dn, CLMOE_F32, d, ff), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_gate, matrices, ff, d), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_upp, matrices, ff, d), fail);
+  CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &f->w_dn, matrices, d, ff), fail);
   return CLMOE_OK;
 fail:
   clmoe_situ_ffn_destroy(f);
@@ -121,23 +127,24 @@ static void param_list(clmoe_tensor *t[10], clmoe_tensor *wr, clmoe_tensor *wd, 
   t[7] = &sh->w_gate, t[8] = &sh->w_upp, t[9] = &sh->w_dn;
 }
 
-static clmoe_status params_create(clmoe_ctx *ctx, const clmoe_moe_config *c, clmoe_tensor *t[10])
+/* Every tensor but the latent norm's gain (t[5]) is a weight matrix, made as `mat`. */
+static clmoe_status params_create(clmoe_ctx *ctx, const clmoe_moe_config *c, clmoe_dtype mat, clmoe_tensor *t[10])
 {
   const int64_t E = c->n_experts, d = c->d, l = clmoe__moe_width(c), f = c->expert_ff;
   const int64_t S = c->n_shared * c->shared_ff;
-  CLMOE_TRY(clmoe__moe_new2(ctx, t[0], CLMOE_F32, E, d));
-  CLMOE_TRY(clmoe__moe_new3(ctx, t[2], E, f, l));
-  CLMOE_TRY(clmoe__moe_new3(ctx, t[3], E, f, l));
-  CLMOE_TRY(clmoe__moe_new3(ctx, t[4], E, l, f));
+  CLMOE_TRY(clmoe__moe_new2(ctx, t[0], mat, E, d));
+  CLMOE_TRY(clmoe_tensor_create(ctx, t[2], mat, 3, (int64_t[]){E, f, l}));
+  CLMOE_TRY(clmoe_tensor_create(ctx, t[3], mat, 3, (int64_t[]){E, f, l}));
+  CLMOE_TRY(clmoe_tensor_create(ctx, t[4], mat, 3, (int64_t[]){E, l, f}));
   if (c->latent > 0) { /* latent 0: no W_down, latent norm or W_up */
-    CLMOE_TRY(clmoe__moe_new2(ctx, t[1], CLMOE_F32, l, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[1], mat, l, d));
     CLMOE_TRY(clmoe_tensor_create(ctx, t[5], CLMOE_F32, 1, &l));
-    CLMOE_TRY(clmoe__moe_new2(ctx, t[6], CLMOE_F32, d, l));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[6], mat, d, l));
   }
   if (S) {
-    CLMOE_TRY(clmoe__moe_new2(ctx, t[7], CLMOE_F32, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, t[8], CLMOE_F32, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, t[9], CLMOE_F32, d, S));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[7], mat, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[8], mat, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, t[9], mat, d, S));
   }
   return CLMOE_OK;
 }
@@ -155,14 +162,22 @@ void clmoe_moe_layer_destroy(clmoe_moe_layer *L)
 
 clmoe_status clmoe_moe_layer_create(clmoe_ctx *ctx, clmoe_moe_layer *L, const clmoe_moe_config *cfg)
 {
+  return clmoe__moe_layer_create_dtype(ctx, L, cfg, CLMOE_F32);
+}
+
+clmoe_status clmoe__moe_layer_create_dtype(clmoe_ctx *ctx, clmoe_moe_layer *L, const clmoe_moe_config *cfg,
+                                          clmoe_dtype matrices)
+{
   memset(L, 0, sizeof *L);
   if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_moe_layer_create: cfg is NULL");
+  if (matrices != CLMOE_F32 && matrices != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_moe_layer_create: matrices must be fp32 or bf16");
   CLMOE_TRY(clmoe__moe_config_check("clmoe_moe_layer_create", cfg, &L->cfg));
   clmoe_tensor *t[10];
   param_list(t, &L->w_router, &L->w_down, &L->w_gate, &L->w_upp, &L->w_dn, &L->norm_gain, &L->w_up,
              &L->shared);
   clmoe_status st;
-  CLMOE_TRY_GOTO(st, params_create(ctx, &L->cfg, t), fail);
+  CLMOE_TRY_GOTO(st, params_create(ctx, &L->cfg, matrices, t), fail);
   L->shared.glu = L->cfg.glu;
   CLMOE_TRY_GOTO(st, clmoe_tensor_zeros(ctx, &L->bias, CLMOE_F32, 1, &L->cfg.n_experts), fail);
   return CLMOE_OK;
@@ -200,7 +215,7 @@ clmoe_status clmoe_moe_grads_create(clmoe_ctx *ctx, const clmoe_moe_layer *L, cl
   clmoe_tensor *t[10];
   param_list(t, &g->w_router, &g->w_down, &g->w_gate, &g->w_upp, &g->w_dn, &g->norm_gain, &g->w_up,
              &g->shared);
-  clmoe_status st = params_create(ctx, &L->cfg, t);
+  clmoe_status st = params_create(ctx, &L->cfg, CLMOE_F32, t);
   if (st != CLMOE_OK) clmoe_moe_grads_destroy(g);
   return st;
 }

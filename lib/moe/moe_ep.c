@@ -46,8 +46,9 @@ static clmoe_status local_tables(const clmoe_expert_map *map, int rank, clmoe_mo
 }
 
 /* The rank's tensors for config c: the dense ones whole, the local experts [n_local, ...];
- * copied from `full` when given, else left for clmoe_moe_ep_layer_init. */
-static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full,
+ * copied from `full` when given, else left for clmoe_moe_ep_layer_init. The weight matrices
+ * (router, W_down, W_up, the shared and the local experts) are made as `mat`. */
+static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full, clmoe_dtype mat,
                           clmoe_moe_ep_layer *ep)
 {
   clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
@@ -55,17 +56,17 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
   const int64_t S = c->n_shared * c->shared_ff;
   D->cfg = *c;
   D->shared.glu = c->glu;
-  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, CLMOE_F32, E, d));
+  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, mat, E, d));
   if (c->latent > 0) { /* latent 0: no W_down, latent norm or W_up */
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, CLMOE_F32, l, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, mat, l, d));
     CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, CLMOE_F32, d, l));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, mat, d, l));
   }
   CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
   if (S) {
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, CLMOE_F32, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_upp, CLMOE_F32, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_dn, CLMOE_F32, d, S));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, mat, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_upp, mat, S, d));
+    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_dn, mat, d, S));
   }
   if (full) {
     const clmoe_tensor *src[8] = {&full->w_router, &full->w_down, &full->norm_gain, &full->w_up,
@@ -78,9 +79,9 @@ static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe
   X->cfg = *c;
   X->cfg.n_experts = ep->n_local;
   if (ep->n_local == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_gate, ep->n_local, f, l));
-  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_upp, ep->n_local, f, l));
-  CLMOE_TRY(clmoe__moe_new3(ctx, &X->w_dn, ep->n_local, l, f));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_gate, mat, 3, (int64_t[]){ep->n_local, f, l}));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_upp, mat, 3, (int64_t[]){ep->n_local, f, l}));
+  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_dn, mat, 3, (int64_t[]){ep->n_local, l, f}));
   for (int64_t i = 0; full && i < ep->n_local; i++) {
     const int64_t e = ep->local_expert[i];
     CLMOE_TRY(copy_expert(&full->w_gate, e, &X->w_gate, i));
@@ -104,17 +105,26 @@ static clmoe_status check_map(const char *op, const clmoe_moe_config *c, const c
 clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
                                        const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
 {
+  return clmoe__moe_ep_layer_create_dtype(ctx, cfg, map, rank, CLMOE_F32, ep);
+}
+
+clmoe_status clmoe__moe_ep_layer_create_dtype(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                             const clmoe_expert_map *map, int rank, clmoe_dtype matrices,
+                                             clmoe_moe_ep_layer *ep)
+{
   static const char op[] = "clmoe_moe_ep_layer_create";
   if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
   memset(ep, 0, sizeof *ep);
   if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cfg is NULL", op);
+  if (matrices != CLMOE_F32 && matrices != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: matrices must be fp32 or bf16", op);
   CLMOE_TRY(check_map(op, cfg, map, rank));
   CLMOE_TRY(clmoe__moe_config_check(op, cfg, &ep->cfg));
   ep->map = map;
   ep->rank = rank;
   clmoe_status st;
   CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, &ep->cfg, NULL, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &ep->cfg, NULL, matrices, ep), fail);
   return CLMOE_OK;
 fail:
   clmoe_moe_ep_layer_destroy(ep);
@@ -161,7 +171,7 @@ clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer 
   ep->rank = rank;
   clmoe_status st;
   CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, ep), fail);
+  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, full->w_router.dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32, ep), fail);
   return CLMOE_OK;
 fail:
   clmoe_moe_ep_layer_destroy(ep);
@@ -243,17 +253,70 @@ done:
   return st;
 }
 
+/* Rows [from, from + n) of a [E, a, b] tensor into rows [to, to + n) of another. */
+static clmoe_status copy_rows(const clmoe_tensor *src, int64_t from, int64_t n, clmoe_tensor *dst, int64_t to)
+{
+  const int64_t shape[2] = {n * src->shape[1], src->shape[2]}, per = src->shape[1] * src->shape[2];
+  clmoe_tensor s, d;
+  CLMOE_TRY(clmoe_tensor_view(src, &s, 2, shape, from * per));
+  CLMOE_TRY(clmoe_tensor_view(dst, &d, 2, shape, to * per));
+  return clmoe_tensor_copy(&d, &s);
+}
+
+/* bf16 expert stacks (an inference model): *W = the local experts that the R rows reach,
+ * nh of them in local order, as fp32 copies [nh, ...] (exact; a run of consecutive experts
+ * in one copy), and local[] renumbered to W's experts. A decode step widens the few experts
+ * its tokens chose, not the rank's whole stacks. */
+static clmoe_status widen_reached(clmoe_ctx *ctx, const clmoe_moe_layer *X, int64_t n_local, int64_t R,
+                                  int32_t *local, clmoe_moe_layer *W)
+{
+  int32_t *idx = calloc((size_t)n_local, sizeof *idx); /* [n_local] reached: W's index + 1, else 0 */
+  if (!idx) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_moe_ep_forward: expert table");
+  for (int64_t i = 0; i < R; i++) idx[local[i]] = 1;
+  int32_t nh = 0;
+  for (int64_t j = 0; j < n_local; j++) idx[j] = idx[j] ? ++nh : 0;
+  for (int64_t i = 0; i < R; i++) local[i] = idx[local[i]] - 1;
+  const int64_t l = X->w_gate.shape[2], f = X->w_gate.shape[1];
+  clmoe_status st;
+  *W = *X;
+  W->cfg.n_experts = nh;
+  memset(&W->w_gate, 0, sizeof W->w_gate), memset(&W->w_upp, 0, sizeof W->w_upp), memset(&W->w_dn, 0, sizeof W->w_dn);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &W->w_gate, CLMOE_F32, 3, (int64_t[]){nh, f, l}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &W->w_upp, CLMOE_F32, 3, (int64_t[]){nh, f, l}), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &W->w_dn, CLMOE_F32, 3, (int64_t[]){nh, l, f}), done);
+  for (int64_t j = 0; j < n_local;) {
+    if (!idx[j]) {
+      j++;
+      continue;
+    }
+    int64_t n = 1;
+    while (j + n < n_local && idx[j + n]) n++;
+    CLMOE_TRY_GOTO(st, copy_rows(&X->w_gate, j, n, &W->w_gate, idx[j] - 1), done);
+    CLMOE_TRY_GOTO(st, copy_rows(&X->w_upp, j, n, &W->w_upp, idx[j] - 1), done);
+    CLMOE_TRY_GOTO(st, copy_rows(&X->w_dn, j, n, &W->w_dn, idx[j] - 1), done);
+    j += n;
+  }
+done:
+  free(idx);
+  return st;
+}
+
 /* The local experts on the R received rows h->recv [R, l], in place: grouped by local
  * expert with the single-rank dispatch, the expert products, and back to received order
  * with a combine of weight 1 (exact). The dispatch, xs, act (and in train mode u, w) stay
- * in sv for the backward. */
+ * in sv for the backward. bf16 stacks (inference only): on fp32 copies of the experts
+ * reached (widen_reached), bf16 weights times fp32 rows as every generation path. */
 static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_ep_plan *plan,
                                   ep_host *h, int train, clmoe_moe_saved *sv)
 {
   const clmoe_moe_layer *X = &ep->experts;
   const int64_t R = plan->recv_rows, l = clmoe__moe_width(&ep->cfg), f = ep->cfg.expert_ff;
+  const int narrow = X->w_gate.dtype == CLMOE_BF16;
   sv->tokens = R;
   if (R == 0) return CLMOE_OK;
+  if (narrow && train)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_moe_ep_forward: training takes fp32 expert stacks (rank %d's "
+                        "are bf16: an inference model)", ep->rank);
   for (int64_t i = 0; i < R; i++) {
     const int32_t e = plan->recv_expert[i];
     h->local[i] = e >= 0 && e < ep->cfg.n_experts ? ep->local_index[e] : -1;
@@ -263,15 +326,18 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
                           ep->rank, (int)e);
   }
   clmoe_tensor ones = {0}, xr = {0}, yr = {0};
+  clmoe_moe_layer W = {0}; /* bf16 stacks: the reached experts in fp32 */
   clmoe_status st;
+  if (narrow) CLMOE_TRY_GOTO(st, widen_reached(ctx, X, ep->n_local, R, h->local, &W), done);
+  const clmoe_moe_layer *use = narrow ? &W : X;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->topk, CLMOE_I32, R, 1), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&sv->topk, h->local, clmoe_tensor_bytes(&sv->topk)), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &ones, CLMOE_F32, R, 1), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&ones, 1.0), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &xr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&xr, h->recv, clmoe_tensor_bytes(&xr)), done);
-  CLMOE_TRY_GOTO(st, clmoe_moe_dispatch_create(ctx, &sv->topk, ep->n_local,
-                                               X->cfg.gemm == CLMOE_MOE_GEMM_PADDED, &sv->disp), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_dispatch_create(ctx, &sv->topk, use->cfg.n_experts,
+                                               use->cfg.gemm == CLMOE_MOE_GEMM_PADDED, &sv->disp), done);
   const int64_t Rd = sv->disp.rows;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->xs, CLMOE_F32, Rd, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->act, CLMOE_F32, Rd, f), done);
@@ -283,13 +349,14 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &yr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_gather(ctx, &sv->disp, &xr, &sv->xs), done);
   CLMOE_TRY_GOTO(st,
-                 clmoe__moe_experts_forward(ctx, X, &sv->disp, &sv->xs, train ? &sv->u : NULL,
+                 clmoe__moe_experts_forward(ctx, use, &sv->disp, &sv->xs, train ? &sv->u : NULL,
                                             train ? &sv->w : NULL, &sv->act, &sv->ys),
                  done);
   CLMOE_TRY_GOTO(st, clmoe_moe_combine(ctx, &sv->disp, &ones, &sv->ys, &yr), done);
   st = clmoe_tensor_read(&yr, h->recv, clmoe_tensor_bytes(&yr));
 done:
   clmoe_tensor_destroy(&ones), clmoe_tensor_destroy(&xr), clmoe_tensor_destroy(&yr);
+  clmoe_tensor_destroy(&W.w_gate), clmoe_tensor_destroy(&W.w_upp), clmoe_tensor_destroy(&W.w_dn);
   return st;
 }
 

@@ -53,6 +53,20 @@ static inline int64_t clmoe__moe_width(const clmoe_moe_config *c) { return c->la
 /* Fills the defaults of *in into *out and checks every field (moe.c); op names the caller. */
 clmoe_status clmoe__moe_config_check(const char *op, const clmoe_moe_config *in, clmoe_moe_config *out);
 
+/* The constructors with the weight matrices (every tensor but the latent norm's gain and
+ * the bias) created as `matrices`, CLMOE_F32 or CLMOE_BF16, for an inference model
+ * (lib/model/model.c): clmoe_situ_ffn_create, clmoe_moe_layer_create (moe.c) and
+ * clmoe_moe_ep_layer_create (moe_ep.c). */
+clmoe_status clmoe__situ_ffn_create_dtype(clmoe_ctx *ctx, clmoe_situ_ffn *f, int64_t d, int64_t ff,
+                                         clmoe_dtype matrices);
+clmoe_status clmoe__moe_layer_create_dtype(clmoe_ctx *ctx, clmoe_moe_layer *L, const clmoe_moe_config *cfg,
+                                          clmoe_dtype matrices);
+struct clmoe_expert_map;
+struct clmoe_moe_ep_layer;
+clmoe_status clmoe__moe_ep_layer_create_dtype(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
+                                             const struct clmoe_expert_map *map, int rank, clmoe_dtype matrices,
+                                             struct clmoe_moe_ep_layer *ep);
+
 /* Elementwise gated unit `glu` (moe_dispatch.c; the padded and dense paths). */
 clmoe_status clmoe__moe_situ_forward(clmoe_ctx *ctx, clmoe_glu glu, const clmoe_tensor *u,
                                      const clmoe_tensor *w, clmoe_tensor *act);

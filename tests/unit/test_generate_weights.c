@@ -1,5 +1,5 @@
 /* CUnit suite: inference with bf16 weight storage (clmoe_gen_set_weights,
- * clmoe_gen_random_model; lib/generate/generate_weights.c) on the tiny preset, and the
+ * clmoe_gen_random_model, clmoe_gen_load_weights; lib/generate/) on the tiny preset, and the
  * few-token GEMV's conformance checks (gemv*: fp32 and bf16 weights). The models have random
  * weights of one seed (clmoe_model_init's values; KDA dt_bias -6, so the states carry far
  * and a pass that loses one shows):
@@ -10,6 +10,12 @@
  *    the layers' bf16 matrices widened to fp32 copies per call);
  *  - the bf16 model made directly equals the fp32 one of its seed stored in bf16 afterwards
  *    (clmoe_gen_set_weights), to the bit, and holds about half the weight bytes;
+ *  - memory: a bf16 model made (clmoe_gen_random_model) or loaded from a training
+ *    checkpoint (clmoe_gen_load_weights) in a fresh context never has more device memory in
+ *    use, nor held by the pool, than its own tensors take (the parameter counts: 2 bytes a
+ *    matrix element, 4 the rest, plus the pool's size-class rounding), a bound below the
+ *    fp32 size of the model; loading fp32 then storing bf16 goes past it (the bound can
+ *    fail); the loaded model equals clmoe_gen_load + clmoe_gen_set_weights, to the bit;
  *  - argument errors. */
 #include <math.h>
 #include <stdio.h>
@@ -156,6 +162,146 @@ static void test_direct_equals_converted(void)
   clmoe_model_destroy(a), clmoe_model_destroy(b), clmoe_model_destroy(f);
 }
 
+/* ---- memory ---- */
+
+/* A fresh context on the suite's device: its pool counters start at zero. */
+static clmoe_ctx *fresh_ctx(void)
+{
+  clmoe_ctx *ctx = NULL;
+  TEST_OK(clmoe_ctx_create(&ctx, NULL));
+  return ctx;
+}
+
+/* The bound on the device bytes of a model from its registry: 2 bytes a bf16 element (the
+ * matrices), the others' own sizes, each tensor rounded up as the pool's size classes do
+ * (up to 12.5% and 256 bytes a tensor); *fp32 = the model's size with fp32 matrices. */
+static double model_bound(clmoe_model *m, double *fp32)
+{
+  clmoe_params *ps = clmoe_model_params(m);
+  double mat = 0.0, other = 0.0;
+  for (int i = 0; i < ps->n; i++) {
+    const clmoe_tensor *v = ps->p[i].value;
+    if (v->dtype == CLMOE_BF16) mat += (double)clmoe_tensor_numel(v);
+    else other += (double)clmoe_tensor_bytes(v);
+  }
+  CU_ASSERT(mat > 0.0);
+  *fp32 = 4.0 * mat + other;
+  return 1.125 * (2.0 * mat + other) + 256.0 * ps->n;
+}
+
+/* ctx's peak bytes in use and its pool's held bytes within the bound of m. */
+static void check_peak(clmoe_ctx *ctx, clmoe_model *m, const char *what)
+{
+  clmoe_pool_stats st;
+  clmoe_ctx_pool_stats(ctx, &st);
+  double fp32 = 0.0;
+  const double bound = model_bound(m, &fp32);
+  CU_ASSERT(bound < fp32); /* the bound tells the two apart */
+  const int ok = (double)st.peak_in_use_bytes <= bound && (double)st.device_bytes <= bound;
+  if (!ok || getenv("CLMOE_TEST_VERBOSE"))
+    fprintf(stderr, "\n  %s: peak in use %llu B, held %llu B; bound %.0f B (fp32 model %.0f B)", what,
+            (unsigned long long)st.peak_in_use_bytes, (unsigned long long)st.device_bytes, bound, fp32);
+  CU_ASSERT(ok);
+}
+
+/* A training model of the tiny preset with random weights, saved as a checkpoint. */
+static void save_tiny(const char *path)
+{
+  clmoe_config cfg;
+  clmoe_model *m = NULL;
+  TEST_OK(clmoe_config_preset("tiny", &cfg));
+  TEST_OK(clmoe_model_create(test_ctx, &cfg, &m));
+  TEST_OK(clmoe_model_init(m, SEED));
+  clmoe_ckpt_meta meta = {0};
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  clmoe_config_write(&cfg, f);
+  fclose(f);
+  TEST_OK(clmoe_ckpt_meta_set(&meta, "config", text));
+  TEST_OK(clmoe_params_save(clmoe_model_params(m), path, &meta));
+  clmoe_ckpt_meta_free(&meta);
+  free(text);
+  clmoe_model_destroy(m);
+}
+
+/* Every registry entry of a and b: same name, dtype and bytes. */
+static void check_same_params(clmoe_model *a, clmoe_model *b)
+{
+  clmoe_params *pa = clmoe_model_params(a), *pb = clmoe_model_params(b);
+  CU_ASSERT_EQUAL_FATAL(pa->n, pb->n);
+  int differ = 0, bf16 = 0;
+  for (int i = 0; i < pa->n; i++) {
+    const clmoe_tensor *x = pa->p[i].value, *y = pb->p[i].value;
+    const size_t n = clmoe_tensor_bytes(x);
+    if (strcmp(pa->p[i].name, pb->p[i].name) || x->dtype != y->dtype || n != clmoe_tensor_bytes(y)) {
+      fprintf(stderr, "\n  parameter %d: %s (%s) against %s (%s)", i, pa->p[i].name, clmoe_dtype_name(x->dtype),
+              pb->p[i].name, clmoe_dtype_name(y->dtype));
+      differ++;
+      continue;
+    }
+    bf16 += x->dtype == CLMOE_BF16;
+    unsigned char *hx = malloc(n + 1), *hy = malloc(n + 1);
+    CU_ASSERT_FATAL(hx && hy);
+    TEST_OK(clmoe_tensor_read(x, hx, n));
+    TEST_OK(clmoe_tensor_read(y, hy, n));
+    if (memcmp(hx, hy, n)) fprintf(stderr, "\n  parameter %s differs", pa->p[i].name), differ++;
+    free(hx), free(hy);
+  }
+  CU_ASSERT_EQUAL(differ, 0);
+  CU_ASSERT(bf16 > 10);
+}
+
+/* clmoe_gen_random_model in bf16: the peak is the bf16 model's. */
+static void test_memory_random(void)
+{
+  clmoe_config cfg;
+  TEST_OK(clmoe_config_preset("tiny", &cfg));
+  clmoe_ctx *ctx = fresh_ctx();
+  clmoe_model *m = NULL;
+  TEST_OK(clmoe_gen_random_model(ctx, &cfg, SEED, CLMOE_BF16, &m));
+  CU_ASSERT_EQUAL(clmoe_gen_weights(m), CLMOE_BF16);
+  check_peak(ctx, m, "random bf16 model");
+  clmoe_model_destroy(m);
+  clmoe_ctx_destroy(ctx);
+}
+
+/* clmoe_gen_load_weights in bf16: the peak is the bf16 model's, the model that of
+ * clmoe_gen_load + clmoe_gen_set_weights; that path's peak is past the bound. */
+static void test_memory_load(void)
+{
+  char path[512];
+  snprintf(path, sizeof path, "%s/tiny.safetensors", test_tmpdir("genw"));
+  save_tiny(path);
+  clmoe_ctx *ctx = fresh_ctx();
+  clmoe_model *m = NULL, *ref = NULL;
+  TEST_OK(clmoe_gen_load_weights(ctx, path, NULL, NULL, CLMOE_BF16, &m, NULL));
+  CU_ASSERT_EQUAL(clmoe_gen_weights(m), CLMOE_BF16);
+  check_peak(ctx, m, "checkpoint loaded in bf16");
+  clmoe_ctx *old = fresh_ctx();
+  TEST_OK(clmoe_gen_load(old, path, &ref, NULL));
+  TEST_OK(clmoe_gen_set_weights(ref, CLMOE_BF16));
+  check_same_params(m, ref);
+  clmoe_pool_stats st;
+  clmoe_ctx_pool_stats(old, &st);
+  double fp32 = 0.0;
+  CU_ASSERT((double)st.peak_in_use_bytes > model_bound(m, &fp32)); /* fp32, then bf16: all the fp32 */
+  clmoe_model_destroy(ref);
+  clmoe_ctx_destroy(old);
+  /* fp32 loads as before, and equals clmoe_gen_load */
+  clmoe_model *f = NULL, *g = NULL;
+  TEST_OK(clmoe_gen_load_weights(ctx, path, NULL, NULL, CLMOE_F32, &f, NULL));
+  TEST_OK(clmoe_gen_load(ctx, path, &g, NULL));
+  CU_ASSERT_EQUAL(clmoe_gen_weights(f), CLMOE_F32);
+  clmoe_params *pf = clmoe_model_params(f), *pg = clmoe_model_params(g);
+  CU_ASSERT_EQUAL(pf->n, pg->n);
+  for (int i = 0; i < pf->n && i < pg->n; i++) CU_ASSERT_EQUAL(pf->p[i].value->dtype, pg->p[i].value->dtype);
+  clmoe_model_destroy(f), clmoe_model_destroy(g), clmoe_model_destroy(m);
+  clmoe_ctx_destroy(ctx);
+  remove(path);
+}
+
 static void test_arguments(void)
 {
   clmoe_config cfg;
@@ -167,6 +313,13 @@ static void test_arguments(void)
   CU_ASSERT_EQUAL(clmoe_gen_set_weights(NULL, CLMOE_BF16), CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(clmoe_gen_random_model(test_ctx, &cfg, SEED, CLMOE_I32, &none), CLMOE_ERR_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NULL(none);
+  none = m;
+  CU_ASSERT_EQUAL(clmoe_gen_load_weights(test_ctx, "/nonexistent.safetensors", NULL, NULL, CLMOE_I32, &none, NULL),
+                  CLMOE_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NULL(none);
+  CU_ASSERT_NOT_EQUAL(clmoe_gen_load_weights(test_ctx, "/nonexistent.safetensors", NULL, NULL, CLMOE_BF16, &none,
+                                             NULL), CLMOE_OK);
+  CU_ASSERT_PTR_NULL(none);
   clmoe_model_destroy(m);
 }
 
@@ -174,6 +327,8 @@ static void add(CU_pSuite s)
 {
   CU_add_test(s, "bf16 weights: prefill and steps = forward of the rounded fp32 weights", test_equivalence);
   CU_add_test(s, "made in bf16 = stored in bf16 afterwards; half the bytes", test_direct_equals_converted);
+  CU_add_test(s, "random bf16 model: peak memory within the bf16 model's size", test_memory_random);
+  CU_add_test(s, "checkpoint loaded in bf16: peak within the bf16 size; = load + set_weights", test_memory_load);
   CU_add_test(s, "argument errors", test_arguments);
   test_add_checks(s, "gemv");
 }
