@@ -235,7 +235,6 @@ static void parse_args(int argc, char **argv, gen_opts *o)
   if (o->model_dir && !clmoe_hf_is_checkpoint(o->model_dir))
     app_usage_error("--model %s: not a directory holding a config.json (a Hugging Face checkpoint)", o->model_dir);
   if (o->model_dir) o->ckpt = o->model_dir;
-  if (o->weights == GEN_WEIGHTS_BF16 && o->ep) app_usage_error("--weights bf16: not implemented with --ep");
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
   if (o->profile && o->nbench) app_usage_error("--profile profiles the decode steps of a generation: leave out --prefill-bench");
@@ -248,7 +247,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
 static int want_bf16(const gen_opts *o, clmoe_ctx *ctx)
 {
   if (o->weights != GEN_WEIGHTS_AUTO) return o->weights == GEN_WEIGHTS_BF16;
-  return !o->ep && clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
+  return clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
 }
 
 /* --random-weights: the preset's model, its matrices made in the storage asked for. */
@@ -260,19 +259,12 @@ static clmoe_status random_model(const gen_opts *o, clmoe_ctx *ctx, clmoe_model 
   return clmoe_gen_random_model(ctx, &cfg, o->sampling.seed, want_bf16(o, ctx) ? CLMOE_BF16 : CLMOE_F32, model);
 }
 
-/* The weights' storage as --weights asks (auto resolved here), recorded for the banner. */
-static void set_weights(gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
+/* How the weights' storage was chosen (the model was made in it), for the banner. */
+static void weights_why(gen_opts *o, clmoe_ctx *ctx)
 {
-  int bf16 = o->weights == GEN_WEIGHTS_BF16;
-  o->weights_why = o->weights == GEN_WEIGHTS_AUTO ? "" : " (--weights)";
-  if (o->weights == GEN_WEIGHTS_AUTO) {
-    bf16 = want_bf16(o, ctx);
-    o->weights_why = o->ep ? " (auto: --ep keeps fp32)"
-                     : bf16 ? " (auto: the device has a matrix unit)"
-                            : " (auto: no matrix unit)";
-  }
-  if (bf16 && clmoe_gen_set_weights(model, CLMOE_BF16) != CLMOE_OK)
-    app_fail(APP_EXIT_FAILED, "--weights bf16: %s", clmoe_last_error());
+  o->weights_why = o->weights != GEN_WEIGHTS_AUTO ? " (--weights)"
+                   : want_bf16(o, ctx)            ? " (auto: the device has a matrix unit)"
+                                                  : " (auto: no matrix unit)";
 }
 
 static int ends_with(const char *text, int64_t len, const char *stop)
@@ -421,12 +413,11 @@ int main(int argc, char **argv)
   clmoe_model *model;
   clmoe_ckpt_meta meta = {0};
   const double t0 = app_now();
+  const clmoe_dtype wdt = want_bf16(&o, ctx) ? CLMOE_BF16 : CLMOE_F32; /* made so: never fp32 first */
   clmoe_status st = o.random_preset         ? random_model(&o, ctx, &model)
-                     : o.model_dir && app_dist ? clmoe_hf_load_ep(ctx, o.model_dir, app_dist, NULL, &model)
-                     : o.model_dir          ? clmoe_hf_load_weights(ctx, o.model_dir,
-                                                                    want_bf16(&o, ctx) ? CLMOE_BF16 : CLMOE_F32, &model)
-                     : app_dist             ? clmoe_gen_load_ep(ctx, o.ckpt, app_dist, NULL, &model, &meta)
-                                            : clmoe_gen_load(ctx, o.ckpt, &model, &meta);
+                     : o.model_dir && app_dist ? clmoe_hf_load_ep_weights(ctx, o.model_dir, app_dist, NULL, wdt, &model)
+                     : o.model_dir          ? clmoe_hf_load_weights(ctx, o.model_dir, wdt, &model)
+                                            : clmoe_gen_load_weights(ctx, o.ckpt, app_dist, NULL, wdt, &model, &meta);
   if (st != CLMOE_OK) {
     if (app_dist && clmoe_dist_size(app_dist) > 1)
       app_fail(1, "cannot load the checkpoint: %s: %s", clmoe_strerror(st), clmoe_last_error());
@@ -435,7 +426,7 @@ int main(int argc, char **argv)
     if (app_dist) app_dist_end();
     return 1;
   }
-  set_weights(&o, model, ctx);
+  weights_why(&o, ctx);
   const double load_s = app_now() - t0;
   if (!o.model_dir && !o.random_preset && !clmoe_ckpt_meta_get(&meta, "clmoe_format") && (!app_dist || clmoe_dist_rank(app_dist) == 0))
     fprintf(stderr, "%s: warning: %s was written before checkpoints carried checksums: loaded unverified\n",

@@ -148,6 +148,10 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
             "allocated\n", gen_bytes(a, sizeof a, (double)m->weights), gen_bytes(b, sizeof b, (double)m->kda_state),
             gen_bytes(c, sizeof c, (double)m->mla_cache_used), m->mla_token_bytes,
             gen_bytes(d, sizeof d, (double)m->mla_cache));
+    clmoe_pool_stats ps;
+    clmoe_ctx_pool_stats(ctx, &ps);
+    fprintf(stderr, "device memory: peak in use %s, held by the pool %s\n",
+            gen_bytes(a, sizeof a, (double)ps.peak_in_use_bytes), gen_bytes(b, sizeof b, (double)ps.device_bytes));
     if (o->profile) profile_text(&r->prof);
   }
   if (!o->json) return;
@@ -173,6 +177,10 @@ void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen
   json_double(f, rate(dec_tokens, r->decode_s));
   fprintf(f, ",\n  \"memory\": ");
   memory_json(f, &r->mem);
+  clmoe_pool_stats ps;
+  clmoe_ctx_pool_stats(ctx, &ps);
+  fprintf(f, ",\n  \"device_memory\": {\"peak_in_use\": %llu, \"held\": %llu}",
+          (unsigned long long)ps.peak_in_use_bytes, (unsigned long long)ps.device_bytes);
   if (o->profile) {
     fprintf(f, ",\n  \"profile\": ");
     profile_json(f, &r->prof);
