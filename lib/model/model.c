@@ -211,7 +211,8 @@ static clmoe_status create(clmoe_ctx *ctx, const clmoe_config *cfg, int inferenc
   if (ar) CLMOE_TRY_GOTO(st, reg(m, "final", "attn_res_gain", &m->far_g, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "final", "norm", &m->fnorm, 0, NULL), fail);
   CLMOE_TRY_GOTO(st, reg(m, "", "head", &m->head, 1, NULL), fail);
-  CLMOE_TRY_GOTO(st, clmoe_model_set_precision(m, (clmoe_precision)cfg->train.precision), fail);
+  /* the values are not written yet: clmoe_model_init or a checkpoint load fills the copies */
+  CLMOE_TRY_GOTO(st, clmoe__model_set_precision(m, (clmoe_precision)cfg->train.precision, 0), fail);
   for (int i = 0; matrices == CLMOE_BF16 && i < m->params.n; i++)
     if (clmoe__param_is_weight_matrix(&m->params.p[i])) { /* a constructor that ignored the dtype */
       st = clmoe__error(CLMOE_ERR_INTERNAL, "parameter %s was made fp32, not bf16", m->params.p[i].name);

@@ -97,6 +97,9 @@ clmoe_status clmoe__model_record_read(clmoe_model *m, double *loss, double *norm
 
 /* The training precision (model_precision.c). auto resolved for ctx's device. */
 clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p);
+/* clmoe_model_set_precision; copy 0 (at creation, before any value is written): the bf16
+ * copies are made but not filled, clmoe_model_init or a checkpoint load fills them. */
+clmoe_status clmoe__model_set_precision(clmoe_model *m, clmoe_precision precision, int copy);
 /* The tensor the products of a step multiply with for weight w: its parameter's bf16 copy in
  * a bf16 model, else w itself. */
 const clmoe_tensor *clmoe__model_weight(const clmoe_model *m, const clmoe_tensor *w);

@@ -2,6 +2,7 @@
  * parameters get a bf16 copy, and the layers' weight structs seen with those copies in
  * place of the fp32 values, for the forward and backward of a bf16 step. */
 #include "model_internal.h"
+#include "params_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,11 @@ clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p
 
 clmoe_status clmoe_model_set_precision(clmoe_model *m, clmoe_precision precision)
 {
+  return clmoe__model_set_precision(m, precision, 1);
+}
+
+clmoe_status clmoe__model_set_precision(clmoe_model *m, clmoe_precision precision, int copy)
+{
   if (!m) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_set_precision: model is NULL");
   if (!clmoe_precision_name(precision))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_model_set_precision: precision %d is not one of "
@@ -52,7 +58,7 @@ clmoe_status clmoe_model_set_precision(clmoe_model *m, clmoe_precision precision
   }
   for (int i = 0; i < m->params.n; i++) {
     clmoe_param *q = &m->params.p[i];
-    CLMOE_TRY(clmoe_params_set_bf16_copy(&m->params, q, p == CLMOE_PRECISION_BF16 && feeds_products(m, q)));
+    CLMOE_TRY(clmoe__params_set_bf16_copy(&m->params, q, p == CLMOE_PRECISION_BF16 && feeds_products(m, q), copy));
   }
   m->precision = p;
   return CLMOE_OK;

@@ -113,6 +113,11 @@ clmoe_status clmoe_params_add_rows(clmoe_params *ps, const char *name, clmoe_ten
 
 clmoe_status clmoe_params_set_bf16_copy(clmoe_params *ps, clmoe_param *p, int on)
 {
+  return clmoe__params_set_bf16_copy(ps, p, on, 1);
+}
+
+clmoe_status clmoe__params_set_bf16_copy(clmoe_params *ps, clmoe_param *p, int on, int copy)
+{
   if (!ps || !p || p < ps->p || p >= ps->p + ps->n)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_params_set_bf16_copy: not a parameter of this registry");
   if (!on) {
@@ -125,7 +130,7 @@ clmoe_status clmoe_params_set_bf16_copy(clmoe_params *ps, clmoe_param *p, int on
                         p->name);
   if (!p->bf16.buf && clmoe_tensor_numel(p->value) > 0)
     CLMOE_TRY(clmoe_tensor_create(ps->ctx, &p->bf16, CLMOE_BF16, p->value->ndim, p->value->shape));
-  return p->bf16.buf ? clmoe_tensor_copy(&p->bf16, p->value) : CLMOE_OK;
+  return p->bf16.buf && copy ? clmoe_tensor_copy(&p->bf16, p->value) : CLMOE_OK;
 }
 
 clmoe_status clmoe_params_refresh_bf16(clmoe_params *ps)

@@ -37,4 +37,8 @@ clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
  * device has no fp64 or a parameter is row-sharded: the caller takes clmoe_params_adamw. */
 clmoe_status clmoe__params_adamw_nowait(clmoe_params *ps, const clmoe_adamw *hp, double clip, clmoe_tensor *norm);
 
+/* clmoe_params_set_bf16_copy; copy 0: the copy is made but not filled (the values are
+ * not written yet: whatever writes them refreshes the copies, clmoe_params_refresh_bf16). */
+clmoe_status clmoe__params_set_bf16_copy(clmoe_params *ps, clmoe_param *p, int on, int copy);
+
 #endif
