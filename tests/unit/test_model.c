@@ -204,14 +204,17 @@ static void test_step_without_waits(void)
     TEST_OK(clmoe_model_moe_load(b, nmoe - 1, &mb));
     clmoe_ctx_counters_get(test_ctx, &c1);
     clipped += na > 0.5;
-    if (la != lb || na != nb || ma.max != mb.max || ma.min != mb.min || ma.empty != mb.empty ||
+    if (la != lb || fabs(na - nb) > 1.6e-15 * fabs(nb) || ma.max != mb.max || ma.min != mb.min || ma.empty != mb.empty ||
         c1.blocking_reads - c0.blocking_reads != reads || c1.blocking_writes != c0.blocking_writes ||
         c1.finishes != c0.finishes)
       fprintf(stderr, "\n  step %d: loss %.9g / %.9g, norm %.17g / %.17g, moe max %lld / %lld; waits: %lld reads, "
               "%lld writes, %lld finishes\n", step, la, lb, na, nb, (long long)ma.max, (long long)mb.max,
               (long long)(c1.blocking_reads - c0.blocking_reads), (long long)(c1.blocking_writes - c0.blocking_writes),
               (long long)(c1.finishes - c0.finishes));
-    CU_ASSERT(la == lb && na == nb && isfinite(la) && isfinite(na));
+    /* The device adds the same sums in the host's order in double, but an implementation
+     * may round that double arithmetic's last bit otherwise (Intel's CPU runtime: 1 ulp of
+     * the norm, the same losses and parameters): a few ulps are allowed. */
+    CU_ASSERT(la == lb && fabs(na - nb) <= 1.6e-15 * fabs(nb) && isfinite(la) && isfinite(na));
     CU_ASSERT(ma.max == mb.max && ma.min == mb.min && ma.empty == mb.empty);
     CU_ASSERT(c1.blocking_reads - c0.blocking_reads == reads);
     CU_ASSERT(c1.blocking_writes == c0.blocking_writes && c1.finishes == c0.finishes);
