@@ -54,24 +54,17 @@ static clmoe_status check_extra(clmoe_st_file *f, clmoe_params *ps)
   return CLMOE_OK;
 }
 
-/* The file's fp32 tensor `name` into p's bf16 value through one host buffer of the tensor
- * (a rank's rows: of the whole), rounded to nearest even on the host (clmoe_bf16_from_f32,
- * the rounding of clmoe_gen_set_weights' device copy). */
-static clmoe_status load_bf16(clmoe_st_file *f, const char *name, const clmoe_param *p)
+/* The file's fp32 tensor `name` into the bf16 tensor t through one host buffer of it,
+ * rounded to nearest even on the host (clmoe_tensor_write_f32: the rounding of
+ * clmoe_gen_set_weights' device copy; a rank's rows, clmoe__model_params_load_rows, round
+ * the same way). */
+static clmoe_status load_bf16(clmoe_st_file *f, const char *name, clmoe_tensor *t)
 {
-  const clmoe_tensor *t = p->value;
-  const int64_t n = clmoe_tensor_numel(t), re = t->ndim > 0 && t->shape[0] > 0 ? n / t->shape[0] : 0;
-  const int64_t whole = p->rows ? p->global_rows * re : n;
-  float *h = malloc((size_t)(whole > 0 ? whole : 1) * sizeof *h);
-  float *mine = p->rows ? malloc((size_t)(n > 0 ? n : 1) * sizeof *mine) : h; /* rows in any order */
-  clmoe_status st = h && mine ? CLMOE_OK
-                              : clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (%lld values of '%s')",
-                                             (long long)whole, name);
-  if (st == CLMOE_OK) st = clmoe_st_read_f32(f, name, h, (size_t)whole);
-  for (int64_t i = 0; st == CLMOE_OK && p->rows && i < t->shape[0]; i++)
-    memcpy(mine + i * re, h + (int64_t)p->rows[i] * re, (size_t)re * sizeof *h);
-  if (st == CLMOE_OK && n) st = clmoe_tensor_write_f32(p->value, mine);
-  if (mine != h) free(mine);
+  const int64_t n = clmoe_tensor_numel(t);
+  float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+  if (!h) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (%lld values of '%s')", (long long)n, name);
+  clmoe_status st = clmoe_st_read_f32(f, name, h, (size_t)n);
+  if (st == CLMOE_OK && n) st = clmoe_tensor_write_f32(t, h);
   free(h);
   return st;
 }
@@ -115,9 +108,9 @@ static clmoe_status load(clmoe_ctx *ctx, const char *path, clmoe_dist *dist, con
   CLMOE_TRY_GOTO(st, check_extra(f, ps), done);
   for (int i = 0; i < ps->n; i++) {
     snprintf(name, sizeof name, "%s/%s", ps->p[i].trainable ? "param" : "buffer", ps->p[i].name);
-    st = ps->p[i].value->dtype == CLMOE_BF16 ? load_bf16(f, name, &ps->p[i])
-         : ps->p[i].rows                     ? clmoe__model_params_load_rows(f, name, &ps->p[i], ps->p[i].value)
-                                             : clmoe_st_load_into(f, name, ps->p[i].value);
+    st = ps->p[i].rows                       ? clmoe__model_params_load_rows(f, name, &ps->p[i], ps->p[i].value)
+         : ps->p[i].value->dtype == CLMOE_BF16 ? load_bf16(f, name, ps->p[i].value)
+                                               : clmoe_st_load_into(f, name, ps->p[i].value);
     if (st != CLMOE_OK) {
       clmoe__append_error(" (loading '%s' from %s)", name, path);
       goto done;

@@ -255,7 +255,8 @@ static clmoe_status want_tensor(clmoe_st_file *f, const char *name, const clmoe_
   return CLMOE_OK;
 }
 
-/* This rank's rows of a whole [global_rows, ...] tensor of the file into t. */
+/* This rank's rows of a whole [global_rows, ...] fp32 tensor of the file into t (fp32, or
+ * bf16: rounded to nearest even on the way, clmoe_tensor_write_f32). */
 clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
                                            const clmoe_param *p, clmoe_tensor *t)
 {
@@ -266,7 +267,7 @@ clmoe_status clmoe__model_params_load_rows(clmoe_st_file *f, const char *name,
   if (st == CLMOE_OK) st = clmoe_st_read_f32(f, name, whole, (size_t)(G * re));
   for (int64_t i = 0; st == CLMOE_OK && i < n; i++)
     memcpy(mine + i * re, whole + (int64_t)p->rows[i] * re, (size_t)re * sizeof *mine);
-  if (st == CLMOE_OK && n) st = clmoe_tensor_write(t, mine, (size_t)(n * re) * sizeof *mine);
+  if (st == CLMOE_OK && n) st = clmoe_tensor_write_f32(t, mine);
   free(whole), free(mine);
   return st;
 }
