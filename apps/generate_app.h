@@ -45,6 +45,7 @@ enum { GEN_WEIGHTS_AUTO = 0, GEN_WEIGHTS_FP32 = 1, GEN_WEIGHTS_BF16 = 2 };
 /* Greedy steps enqueued together, fed on the device (clmoe_gen_decode_greedy). */
 #define GEN_RUN 16
 #define GEN_PROFILE_FAMILIES 32
+#define GEN_PROFILE_KERNELS 64
 
 typedef struct gen_family {
   char name[32]; /* the kernels' first word: moe, kda, mla, clblast, ... */
@@ -60,6 +61,8 @@ typedef struct gen_profile {
   double wall_s, device_s;
   int nfam;
   gen_family fam[GEN_PROFILE_FAMILIES];
+  int nkern;                                 /* the kernels by name, most time first */
+  clmoe_kernel_time kern[GEN_PROFILE_KERNELS];
 } gen_profile;
 
 /* What a generation run measured, for the summary. */
@@ -98,7 +101,8 @@ const char *gen_bytes(char *buf, size_t len, double bytes);
  * timed and counted into p. */
 void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, int32_t *greedy,
                        gen_profile *p);
-/* The kernel table of the profiled steps summed into families (the kernel name's first word). */
+/* The kernel table of the profiled steps summed into families (the kernel name's first word),
+ * and its GEN_PROFILE_KERNELS costliest rows kept by name. */
 void gen_profile_families(clmoe_ctx *ctx, gen_profile *p);
 /* The summary on stderr and, with o->json, the JSON report. */
 void gen_report(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, const gen_result *r);

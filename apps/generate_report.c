@@ -60,6 +60,18 @@ void gen_profile_families(clmoe_ctx *ctx, gen_profile *p)
       gen_family t = p->fam[j];
       p->fam[j] = p->fam[j - 1], p->fam[j - 1] = t;
     }
+  p->nkern = 0;
+  for (int i = 0; i < n; i++) { /* the costliest rows, largest first */
+    int j;
+    if (p->nkern < GEN_PROFILE_KERNELS) j = p->nkern++;
+    else if (rows[i].seconds > p->kern[GEN_PROFILE_KERNELS - 1].seconds) j = GEN_PROFILE_KERNELS - 1;
+    else continue;
+    p->kern[j] = rows[i];
+    for (; j > 0 && p->kern[j].seconds > p->kern[j - 1].seconds; j--) {
+      const clmoe_kernel_time t = p->kern[j];
+      p->kern[j] = p->kern[j - 1], p->kern[j - 1] = t;
+    }
+  }
 }
 
 static void profile_text(const gen_profile *p)
@@ -105,6 +117,16 @@ static void profile_json(FILE *f, const gen_profile *p)
     json_double(f, 1e3 * p->fam[i].seconds / n);
     fprintf(f, ", \"commands_per_step\": ");
     json_double(f, (double)p->fam[i].launches / n);
+    fprintf(f, "}");
+  }
+  fprintf(f, "], \"kernels\": [");
+  for (int i = 0; i < p->nkern; i++) {
+    fprintf(f, "%s{\"kernel\": ", i ? ", " : "");
+    json_string(f, p->kern[i].name);
+    fprintf(f, ", \"ms_per_step\": ");
+    json_double(f, 1e3 * p->kern[i].seconds / n);
+    fprintf(f, ", \"launches_per_step\": ");
+    json_double(f, (double)p->kern[i].launches / n);
     fprintf(f, "}");
   }
   fprintf(f, "]}");

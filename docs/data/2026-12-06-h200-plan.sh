@@ -14,6 +14,8 @@
 #   sh docs/data/2026-12-06-h200-plan.sh torch   about 9 min: PyTorch + fla (torch_ref's
 #       train_bench.py; Triton compiles for 3-4 min) and HEAD's clmoe-train in the same call,
 #       the issue's ratio (tokens/s, peak memory)
+#   sh docs/data/2026-12-06-h200-plan.sh core    about 7 min: the short form of train + decode (no
+#       0d1a723 runs): the MLA backward's checks, training with it off and on, decode b1/b16
 #   sh docs/data/2026-12-06-h200-plan.sh k48     about 8 min, needs_h200 (98 GB of bf16
 #       weights): Kimi-Linear-48B-A3B's shapes with random weights: peak device memory, decode
 #       tokens/s at batch 1, 8, 64, prefill at 4K and 16K
@@ -95,13 +97,40 @@ decode)
   pack
   cat $R/gpu.txt $R/summary.txt; grep -A30 "^profile" $R/profile-b1.err | head -30; tail -4 $R/xcheck-dec.txt
   ;;
+core)
+  # the short form when device time is scarce: the new MLA backward's checks, HEAD's training
+  # with it off and on, and HEAD's decode at batch 1 and 16 with the per-family profile
+  timeout 120 $NB/clmoe-xcheck --device nvidia --op mla_tile --op moe.bf16 --op rmsnorm --op pointwise --op adamw \
+    --op gemv --json $R/xcheck.json > $R/xcheck.txt 2>&1
+  say "xcheck rc=$?"
+  pack
+  train after-bwd0 $NB/clmoe-train CLMOE_MLA_TC_BWD=0
+  train after-bwd1 $NB/clmoe-train CLMOE_MLA_TC_BWD=1
+  for b in 1 16; do
+    args=; for i in $(seq $b); do args="$args --prompt The_quick_brown_fox_$i"; done
+    # shellcheck disable=SC2086
+    timeout 60 $NB/clmoe-generate --random-weights gpu --device nvidia $args -n 128 --greedy --quiet --weights bf16 \
+      --json $R/after-bf16-b$b.json > /dev/null 2> $R/after-bf16-b$b.err
+    say "decode b$b rc=$? $(grep -o '"decode_tokens_per_s": [0-9.]*' $R/after-bf16-b$b.json)"
+  done
+  timeout 60 $NB/clmoe-generate --random-weights gpu --device nvidia --prompt The_quick_brown_fox -n 40 --greedy \
+    --weights bf16 --profile --json $R/profile-b1.json > /dev/null 2> $R/profile-b1.err
+  say "profile b1 rc=$?"
+  pack
+  cat $R/gpu.txt $R/summary.txt; tail -4 $R/xcheck.txt
+  for t in after-bwd0 after-bwd1; do steprate $R/train-$t.txt; done
+  for t in after-bwd0 after-bwd1; do echo "$t: $(cut -d, -f2 $R/metrics-$t.csv | tr '\n' ' ')"; done
+  grep -A12 "^profile" $R/profile-b1.err | head -14
+  python3 -c "import json; [print('  %-28s %8.4f ms %5.1f launches' % (k['kernel'], k['ms_per_step'], k['launches_per_step']))
+    for k in json.load(open('$R/profile-b1.json'))['profile']['kernels'][:24]]"
+  ;;
 torch)
   pip install --no-index --no-deps --target /tmp/site $D/whl/*.whl > $R/pip.txt 2>&1
   PYTHONPATH=/tmp/site timeout 420 python3 $D/torch_ref/train_bench.py --device cuda --preset gpu --dtype bf16 \
     --kda-impl fla --seq-len 8192 --batch 2 --steps 20 --lr 3e-4 --skip 3 --data $D/text.txt > $R/torch.txt 2>&1
   say "torch rc=$?"
   pack
-  train after $NB/clmoe-train
+  train after $NB/clmoe-train CLMOE_MLA_TC_BWD=${CLMOE_MLA_TC_BWD:-0}
   cat $R/gpu.txt $R/summary.txt; tail -5 $R/torch.txt; steprate $R/train-after.txt
   ;;
 k48)
@@ -120,7 +149,7 @@ k48)
   cat $R/gpu.txt $R/summary.txt; tail -6 $R/k48-prefill.err; grep -h "memory\|weights" $R/k48-b1.err | head -4
   ;;
 *)
-  echo "usage: sh docs/data/2026-12-06-h200-plan.sh train|decode|torch|k48" >&2
+  echo "usage: sh docs/data/2026-12-06-h200-plan.sh train|core|decode|torch|k48" >&2
   exit 2
   ;;
 esac
