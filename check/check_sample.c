@@ -30,7 +30,7 @@ static float row_value(uint64_t seed, int r, int64_t i, int64_t V)
 
 static clmoe_status g_sample(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  const int64_t V = CK_SIZE(300, 37), steps = CK_SIZE(4, 2), sl[2] = {SR, V}, n = SR;
+  const int64_t V = CK_SIZE(300, 37), steps = CK_SIZE(4, 1), sl[2] = {SR, V}, n = SR;
   const clmoe_gen_sampling how[] = {
       {.temperature = 1.0, .seed = seed},
       {.temperature = 0.7, .top_k = 5, .seed = seed + 1},
