@@ -50,9 +50,8 @@ static void usage(void)
          "  --top-p P           then among the fewest whose probability reaches P (default 0.95)\n"
          "  --seed S            sampling seed (default 1): the same seed gives the same text\n"
          "  --stop STR          a sequence ends after it produces STR (printed)\n"
-         "  --host-sample       draw each token on the host from the step's logits, step by\n"
-         "                      step (default: drawn on the device, in runs of 16 steps; the\n"
-         "                      same tokens)\n"
+         "  --host-sample       draw tokens on the host from each step's logits (default: on\n"
+         "                      the device, in runs of 16 steps; the same tokens)\n"
          "Run:\n"
          "  --device SPEC       OpenCL device: P:D, gpu, cpu, an implementation (pocl, intel,\n"
          "                      nvidia, ...) or part of a name, as for clmoe-info; under mpirun a\n"
@@ -322,12 +321,10 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   int64_t active = n;
   const char *piece;
   size_t plen;
-  /* The tokens are picked on the device (greedy, or drawn as the host sampler would): a
-   * step reads back n ids, not n x V logits (the prefill's logits are on the host already
-   * and go through the host sampler). In one process and unprofiled, runs of GEN_RUN
-   * steps feed each other on the device with one wait per run (clmoe_gen_decode); a stop
-   * inside a run wastes the rest of it. --host-sample: logits back and the host sampler,
-   * step by step. */
+  /* Tokens are picked on the device (greedy, or the host sampler's draw): a step reads
+   * back n ids, not n x V logits (the prefill's go through the host sampler). In one
+   * process, unprofiled, runs of GEN_RUN steps feed each other there, one wait per run
+   * (clmoe_gen_decode; a stop inside a run wastes the rest). --host-sample: step by step. */
   const int greedy = o->sampling.greedy || o->sampling.temperature == 0.0 || o->sampling.top_k == 1;
   const int on_device = greedy || !o->host_sample;
   const int piped = on_device && !app_dist && !o->profile;
@@ -376,7 +373,7 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
     if (o->profile && r.steps >= GEN_PROFILE_WARMUP)
       gen_profiled_step(ctx, g, next, logits, greedy ? picked : NULL, &r.prof);
     else APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL) : clmoe_gen_step(g, next, logits));
-    if (on_device && !greedy) /* (profiled or --ep: the host draws from the logits read back) */
+    if (on_device && !greedy) /* (--profile, --ep: drawn from the logits read back) */
       for (int64_t s = 0; s < n; s++)
         if (!r.why[s]) APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k + 1, &picked[s]));
     r.steps++;
