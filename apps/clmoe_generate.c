@@ -50,6 +50,8 @@ static void usage(void)
          "  --top-p P           then among the fewest whose probability reaches P (default 0.95)\n"
          "  --seed S            sampling seed (default 1): the same seed gives the same text\n"
          "  --stop STR          a sequence ends after it produces STR (printed)\n"
+         "  --host-sample       draw tokens on the host from each step's logits (default: on\n"
+         "                      the device, in runs of 16 steps; the same tokens)\n"
          "Run:\n"
          "  --device SPEC       OpenCL device: P:D, gpu, cpu, an implementation (pocl, intel,\n"
          "                      nvidia, ...) or part of a name, as for clmoe-info; under mpirun a\n"
@@ -183,6 +185,7 @@ static void parse_args(int argc, char **argv, gen_opts *o)
       add_prompt(o, bytes, len, v);
     } else if (app_option(argc, argv, &i, "-n", &v)) o->max_new = app_parse_int("-n", v, 1, 1LL << 30);
     else if (!strcmp(argv[i], "--greedy")) o->sampling.greedy = 1;
+    else if (!strcmp(argv[i], "--host-sample")) o->host_sample = 1;
     else if (app_option(argc, argv, &i, "--temperature", &v)) o->sampling.temperature = parse_real("--temperature", v, 0, 1e6);
     else if (app_option(argc, argv, &i, "--top-k", &v)) o->sampling.top_k = app_parse_int("--top-k", v, 0, 1LL << 31);
     else if (app_option(argc, argv, &i, "--top-p", &v)) o->sampling.top_p = parse_real("--top-p", v, 0, 1);
@@ -318,19 +321,20 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
   int64_t active = n;
   const char *piece;
   size_t plen;
-  /* Greedy decoding picks the tokens on the device: a step reads back n ids, not n x V
-   * logits (the prefill's logits are on the host already and go through the sampler). In
-   * one process and unprofiled, runs of GEN_RUN steps feed each other on the device with
-   * one wait per run (clmoe_gen_decode_greedy); a stop inside a run wastes the rest of it. */
+  /* Tokens are picked on the device (greedy, or the host sampler's draw): a step reads
+   * back n ids, not n x V logits (the prefill's go through the host sampler). In one
+   * process, unprofiled, runs of GEN_RUN steps feed each other there, one wait per run
+   * (clmoe_gen_decode; a stop inside a run wastes the rest). --host-sample: step by step. */
   const int greedy = o->sampling.greedy || o->sampling.temperature == 0.0 || o->sampling.top_k == 1;
-  const int piped = greedy && !app_dist && !o->profile;
+  const int on_device = greedy || !o->host_sample;
+  const int piped = on_device && !app_dist && !o->profile;
   int32_t *run = piped ? malloc((size_t)(GEN_RUN * n) * sizeof *run) : NULL;
   if (piped && !run) app_die(CLMOE_ERR_OUT_OF_MEMORY, "generation buffers");
   int64_t have = 0, used = 0; /* steps in run, and taken from it */
   for (int64_t k = 0; active > 0; k++) {
     for (int64_t s = 0; s < n; s++) /* finished sequences: fed their last token again */
       if (!r.why[s]) {
-        if (greedy && k > 0) next[s] = picked[s];
+        if (on_device && k > 0) next[s] = picked[s];
         else APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k, &next[s]));
       }
     if (app_dist) share_tokens(next, n);
@@ -360,7 +364,7 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
     if (piped) {
       if (used == have) { /* positions k + 1 .. k + have; max_new - 1 is the last one */
         have = o->max_new - 1 - k < GEN_RUN ? o->max_new - 1 - k : GEN_RUN, used = 0;
-        APP_CHECK(clmoe_gen_decode_greedy(g, next, have, run));
+        APP_CHECK(clmoe_gen_decode(g, &o->sampling, next, k + 1, have, run));
         r.steps += have;
       }
       memcpy(picked, run + used++ * n, (size_t)n * sizeof *picked);
@@ -369,6 +373,9 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
     if (o->profile && r.steps >= GEN_PROFILE_WARMUP)
       gen_profiled_step(ctx, g, next, logits, greedy ? picked : NULL, &r.prof);
     else APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL) : clmoe_gen_step(g, next, logits));
+    if (on_device && !greedy) /* (--profile, --ep: drawn from the logits read back) */
+      for (int64_t s = 0; s < n; s++)
+        if (!r.why[s]) APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k + 1, &picked[s]));
     r.steps++;
   }
   if (n == 1) printf("\n");

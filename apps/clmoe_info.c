@@ -318,9 +318,9 @@ static int info_knobs(const char *device, const char *json, int probe)
 }
 
 /* One training step of the model (forward, backward, AdamW) on B x T tokens, then what
- * clmoe-generate runs with its defaults (a chunked prefill of B prompts of T tokens and a
- * decode step): every kernel they use is built for the model's sizes and lands in the
- * cache; nothing else is written. */
+ * clmoe-generate runs with its defaults (a chunked prefill of B prompts of T tokens, a
+ * decode step and one drawing its tokens on the device): every kernel they use is built
+ * for the model's sizes and lands in the cache; nothing else is written. */
 static void warm_model(clmoe_ctx *ctx, const char *preset, const char *config,
                        const char *seq_len, const char *batch)
 {
@@ -355,8 +355,13 @@ static void warm_model(clmoe_ctx *ctx, const char *preset, const char *config,
   APP_CHECK(clmoe_gen_state_create(model, B, NULL, &g));
   APP_CHECK(clmoe_gen_prefill(g, prompts, lens, logits, NULL));
   APP_CHECK(clmoe_gen_step(g, targets, logits)); /* one token per sequence (any) */
+  /* and a step drawing its tokens on the device, as clmoe-generate's default sampling does */
+  const clmoe_gen_sampling sp = {.temperature = 0.8, .top_p = 0.95, .seed = 1};
+  int32_t *next = malloc((size_t)B * sizeof *next);
+  if (!next) app_die(CLMOE_ERR_OUT_OF_MEMORY, "the warm-up tokens");
+  APP_CHECK(clmoe_gen_decode(g, &sp, targets, 1, 1, next));
   clmoe_gen_state_destroy(g);
-  free(prompts), free(lens), free(logits);
+  free(prompts), free(lens), free(logits), free(next);
   clmoe_model_destroy(model);
   free(tokens), free(targets);
 }

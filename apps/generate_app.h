@@ -31,6 +31,7 @@ typedef struct gen_opts {
   int quiet;
   int ep; /* expert parallelism over this many MPI ranks; 0: one process */
   int profile; /* --profile: count and time the decode steps after GEN_PROFILE_WARMUP */
+  int host_sample; /* --host-sample: sampled tokens drawn on the host, step by step */
   int weights; /* --weights: GEN_WEIGHTS_* */
   const char *weights_why; /* how the weights' dtype was chosen, for the banner */
 } gen_opts;
@@ -42,7 +43,7 @@ enum { GEN_WEIGHTS_AUTO = 0, GEN_WEIGHTS_FP32 = 1, GEN_WEIGHTS_BF16 = 2 };
 /* --profile: decode steps before this many are not profiled (program builds, first-use
  * allocations). */
 #define GEN_PROFILE_WARMUP 2
-/* Greedy steps enqueued together, fed on the device (clmoe_gen_decode_greedy). */
+/* Decode steps enqueued together, fed on the device (clmoe_gen_decode). */
 #define GEN_RUN 16
 #define GEN_PROFILE_FAMILIES 32
 #define GEN_PROFILE_KERNELS 64

@@ -206,12 +206,46 @@ typedef struct clmoe_gen_sampling {
   uint64_t seed;
 } clmoe_gen_sampling;
 
-/* Draws a token from logits [vocab] (host). The uniform number comes from the library's
- * counter-based generator at (seed, seq << 32 | step), so a seed gives the same tokens on
- * every run and device for the same logits. Invalid settings (temperature < 0, top_p
- * outside [0, 1], NaN logits) are CLMOE_ERR_INVALID_ARGUMENT. */
+/* Draws a token from logits [vocab] (host). The candidates are the top_k best (the lowest
+ * index first among equal logits), then their shortest best-first prefix whose probability
+ * reaches top_p; token i of them has weight exp((logit_i - max) / temperature), computed
+ * as an integer (kernels_cl/generate/gen_sample_math.cl: relative error about 1e-6,
+ * weights under 2^-(62 - ceil(log2 vocab)) of the largest are 0). The draw comes from the
+ * library's counter-based generator at (seed, seq << 32 | step) and walks the candidates
+ * in index order. Every step is exact integer or fixed-order fp32 arithmetic, so a seed
+ * gives the same token on every run and device for the same logits, and the device's draw
+ * (clmoe_gen_sample_rows, clmoe_gen_decode) is the same token. A row of all -inf weighs
+ * its tokens equally; +inf logits share the draw among themselves. Invalid settings
+ * (temperature < 0, top_p outside [0, 1], top_k < 0, NaN logits) are
+ * CLMOE_ERR_INVALID_ARGUMENT. */
 CLMOE_API clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sampling, const float *logits,
                                         int64_t vocab, int64_t seq, int64_t step, int32_t *token);
+
+/* ids [R] (i32) = clmoe_gen_sample's tokens for the rows of logits [R, V] (f32, whole
+ * tensors) as sequences 0 .. R - 1 at `step`, drawn on the device in one launch (greedy
+ * options: clmoe_gen_argmax); -1 - i for a row whose lowest-index NaN is logit i. Public for
+ * checks. */
+CLMOE_API clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sampling,
+                                             const clmoe_tensor *logits, int64_t step, clmoe_tensor *ids);
+
+/* clmoe_gen_step whose next tokens are drawn on the device: next host [nseq] gets, for each
+ * sequence s, the token clmoe_gen_sample(sampling, that row's logits, vocab, s, draw_step)
+ * gives (the same bits: docs/generate.md), and only they come back (logits may be NULL;
+ * given, they are read too). Greedy options give clmoe_gen_step_greedy's tokens. A NaN
+ * logit is CLMOE_ERR_INVALID_ARGUMENT naming it. */
+CLMOE_API clmoe_status clmoe_gen_step_sample(clmoe_gen_state *state, const clmoe_gen_sampling *sampling,
+                                             const int32_t *tokens, int64_t draw_step, int32_t *next,
+                                             float *logits);
+
+/* clmoe_gen_decode_greedy with any sampling options: n steps whose tokens are drawn on the
+ * device and fed to the next step there, one wait at the end. Step k (0-based) draws
+ * sequence s's token as clmoe_gen_sample(sampling, its logits, vocab, s, draw_step + k)
+ * would: out[k nseq + s] is what n calls of clmoe_gen_step then clmoe_gen_sample, each fed
+ * the last one's tokens, give. Greedy options: clmoe_gen_decode_greedy's tokens. A NaN
+ * logit is reported at the end, naming the step and sequence. Not under expert parallelism
+ * (CLMOE_ERR_UNSUPPORTED). */
+CLMOE_API clmoe_status clmoe_gen_decode(clmoe_gen_state *state, const clmoe_gen_sampling *sampling,
+                                        const int32_t *tokens, int64_t draw_step, int64_t n, int32_t *out);
 
 #ifdef __cplusplus
 }

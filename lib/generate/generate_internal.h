@@ -77,4 +77,54 @@ void clmoe__gen_widen_release(gen_widened *w);
 /* One pass of the layer stack over the tokens of a pass (generate_run.c). */
 typedef enum { GEN_PREFILL = 0, GEN_STEP = 1 } gen_kind;
 
+/* ---- passes (generate_run.c; decode steps and runs: generate_decode.c) ---- */
+/* What one pass runs on: ntok tokens packed by sequence, counts[s] of sequence s. */
+typedef struct gen_pass {
+  gen_kind kind;
+  int64_t ntok;
+  const int64_t *counts; /* [nseq] (prefill) */
+  clmoe_tensor cu;       /* i32 [nseq + 1]: every sequence, empty ones included (KDA) */
+  clmoe_tensor cu_act;   /* i32 [nact + 1]: the sequences with tokens (tiled MLA prefill) */
+  int32_t *slots;        /* [nact] their cache sequences */
+  int fresh;             /* every sequence with tokens has an empty cache */
+} gen_pass;
+
+/* What a pass reads and hands out besides its states. */
+typedef struct gen_io {
+  const int32_t *ids;          /* host [ntok] token ids, or NULL: */
+  const clmoe_tensor *ids_dev; /* i32 [ntok] on the device (a step's picks) */
+  const int32_t *rows;         /* host [nrows] the token rows whose logits are wanted (NULL: all) */
+  int64_t nrows;
+  float *logits;               /* host [nrows, vocab], or NULL */
+  int32_t *greedy;             /* host [nrows] each row's pick: the greedy token
+                                * (clmoe_gen_argmax), or with sampling its draw
+                                * (clmoe_gen_sample_rows); -1 - i where logit i is NaN; or NULL */
+  const clmoe_gen_sampling *sampling; /* NULL: greedy picks */
+  int64_t draw_step;           /* the draws' step (clmoe_gen_sample's step; sequence = row) */
+  clmoe_tensor *greedy_dev;    /* with greedy and no logits: the picks are made here (i32
+                                * [nrows]) and read into greedy without waiting; the caller
+                                * waits (in-order queue) before it reads greedy */
+} gen_io;
+
+/* Runs the layer stack over the pass's tokens and writes what io asks for. */
+clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_io *io);
+/* CLMOE_ERR_INVALID_ARGUMENT naming op, seq and the token unless t[0..n) are in [0, vocab). */
+clmoe_status clmoe__gen_check_tokens(const clmoe_gen_state *g, const char *op, int64_t seq, const int32_t *t, int64_t n);
+/* Monotonic wall seconds. */
+double clmoe__gen_now(void);
+
+/* ---- sampling (generate_sample.c, kernels_cl/generate/gen_sample_math.cl) ---- */
+/* Checked sampling options for a vocabulary of V, as the sampler's arithmetic takes them. */
+typedef struct gen_sampling_plan {
+  int greedy;     /* greedy, temperature 0 or top_k 1: the argmax */
+  int64_t keep;   /* top-k's k, V for all */
+  uint64_t pq;    /* round(top_p 2^32); 0: no top-p (top_p 0 or 1) */
+  float inv_t;    /* 1 / temperature as a normal float */
+  int scale;      /* weights are exp((l - lmax) / T) 2^scale (smp_scale) */
+  uint64_t seed;
+} gen_sampling_plan;
+clmoe_status clmoe__gen_sampling_plan(const clmoe_gen_sampling *sp, int64_t V, const char *op, gen_sampling_plan *pl);
+/* A logit's integer weight (smp_weight, for tests): exp((logit - lmax) inv_t) 2^scale. */
+uint64_t clmoe__gen_sample_weight(float logit, float lmax, float inv_t, int scale);
+
 #endif

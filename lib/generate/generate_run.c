@@ -15,18 +15,8 @@
 #include "clmoe/mla.h"
 #include "clmoe/ops.h"
 
-/* What one pass runs on: ntok tokens packed by sequence, counts[s] of sequence s. */
-typedef struct gen_pass {
-  gen_kind kind;
-  int64_t ntok;
-  const int64_t *counts; /* [nseq] (prefill) */
-  clmoe_tensor cu;       /* i32 [nseq + 1]: every sequence, empty ones included (KDA) */
-  clmoe_tensor cu_act;   /* i32 [nact + 1]: the sequences with tokens (tiled MLA prefill) */
-  int32_t *slots;        /* [nact] their cache sequences */
-  int fresh;             /* every sequence with tokens has an empty cache */
-} gen_pass;
 
-static double now(void)
+double clmoe__gen_now(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -165,22 +155,8 @@ static clmoe_status gather_rows(clmoe_ctx *ctx, const clmoe_tensor *table, const
   return clmoe__launch(ctx, k, 2, global, local);
 }
 
-/* What a pass reads and hands out besides its states. */
-typedef struct gen_io {
-  const int32_t *ids;          /* host [ntok] token ids, or NULL: */
-  const clmoe_tensor *ids_dev; /* i32 [ntok] on the device (a greedy step's picks) */
-  const int32_t *rows;         /* host [nrows] the token rows whose logits are wanted (NULL: all) */
-  int64_t nrows;
-  float *logits;               /* host [nrows, vocab], or NULL */
-  int32_t *greedy;             /* host [nrows] each row's greedy token (clmoe_gen_argmax: -1 - i
-                                * where logit i is NaN), or NULL */
-  clmoe_tensor *greedy_dev;    /* with greedy and no logits: the picks are made here (i32
-                                * [nrows]) and read into greedy without waiting; the caller
-                                * waits (in-order queue) before it reads greedy */
-} gen_io;
 
-/* Runs the stack over the pass's tokens and writes what io asks for. */
-static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const gen_io *io)
+clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_io *io)
 {
   const int32_t *ids_host = io->ids, *rows = io->rows;
   const int64_t nrows = io->nrows;
@@ -264,13 +240,15 @@ static clmoe_status stack(clmoe_gen_state *g, const gen_pass *p, const gen_io *i
     if (st != CLMOE_OK) goto done;
   }
   if (greedy && io->greedy_dev && !out) { /* picks stay on the device, come back unwaited */
-    CLMOE_TRY_GOTO(st, clmoe_gen_argmax(ctx, &logits, io->greedy_dev), done);
+    CLMOE_TRY_GOTO(st, io->sampling ? clmoe_gen_sample_rows(ctx, io->sampling, &logits, io->draw_step, io->greedy_dev)
+                                    : clmoe_gen_argmax(ctx, &logits, io->greedy_dev), done);
     CLMOE_CL_GOTO(st, clEnqueueReadBuffer(ctx->queue, io->greedy_dev->buf, CL_FALSE, 0,
                                           (size_t)nrows * sizeof *greedy, greedy, 0, NULL, NULL), done);
     queued = 0; /* the caller waits for the queue before it reads greedy or frees the ids */
   } else if (greedy) { /* nrows ids come back, not nrows x V logits */
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &best, CLMOE_I32, 1, &nrows), done);
-    CLMOE_TRY_GOTO(st, clmoe_gen_argmax(ctx, &logits, &best), done);
+    CLMOE_TRY_GOTO(st, io->sampling ? clmoe_gen_sample_rows(ctx, io->sampling, &logits, io->draw_step, &best)
+                                    : clmoe_gen_argmax(ctx, &logits, &best), done);
     CLMOE_TRY_GOTO(st, clmoe_tensor_read(&best, greedy, (size_t)nrows * sizeof *greedy), done);
     queued = 0; /* the blocking read waited for the uploads too (one in-order queue) */
   }
@@ -286,7 +264,7 @@ done:
   return st;
 }
 
-static clmoe_status check_tokens(const clmoe_gen_state *g, const char *op, int64_t seq, const int32_t *t, int64_t n)
+clmoe_status clmoe__gen_check_tokens(const clmoe_gen_state *g, const char *op, int64_t seq, const int32_t *t, int64_t n)
 {
   const int64_t V = g->model->cfg.vocab;
   for (int64_t i = 0; i < n; i++)
@@ -334,7 +312,7 @@ clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens,
     if (lengths[s] < 0 || lengths[s] > ((int64_t)1 << 31) || (lengths[s] > 0 && !tokens[s]))
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sequence %lld: length %lld with %s tokens", op,
                           (long long)s, (long long)lengths[s], tokens[s] ? "its" : "no");
-    CLMOE_TRY(check_tokens(g, op, s, tokens[s], lengths[s]));
+    CLMOE_TRY(clmoe__gen_check_tokens(g, op, s, tokens[s], lengths[s]));
     maxlen = lengths[s] > maxlen ? lengths[s] : maxlen;
     total += lengths[s];
   }
@@ -351,7 +329,7 @@ clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens,
   }
   for (int64_t s = 1; s < n; s++) base[s] = base[s - 1] + lengths[s - 1]; /* rows of all_logits */
   for (int64_t k = 0; k * C < maxlen; k++) {
-    const double t0 = now();
+    const double t0 = clmoe__gen_now();
     gen_pass p = {.kind = GEN_PREFILL, .counts = counts, .slots = slots};
     int64_t nt = 0, nrows = 0;
     for (int64_t s = 0; s < n; s++) {
@@ -364,7 +342,7 @@ clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens,
     p.ntok = nt;
     st = pass_tables(g, &p, counts);
     const gen_io io = {.ids = ids, .rows = all_logits ? NULL : rows, .nrows = all_logits ? nt : nrows, .logits = out};
-    if (st == CLMOE_OK) st = stack(g, &p, &io);
+    if (st == CLMOE_OK) st = clmoe__gen_stack(g, &p, &io);
     clmoe_tensor_destroy(&p.cu);
     clmoe_tensor_destroy(&p.cu_act);
     if (st != CLMOE_OK) {
@@ -383,90 +361,11 @@ clmoe_status clmoe_gen_prefill(clmoe_gen_state *g, const int32_t *const *tokens,
     for (int64_t i = 0; !all_logits && last_logits && i < nrows; i++)
       memcpy(last_logits + (size_t)rseq[i] * (size_t)V, out + (size_t)i * (size_t)V, (size_t)V * sizeof *out);
     for (int64_t s = 0; s < n; s++) g->len[s] += counts[s];
-    g->stats.prefill_seconds += now() - t0;
+    g->stats.prefill_seconds += clmoe__gen_now() - t0;
     g->stats.prefill_tokens += nt;
     g->stats.prefill_passes++;
   }
 done:
   free(counts), free(base), free(ids), free(rows), free(slots), free(rseq), free(out);
   return st;
-}
-
-/* One decode step: logits host [nseq, V] (NULL: not read back; allocated here when greedy
- * is NULL too, as before), greedy host [nseq] (NULL: none) the greedy tokens. */
-static clmoe_status step(clmoe_gen_state *g, const char *op, const int32_t *tokens, float *logits, int32_t *greedy)
-{
-  if (!g || !tokens) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: state and tokens are required", op);
-  for (int64_t s = 0; s < g->nseq; s++) CLMOE_TRY(check_tokens(g, op, s, tokens + s, 1));
-  const int64_t V = g->model->cfg.vocab;
-  float *out = logits;
-  if (!out && !greedy && !(out = malloc((size_t)(g->nseq * V) * sizeof *out)))
-    return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (logits)");
-  const double t0 = now();
-  gen_pass p = {.kind = GEN_STEP, .ntok = g->nseq};
-  const gen_io io = {.ids = tokens, .nrows = g->nseq, .logits = out, .greedy = greedy};
-  clmoe_status st = stack(g, &p, &io);
-  if (out != logits) free(out);
-  if (st != CLMOE_OK) return st;
-  for (int64_t s = 0; s < g->nseq; s++) g->len[s]++;
-  g->stats.step_seconds += now() - t0;
-  g->stats.step_tokens += g->nseq;
-  g->stats.steps++;
-  for (int64_t s = 0; greedy && s < g->nseq; s++)
-    if (greedy[s] < 0)
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sequence %lld: logit %lld is NaN", op, (long long)s,
-                          (long long)(-1 - (int64_t)greedy[s]));
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe_gen_step(clmoe_gen_state *g, const int32_t *tokens, float *logits)
-{
-  return step(g, "clmoe_gen_step", tokens, logits, NULL);
-}
-
-clmoe_status clmoe_gen_step_greedy(clmoe_gen_state *g, const int32_t *tokens, int32_t *next, float *logits)
-{
-  if (!next) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_step_greedy: next is required");
-  return step(g, "clmoe_gen_step_greedy", tokens, logits, next);
-}
-
-clmoe_status clmoe_gen_decode_greedy(clmoe_gen_state *g, const int32_t *tokens, int64_t n, int32_t *out)
-{
-  static const char op[] = "clmoe_gen_decode_greedy";
-  if (!g || !tokens || !out || n < 1)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: state, tokens, out and n >= 1 are required", op);
-  if (g->model->dist)
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: not under expert parallelism (the ranks must feed the same "
-                        "tokens: take rank 0's with clmoe_gen_step_greedy)", op);
-  for (int64_t s = 0; s < g->nseq; s++) CLMOE_TRY(check_tokens(g, op, s, tokens + s, 1));
-  clmoe_ctx *ctx = g->ctx;
-  const int64_t S = g->nseq;
-  clmoe_tensor picks = {0}; /* i32 [nseq]: step k's picks, step k + 1's input */
-  CLMOE_TRY(clmoe_tensor_create(ctx, &picks, CLMOE_I32, 1, &S));
-  const double t0 = now();
-  clmoe_status st = CLMOE_OK;
-  int64_t k = 0;
-  for (; k < n && st == CLMOE_OK; k++) {
-    gen_pass p = {.kind = GEN_STEP, .ntok = S};
-    const gen_io io = {.ids = k ? NULL : tokens, .ids_dev = k ? &picks : NULL, .nrows = S,
-                       .greedy = out + k * S, .greedy_dev = &picks};
-    st = stack(g, &p, &io);
-    if (st == CLMOE_OK)
-      for (int64_t s = 0; s < S; s++) g->len[s]++;
-  }
-  /* One wait for the whole run: every step's picks are in out (and the first step's ids
-   * upload has read tokens) once the queue is done. */
-  const cl_int fin = clFinish(ctx->queue);
-  if (fin == CL_SUCCESS) clmoe__count_wait(ctx, CLMOE_WAIT_FINISH);
-  else if (st == CLMOE_OK) st = clmoe__cl_error(fin, "clFinish", __FILE__, __LINE__);
-  clmoe_tensor_destroy(&picks);
-  if (st != CLMOE_OK) return st;
-  g->stats.step_seconds += now() - t0;
-  g->stats.step_tokens += n * S;
-  g->stats.steps += n;
-  for (int64_t i = 0; i < n * S; i++)
-    if (out[i] < 0)
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: step %lld, sequence %lld: logit %lld is NaN", op,
-                          (long long)(i / S + 1), (long long)(i % S), (long long)(-1 - (int64_t)out[i]));
-  return CLMOE_OK;
 }

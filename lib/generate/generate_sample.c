@@ -1,52 +1,107 @@
-/* Inference: sampling a token from logits (include/clmoe/generate.h). Host code: the logits of a
- * step are downloaded anyway; one pass over a vocabulary row and a heap of its best
- * candidates are cheap next to a step (a full sort of 160K logits would not be). */
+/* Inference: sampling a token from logits (include/clmoe/generate.h), on the host and on the
+ * device. The arithmetic (keys, integer weights, top-p and the draw) is
+ * kernels_cl/generate/gen_sample_math.cl's, included here and built into gen_sample.cl, so
+ * both give the same token: here the candidates are found by selecting the best keys with a
+ * heap and sorting them, there by a threshold search; with every weight an integer, both
+ * sums are exact and the sets, totals and draws agree bit for bit. */
 #include "generate_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-typedef struct cand {
-  float logit;
-  int32_t id;
-} cand;
+#include "kernels_cl/runtime/random.cl"
+#include "kernels_cl/generate/gen_sample_math.cl"
 
-/* Descending logits, ascending ids on ties (a total order: the same result everywhere). */
-static int by_logit(const void *a, const void *b)
+clmoe_status clmoe__gen_sampling_plan(const clmoe_gen_sampling *sp, int64_t V, const char *op, gen_sampling_plan *pl)
 {
-  const cand *x = a, *y = b;
-  if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
+  if (!sp) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sampling options are required", op);
+  if (!(sp->temperature >= 0.0) || !(sp->top_p >= 0.0 && sp->top_p <= 1.0) || sp->top_k < 0)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: temperature %g must be >= 0, top_p %g in [0, 1], top_k %lld "
+                        ">= 0", op, sp->temperature, sp->top_p, (long long)sp->top_k);
+  memset(pl, 0, sizeof *pl);
+  pl->greedy = sp->greedy || sp->temperature == 0.0 || sp->top_k == 1;
+  pl->keep = sp->top_k > 0 && sp->top_k < V ? sp->top_k : V;
+  if (sp->top_p > 0.0 && sp->top_p < 1.0) pl->pq = (uint64_t)(sp->top_p * 4294967296.0 + 0.5);
+  double inv = 1.0 / sp->temperature;
+  inv = inv > FLT_MAX ? FLT_MAX : inv < FLT_MIN ? FLT_MIN : inv; /* a normal float */
+  pl->inv_t = (float)inv;
+  pl->scale = smp_scale((uint64_t)V);
+  pl->seed = sp->seed;
+  return CLMOE_OK;
 }
 
-/* Restores the heap below r: every parent comes after its children in by_logit order. */
-static void sift(cand *c, int64_t m, int64_t r)
+/* Restores the heap below r: every parent key is below its children's (the root: the
+ * worst key kept). */
+static void sift(uint64_t *c, int64_t m, int64_t r)
 {
   for (;;) {
     int64_t w = r, a = 2 * r + 1, b = a + 1;
-    if (a < m && by_logit(&c[a], &c[w]) > 0) w = a;
-    if (b < m && by_logit(&c[b], &c[w]) > 0) w = b;
+    if (a < m && c[a] < c[w]) w = a;
+    if (b < m && c[b] < c[w]) w = b;
     if (w == r) return;
-    const cand t = c[r];
+    const uint64_t t = c[r];
     c[r] = c[w], c[w] = t;
     r = w;
   }
 }
 
-/* The m best of logits[V] in by_logit order into c[0..m): a heap whose root is the worst
- * kept so far, replaced by any better logit, then sorted. */
-static void best_of(const float *logits, int64_t V, int64_t m, cand *c)
+static int by_key(const void *a, const void *b) /* descending */
 {
-  for (int64_t i = 0; i < m; i++) c[i].logit = logits[i], c[i].id = (int32_t)i;
-  /* heapify: parent after child in by_logit order (max-heap of "worse") */
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x < y) - (x > y);
+}
+
+/* The m best keys of key[V], best first. */
+static void best_keys(const uint64_t *key, int64_t V, int64_t m, uint64_t *c)
+{
+  memcpy(c, key, (size_t)m * sizeof *c);
   for (int64_t r = m / 2 - 1; r >= 0; r--) sift(c, m, r);
-  for (int64_t i = m; i < V; i++) {
-    const cand x = {logits[i], (int32_t)i};
-    if (by_logit(&x, &c[0]) >= 0) continue;
-    c[0] = x;
-    sift(c, m, 0);
+  for (int64_t i = m; i < V; i++)
+    if (key[i] > c[0]) {
+      c[0] = key[i];
+      sift(c, m, 0);
+    }
+  qsort(c, (size_t)m, sizeof *c, by_key);
+}
+
+static int32_t key_index(uint64_t k) { return (int32_t)(0xffffffffu - (uint32_t)k); }
+
+/* The candidates' threshold K (keys >= K) of a row without NaN (key, weight [V]), or
+ * CLMOE_ERR_OUT_OF_MEMORY. The keys are walked from the best down; only a prefix is ever
+ * needed (top-k's last, top-p's cut), so the m best are selected and sorted, and m grows
+ * 16-fold when top-p's walk runs past them (a flat tail). */
+static clmoe_status threshold(const gen_sampling_plan *pl, const uint64_t *key, const uint64_t *q, int64_t V,
+                              uint64_t *K)
+{
+  *K = 0;
+  if (pl->keep == V && !pl->pq) return CLMOE_OK;
+  uint64_t total = 0; /* the top-k set's weight */
+  if (pl->keep == V)
+    for (int64_t i = 0; i < V; i++) total += q[i];
+  uint64_t *c = NULL;
+  for (int64_t m = pl->keep < V || !pl->pq || V < 256 ? pl->keep : 256;; m = 16 * m < pl->keep ? 16 * m : pl->keep) {
+    free(c);
+    if (!(c = malloc((size_t)m * sizeof *c))) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (sampling)");
+    best_keys(key, V, m, c);
+    if (pl->keep < V) {
+      *K = c[m - 1];
+      total = 0;
+      for (int64_t j = 0; j < m; j++) total += q[key_index(c[j])];
+    }
+    if (!pl->pq) break;
+    uint64_t acc = 0;
+    int64_t j = 0;
+    while (j < m && !smp_reaches(acc += q[key_index(c[j])], total, pl->pq)) j++;
+    if (j < m) {
+      *K = c[j];
+      break;
+    }
+    /* (the walk reaches the whole set at its end: j == m only when m < keep) */
   }
-  qsort(c, (size_t)m, sizeof *c, by_logit);
+  free(c);
+  return CLMOE_OK;
 }
 
 clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sp, const float *logits, int64_t V, int64_t seq,
@@ -55,70 +110,72 @@ clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sp, const float *logits,
   const char *op = "clmoe_gen_sample";
   if (!sp || !logits || !token || V < 1 || V > INT32_MAX)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: sampling, logits, token and vocab >= 1 are required", op);
-  if (!(sp->temperature >= 0.0) || !(sp->top_p >= 0.0 && sp->top_p <= 1.0) || sp->top_k < 0)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: temperature %g must be >= 0, top_p %g in [0, 1], top_k %lld "
-                        ">= 0", op, sp->temperature, sp->top_p, (long long)sp->top_k);
+  gen_sampling_plan pl;
+  CLMOE_TRY(clmoe__gen_sampling_plan(sp, V, op, &pl));
   int64_t best = 0;
   for (int64_t i = 0; i < V; i++) {
     if (isnan(logits[i]))
       return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: logit %lld is NaN", op, (long long)i);
     if (logits[i] > logits[best]) best = i;
   }
-  if (sp->greedy || sp->temperature == 0.0 || sp->top_k == 1) {
+  if (pl.greedy) {
     *token = (int32_t)best;
     return CLMOE_OK;
   }
-  /* The candidates are walked from the most likely down; only a prefix of them is ever
-   * needed (the top-p cut, the uniform draw), so the m best are selected and sorted, and m
-   * grows 16-fold when the walk runs past them (a flat tail). A vocabulary of 160K tokens
-   * then usually costs one pass and a heap, not a sort. */
-  const int64_t keep = sp->top_k > 0 && sp->top_k < V ? sp->top_k : V;
-  const int top_p = sp->top_p > 0.0 && sp->top_p < 1.0;
-  const double lmax = logits[best], T = sp->temperature;
-  double total = 0.0; /* the kept set's weight exp((logit - max) / T); all V: in id order */
-  if (keep == V)
-    for (int64_t i = 0; i < V; i++) total += exp(((double)logits[i] - lmax) / T);
-  const uint64_t counter = ((uint64_t)seq << 32) | ((uint64_t)step & 0xffffffffu);
-  const double u01 = (double)clmoe_random_uniform(sp->seed, counter, 0.0f, 1.0f);
+  uint64_t *key = malloc((size_t)V * sizeof *key), *q = malloc((size_t)V * sizeof *q), K = 0, top = 0;
   clmoe_status st = CLMOE_OK;
-  cand *c = NULL;
-  double *p = NULL;
-  /* top-k: its whole set is selected (the weights are normalised over it) */
-  for (int64_t m = keep < V || keep < 256 ? keep : 256;; m = 16 * m < keep ? 16 * m : keep) {
-    free(c), free(p);
-    c = malloc((size_t)m * sizeof *c);
-    p = malloc((size_t)m * sizeof *p);
-    if (!c || !p) {
-      st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (sampling)");
-      break;
-    }
-    best_of(logits, V, m, c);
-    for (int64_t i = 0; i < m; i++) p[i] = exp(((double)c[i].logit - lmax) / T);
-    double sum = total;
-    if (keep < V) {
-      sum = 0.0;
-      for (int64_t i = 0; i < keep; i++) sum += p[i];
-    }
-    int64_t cut = keep; /* the candidates the draw is among */
-    if (top_p) {
-      double acc = 0.0;
-      int64_t i = 0;
-      while (i < m && (acc += p[i] / sum) < sp->top_p) i++;
-      if (i == m && m < keep) continue; /* the cut lies beyond the m best */
-      if (i < m) cut = i + 1;
-      if (cut < keep)
-        for (i = 0, sum = 0.0; i < cut; i++) sum += p[i];
-    }
-    const double u = u01 * sum;
-    const int64_t walk = cut < m ? cut : m;
-    double acc = 0.0;
-    int64_t pick = -1;
-    for (int64_t i = 0; i < walk && pick < 0; i++)
-      if ((acc += p[i]) > u) pick = i;
-    if (pick < 0 && walk < cut) continue; /* the draw lies beyond the m best */
-    *token = c[pick < 0 ? walk - 1 : pick].id; /* u at the very top (rounding): the last one */
-    break;
+  if (!key || !q) {
+    st = clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "out of host memory (sampling)");
+    goto done;
   }
-  free(c), free(p);
+  for (int64_t i = 0; i < V; i++) {
+    key[i] = smp_key(smp_canon(logits[i]), (uint32_t)i);
+    if (key[i] > top) top = key[i];
+  }
+  const float lmax = smp_key_logit(top);
+  for (int64_t i = 0; i < V; i++) q[i] = smp_weight(smp_canon(logits[i]), lmax, pl.inv_t, pl.scale);
+  CLMOE_TRY_GOTO(st, threshold(&pl, key, q, V, &K), done);
+  uint64_t Q = 0, acc = 0;
+  for (int64_t i = 0; i < V; i++)
+    if (key[i] >= K) Q += q[i];
+  const uint64_t U = smp_point(pl.seed, (uint64_t)seq, (uint64_t)step, Q);
+  *token = -1;
+  for (int64_t i = 0; i < V && *token < 0; i++)
+    if (key[i] >= K && (acc += q[i]) > U) *token = (int32_t)i;
+  if (*token < 0) st = clmoe__error(CLMOE_ERR_INTERNAL, "%s: the draw %llu passed no candidate of %llu", op,
+                                    (unsigned long long)U, (unsigned long long)Q);
+done:
+  free(key), free(q);
   return st;
+}
+
+uint64_t clmoe__gen_sample_weight(float logit, float lmax, float inv_t, int scale)
+{
+  return smp_weight(smp_canon(logit), smp_canon(lmax), inv_t, scale);
+}
+
+clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sp, const clmoe_tensor *logits,
+                                   int64_t step, clmoe_tensor *ids)
+{
+  static const char op[] = "clmoe_gen_sample_rows";
+  if (!ctx || !sp || !logits || !ids)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ctx, sampling, logits and ids are required", op);
+  CLMOE_TRY(clmoe__want(logits, CLMOE_F32, op, "logits"));
+  CLMOE_TRY(clmoe__want(ids, CLMOE_I32, op, "ids"));
+  const int64_t R = logits->ndim == 2 ? logits->shape[0] : -1, V = logits->ndim == 2 ? logits->shape[1] : 0;
+  if (R < 1 || V < 1 || V > INT32_MAX || logits->offset || ids->offset || clmoe_tensor_numel(ids) != R)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: logits must be a whole [R, V] tensor and ids [R]", op);
+  gen_sampling_plan pl;
+  CLMOE_TRY(clmoe__gen_sampling_plan(sp, V, op, &pl));
+  if (pl.greedy) return clmoe_gen_argmax(ctx, logits, ids);
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "random+gen_sample_math+gen_sample", NULL, "gen_sample", &k));
+  size_t local;
+  CLMOE_TRY(clmoe__row_local(ctx, k, V, &local));
+  cl_ulong uV = (cl_ulong)V, seed = pl.seed, ustep = (cl_ulong)step, topk = (cl_ulong)pl.keep, pq = pl.pq;
+  cl_float inv_t = pl.inv_t;
+  cl_int scale = pl.scale;
+  CLMOE_TRY(clmoe__args(k, 9, KA(logits->buf), KA(uV), KA(ids->buf), KA(seed), KA(ustep), KA(inv_t), KA(topk), KA(pq),
+                        KA(scale)));
+  return clmoe__launch_groups(ctx, k, R, local);
 }

@@ -53,6 +53,14 @@ expect "generate streams one prompt" 0 "decode: 11 steps x 1 sequences" -- "$gen
 if cmp -s "$tmp/a.txt" "$tmp/b.txt" && [ "$(wc -c < "$tmp/a.txt")" -ge 25 ]; then pass "same seed, same text"
 else fail "same seed, same text"; od -c "$tmp/a.txt" | head -3; od -c "$tmp/b.txt" | head -3; fi
 if ! cmp -s "$tmp/a.txt" "$tmp/c.txt"; then pass "another seed, another text"; else fail "another seed, another text"; fi
+# Sampled tokens drawn on the device (runs of 16 steps) = drawn on the host step by step.
+for how in "" "--host-sample"; do
+  "$gen" --ckpt "$ckpt" --prompt "0123" --prompt "xy" --prompt "5" -n 40 --seed 9 --temperature 1.5 --top-k 60 \
+    --top-p 0.9 --quiet $how > "$tmp/dev$how.txt" 2>&1
+done
+if cmp -s "$tmp/dev.txt" "$tmp/dev--host-sample.txt" && [ "$(wc -c < "$tmp/dev.txt")" -ge 120 ]; then
+  pass "sampled on the device = sampled on the host"
+else fail "sampled on the device = sampled on the host"; od -c "$tmp/dev.txt" | head -4; od -c "$tmp/dev--host-sample.txt" | head -4; fi
 
 printf 'hello\nworld' > "$tmp/p.txt"
 expect "generate a batch of prompts" 0 "--- \[3\] $tmp/p.txt" -- "$gen" --ckpt "$ckpt" --prompt "0123" --prompt "9" \

@@ -8,7 +8,8 @@
  *    a bf16 latent cache (1e-2); the same for a model of the plain residual stack
  *    ([model] residual = plain), trained and loaded the same way;
  *  - greedy decoding continues the trained cycle; a seed gives the same sampled tokens;
- *  - the sampler's rules on synthetic logits; memory accounting; loading errors. */
+ *    greedy and sampled runs fed on the device draw what step-by-step decoding draws;
+ *  - memory accounting; loading errors. (The sampler itself: test_sample.c.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,130 +446,63 @@ static void test_seed_reproducible(void)
   CU_ASSERT(memcmp(x, z, sizeof x) != 0); /* 20 draws over ~50 tokens each: a match is ~impossible */
 }
 
-/* The sampler's rules on synthetic logits. */
-static void test_sampler_rules(void)
+/* clmoe_gen_decode (sampled tokens drawn on the device and fed to the next step there)
+ * draws what clmoe_gen_step then clmoe_gen_sample draw on a twin state, in runs of 1 and 4
+ * steps, for three sequences, under top-k and top-p; clmoe_gen_step_sample draws the same
+ * as the host sampler on the logits it reads back; greedy options give the greedy run. */
+static void test_decode_sampled(void)
 {
-  enum { V = 8, DRAWS = 4000 };
-  const float lg[V] = {0.0f, 2.0f, 1.0f, 2.0f, -1.0f, 0.5f, -3.0f, 1.5f};
-  int32_t t;
-  clmoe_gen_sampling g = {.greedy = 1};
-  TEST_OK(clmoe_gen_sample(&g, lg, V, 0, 0, &t));
-  CU_ASSERT_EQUAL(t, 1); /* the first of the two maxima */
-  clmoe_gen_sampling k2 = {.temperature = 1.0, .top_k = 2, .seed = 5};
-  clmoe_gen_sampling p = {.temperature = 1.0, .top_p = 0.5, .seed = 6};
-  clmoe_gen_sampling full = {.temperature = 1.0, .seed = 7};
-  int ck[V] = {0}, cp[V] = {0}, cf[V] = {0};
-  for (int i = 0; i < DRAWS; i++) {
-    TEST_OK(clmoe_gen_sample(&k2, lg, V, 1, i, &t));
-    ck[t]++;
-    TEST_OK(clmoe_gen_sample(&p, lg, V, 1, i, &t));
-    cp[t]++;
-    TEST_OK(clmoe_gen_sample(&full, lg, V, 1, i, &t));
-    cf[t]++;
-  }
-  CU_ASSERT_EQUAL(ck[1] + ck[3], DRAWS); /* top-2: the two maxima only, about evenly */
-  CU_ASSERT(abs(ck[1] - ck[3]) < DRAWS / 10);
-  /* top-p 0.5: the two maxima hold 2 e^2 / Z = 0.56 of the mass, so only they are kept */
-  CU_ASSERT_EQUAL(cp[1] + cp[3], DRAWS);
-  /* no truncation: frequencies follow softmax */
-  double z = 0.0;
-  for (int i = 0; i < V; i++) z += exp(lg[i]);
-  for (int i = 0; i < V; i++) {
-    const double want = DRAWS * exp(lg[i]) / z;
-    CU_ASSERT(fabs(cf[i] - want) < 5.0 * sqrt(want) + 3.0);
-  }
-  clmoe_gen_sampling bad = {.temperature = -1.0};
-  CU_ASSERT_EQUAL(clmoe_gen_sample(&bad, lg, V, 0, 0, &t), CLMOE_ERR_INVALID_ARGUMENT);
-  const float nan_lg[2] = {0.0f, NAN};
-  CU_ASSERT_EQUAL(clmoe_gen_sample(&full, nan_lg, 2, 0, 0, &t), CLMOE_ERR_INVALID_ARGUMENT);
-}
-
-/* The sampler's rule written plainly: every kept candidate sorted (descending logit,
- * ascending id), weights exp((logit - max) / T) in double, the top-p cut, the uniform draw
- * walked from the top; the total over the whole vocabulary summed in id order. */
-typedef struct ref_cand {
-  float logit;
-  int32_t id;
-} ref_cand;
-
-static int ref_order(const void *a, const void *b)
-{
-  const ref_cand *x = a, *y = b;
-  if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
-static int32_t ref_sample(const clmoe_gen_sampling *sp, const float *lg, int64_t V, int64_t seq, int64_t step)
-{
-  ref_cand *c = malloc((size_t)V * sizeof *c);
-  double *w = malloc((size_t)V * sizeof *w);
-  CU_ASSERT_FATAL(c && w);
-  for (int64_t i = 0; i < V; i++) c[i].logit = lg[i], c[i].id = (int32_t)i;
-  qsort(c, (size_t)V, sizeof *c, ref_order);
-  const int64_t keep = sp->top_k > 0 && sp->top_k < V ? sp->top_k : V;
-  double sum = 0.0;
-  for (int64_t i = 0; i < V; i++) w[i] = exp(((double)c[i].logit - (double)c[0].logit) / sp->temperature);
-  if (keep == V)
-    for (int64_t i = 0; i < V; i++) sum += exp(((double)lg[i] - (double)c[0].logit) / sp->temperature);
-  else
-    for (int64_t i = 0; i < keep; i++) sum += w[i];
-  int64_t cut = keep;
-  if (sp->top_p > 0.0 && sp->top_p < 1.0) {
-    double acc = 0.0;
-    int64_t i = 0;
-    while (i < keep && (acc += w[i] / sum) < sp->top_p) i++;
-    if (i < keep) {
-      cut = i + 1;
-      sum = 0.0;
-      for (i = 0; i < cut; i++) sum += w[i];
-    }
-  }
-  const double u = (double)clmoe_random_uniform(sp->seed, ((uint64_t)seq << 32) | (uint64_t)step, 0.0f, 1.0f) * sum;
-  double acc = 0.0;
-  int64_t pick = cut - 1;
-  for (int64_t i = 0; i < cut; i++)
-    if ((acc += w[i]) > u) {
-      pick = i;
-      break;
-    }
-  const int32_t id = c[pick].id;
-  free(c), free(w);
-  return id;
-}
-
-/* A large vocabulary: the sampler (best candidates by a heap, more when the walk needs
- * them) draws what the plain full sort draws, with cuts far past its first 256 candidates
- * (flat logits, top-p 0.95) and top-k sets larger than that. */
-static void test_sampler_large_vocab(void)
-{
-  enum { V = 12000, DRAWS = 40 };
-  float *flat = malloc(V * sizeof *flat), *peaked = malloc(V * sizeof *peaked);
-  CU_ASSERT_FATAL(flat && peaked);
-  for (int i = 0; i < V; i++) {
-    flat[i] = clmoe_random_uniform(11, (uint64_t)i, 0.0f, 1.0f);
-    peaked[i] = clmoe_random_uniform(12, (uint64_t)i, -4.0f, 4.0f) * (i % 97 == 0 ? 3.0f : 1.0f);
-  }
-  peaked[77] = peaked[78] = 20.0f; /* a tie at the top */
-  const clmoe_gen_sampling how[] = {
-      {.temperature = 1.0, .seed = 1},                  {.temperature = 0.7, .top_p = 0.95, .seed = 2},
-      {.temperature = 1.0, .top_k = 50, .seed = 3},     {.temperature = 1.3, .top_k = 3000, .seed = 4},
-      {.temperature = 1.0, .top_k = 3000, .top_p = 0.5, .seed = 5}, {.temperature = 2.0, .top_p = 0.999, .seed = 6}};
-  int differ = 0, deep = 0;
-  for (size_t h = 0; h < sizeof how / sizeof how[0]; h++)
-    for (int which = 0; which < 2; which++)
-      for (int k = 0; k < DRAWS; k++) {
-        const float *lg = which ? peaked : flat;
-        int32_t t = -1;
-        TEST_OK(clmoe_gen_sample(&how[h], lg, V, which, k, &t));
-        const int32_t want = ref_sample(&how[h], lg, V, which, k);
-        differ += t != want;
-        int rank = 0; /* how far down the walk went */
-        for (int i = 0; i < V; i++) rank += lg[i] > lg[want];
-        deep += rank >= 256;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
+  enum { S = 3, STEPS = 5 };
+  const int32_t pa[4] = {'k', '3', 'z', '1'}, pb[2] = {'5', '6'}, pc[3] = {'0', '1', '2'};
+  const int32_t *pp[S] = {pa, pb, pc};
+  const int64_t lens[S] = {4, 2, 3};
+  const int64_t V = clmoe_model_config(trained)->vocab;
+  const clmoe_gen_sampling how[] = {{.temperature = 1.5, .seed = 3}, {.temperature = 2.0, .top_k = 40, .top_p = 0.9, .seed = 4},
+                                    {.greedy = 1}};
+  float *lg = malloc((size_t)(S * V) * sizeof *lg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(lg);
+  for (size_t h = 0; h < sizeof how / sizeof how[0]; h++) {
+    clmoe_gen_state *g = NULL, *twin = NULL;
+    TEST_OK(clmoe_gen_state_create(trained, S, NULL, &g));
+    TEST_OK(clmoe_gen_state_create(trained, S, NULL, &twin));
+    int32_t first[S], next[S], piped[STEPS * S], stepped[STEPS * S], dev[S];
+    TEST_OK(clmoe_gen_prefill(g, pp, lens, lg, NULL));
+    TEST_OK(clmoe_gen_prefill(twin, pp, lens, NULL, NULL));
+    for (int s = 0; s < S; s++) TEST_OK(clmoe_gen_sample(&how[h], lg + s * V, V, s, 0, &first[s]));
+    TEST_OK(clmoe_gen_decode(g, &how[h], first, 1, 1, piped));
+    TEST_OK(clmoe_gen_decode(g, &how[h], piped, 2, STEPS - 1, piped + S));
+    memcpy(next, first, sizeof next);
+    int distinct = 0;
+    for (int k = 0; k < STEPS; k++) {
+      TEST_OK(clmoe_gen_step_sample(twin, &how[h], next, k + 1, dev, lg));
+      for (int s = 0; s < S; s++) {
+        TEST_OK(clmoe_gen_sample(&how[h], lg + s * V, V, s, k + 1, &stepped[k * S + s]));
+        CU_ASSERT_EQUAL(dev[s], stepped[k * S + s]);
+        distinct += stepped[k * S + s] != stepped[s];
       }
-  CU_ASSERT_EQUAL(differ, 0);
-  CU_ASSERT(deep > 0); /* some draws came from beyond the first 256 candidates */
-  free(flat), free(peaked);
+      memcpy(next, stepped + k * S, sizeof next);
+    }
+    CU_ASSERT(memcmp(piped, stepped, sizeof piped) == 0);
+    if (h == 0) CU_ASSERT(distinct > 0); /* (sampling at temperature 1.5 varies the tokens) */
+    if (how[h].greedy) {
+      int32_t greedy[STEPS * S];
+      clmoe_gen_state_destroy(twin);
+      TEST_OK(clmoe_gen_state_create(trained, S, NULL, &twin));
+      TEST_OK(clmoe_gen_prefill(twin, pp, lens, NULL, NULL));
+      TEST_OK(clmoe_gen_decode_greedy(twin, first, STEPS, greedy));
+      CU_ASSERT(memcmp(piped, greedy, sizeof piped) == 0);
+    }
+    clmoe_gen_stats a;
+    clmoe_gen_stats_get(g, &a);
+    CU_ASSERT_EQUAL(a.steps, STEPS);
+    const clmoe_gen_sampling bad = {.temperature = 1.0, .top_p = 2.0};
+    CU_ASSERT_EQUAL(clmoe_gen_decode(g, &bad, first, 0, 1, piped), CLMOE_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(clmoe_gen_decode(g, NULL, first, 0, 1, piped), CLMOE_ERR_INVALID_ARGUMENT);
+    clmoe_gen_state_destroy(g);
+    clmoe_gen_state_destroy(twin);
+  }
+  free(lg);
 }
 
 static void test_memory_and_arguments(void)
@@ -688,8 +622,7 @@ static void add(CU_pSuite s)
   CU_add_test(s, "greedy tokens chosen on the device = the sampler's", test_step_greedy_on_device);
   CU_add_test(s, "greedy steps fed on the device = step by step", test_decode_greedy_pipelined);
   CU_add_test(s, "the same seed samples the same tokens", test_seed_reproducible);
-  CU_add_test(s, "sampler: greedy, top-k, top-p, temperature", test_sampler_rules);
-  CU_add_test(s, "sampler: a large vocabulary draws as a full sort does", test_sampler_large_vocab);
+  CU_add_test(s, "sampled steps fed on the device = step by step with the host sampler", test_decode_sampled);
   CU_add_test(s, "memory by kind and argument errors", test_memory_and_arguments);
   CU_add_test(s, "checkpoint errors name the file and tensor", test_load_errors);
   CU_add_test(s, "release", test_release);
