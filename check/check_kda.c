@@ -202,12 +202,13 @@ done:
 #define H16 CLMOE_BF16
 /* At the smallest sizes (clmoe_check_small: the simulators) one head, as in the tile
  * checks: the heads' work-groups run the same code on other rows; and 17 tokens for the
- * recurrent kernel, a token loop without chunks (one step per token, each as costly to
- * simulate as the last). */
+ * token loops without chunks, the recurrent kernel and the decode steps (one step per
+ * token, each as costly to simulate as the last). */
 static kda_case kda_sized(kda_case kc)
 {
   if (clmoe_check_small()) kc.H = 1;
-  if (clmoe_check_small() && kc.path == KDA_RECURRENT && !kc.lens && kc.T > 17) kc.T = 17;
+  if (clmoe_check_small() && (kc.path == KDA_RECURRENT || kc.path == KDA_DECODE) && !kc.lens && kc.T > 17)
+    kc.T = 17;
   return kc;
 }
 
