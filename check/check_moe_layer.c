@@ -258,11 +258,11 @@ static const moe_case tiny8_pad = {48, 64, 32, 896, 8, 16, 1, 16, CLMOE_MOE_GEMM
 static const moe_case few_pad = {210, 24, 136, 6, 2, 150, 0, 0, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB, CK_MOE_K3};
 
 /* The case at the checks' sizes: at the smallest (clmoe_check_small) 32 experts instead of
- * 896 (16 with bf16 weights and in most Kimi cases), at most 112 tokens, and the few-expert
- * case on 3 experts of ~40 rows (64 tokens, top-2; 56 with bf16 weights, where simulating
- * the portable tiles costs more) with widths just above one tile (72 and 80 for 136 and
- * 150): the same routing, grouping, ragged tiles and balancing paths. A simulator pays for
- * every row tile, and every expert that holds a row has one: fewer experts, fewer tiles. */
+ * 896 (16 at top-8 or fewer), at most 112 tokens, and the few-expert case on 3 experts of
+ * ~40 rows (64 tokens, top-2; 56 with bf16 weights, where simulating the portable tiles
+ * costs more) with widths just above one tile (72 and 80 for 136 and 150): the same routing,
+ * grouping, ragged tiles and balancing paths. A simulator pays for every row tile, and every
+ * expert that holds a row has one: fewer experts, fewer tiles. */
 moe_case ck_moe_sized(const moe_case *c)
 {
   moe_case m = *c;
@@ -272,10 +272,9 @@ moe_case ck_moe_sized(const moe_case *c)
     m.m = m.bf16 ? 56 : 64;
   }
   if (m.E > 32) m.E = 32;
-  /* 16 where the choice stays a choice: bf16 weights (top-8 or fewer of 16), and top-4 or
-   * fewer when the kept groups hold 2k experts or more (the Kimi cases but the 8-group one) */
-  if (m.E > 16 && (m.bf16 || (m.k <= 4 && (m.groups == 0 || 16 / m.groups * m.topk_groups >= 2 * m.k))))
-    m.E = 16;
+  /* 16 where the choice stays a choice: top-8 or fewer, and the kept groups hold 2k experts
+   * or more (all but the top-16 cases and the Kimi case of 8 groups) */
+  if (m.E > 16 && m.k <= 8 && (m.groups == 0 || 16 / m.groups * m.topk_groups >= 2 * m.k)) m.E = 16;
   if (m.m > 112) m.m = 112;
   if (m.l > 72) m.l = 72;
   if (m.f > 80) m.f = 80;
