@@ -201,7 +201,9 @@ static clmoe_status check_fwd_bf16(clmoe_ctx *ctx, uint64_t seed, clmoe_check_re
 
 static clmoe_status check_bwd(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  static const int32_t lens[3] = {150, 1, 90}, small[3] = {80, 1, 40}; /* (2 tiles and a partial) */
+  /* (smallest sizes: 2 tiles of 64, the second partial, streamed as 3 blocks of 32, the last
+   * partial; a single token; a partial tile of one block) */
+  static const int32_t lens[3] = {150, 1, 90}, small[3] = {80, 1, 17};
   const ck_mla_tile_case c = {1, 0, clmoe_check_small() ? 1 : 2, 128, 64, 128, clmoe_check_small() ? small : lens, 3, CLMOE_BF16, CLMOE_F32,
                               CLMOE_MLA_ATTN_TILE, 1};
   return ck_mla_tile_backward(ctx, seed, res, &c, 3e-2);

@@ -41,7 +41,8 @@ typedef struct moe_data {
 
 clmoe_status ck_moe_setup(clmoe_ctx *ctx, uint64_t seed, const moe_case *mc, moe_data *D);
 void ck_moe_data_free(moe_data *D);
-/* The case at the checks' sizes (clmoe_check_small: at most 32 experts, 140 tokens, ...). */
+/* The case at the checks' sizes (clmoe_check_small: at most 32 experts, 16 at top-8 or
+ * fewer, 112 tokens, the few-expert case on 3 experts, ...). */
 moe_case ck_moe_sized(const moe_case *c);
 clmoe_status ck_moe_read_i32(const clmoe_tensor *t, int32_t **out);
 /* The device's choice topk [m, k1] must be a top-k1 of s + bias (within the kept groups)

@@ -258,19 +258,26 @@ static const moe_case tiny8_pad = {48, 64, 32, 896, 8, 16, 1, 16, CLMOE_MOE_GEMM
 static const moe_case few_pad = {210, 24, 136, 6, 2, 150, 0, 0, CLMOE_MOE_GEMM_PADDED, CLMOE_MOE_BALANCE_QB, CK_MOE_K3};
 
 /* The case at the checks' sizes: at the smallest (clmoe_check_small) 32 experts instead of
- * 896, at most 112 tokens, and the few-expert case's widths just above one tile (72 and 80
- * for 136 and 150):
- * the same routing, grouping, ragged tiles and balancing paths. */
+ * 896 (16 at top-8 or fewer), at most 112 tokens, and the few-expert case on 3 experts of
+ * ~40 rows (64 tokens, top-2; 56 with bf16 weights, where simulating the portable tiles
+ * costs more) with widths just above one tile (72 and 80 for 136 and 150): the same routing,
+ * grouping, ragged tiles and balancing paths. A simulator pays for every row tile, and every
+ * expert that holds a row has one: fewer experts, fewer tiles. */
 moe_case ck_moe_sized(const moe_case *c)
 {
   moe_case m = *c;
   if (!clmoe_check_small()) return m;
+  if (m.E < 32 && m.m > 112) { /* the few-expert case: experts of 2 row tiles, the second ragged */
+    m.E = 3;                     /* (rows an expert at the default seed: 54, 34, 40; bf16 48, 29, 35) */
+    m.m = m.bf16 ? 56 : 64;
+  }
   if (m.E > 32) m.E = 32;
-  if (m.m > 112) m.m = 112; /* (the few-expert case: still ~37 rows an expert, past a tile) */
+  /* 16 where the choice stays a choice: top-8 or fewer, and the kept groups hold 2k experts
+   * or more (all but the top-16 cases and the Kimi case of 8 groups) */
+  if (m.E > 16 && m.k <= 8 && (m.groups == 0 || 16 / m.groups * m.topk_groups >= 2 * m.k)) m.E = 16;
+  if (m.m > 112) m.m = 112;
   if (m.l > 72) m.l = 72;
   if (m.f > 80) m.f = 80;
-  if (m.bf16 && m.m > 96) m.m = 96; /* ~32 rows an expert: still 2 row tiles; simulating the
-                                       portable tiles costs more than the fp32 kernels */
   return m;
 }
 
@@ -292,8 +299,9 @@ LAYER_CHECK(bwd_few_pad, few_pad, 1)
 
 /* ---- the Kimi Linear options ---------------------------------------------------------------- */
 
-/* Small shapes (Oclgrind runs them): 64 experts (32 at the smallest size), top-4, widths of a
- * tile or two. Balancing: none (Quantile Balancing has no cut-off with grouped selection). */
+/* Small shapes (Oclgrind runs them): 64 experts (16 at the smallest size, 32 with 8
+ * groups), top-4, widths of a tile or two. Balancing: none (Quantile Balancing has no
+ * cut-off with grouped selection). */
 #define KIMI(gemm, l, glu, groups, tg, plain, scale)                                              \
   {40, 48, l, 64, 4, 24, 1, 16, gemm, CLMOE_MOE_BALANCE_NONE, glu, groups, tg, plain, scale, 0}
 static const moe_case swiglu = KIMI(CLMOE_MOE_GEMM_GROUPED, 24, CLMOE_GLU_SWIGLU, 0, 0, 0, 0.0f);

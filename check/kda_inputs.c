@@ -21,8 +21,8 @@ clmoe_status ck_kda_setup(clmoe_ctx *ctx, uint64_t seed, const kda_input_spec *k
   float *zz = NULL;
   memset(d, 0, sizeof *d);
   d->B = kc->B, d->T = kc->T, d->H = kc->H, d->K = kc->K, d->V = kc->V, d->N = kc->B;
-  /* smallest shapes: three chunks (the last partial); the saturated gate's long run 128 */
-  if (clmoe_check_small()) d->T = d->T < CK_SMALL_T ? d->T : kc->saturate ? 2048 : CK_SMALL_T;
+  /* smallest shapes: three chunks (the last partial); the saturated gate's long run 32 */
+  if (clmoe_check_small()) d->T = d->T < CK_SMALL_T ? d->T : kc->saturate ? 512 : CK_SMALL_T;
   if (kc->lens) {
     d->B = 1, d->T = 0, d->N = kc->nlens;
     CK_ALLOC(d->cu, kc->nlens + 1);
