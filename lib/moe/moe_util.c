@@ -22,12 +22,13 @@ clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const cha
   switch (family) {
   case MOE_ROUTE: return clmoe__kernel(ctx, "moe_common+moe_route", NULL, name, k);
   case MOE_DISPATCH: return clmoe__kernel(ctx, "moe_common+moe_dispatch", NULL, name, k);
-  case MOE_GEMM: {
+  case MOE_GEMM:
+  case MOE_GEMM_W16: {
     moe_tiles t;
-    char opts[128];
+    char opts[160];
     clmoe__moe_tiles(ctx, &t);
-    snprintf(opts, sizeof opts, "-DMG_TM=%d -DMG_TN=%d -DMG_TK=%d -DMG_WM=%d -DMG_WN=%d", t.tm,
-             t.tn, t.tk, t.wm, t.wn);
+    snprintf(opts, sizeof opts, "-DMG_TM=%d -DMG_TN=%d -DMG_TK=%d -DMG_WM=%d -DMG_WN=%d -DMG_WBF16=%d", t.tm,
+             t.tn, t.tk, t.wm, t.wn, family == MOE_GEMM_W16);
     return clmoe__kernel(ctx, "moe_common+moe_gemm", opts, name, k);
   }
   case MOE_GEMM_TILE: {
