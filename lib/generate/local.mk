@@ -5,7 +5,7 @@ lib_libclmoe_impl_la_SOURCES += lib/generate/generate_internal.h lib/generate/ge
 	lib/generate/generate_fused.c lib/generate/generate_kda.c lib/generate/generate_weights.c
 clmoeinclude_HEADERS += include/clmoe/generate.h
 CLMOE_KERNEL_FILES += kernels_cl/generate/gen_step.cl kernels_cl/generate/gen_attn_res.cl
-TEST_SUITES += tests/unit/test_generate tests/unit/test_generate_weights
+TEST_SUITES += tests/unit/test_generate tests/unit/test_generate_weights tests/unit/test_generate_prefill
 TESTS += tests/apps/test_generate.sh
 EXTRA_DIST += tests/apps/test_generate.sh
 # bf16 weights under expert parallelism, under mpirun (tests/mpi/)
