@@ -135,22 +135,6 @@ static clmoe_status padded_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-clmoe_status clmoe__moe_want_stacks(const clmoe_moe_layer *L, clmoe_dtype dt, const char *op)
-{
-  const int64_t E = L->cfg.n_experts, l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
-  const clmoe_tensor *t[3] = {&L->w_gate, &L->w_upp, &L->w_dn};
-  const char *names[3] = {"w_gate", "w_upp", "w_dn"};
-  const int64_t rows[3] = {f, f, l}, cols[3] = {l, l, f};
-  for (int i = 0; i < 3; i++) {
-    CLMOE_TRY(clmoe__want(t[i], dt, op, names[i]));
-    CLMOE_TRY(clmoe__want_shape(t[i], op, names[i], 1, 3, E, rows[i], cols[i], 0));
-    if (t[i]->offset != 0)
-      return clmoe__error(CLMOE_ERR_SHAPE, "%s: the %s expert weight %s must not be a view at an offset", op,
-                          clmoe_dtype_name(dt), names[i]);
-  }
-  return CLMOE_OK;
-}
-
 clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                         const clmoe_moe_dispatch *d, const clmoe_tensor *xs,
                                         clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,

@@ -41,6 +41,9 @@ clmoe_status clmoe__moe_new3(clmoe_ctx *ctx, clmoe_tensor *t, int64_t a, int64_t
  * the runtime's clmoe__want_shape.) */
 clmoe_status clmoe__moe_want_buf(const clmoe_tensor *t, const char *op, const char *name, int rank,
                                  int64_t a, int64_t b, int64_t c);
+/* The routed expert stacks of L are dt, [E, f, l], [E, f, l], [E, l, f], each a whole
+ * buffer from its start (the grouped kernels take them so). */
+clmoe_status clmoe__moe_want_stacks(const clmoe_moe_layer *L, clmoe_dtype dt, const char *op);
 /* x: contiguous f32 with last dimension d; *rows = numel / d. */
 clmoe_status clmoe__moe_want_rows(const clmoe_tensor *x, const char *op, const char *name,
                                   int64_t d, int64_t *rows);
@@ -96,9 +99,6 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
                                         const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
                                         clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
                                         clmoe_tensor *ys);
-/* The routed expert stacks of L are dt, [E, f, l], [E, f, l], [E, l, f], each a whole
- * buffer from its start (the grouped kernels take them so). */
-clmoe_status clmoe__moe_want_stacks(const clmoe_moe_layer *L, clmoe_dtype dt, const char *op);
 /* The experts of clmoe_moe_forward_infer, on a grouped dispatch: act [R, f] and ys [R, l]
  * by the grouped kernels, which read bf16 stacks as they are (MOE_GEMM_W16: no fp32 copy of
  * the weights) with fp32 rows and sums, or fp32 stacks; the same bits either way for the
