@@ -1,6 +1,6 @@
 /* Shared pieces of the MoE conformance checks (check/check_moe.c: dispatch, balancing and the
- * table; check/check_moe_layer.c: the layer and dense FFN against the double reference). Not
- * installed. */
+ * table; check/check_moe_layer.c: the layer and dense FFN against the double reference;
+ * check_moe_decode.c, check_moe_infer.c: the inference forwards). Not installed. */
 #ifndef CLMOE_CHECK_MOE_H
 #define CLMOE_CHECK_MOE_H
 
@@ -44,6 +44,9 @@ void ck_moe_data_free(moe_data *D);
 /* The case at the checks' sizes (clmoe_check_small: at most 32 experts, 16 at top-8 or
  * fewer, 112 tokens, the few-expert case on 3 experts, ...). */
 moe_case ck_moe_sized(const moe_case *c);
+/* *Lb = *L with bf16 copies of the routed experts' weights in b[3] (rounded to nearest even;
+ * give them back with clmoe_tensor_destroy). */
+clmoe_status ck_moe_bf16_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, clmoe_tensor b[3], clmoe_moe_layer *Lb);
 clmoe_status ck_moe_read_i32(const clmoe_tensor *t, int32_t **out);
 /* The device's choice topk [m, k1] must be a top-k1 of s + bias (within the kept groups)
  * in the double scores, within CK_MOE_TOL_CHOICE; else res->max_err = inf. */

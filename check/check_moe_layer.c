@@ -139,8 +139,7 @@ clmoe_status ck_moe_read_i32(const clmoe_tensor *t, int32_t **out)
   return clmoe_tensor_read(t, *out, n * sizeof **out);
 }
 
-/* *Lb = D->L with bf16 copies of the routed experts' weights in b[3] (rounded to nearest even). */
-static clmoe_status bf16_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, clmoe_tensor b[3], clmoe_moe_layer *Lb)
+clmoe_status ck_moe_bf16_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, clmoe_tensor b[3], clmoe_moe_layer *Lb)
 {
   const clmoe_tensor *w[3] = {&L->w_gate, &L->w_upp, &L->w_dn};
   clmoe_status st = CLMOE_OK;
@@ -174,7 +173,7 @@ static clmoe_status check_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   memset(&g, 0, sizeof g);
   CK(ck_moe_setup(ctx, seed, mc, &D));
   if (mc->bf16) {
-    CK(bf16_experts(ctx, &D.L, wb, &Lb));
+    CK(ck_moe_bf16_experts(ctx, &D.L, wb, &Lb));
     L = &Lb;
     for (int i = 0; i < 3; i++) { /* the reference multiplies by the copies' values */
       double *h = NULL;

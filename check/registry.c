@@ -19,6 +19,7 @@ extern const clmoe_check clmoe_checks_layers[]; /* check_layers.c: Block AttnRes
 extern const clmoe_check clmoe_checks_mla[];    /* check_mla.c: gated MLA */
 extern const clmoe_check clmoe_checks_moe[];    /* check_moe.c: Stable LatentMoE */
 extern const clmoe_check clmoe_checks_moe_decode[]; /* check_moe_decode.c: the few-token forward */
+extern const clmoe_check clmoe_checks_moe_infer[]; /* check_moe_infer.c: the forward on bf16 expert stacks */
 extern const clmoe_check clmoe_checks_gemv[];   /* check_gemv.c: the few-token GEMV, fp32 and bf16 weights */
 extern const clmoe_check clmoe_checks_sample[]; /* check_sample.c: the device sampler */
 extern const clmoe_check clmoe_checks_tile[];   /* check_tile.c: tile interface, tile GEMM */
@@ -29,6 +30,7 @@ static const clmoe_check *const families[] = {
     clmoe_checks_random, clmoe_checks_gemm,   clmoe_checks_pointwise, clmoe_checks_reduce,
     clmoe_checks_linear, clmoe_checks_norm,   clmoe_checks_embed,     clmoe_checks_kda,
     clmoe_checks_conv,   clmoe_checks_layers, clmoe_checks_mla,       clmoe_checks_moe, clmoe_checks_moe_decode,
+    clmoe_checks_moe_infer,
     clmoe_checks_gemv,   clmoe_checks_sample, clmoe_checks_tile,   clmoe_checks_kda_tile, clmoe_checks_mla_tile};
 
 /* Room for the checks; the registry refuses more rather than drop any. */

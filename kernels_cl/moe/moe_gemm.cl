@@ -10,7 +10,11 @@
  *
  * Tiles: MG_TM x MG_TN of the output per work-group of (MG_TN/MG_WN) x (MG_TM/MG_WM)
  * work-items, each accumulating MG_WM x MG_WN outputs; the inner dimension goes through
- * local memory MG_TK at a time. Every output is one work-item's sum in a fixed order. */
+ * local memory MG_TK at a time. Every output is one work-item's sum in a fixed order.
+ *
+ * The forward's expert weights (Wg, Wu of moe_gemm_gu, B of moe_gemm_nt) are fp32, or bf16
+ * with -DMG_WBF16=1 (an inference model's stacks): widened exactly as they are staged, so
+ * the sums are those of fp32 weights of the same values, to the bit. */
 
 #ifndef MG_TM
 #define MG_TM 32
@@ -26,6 +30,16 @@
 #endif
 #ifndef MG_WN
 #define MG_WN 4
+#endif
+#ifndef MG_WBF16
+#define MG_WBF16 0
+#endif
+#if MG_WBF16
+typedef ushort mg_w_t;
+#define MG_W(p, i) bf16_to_f32((p)[i])
+#else
+typedef float mg_w_t;
+#define MG_W(p, i) ((p)[i])
 #endif
 #define MG_LX (MG_TN / MG_WN)
 #define MG_LY (MG_TM / MG_WM)
@@ -44,14 +58,14 @@ inline void mg_load_rows(__local float *As, __global const float *A, int K, int 
   }
 }
 
-/* Bs <- B(col0 + j, k0 + p) of B [n, K] row-major: the product with B^T. */
-inline void mg_load_bt(__local float *Bs, __global const float *B, int K, int n, int col0, int k0,
+/* Bs <- B(col0 + j, k0 + p) of B [n, K] row-major (expert weights): the product with B^T. */
+inline void mg_load_bt(__local float *Bs, __global const mg_w_t *B, int K, int n, int col0, int k0,
                        int lid)
 {
   for (int e = lid; e < MG_TN * MG_TK; e += MG_NT) {
     const int j = e / MG_TK, p = e % MG_TK;
     Bs[p * (MG_TN + 1) + j] =
-        col0 + j < n && k0 + p < K ? B[(ulong)(col0 + j) * (ulong)K + (ulong)(k0 + p)] : 0.0f;
+        col0 + j < n && k0 + p < K ? MG_W(B, (ulong)(col0 + j) * (ulong)K + (ulong)(k0 + p)) : 0.0f;
   }
 }
 
@@ -130,7 +144,7 @@ inline int mg_cols(int ncols, int tx) { return ncols > tx ? (ncols - tx + MG_LX 
  * act = glu(X Wg[e]^T, X Wu[e]^T) [R, n]; with save, also U and W (the two products). */
 __kernel __attribute__((reqd_work_group_size(MG_LX, MG_LY, 1)))
 void moe_gemm_gu(__global const int *tiles, int ntiles, __global const int *offsets, __global const float *X,
-                 int K, __global const float *Wg, __global const float *Wu, int n,
+                 int K, __global const mg_w_t *Wg, __global const mg_w_t *Wu, int n,
                  __global float *act, __global float *U, __global float *W, int save, int glu)
 {
   __local float As[MG_AS], Bg[MG_BS], Bu[MG_BS];
@@ -162,7 +176,7 @@ void moe_gemm_gu(__global const int *tiles, int ntiles, __global const int *offs
 /* C [R, n] = A [R, K] B[e]^T with B [E, n, K] (the down product: act W_dn[e]^T). */
 __kernel __attribute__((reqd_work_group_size(MG_LX, MG_LY, 1)))
 void moe_gemm_nt(__global const int *tiles, int ntiles, __global const int *offsets, __global const float *A,
-                 int K, __global const float *B, int n, __global float *C)
+                 int K, __global const mg_w_t *B, int n, __global float *C)
 {
   __local float As[MG_AS], Bs[MG_BS];
   MG_TILE_IDS;

@@ -67,6 +67,8 @@ clmoe_status clmoe__gen_widen_kda(clmoe_ctx *ctx, const clmoe_kda_layer *l, clmo
 clmoe_status clmoe__gen_widen_mla(clmoe_ctx *ctx, const clmoe_mla_weights *l, clmoe_mla_weights *tmp,
                                   gen_widened *w);
 clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp, gen_widened *w);
+/* A MoE layer's router, W_down, W_up and shared experts; the routed expert stacks stay bf16
+ * for clmoe_moe_forward_infer. */
 clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmoe_moe_layer *tmp, gen_widened *w);
 /* An expert-parallel layer's dense part (router, W_down, W_up, shared experts); its forward
  * widens the bf16 expert stacks itself, only the experts a pass reaches (lib/moe/moe_ep.c). */

@@ -108,9 +108,9 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     *added = 1; /* no sort, no dispatch; fp32 or bf16 weights */
     return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
   }
-  clmoe_moe_layer moe;
+  clmoe_moe_layer moe; /* the router, latent and shared matrices widened; the expert stacks read as they are */
   CLMOE_TRY(clmoe__gen_widen_moe(g->ctx, &L->moe, &moe, wd));
-  return clmoe_moe_forward(g->ctx, &moe, x, y, NULL); /* saved NULL: biases frozen */
+  return clmoe_moe_forward_infer(g->ctx, &moe, x, y); /* biases frozen */
 }
 
 static clmoe_status sublayer(clmoe_gen_state *g, int l, int s, const gen_pass *p, const clmoe_tensor *x,

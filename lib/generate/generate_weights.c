@@ -2,9 +2,11 @@
  * from the start (clmoe_gen_random_model), or a loaded fp32 model's rounded to bf16 in place
  * (clmoe_gen_set_weights), each fp32 tensor freed once its copy is made. Decode
  * steps read them as bf16 (the GEMV of lib/ops/ops_gemv.c, the MoE decode kernels, MLA's
- * per-head products) with fp32 sums; a pass that takes another path (prefill, or a step of
- * more sequences than the GEMV takes) widens one layer's matrices to fp32 temporaries for
- * the call (gen_widen_*), so every path computes bf16 weights times fp32 activations.
+ * per-head products) with fp32 sums, and so do a MoE layer's routed experts in a prefill
+ * (clmoe_moe_forward_infer: the grouped kernels widen the bf16 stacks as they load them); a
+ * pass that takes another path (prefill, or a step of more sequences than the GEMV takes)
+ * widens one layer's other matrices to fp32 temporaries for the call (gen_widen_*), so every
+ * path computes bf16 weights times fp32 activations.
  * Also the public face of the few-token GEMV (clmoe_gen_gemv), for checks and benchmarks. */
 #include "generate_internal.h"
 
@@ -116,10 +118,12 @@ clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe
   return widen(ctx, &tmp->w_dn, w);
 }
 
+/* The routed expert stacks stay bf16: clmoe_moe_forward_infer reads them as they are (their
+ * fp32 copies would be 4 bytes a parameter of the layer: 7.2 GB at Kimi-Linear-48B's). */
 clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmoe_moe_layer *tmp, gen_widened *w)
 {
   *tmp = *l;
-  clmoe_tensor *t[] = {&tmp->w_router, &tmp->w_down, &tmp->w_gate, &tmp->w_upp, &tmp->w_dn, &tmp->w_up};
+  clmoe_tensor *t[] = {&tmp->w_router, &tmp->w_down, &tmp->w_up};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) CLMOE_TRY(widen(ctx, t[i], w));
   return clmoe__gen_widen_ffn(ctx, &l->shared, &tmp->shared, w);
 }

@@ -8,7 +8,7 @@ CLMOE_KERNEL_FILES += kernels_cl/moe/moe_common.cl kernels_cl/moe/moe_route.cl \
 	kernels_cl/moe/moe_dispatch.cl kernels_cl/moe/moe_gemm.cl kernels_cl/moe/moe_gemm_tile.cl \
 	kernels_cl/moe/moe_decode.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_moe.h check/ref/ref_moe.c check/check_moe.h check/check_moe.c \
-	check/check_moe_layer.c check/check_moe_decode.c
+	check/check_moe_layer.c check/check_moe_decode.c check/check_moe_infer.c
 TEST_SUITES += tests/unit/test_moe
 apps_clmoe_bench_SOURCES += apps/bench_moe.c
 # the expert-parallel layer against the single-rank one, under mpirun

@@ -33,14 +33,15 @@ static clmoe_status wgrad(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, const clm
   return clmoe__launch(ctx, k, 3, global, local);
 }
 
-static clmoe_status grouped_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_moe_dispatch *d,
-                                    const clmoe_tensor *xs, clmoe_tensor *u, clmoe_tensor *w,
-                                    clmoe_tensor *act, clmoe_tensor *ys)
+/* family: MOE_GEMM (fp32 stacks) or MOE_GEMM_W16 (bf16 stacks, inference). */
+static clmoe_status grouped_forward(clmoe_ctx *ctx, enum moe_family family, const clmoe_moe_layer *L,
+                                    const clmoe_moe_dispatch *d, const clmoe_tensor *xs, clmoe_tensor *u,
+                                    clmoe_tensor *w, clmoe_tensor *act, clmoe_tensor *ys)
 {
   const int64_t l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   cl_kernel kgu, knt;
-  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_gu", &kgu));
-  CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM, "moe_gemm_nt", &knt));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, family, "moe_gemm_gu", &kgu));
+  CLMOE_TRY(clmoe__moe_kernel(ctx, family, "moe_gemm_nt", &knt));
   cl_int il = (cl_int)l, iff = (cl_int)f, save = u && w, nt = (cl_int)d->max_tiles, glu = (cl_int)L->cfg.glu;
   cl_mem ub = save ? u->buf : act->buf, wb = save ? w->buf : act->buf; /* unused when !save */
   CLMOE_TRY(clmoe__args(kgu, 13, KA(d->tiles.buf), KA(nt), KA(d->offsets.buf), KA(xs->buf), KA(il),
@@ -142,7 +143,21 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
   if (d->rows == 0) return CLMOE_OK;
   if (d->cap) return padded_forward(ctx, L, d, xs, u, w, act, ys);
   if (L->w_gate.dtype == CLMOE_BF16) return clmoe__moe_experts_forward_bf16(ctx, L, d, xs, u, w, act, ys);
-  return grouped_forward(ctx, L, d, xs, u, w, act, ys);
+  return grouped_forward(ctx, MOE_GEMM, L, d, xs, u, w, act, ys);
+}
+
+clmoe_status clmoe__moe_experts_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                              const clmoe_moe_dispatch *d, const clmoe_tensor *xs,
+                                              clmoe_tensor *act, clmoe_tensor *ys)
+{
+  static const char op[] = "clmoe_moe_forward_infer";
+  const clmoe_dtype dt = L->w_gate.dtype;
+  if (d->cap) return clmoe__error(CLMOE_ERR_INTERNAL, "%s: the dispatch must be grouped", op);
+  if (dt != CLMOE_F32 && dt != CLMOE_BF16)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: expert weights must be fp32 or bf16", op);
+  CLMOE_TRY(clmoe__moe_want_stacks(L, dt, op));
+  if (d->rows == 0) return CLMOE_OK;
+  return grouped_forward(ctx, dt == CLMOE_BF16 ? MOE_GEMM_W16 : MOE_GEMM, L, d, xs, NULL, NULL, act, ys);
 }
 
 clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,

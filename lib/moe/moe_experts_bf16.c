@@ -31,29 +31,12 @@ static clmoe_status wgrad(clmoe_ctx *ctx, const clmoe_moe_dispatch *d, const clm
   return clmoe__launch(ctx, k, 3, global, local);
 }
 
-/* The weights must be the bf16 copies of the layer's [E, f, l] / [E, l, f] stacks. */
-static clmoe_status want_weights(const clmoe_moe_layer *L, const char *op)
-{
-  const int64_t E = L->cfg.n_experts, l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
-  const clmoe_tensor *t[3] = {&L->w_gate, &L->w_upp, &L->w_dn};
-  const char *names[3] = {"w_gate", "w_upp", "w_dn"};
-  const int64_t rows[3] = {f, f, l}, cols[3] = {l, l, f};
-  for (int i = 0; i < 3; i++) {
-    CLMOE_TRY(clmoe__want(t[i], CLMOE_BF16, op, names[i]));
-    CLMOE_TRY(clmoe__want_shape(t[i], op, names[i], 1, 3, E, rows[i], cols[i], 0));
-    if (t[i]->offset != 0)
-      return clmoe__error(CLMOE_ERR_SHAPE, "%s: the bf16 expert weight %s must not be a view at an offset", op,
-                          names[i]);
-  }
-  return CLMOE_OK;
-}
-
 clmoe_status clmoe__moe_experts_forward_bf16(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                              const clmoe_moe_dispatch *d, const clmoe_tensor *xs,
                                              clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
                                              clmoe_tensor *ys)
 {
-  CLMOE_TRY(want_weights(L, "clmoe_moe_forward (bf16 experts)"));
+  CLMOE_TRY(clmoe__moe_want_stacks(L, CLMOE_BF16, "clmoe_moe_forward (bf16 experts)"));
   const int64_t l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   cl_kernel kgu, knt;
   CLMOE_TRY(clmoe__moe_kernel(ctx, MOE_GEMM_TILE, "moe_tile_gu", &kgu));
@@ -74,7 +57,7 @@ clmoe_status clmoe__moe_experts_backward_bf16(clmoe_ctx *ctx, const clmoe_moe_la
                                               clmoe_moe_grads *g, clmoe_tensor *dxs, clmoe_tensor *du,
                                               clmoe_tensor *dw)
 {
-  CLMOE_TRY(want_weights(L, "clmoe_moe_backward (bf16 experts)"));
+  CLMOE_TRY(clmoe__moe_want_stacks(L, CLMOE_BF16, "clmoe_moe_backward (bf16 experts)"));
   const clmoe_moe_dispatch *d = &s->disp;
   const int64_t l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
   cl_kernel kda, kdx;

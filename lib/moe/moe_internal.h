@@ -21,9 +21,11 @@ void clmoe__moe_tiles(const clmoe_ctx *ctx, moe_tiles *t);
 /* Columns per work-group of the bf16 tile kernels (rows: the table's tile height tm). */
 #define MOE_TILE_BN 64
 
-/* MOE_GEMM_TILE: the bf16 kernels on the tile interface (kernels_cl/moe/moe_gemm_tile.cl),
- * built with the device's tile implementation and the table's tile height. */
-enum moe_family { MOE_ROUTE, MOE_DISPATCH, MOE_GEMM, MOE_GEMM_TILE };
+/* MOE_GEMM_W16: the grouped kernels (moe_gemm.cl) with the forward's expert weights read as
+ * bf16 (-DMG_WBF16=1). MOE_GEMM_TILE: the bf16 kernels on the tile interface
+ * (kernels_cl/moe/moe_gemm_tile.cl), built with the device's tile implementation and the
+ * table's tile height. */
+enum moe_family { MOE_ROUTE, MOE_DISPATCH, MOE_GEMM, MOE_GEMM_W16, MOE_GEMM_TILE };
 
 /* Kernel `name` of one of the MoE program families. */
 clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const char *name,
@@ -39,6 +41,9 @@ clmoe_status clmoe__moe_new3(clmoe_ctx *ctx, clmoe_tensor *t, int64_t a, int64_t
  * the runtime's clmoe__want_shape.) */
 clmoe_status clmoe__moe_want_buf(const clmoe_tensor *t, const char *op, const char *name, int rank,
                                  int64_t a, int64_t b, int64_t c);
+/* The routed expert stacks of L are dt, [E, f, l], [E, f, l], [E, l, f], each a whole
+ * buffer from its start (the grouped kernels take them so). */
+clmoe_status clmoe__moe_want_stacks(const clmoe_moe_layer *L, clmoe_dtype dt, const char *op);
 /* x: contiguous f32 with last dimension d; *rows = numel / d. */
 clmoe_status clmoe__moe_want_rows(const clmoe_tensor *x, const char *op, const char *name,
                                   int64_t d, int64_t *rows);
@@ -94,6 +99,13 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
                                         const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
                                         clmoe_tensor *u, clmoe_tensor *w, clmoe_tensor *act,
                                         clmoe_tensor *ys);
+/* The experts of clmoe_moe_forward_infer, on a grouped dispatch: act [R, f] and ys [R, l]
+ * by the grouped kernels, which read bf16 stacks as they are (MOE_GEMM_W16: no fp32 copy of
+ * the weights) with fp32 rows and sums, or fp32 stacks; the same bits either way for the
+ * same weight values. */
+clmoe_status clmoe__moe_experts_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *L,
+                                              const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
+                                              clmoe_tensor *act, clmoe_tensor *ys);
 /* Backward from dys [R, l]: dW_gate, dW_upp, dW_dn (overwritten) and dxs [R, l]. */
 clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                          const clmoe_moe_saved *s, const clmoe_tensor *dys,

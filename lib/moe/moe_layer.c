@@ -49,10 +49,11 @@ done:
 static int has_shared(const clmoe_moe_config *c) { return c->n_shared * c->shared_ff > 0; }
 
 /* Everything after the router: xin is x2 or its bf16 copy (dense_input) for W_down and the
- * shared experts. */
+ * shared experts. infer: the experts of clmoe_moe_forward_infer (grouped, bf16 stacks read as
+ * they are). */
 static clmoe_status forward_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                    const clmoe_tensor *xin, clmoe_tensor *y2, int train, clmoe_moe_saved *s,
-                                    double *t0)
+                                    const clmoe_tensor *xin, clmoe_tensor *y2, int train, int infer,
+                                    clmoe_moe_saved *s, double *t0)
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t m = s->tokens, l = clmoe__moe_width(c), f = c->expert_ff;
@@ -60,7 +61,7 @@ static clmoe_status forward_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
   if (c->latent > 0) CLMOE_TRY(clmoe_linear(ctx, xin, &L->w_down, NULL, &s->xl));
   else CLMOE_TRY(clmoe_tensor_copy(&s->xl, x2)); /* the gather takes a buffer from its start */
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, dense), t0));
-  CLMOE_TRY(clmoe_moe_dispatch_create(ctx, &s->topk, c->n_experts, use_padded(c), &s->disp));
+  CLMOE_TRY(clmoe_moe_dispatch_create(ctx, &s->topk, c->n_experts, use_padded(c) && !infer, &s->disp));
   const int64_t R = s->disp.rows;
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->xs, CLMOE_F32, R, l));
   CLMOE_TRY(clmoe_moe_gather(ctx, &s->disp, &s->xl, &s->xs));
@@ -71,8 +72,10 @@ static clmoe_status forward_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
   }
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->act, CLMOE_F32, R, f));
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->ys, CLMOE_F32, R, l));
-  CLMOE_TRY(clmoe__moe_experts_forward(ctx, L, &s->disp, &s->xs, train ? &s->u : NULL,
-                                       train ? &s->w : NULL, &s->act, &s->ys));
+  if (infer) CLMOE_TRY(clmoe__moe_experts_forward_infer(ctx, L, &s->disp, &s->xs, &s->act, &s->ys));
+  else
+    CLMOE_TRY(clmoe__moe_experts_forward(ctx, L, &s->disp, &s->xs, train ? &s->u : NULL, train ? &s->w : NULL,
+                                         &s->act, &s->ys));
   CLMOE_TRY(clmoe__moe_phase(ctx, PHASE(L, experts), t0));
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->z, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_moe_combine(ctx, &s->disp, &s->probs, &s->ys, &s->z));
@@ -109,20 +112,19 @@ static clmoe_status dense_input(clmoe_ctx *ctx, const clmoe_moe_layer *L, const 
 
 /* Everything after the router. */
 static clmoe_status forward_rest(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                 clmoe_tensor *y2, int train, clmoe_moe_saved *s, double *t0)
+                                 clmoe_tensor *y2, int train, int infer, clmoe_moe_saved *s, double *t0)
 {
   clmoe_tensor x16 = {0};
   const clmoe_tensor *xin;
   CLMOE_TRY(dense_input(ctx, L, x2, &x16, &xin));
-  clmoe_status st = forward_experts(ctx, L, x2, xin, y2, train, s, t0);
+  clmoe_status st = forward_experts(ctx, L, x2, xin, y2, train, infer, s, t0);
   clmoe_tensor_destroy(&x16); /* the in-order queue: back to the pool once enqueued */
   return st;
 }
 
-clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
-                               clmoe_tensor *y, clmoe_moe_saved *saved)
+static clmoe_status forward(const char *op, clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                            clmoe_tensor *y, clmoe_moe_saved *saved, int infer)
 {
-  static const char op[] = "clmoe_moe_forward";
   if (!L || !L->w_router.buf)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the layer is not created", op);
   const int64_t d = L->cfg.d;
@@ -143,10 +145,23 @@ clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
   clmoe_status st;
   CLMOE_TRY_GOTO(st, forward_route(ctx, L, &x2, saved != NULL, s), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_phase(ctx, PHASE(L, route), &t0), done);
-  st = forward_rest(ctx, L, &x2, &y2, saved != NULL, s, &t0);
+  st = forward_rest(ctx, L, &x2, &y2, saved != NULL, infer, s, &t0);
 done:
   if (st != CLMOE_OK || !saved) clmoe_moe_saved_destroy(s);
   return st;
+}
+
+clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                               clmoe_tensor *y, clmoe_moe_saved *saved)
+{
+  return forward("clmoe_moe_forward", ctx, L, x, y, saved, 0);
+}
+
+clmoe_status clmoe_moe_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                                     clmoe_tensor *y)
+{
+  /* fp32 stacks: clmoe_moe_forward itself (its padded choice included) */
+  return forward("clmoe_moe_forward_infer", ctx, L, x, y, NULL, L && L->w_gate.dtype == CLMOE_BF16);
 }
 
 /* The gradients of the layer's matrices must match the layer's shapes. */

@@ -22,12 +22,13 @@ clmoe_status clmoe__moe_kernel(clmoe_ctx *ctx, enum moe_family family, const cha
   switch (family) {
   case MOE_ROUTE: return clmoe__kernel(ctx, "moe_common+moe_route", NULL, name, k);
   case MOE_DISPATCH: return clmoe__kernel(ctx, "moe_common+moe_dispatch", NULL, name, k);
-  case MOE_GEMM: {
+  case MOE_GEMM:
+  case MOE_GEMM_W16: {
     moe_tiles t;
-    char opts[128];
+    char opts[160];
     clmoe__moe_tiles(ctx, &t);
-    snprintf(opts, sizeof opts, "-DMG_TM=%d -DMG_TN=%d -DMG_TK=%d -DMG_WM=%d -DMG_WN=%d", t.tm,
-             t.tn, t.tk, t.wm, t.wn);
+    snprintf(opts, sizeof opts, "-DMG_TM=%d -DMG_TN=%d -DMG_TK=%d -DMG_WM=%d -DMG_WN=%d -DMG_WBF16=%d", t.tm,
+             t.tn, t.tk, t.wm, t.wn, family == MOE_GEMM_W16);
     return clmoe__kernel(ctx, "moe_common+moe_gemm", opts, name, k);
   }
   case MOE_GEMM_TILE: {
@@ -109,5 +110,21 @@ clmoe_status clmoe__moe_phase(clmoe_ctx *ctx, double *slot, double *t0)
   const double now = clmoe__moe_now();
   *slot += now - *t0;
   *t0 = now;
+  return CLMOE_OK;
+}
+
+clmoe_status clmoe__moe_want_stacks(const clmoe_moe_layer *L, clmoe_dtype dt, const char *op)
+{
+  const int64_t E = L->cfg.n_experts, l = clmoe__moe_width(&L->cfg), f = L->cfg.expert_ff;
+  const clmoe_tensor *t[3] = {&L->w_gate, &L->w_upp, &L->w_dn};
+  const char *names[3] = {"w_gate", "w_upp", "w_dn"};
+  const int64_t rows[3] = {f, f, l}, cols[3] = {l, l, f};
+  for (int i = 0; i < 3; i++) {
+    CLMOE_TRY(clmoe__want(t[i], dt, op, names[i]));
+    CLMOE_TRY(clmoe__want_shape(t[i], op, names[i], 1, 3, E, rows[i], cols[i], 0));
+    if (t[i]->offset != 0)
+      return clmoe__error(CLMOE_ERR_SHAPE, "%s: the %s expert weight %s must not be a view at an offset", op,
+                          clmoe_dtype_name(dt), names[i]);
+  }
   return CLMOE_OK;
 }
