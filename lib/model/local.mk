@@ -17,8 +17,9 @@ TEST_SUITES += tests/unit/test_config tests/unit/test_layers tests/unit/test_par
 check_PROGRAMS += tests/mpi/mpi_grads
 tests_mpi_mpi_grads_SOURCES = tests/mpi/mpi_grads.c tests/mpi/mpi_common.h
 tests_mpi_mpi_grads_LDADD = lib/libclmoe.la $(OPENCL_LIBS) -lm
-TESTS += tests/mpi/test_dist_grads.sh tests/mpi/test_ep_train.sh tests/mpi/test_vendors.sh
+TESTS += tests/mpi/test_dist_grads.sh tests/mpi/test_ep_train.sh tests/mpi/test_ep_train_bf16.sh tests/mpi/test_vendors.sh
 # bf16 training ([train] precision) against fp32 on the tiny preset, and its resume
 TESTS += tests/apps/test_train_bf16.sh
 EXTRA_DIST += tests/apps/test_train_bf16.sh
-EXTRA_DIST += tests/mpi/test_dist_grads.sh tests/mpi/test_ep_train.sh tests/mpi/test_vendors.sh
+EXTRA_DIST += tests/mpi/test_dist_grads.sh tests/mpi/test_ep_train.sh tests/mpi/test_ep_train_bf16.sh \
+	tests/mpi/test_vendors.sh

@@ -109,6 +109,9 @@ const clmoe_kda_layer *clmoe__model_kda(const clmoe_model *m, const clmoe_kda_la
 const clmoe_mla_weights *clmoe__model_mla(const clmoe_model *m, const clmoe_mla_weights *w, clmoe_mla_weights *tmp);
 const clmoe_situ_ffn *clmoe__model_ffn(const clmoe_model *m, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp);
 const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_layer *l, clmoe_moe_layer *tmp);
+/* The expert-parallel layer: its dense part and its local experts swapped the same way. */
+const clmoe_moe_ep_layer *clmoe__model_moe_ep(const clmoe_model *m, const clmoe_moe_ep_layer *ep,
+                                              clmoe_moe_ep_layer *tmp);
 
 void clmoe__model_release_activations(clmoe_model *m);
 /* An inference model (no gradients or moments): one process's (dist NULL; map unused) or this

@@ -12,26 +12,21 @@
 
 /* A parameter that only ever feeds matrix products as a weight: a 2-D "w_*" of a layer or
  * the output head (clmoe_linear / clmoe_gemm), or a routed expert stack w_gate / w_upp
- * [E, f, l], w_dn [E, l, f] (the grouped expert GEMMs on tiles, lib/moe/moe_experts_bf16.c).
- * Not the embedding (a lookup), the KDA convolutions and dt_bias (2-D, elementwise), gains,
- * nor the MoE layers of an expert-parallel model (their own forward, fp32). */
-static int feeds_products(const clmoe_model *m, const clmoe_param *p)
+ * [E, f, l], w_dn [E, l, f] (the grouped expert GEMMs on tiles, lib/moe/moe_experts_bf16.c;
+ * in an expert-parallel model the rank's rows [n_local, ...], the same kernels on the
+ * experts it holds). Not the embedding (a lookup), the KDA convolutions and dt_bias (2-D,
+ * elementwise), nor gains. */
+static int feeds_products(const clmoe_param *p)
 {
   if (!p->trainable) return 0;
   const char *base = strrchr(p->name, '/');
   base = base ? base + 1 : p->name;
   if (p->value->ndim == 3)
-    return !m->dist && strstr(p->name, "/ffn/") && strstr(p->name, "/shared/") == NULL &&
+    return strstr(p->name, "/ffn/") && strstr(p->name, "/shared/") == NULL &&
            (!strcmp(base, "w_gate") || !strcmp(base, "w_upp") || !strcmp(base, "w_dn"));
   if (p->value->ndim != 2) return 0;
   if (!strcmp(p->name, "head")) return 1;
-  if (strncmp(base, "w_", 2)) return 0;
-  if (m->dist && strstr(p->name, "/ffn/")) {
-    int l = -1;
-    if (sscanf(p->name, "layer%d/", &l) == 1 && l >= 0 && l < m->cfg.layers && !m->layers[l].is_dense)
-      return 0;
-  }
-  return 1;
+  return strncmp(base, "w_", 2) == 0;
 }
 
 clmoe_precision clmoe__model_resolve_precision(clmoe_ctx *ctx, clmoe_precision p)
@@ -58,7 +53,7 @@ clmoe_status clmoe__model_set_precision(clmoe_model *m, clmoe_precision precisio
   }
   for (int i = 0; i < m->params.n; i++) {
     clmoe_param *q = &m->params.p[i];
-    CLMOE_TRY(clmoe__params_set_bf16_copy(&m->params, q, p == CLMOE_PRECISION_BF16 && feeds_products(m, q), copy));
+    CLMOE_TRY(clmoe__params_set_bf16_copy(&m->params, q, p == CLMOE_PRECISION_BF16 && feeds_products(q), copy));
   }
   m->precision = p;
   return CLMOE_OK;
@@ -117,5 +112,15 @@ const clmoe_moe_layer *clmoe__model_moe(const clmoe_model *m, const clmoe_moe_la
   SWAP(m, tmp, l, w_upp);
   SWAP(m, tmp, l, w_dn);
   clmoe__model_ffn(m, &l->shared, &tmp->shared);
+  return tmp;
+}
+
+const clmoe_moe_ep_layer *clmoe__model_moe_ep(const clmoe_model *m, const clmoe_moe_ep_layer *ep,
+                                              clmoe_moe_ep_layer *tmp)
+{
+  if (m->precision != CLMOE_PRECISION_BF16) return ep;
+  *tmp = *ep; /* the tables and map borrowed; the dense tensors and the local experts swapped */
+  clmoe__model_moe(m, &ep->dense, &tmp->dense);
+  clmoe__model_moe(m, &ep->experts, &tmp->experts);
   return tmp;
 }

@@ -4,6 +4,7 @@
  * reverse. */
 #include "model_internal.h"
 #include "params_internal.h"
+#include "moe/moe_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ typedef union step_weights {
   clmoe_mla_weights mla;
   clmoe_situ_ffn ffn;
   clmoe_moe_layer moe;
+  clmoe_moe_ep_layer ep;
 } step_weights;
 
 /* The sub-layer's function: y [N, d] from its normed input x [N, d]. */
@@ -73,7 +75,9 @@ static clmoe_status sublayer_forward(clmoe_model *m, model_layer *L, int s, cons
   }
   if (L->is_dense)
     return clmoe_situ_ffn_forward(m->ctx, clmoe__model_ffn(m, &L->ffn, &wt.ffn), x, 0.0f, y, train ? &L->fsaved : NULL);
-  if (m->dist) return clmoe_moe_ep_forward(m->ctx, m->dist, &L->ep, x, y, train ? &L->epsaved : NULL);
+  if (m->dist) /* a bf16 step's evaluation forward on the tiles too, as the single-rank layer */
+    return clmoe__moe_ep_forward(m->ctx, m->dist, clmoe__model_moe_ep(m, &L->ep, &wt.ep), x, y,
+                                 train ? &L->epsaved : NULL, m->precision == CLMOE_PRECISION_BF16);
   return clmoe_moe_forward(m->ctx, clmoe__model_moe(m, &L->moe, &wt.moe), x, y, train ? &L->moesaved : NULL);
 }
 
@@ -99,7 +103,9 @@ static clmoe_status sublayer_backward(clmoe_model *m, model_layer *L, int s, con
   if (L->is_dense)
     return clmoe_situ_ffn_backward(m->ctx, clmoe__model_ffn(m, &L->ffn, &wt.ffn), x, &L->fsaved, dy, &L->ffn_g,
                                    0.0f, dx);
-  if (m->dist) return clmoe_moe_ep_backward(m->ctx, m->dist, &L->ep, x, &L->epsaved, dy, &L->moe_g, dx);
+  if (m->dist)
+    return clmoe_moe_ep_backward(m->ctx, m->dist, clmoe__model_moe_ep(m, &L->ep, &wt.ep), x, &L->epsaved, dy,
+                                 &L->moe_g, dx);
   return clmoe_moe_backward(m->ctx, clmoe__model_moe(m, &L->moe, &wt.moe), x, &L->moesaved, dy, &L->moe_g, dx);
 }
 

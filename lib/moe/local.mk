@@ -2,7 +2,8 @@
 # expert GEMMs with SiTU-GLU or SwiGLU, the layer) and its expert-parallel form over dist/.
 lib_libclmoe_impl_la_SOURCES += lib/moe/moe_internal.h lib/moe/moe_util.c lib/moe/moe.c \
 	lib/moe/moe_route.c lib/moe/moe_dispatch.c lib/moe/moe_experts.c lib/moe/moe_experts_bf16.c \
-	lib/moe/moe_ffn.c lib/moe/moe_layer.c lib/moe/moe_decode.c lib/moe/moe_ep.c lib/moe/moe_ep_backward.c
+	lib/moe/moe_ffn.c lib/moe/moe_layer.c lib/moe/moe_decode.c lib/moe/moe_ep.c lib/moe/moe_ep_build.c \
+	lib/moe/moe_ep_backward.c
 clmoeinclude_HEADERS += include/clmoe/moe.h include/clmoe/moe_ep.h
 CLMOE_KERNEL_FILES += kernels_cl/moe/moe_common.cl kernels_cl/moe/moe_route.cl \
 	kernels_cl/moe/moe_dispatch.cl kernels_cl/moe/moe_gemm.cl kernels_cl/moe/moe_gemm_tile.cl \

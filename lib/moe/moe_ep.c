@@ -1,7 +1,7 @@
-/* The LatentMoE layer with its routed experts spread over MPI ranks: building a rank's part
- * from a whole layer, and the forward (include/clmoe/moe_ep.h). The exchange itself is
- * lib/dist/dist_exchange.c; the expert products are the single-rank grouped / padded code of
- * lib/moe/moe_experts.c run on a sub-layer of the local experts. */
+/* The forward of the LatentMoE layer with its routed experts spread over MPI ranks
+ * (include/clmoe/moe_ep.h; the rank's parts are built in moe_ep_build.c). The exchange itself
+ * is lib/dist/dist_exchange.c; the expert products are the single-rank grouped / padded code
+ * of lib/moe/moe_experts.c run on a sub-layer of the local experts. */
 #include "clmoe/moe_ep.h"
 
 #include <stdlib.h>
@@ -10,183 +10,6 @@
 #include "clmoe/dist_exchange.h"
 #include "clmoe/ops.h"
 #include "moe_internal.h"
-
-/* ---- building a rank's part -------------------------------------------------------------- */
-
-/* Expert `e` of a [E, a, b] tensor into slot i of a [n, a, b] tensor. */
-static clmoe_status copy_expert(const clmoe_tensor *src, int64_t e, clmoe_tensor *dst, int64_t i)
-{
-  const int64_t shape[2] = {src->shape[1], src->shape[2]}, n = shape[0] * shape[1];
-  clmoe_tensor s, d;
-  CLMOE_TRY(clmoe_tensor_view(src, &s, 2, shape, e * n));
-  CLMOE_TRY(clmoe_tensor_view(dst, &d, 2, shape, i * n));
-  return clmoe_tensor_copy(&d, &s);
-}
-
-/* The local expert tables from the map's row of `rank`. */
-static clmoe_status local_tables(const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
-{
-  const int E = map->experts;
-  ep->local_index = malloc((size_t)E * sizeof *ep->local_index);
-  ep->local_expert = malloc((size_t)(map->slots > 0 ? map->slots : 1) * sizeof *ep->local_expert);
-  if (!ep->local_index || !ep->local_expert)
-    return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_moe_ep_layer_from_full: expert tables");
-  for (int e = 0; e < E; e++) ep->local_index[e] = -1;
-  ep->n_local = 0;
-  for (int s = 0; s < map->slots; s++) {
-    const int32_t e = map->slot_expert[(size_t)rank * (size_t)map->slots + (size_t)s];
-    if (e < 0) continue;
-    if (e >= E || ep->local_index[e] >= 0)
-      return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "the expert map puts "
-                          "expert %d twice (or out of range) on rank %d", (int)e, rank);
-    ep->local_index[e] = (int32_t)ep->n_local;
-    ep->local_expert[ep->n_local++] = e;
-  }
-  return CLMOE_OK;
-}
-
-/* The rank's tensors for config c: the dense ones whole, the local experts [n_local, ...];
- * copied from `full` when given, else left for clmoe_moe_ep_layer_init. The weight matrices
- * (router, W_down, W_up, the shared and the local experts) are made as `mat`. */
-static clmoe_status build(clmoe_ctx *ctx, const clmoe_moe_config *c, const clmoe_moe_layer *full, clmoe_dtype mat,
-                          clmoe_moe_ep_layer *ep)
-{
-  clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
-  const int64_t E = c->n_experts, d = c->d, l = clmoe__moe_width(c), f = c->expert_ff;
-  const int64_t S = c->n_shared * c->shared_ff;
-  D->cfg = *c;
-  D->shared.glu = c->glu;
-  CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_router, mat, E, d));
-  if (c->latent > 0) { /* latent 0: no W_down, latent norm or W_up */
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_down, mat, l, d));
-    CLMOE_TRY(clmoe_tensor_create(ctx, &D->norm_gain, CLMOE_F32, 1, &l));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->w_up, mat, d, l));
-  }
-  CLMOE_TRY(clmoe_tensor_zeros(ctx, &D->bias, CLMOE_F32, 1, &E));
-  if (S) {
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_gate, mat, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_upp, mat, S, d));
-    CLMOE_TRY(clmoe__moe_new2(ctx, &D->shared.w_dn, mat, d, S));
-  }
-  if (full) {
-    const clmoe_tensor *src[8] = {&full->w_router, &full->w_down, &full->norm_gain, &full->w_up,
-                                  &full->bias, &full->shared.w_gate, &full->shared.w_upp, &full->shared.w_dn};
-    clmoe_tensor *dst[8] = {&D->w_router, &D->w_down, &D->norm_gain, &D->w_up,
-                            &D->bias, &D->shared.w_gate, &D->shared.w_upp, &D->shared.w_dn};
-    for (int i = 0; i < 8; i++)
-      if (src[i]->buf && dst[i]->buf) CLMOE_TRY(clmoe_tensor_copy(dst[i], src[i]));
-  }
-  X->cfg = *c;
-  X->cfg.n_experts = ep->n_local;
-  if (ep->n_local == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_gate, mat, 3, (int64_t[]){ep->n_local, f, l}));
-  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_upp, mat, 3, (int64_t[]){ep->n_local, f, l}));
-  CLMOE_TRY(clmoe_tensor_create(ctx, &X->w_dn, mat, 3, (int64_t[]){ep->n_local, l, f}));
-  for (int64_t i = 0; full && i < ep->n_local; i++) {
-    const int64_t e = ep->local_expert[i];
-    CLMOE_TRY(copy_expert(&full->w_gate, e, &X->w_gate, i));
-    CLMOE_TRY(copy_expert(&full->w_upp, e, &X->w_upp, i));
-    CLMOE_TRY(copy_expert(&full->w_dn, e, &X->w_dn, i));
-  }
-  return CLMOE_OK;
-}
-
-static clmoe_status check_map(const char *op, const clmoe_moe_config *c, const clmoe_expert_map *map, int rank)
-{
-  if (!map || map->experts != c->n_experts)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the map has %d experts, the layer %lld", op,
-                        map ? map->experts : 0, (long long)c->n_experts);
-  if (rank < 0 || rank >= map->ranks)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: rank %d is not one of the map's %d", op, rank,
-                        map->ranks);
-  return CLMOE_OK;
-}
-
-clmoe_status clmoe_moe_ep_layer_create(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
-                                       const clmoe_expert_map *map, int rank, clmoe_moe_ep_layer *ep)
-{
-  return clmoe__moe_ep_layer_create_dtype(ctx, cfg, map, rank, CLMOE_F32, ep);
-}
-
-clmoe_status clmoe__moe_ep_layer_create_dtype(clmoe_ctx *ctx, const clmoe_moe_config *cfg,
-                                             const clmoe_expert_map *map, int rank, clmoe_dtype matrices,
-                                             clmoe_moe_ep_layer *ep)
-{
-  static const char op[] = "clmoe_moe_ep_layer_create";
-  if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
-  memset(ep, 0, sizeof *ep);
-  if (!cfg) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: cfg is NULL", op);
-  if (matrices != CLMOE_F32 && matrices != CLMOE_BF16)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: matrices must be fp32 or bf16", op);
-  CLMOE_TRY(check_map(op, cfg, map, rank));
-  CLMOE_TRY(clmoe__moe_config_check(op, cfg, &ep->cfg));
-  ep->map = map;
-  ep->rank = rank;
-  clmoe_status st;
-  CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, &ep->cfg, NULL, matrices, ep), fail);
-  return CLMOE_OK;
-fail:
-  clmoe_moe_ep_layer_destroy(ep);
-  return st;
-}
-
-/* The values clmoe_moe_layer_init gives the whole layer (the same streams: seed 16 s + i for
- * tensor i of its list), each local expert taking its rows' elements of the stream. */
-clmoe_status clmoe_moe_ep_layer_init(clmoe_moe_ep_layer *ep, uint64_t seed, float stddev)
-{
-  clmoe_moe_layer *D = &ep->dense, *X = &ep->experts;
-  clmoe_tensor *dense[10] = {&D->w_router, &D->w_down, NULL, NULL, NULL, &D->norm_gain, &D->w_up,
-                             &D->shared.w_gate, &D->shared.w_upp, &D->shared.w_dn};
-  clmoe_tensor *expert[10] = {NULL, NULL, &X->w_gate, &X->w_upp, &X->w_dn};
-  for (int i = 0; i < 10; i++) {
-    if (dense[i] && dense[i]->buf) {
-      if (i == 5) CLMOE_TRY(clmoe_tensor_fill(dense[i], 1.0));
-      else CLMOE_TRY(clmoe_tensor_fill_normal(dense[i], seed * 16 + (uint64_t)i, 0.0f, stddev));
-    }
-    if (!expert[i] || !expert[i]->buf) continue;
-    const int64_t shape[2] = {expert[i]->shape[1], expert[i]->shape[2]}, n = shape[0] * shape[1];
-    for (int64_t j = 0; j < ep->n_local; j++) {
-      clmoe_tensor row;
-      CLMOE_TRY(clmoe_tensor_view(expert[i], &row, 2, shape, j * n));
-      CLMOE_TRY(clmoe_tensor_fill_normal_at(&row, seed * 16 + (uint64_t)i, (uint64_t)ep->local_expert[j] * (uint64_t)n,
-                                            0.0f, stddev));
-    }
-  }
-  return clmoe_tensor_fill(&D->bias, 0.0);
-}
-
-clmoe_status clmoe_moe_ep_layer_from_full(clmoe_ctx *ctx, const clmoe_moe_layer *full,
-                                          const clmoe_expert_map *map, int rank,
-                                          clmoe_moe_ep_layer *ep)
-{
-  static const char op[] = "clmoe_moe_ep_layer_from_full";
-  if (!ep) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ep is NULL", op);
-  memset(ep, 0, sizeof *ep);
-  if (!full || !full->w_router.buf || !full->w_gate.buf)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: the whole layer is not created", op);
-  CLMOE_TRY(check_map(op, &full->cfg, map, rank));
-  ep->cfg = full->cfg;
-  ep->map = map;
-  ep->rank = rank;
-  clmoe_status st;
-  CLMOE_TRY_GOTO(st, local_tables(map, rank, ep), fail);
-  CLMOE_TRY_GOTO(st, build(ctx, &full->cfg, full, full->w_router.dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32, ep), fail);
-  return CLMOE_OK;
-fail:
-  clmoe_moe_ep_layer_destroy(ep);
-  return st;
-}
-
-void clmoe_moe_ep_layer_destroy(clmoe_moe_ep_layer *ep)
-{
-  if (!ep) return;
-  clmoe_moe_layer_destroy(&ep->dense);
-  clmoe_moe_layer_destroy(&ep->experts);
-  free(ep->local_expert);
-  free(ep->local_index);
-  memset(ep, 0, sizeof *ep);
-}
 
 /* ---- the forward ------------------------------------------------------------------------- */
 
@@ -304,19 +127,19 @@ done:
 /* The local experts on the R received rows h->recv [R, l], in place: grouped by local
  * expert with the single-rank dispatch, the expert products, and back to received order
  * with a combine of weight 1 (exact). The dispatch, xs, act (and in train mode u, w) stay
- * in sv for the backward. bf16 stacks (inference only): on fp32 copies of the experts
- * reached (widen_reached), bf16 weights times fp32 rows as every generation path. */
+ * in sv for the backward. bf16 stacks: in train mode, or with `tile` (a bf16 training
+ * step's inference forward), the bf16 copies of a training step on the tile path of
+ * moe_experts_bf16.c (bf16 operands, fp32 accumulation), as the single-rank layer runs
+ * them; otherwise (an inference model) on fp32 copies of the experts reached
+ * (widen_reached), bf16 weights times fp32 rows as every generation path. */
 static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_ep_plan *plan,
-                                  ep_host *h, int train, clmoe_moe_saved *sv)
+                                  ep_host *h, int train, int tile, clmoe_moe_saved *sv)
 {
   const clmoe_moe_layer *X = &ep->experts;
   const int64_t R = plan->recv_rows, l = clmoe__moe_width(&ep->cfg), f = ep->cfg.expert_ff;
-  const int narrow = X->w_gate.dtype == CLMOE_BF16;
+  const int narrow = X->w_gate.dtype == CLMOE_BF16 && !train && !tile;
   sv->tokens = R;
   if (R == 0) return CLMOE_OK;
-  if (narrow && train)
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_moe_ep_forward: training takes fp32 expert stacks (rank %d's "
-                        "are bf16: an inference model)", ep->rank);
   for (int64_t i = 0; i < R; i++) {
     const int32_t e = plan->recv_expert[i];
     h->local[i] = e >= 0 && e < ep->cfg.n_experts ? ep->local_index[e] : -1;
@@ -385,7 +208,9 @@ static clmoe_status dense_tail(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, con
   CLMOE_TRY(clmoe__moe_new2(ctx, &sv->z, CLMOE_F32, m, l));
   CLMOE_TRY(clmoe_tensor_write(&sv->z, zh, clmoe_tensor_bytes(&sv->z)));
   if (c->latent > 0) {
-    CLMOE_TRY(clmoe__moe_new2(ctx, &sv->zn, CLMOE_F32, m, l));
+    /* zn feeds only W_up: bf16 with its bf16 copy (the norm rounds it once), as the
+     * single-rank layer keeps it */
+    CLMOE_TRY(clmoe__moe_new2(ctx, &sv->zn, ep->dense.w_up.dtype == CLMOE_BF16 ? CLMOE_BF16 : CLMOE_F32, m, l));
     CLMOE_TRY(clmoe_tensor_create(ctx, &sv->rstd, CLMOE_F32, 1, &m));
     CLMOE_TRY(clmoe_rmsnorm(ctx, &sv->z, &ep->dense.norm_gain, c->norm_eps, &sv->zn, &sv->rstd));
     CLMOE_TRY(clmoe_linear(ctx, &sv->zn, &ep->dense.w_up, NULL, y2));
@@ -437,6 +262,13 @@ void clmoe_moe_ep_saved_destroy(clmoe_moe_ep_saved *s)
 clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_moe_ep_layer *ep,
                                   const clmoe_tensor *x, clmoe_tensor *y, clmoe_moe_ep_saved *saved)
 {
+  return clmoe__moe_ep_forward(ctx, dist, ep, x, y, saved, 0);
+}
+
+clmoe_status clmoe__moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const struct clmoe_moe_ep_layer *ep,
+                                   const clmoe_tensor *x, clmoe_tensor *y, struct clmoe_moe_ep_saved *saved,
+                                   int tile)
+{
   int64_t m;
   CLMOE_TRY(want_forward(dist, ep, x, y, &m));
   const int64_t k = ep->cfg.top_k, l = clmoe__moe_width(&ep->cfg), d = ep->cfg.d;
@@ -462,7 +294,7 @@ clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist, const clmoe_
   CLMOE_TRY_GOTO(st, host_alloc((void **)&h.recv, s->plan->recv_rows * l, sizeof *h.recv), done);
   CLMOE_TRY_GOTO(st, host_alloc((void **)&h.local, s->plan->recv_rows, sizeof *h.local), done);
   CLMOE_TRY_GOTO(st, clmoe_ep_dispatch(dist, s->plan, h.xl, l, h.recv), done);
-  CLMOE_TRY_GOTO(st, experts_local(ctx, ep, s->plan, &h, train, &s->experts), done);
+  CLMOE_TRY_GOTO(st, experts_local(ctx, ep, s->plan, &h, train, tile, &s->experts), done);
   CLMOE_TRY_GOTO(st, clmoe_ep_combine(dist, s->plan, h.recv, l, h.out), done);
   if (m > 0) {
     combine_host(&h, m, k, l);

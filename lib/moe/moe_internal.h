@@ -133,4 +133,12 @@ struct clmoe_moe_ep_layer;
 clmoe_status clmoe__moe_ep_check_layer(const char *op, struct clmoe_dist *dist,
                                        const struct clmoe_moe_ep_layer *ep);
 
+/* clmoe_moe_ep_forward (moe_ep.c) with `tile`: bf16 expert stacks (a bf16 training step's
+ * copies) run on the tile path of moe_experts_bf16.c in inference mode too, as in train
+ * mode, instead of widened to fp32 (an inference model's bf16 stacks). */
+struct clmoe_moe_ep_saved;
+clmoe_status clmoe__moe_ep_forward(clmoe_ctx *ctx, struct clmoe_dist *dist, const struct clmoe_moe_ep_layer *ep,
+                                   const clmoe_tensor *x, clmoe_tensor *y, struct clmoe_moe_ep_saved *saved,
+                                   int tile);
+
 #endif

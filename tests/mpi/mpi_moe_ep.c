@@ -13,7 +13,10 @@
  * offset); --mutate-saved: the saved expert output of each rank's first routed copy is off
  * by 1 (only the backward sees it). Both must fail. --kimi: the layer in the Kimi Linear form
  * (no latent projection, SwiGLU, 2 groups of 11 experts of which 1 is kept, p = 2 s without
- * renormalisation). Prints "mpi_moe_ep: OK ..." on rank 0
+ * renormalisation). --bf16: the layer as a bf16 training step hands it over (bf16 copies of
+ * the weight matrices): the expert-parallel train forward and backward against the
+ * single-rank bf16 layer (1e-4) and against the fp32 layer (bf16 tolerance, 2e-2), the
+ * inference forward (stacks widened to fp32) against fp32. Prints "mpi_moe_ep: OK ..." on rank 0
  * when every rank passed; exits non-zero naming the rank otherwise. */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +29,11 @@
 #define TOKENS 45
 #define NGRAD 10 /* the layer's gradient tensors */
 #define TOLERANCE 1e-5
+/* --bf16: the expert-parallel bf16 layer against the single-rank bf16 layer (the same bf16
+ * weights and roundings; an input a few fp32 ulps apart may round to the neighbouring bf16
+ * value, 2^-8 relative of that element) and against the fp32 layer (bf16 tolerance). */
+#define TOLERANCE_SAME_BF16 1e-4
+#define TOLERANCE_BF16 2e-2
 
 
 /* The small layer: E not divisible by 3 or 4, k = 3, shared experts on (--kimi changes it). */
@@ -135,7 +143,7 @@ static double rel_error(const float *got, const float *want, int64_t n, const fl
 }
 
 /* Sums the gradients of every rank's part into the whole layer's shapes and compares. */
-static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const reference *r,
+static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const reference *r, double tol,
                        const char *name, double *worst)
 {
   clmoe_tensor *gt[NGRAD];
@@ -160,9 +168,9 @@ static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const r
     for (int64_t c = 0; c < n; c++) got[c] = (float)sum[c];
     double err = n > 0 ? rel_error(got, r->grad[i], n, r->grad[i], n) : 0.0;
     if (!(err <= *worst)) *worst = err;
-    if (!(err <= TOLERANCE)) {
-      fprintf(stderr, "mpi_moe_ep: rank %d, %s map: gradient %s relative error %g exceeds %g\n",
-              clmoe_dist_rank(mpi_dist), name, grad_name[i], err, TOLERANCE);
+    if (!(err <= tol)) {
+      fprintf(stderr, "mpi_moe_ep: rank %d, %s: gradient %s relative error %g exceeds %g\n",
+              clmoe_dist_rank(mpi_dist), name, grad_name[i], err, tol);
       bad = 1;
     }
     free(sum), free(got);
@@ -170,13 +178,51 @@ static int check_grads(const clmoe_moe_ep_layer *ep, clmoe_moe_grads *g, const r
   return bad;
 }
 
+/* The references a check compares with: the single-rank layer run as the expert-parallel
+ * one runs (fp32; with --bf16 the same layer with bf16 weight copies, a bf16 training step)
+ * within `tol`, and with --bf16 also the fp32 layer (r32) within bf16 tolerance. The bf16
+ * inference forward (bf16 stacks widened to fp32, fp32 rows) is compared with r32 only. */
+typedef struct refs {
+  const reference *r, *r32;
+  double tol;
+} refs;
+
+/* err[i] against its limit; returns 1 when over (NaN is over). */
+static int over(const double *err, const double *tol, const char *const *what, int n, const char *name,
+                double *worst)
+{
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    if (!(err[i] <= *worst)) *worst = err[i];
+    if (!(err[i] <= tol[i])) {
+      fprintf(stderr, "mpi_moe_ep: rank %d, %s: %s relative error %g exceeds %g\n", clmoe_dist_rank(mpi_dist),
+              name, what[i], err[i], tol[i]);
+      bad = 1;
+    }
+  }
+  return bad;
+}
+
+/* This rank's rows of a [TOKENS, d] result against a reference's. */
+static double rows_error(const clmoe_tensor *t, const float *want, int64_t first, int64_t m)
+{
+  if (m == 0) return 0.0;
+  const int64_t d = config.d;
+  float *h = read_host(t);
+  const double e = rel_error(h, want + first * d, m * d, want, TOKENS * d);
+  free(h);
+  return e;
+}
+
 /* One map: forward (inference and train mode) and backward on this rank's share against
- * the reference. Returns 1 when anything of this rank is off. */
+ * the references. Returns 1 when anything of this rank is off. */
 static int check(clmoe_ctx *ctx, const clmoe_moe_layer *full, const clmoe_expert_map *map,
-                 const char *name, const reference *r, const char *mutation, double *worst)
+                 const char *map_name, const refs *R, const char *mutation, double worst[2])
 {
   const int rank = clmoe_dist_rank(mpi_dist);
   const int64_t d = config.d;
+  const reference *r = R->r, *r32 = R->r32 ? R->r32 : R->r;
+  char name[64];
   int64_t first, m;
   share(rank, clmoe_dist_size(mpi_dist), &first, &m);
   clmoe_moe_ep_layer ep;
@@ -192,40 +238,65 @@ static int check(clmoe_ctx *ctx, const clmoe_moe_layer *full, const clmoe_expert
     TRY(clmoe_tensor_write(&x, r->x + first * d, (size_t)(m * d) * sizeof(float)));
     TRY(clmoe_tensor_write(&dy, r->dy + first * d, (size_t)(m * d) * sizeof(float)));
   }
-  const int64_t whole = TOKENS * d;
-  double err[3];
+  double err[5], tol[5];
   TRY(clmoe_moe_ep_forward(ctx, mpi_dist, &ep, &x, &y, NULL));
-  float *yh = read_host(&y);
-  err[0] = m > 0 ? rel_error(yh, r->y + first * d, m * d, r->y, whole) : 0.0;
-  free(yh);
+  err[0] = rows_error(&y, r32->y, first, m);
   clmoe_moe_ep_saved saved;
   clmoe_moe_grads g;
   TRY(clmoe_moe_ep_forward(ctx, mpi_dist, &ep, &x, &y, &saved));
   if (mutation && strcmp(mutation, "--mutate-saved") == 0 && m > 0) saved.out[0] += 1.0f;
-  yh = read_host(&y);
-  err[1] = m > 0 ? rel_error(yh, r->y + first * d, m * d, r->y, whole) : 0.0;
-  free(yh);
+  err[1] = rows_error(&y, r->y, first, m);
+  err[3] = rows_error(&y, r32->y, first, m);
   TRY(clmoe_moe_ep_grads_create(ctx, &ep, &g));
   TRY(clmoe_moe_ep_backward(ctx, mpi_dist, &ep, &x, &saved, &dy, &g, &dx));
-  float *dxh = read_host(&dx);
-  err[2] = m > 0 ? rel_error(dxh, r->dx + first * d, m * d, r->dx, whole) : 0.0;
-  free(dxh);
-  static const char *const what[3] = {"y (inference)", "y (train)", "dx"};
-  int bad = 0;
-  for (int i = 0; i < 3; i++) {
-    if (!(err[i] <= *worst)) *worst = err[i];
-    if (!(err[i] <= TOLERANCE)) {
-      fprintf(stderr, "mpi_moe_ep: rank %d, %s map: %s relative error %g exceeds %g\n", rank, name,
-              what[i], err[i], TOLERANCE);
-      bad = 1;
-    }
+  err[2] = rows_error(&dx, r->dx, first, m);
+  err[4] = rows_error(&dx, r32->dx, first, m);
+  /* [0] against r (the inference forward: r32), [1] with --bf16 against r32 */
+  static const char *const what[5] = {"y (train)", "dx", "y (inference)", "y (train)", "dx"};
+  const double e[5] = {err[1], err[2], err[0], err[3], err[4]};
+  tol[0] = tol[1] = R->tol, tol[2] = R->r32 ? TOLERANCE_BF16 : R->tol, tol[3] = tol[4] = TOLERANCE_BF16;
+  snprintf(name, sizeof name, "%s map%s", map_name, R->r32 ? " (bf16)" : "");
+  int bad = over(e, tol, what, R->r32 ? 2 : 3, name, &worst[0]);
+  bad |= check_grads(&ep, &g, r, R->tol, name, &worst[0]);
+  if (R->r32) {
+    snprintf(name, sizeof name, "%s map (bf16 against fp32)", map_name);
+    bad |= over(e + 2, tol + 2, what + 2, 3, name, &worst[1]);
+    bad |= check_grads(&ep, &g, R->r32, TOLERANCE_BF16, name, &worst[1]);
   }
-  bad |= check_grads(&ep, &g, r, name, worst);
   clmoe_moe_grads_destroy(&g);
   clmoe_moe_ep_saved_destroy(&saved);
   clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&y), clmoe_tensor_destroy(&dy), clmoe_tensor_destroy(&dx);
   clmoe_moe_ep_layer_destroy(&ep);
   return bad;
+}
+
+/* The layer with bf16 copies of its weight matrices in place of the fp32 ones (what a bf16
+ * training step hands the layer; the gain and the bias stay fp32): *copy shares full's
+ * other tensors, and clmoe_moe_layer_destroy must not see it (bf16_layer_destroy). */
+static clmoe_tensor *bf16_matrix(clmoe_moe_layer *L, int i)
+{
+  clmoe_tensor *t[9] = {&L->w_router, &L->w_down, &L->w_up, &L->w_gate, &L->w_upp, &L->w_dn,
+                        &L->shared.w_gate, &L->shared.w_upp, &L->shared.w_dn};
+  return t[i];
+}
+
+static void bf16_layer(clmoe_ctx *ctx, const clmoe_moe_layer *full, clmoe_moe_layer *copy)
+{
+  *copy = *full;
+  for (int i = 0; i < 9; i++) {
+    clmoe_tensor *c = bf16_matrix(copy, i);
+    const clmoe_tensor *f = bf16_matrix((clmoe_moe_layer *)full, i);
+    if (!f->buf) continue;
+    memset(c, 0, sizeof *c);
+    TRY(clmoe_tensor_create(ctx, c, CLMOE_BF16, f->ndim, f->shape));
+    TRY(clmoe_tensor_copy(c, f));
+  }
+}
+
+static void bf16_layer_destroy(const clmoe_moe_layer *full, clmoe_moe_layer *copy)
+{
+  for (int i = 0; i < 9; i++)
+    if (bf16_matrix((clmoe_moe_layer *)full, i)->buf) clmoe_tensor_destroy(bf16_matrix(copy, i));
 }
 
 int main(int argc, char **argv)
@@ -237,7 +308,12 @@ int main(int argc, char **argv)
     return 1;
   }
   const char *mutation = NULL;
+  int bf16 = 0;
   for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--bf16") == 0) {
+      bf16 = 1;
+      continue;
+    }
     if (strcmp(argv[i], "--kimi") != 0) {
       mutation = argv[i];
       continue;
@@ -252,8 +328,13 @@ int main(int argc, char **argv)
   TRY(clmoe_moe_layer_create(ctx, &full, &config));
   TRY(clmoe_moe_layer_init(&full, 8, 0.3f));
   TRY(clmoe_tensor_fill_uniform(&full.bias, 81, -0.1f, 0.1f));
-  reference ref;
-  reference_compute(ctx, &full, &ref);
+  clmoe_moe_layer full16; /* --bf16: the layer a bf16 training step runs */
+  reference ref, ref32;
+  if (bf16) bf16_layer(ctx, &full, &full16);
+  reference_compute(ctx, bf16 ? &full16 : &full, &ref);
+  if (bf16) reference_compute(ctx, &full, &ref32);
+  const refs R = {&ref, bf16 ? &ref32 : NULL, bf16 ? TOLERANCE_SAME_BF16 : TOLERANCE};
+  const clmoe_moe_layer *use = bf16 ? &full16 : &full;
 
   clmoe_expert_map *even = NULL, *balanced = NULL;
   TRY(clmoe_expert_map_even(E, size, &even));
@@ -261,13 +342,14 @@ int main(int argc, char **argv)
   for (int e = 0; e < E; e++) load[e] = 100.0 / (e + 1);
   int slots = even->slots + 1 > E ? E : even->slots + 1;
   TRY(clmoe_expert_map_balance(load, E, size, slots, &balanced));
-  double worst = 0.0; /* this rank's largest relative error */
-  int64_t bad = check(ctx, &full, even, "even", &ref, mutation, &worst);
-  bad += check(ctx, &full, balanced, "balanced", &ref, mutation, &worst);
+  double worst[2] = {0.0, 0.0}; /* this rank's largest relative errors: against ref, ref32 */
+  int64_t bad = check(ctx, use, even, "even", &R, mutation, worst);
+  bad += check(ctx, use, balanced, "balanced", &R, mutation, worst);
 
   clmoe_expert_map_destroy(even);
   clmoe_expert_map_destroy(balanced);
   reference_free(&ref);
+  if (bf16) reference_free(&ref32), bf16_layer_destroy(&full, &full16);
   clmoe_moe_layer_destroy(&full);
   clmoe_pool_stats pool;
   clmoe_ctx_pool_stats(ctx, &pool); /* every tensor given back */
@@ -278,9 +360,13 @@ int main(int argc, char **argv)
   }
   clmoe_ctx_destroy(ctx);
   TRY(clmoe_dist_allreduce_sum_i64(mpi_dist, &bad, 1));
-  if (bad == 0 && clmoe_dist_rank(mpi_dist) == 0)
+  if (bad == 0 && clmoe_dist_rank(mpi_dist) == 0 && !bf16)
     printf("mpi_moe_ep: OK %d rank%s, forward and backward, relative error %.3g on rank 0 "
-           "(tolerance %g)\n", size, size == 1 ? "" : "s", worst, TOLERANCE);
+           "(tolerance %g)\n", size, size == 1 ? "" : "s", worst[0], TOLERANCE);
+  else if (bad == 0 && clmoe_dist_rank(mpi_dist) == 0)
+    printf("mpi_moe_ep: OK %d rank%s, forward and backward in bf16, relative error %.3g against the "
+           "single-rank bf16 layer (tolerance %g), %.3g against fp32 (tolerance %g) on rank 0\n", size,
+           size == 1 ? "" : "s", worst[0], TOLERANCE_SAME_BF16, worst[1], TOLERANCE_BF16);
   else if (bad && clmoe_dist_rank(mpi_dist) == 0)
     printf("mpi_moe_ep: FAILED on %lld check%s\n", (long long)bad, bad == 1 ? "" : "s");
   TRY(clmoe_dist_finalize(mpi_dist));
