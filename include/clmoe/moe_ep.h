@@ -87,7 +87,7 @@ CLMOE_API void clmoe_moe_ep_saved_destroy(clmoe_moe_ep_saved *s);
  * bf16 weight matrices (the layer as a bf16 training step hands it over, or from a whole
  * bf16 layer): in train mode the local experts' products (and the backward's) run on the
  * tile path with bf16 operands and fp32 accumulation, as clmoe_moe_forward's; in inference
- * mode each expert reached is widened to fp32 and multiplies fp32 rows. */
+ * mode the grouped kernels read the bf16 experts as they are and multiply fp32 rows. */
 CLMOE_API clmoe_status clmoe_moe_ep_forward(clmoe_ctx *ctx, clmoe_dist *dist,
                                             const clmoe_moe_ep_layer *ep, const clmoe_tensor *x,
                                             clmoe_tensor *y, clmoe_moe_ep_saved *saved);

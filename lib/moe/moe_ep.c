@@ -76,62 +76,14 @@ done:
   return st;
 }
 
-/* Rows [from, from + n) of a [E, a, b] tensor into rows [to, to + n) of another. */
-static clmoe_status copy_rows(const clmoe_tensor *src, int64_t from, int64_t n, clmoe_tensor *dst, int64_t to)
-{
-  const int64_t shape[2] = {n * src->shape[1], src->shape[2]}, per = src->shape[1] * src->shape[2];
-  clmoe_tensor s, d;
-  CLMOE_TRY(clmoe_tensor_view(src, &s, 2, shape, from * per));
-  CLMOE_TRY(clmoe_tensor_view(dst, &d, 2, shape, to * per));
-  return clmoe_tensor_copy(&d, &s);
-}
-
-/* bf16 expert stacks (an inference model): *W = the local experts that the R rows reach,
- * nh of them in local order, as fp32 copies [nh, ...] (exact; a run of consecutive experts
- * in one copy), and local[] renumbered to W's experts. A decode step widens the few experts
- * its tokens chose, not the rank's whole stacks. */
-static clmoe_status widen_reached(clmoe_ctx *ctx, const clmoe_moe_layer *X, int64_t n_local, int64_t R,
-                                  int32_t *local, clmoe_moe_layer *W)
-{
-  int32_t *idx = calloc((size_t)n_local, sizeof *idx); /* [n_local] reached: W's index + 1, else 0 */
-  if (!idx) return clmoe__error(CLMOE_ERR_OUT_OF_MEMORY, "clmoe_moe_ep_forward: expert table");
-  for (int64_t i = 0; i < R; i++) idx[local[i]] = 1;
-  int32_t nh = 0;
-  for (int64_t j = 0; j < n_local; j++) idx[j] = idx[j] ? ++nh : 0;
-  for (int64_t i = 0; i < R; i++) local[i] = idx[local[i]] - 1;
-  const int64_t l = X->w_gate.shape[2], f = X->w_gate.shape[1];
-  clmoe_status st;
-  *W = *X;
-  W->cfg.n_experts = nh;
-  memset(&W->w_gate, 0, sizeof W->w_gate), memset(&W->w_upp, 0, sizeof W->w_upp), memset(&W->w_dn, 0, sizeof W->w_dn);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &W->w_gate, CLMOE_F32, 3, (int64_t[]){nh, f, l}), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &W->w_upp, CLMOE_F32, 3, (int64_t[]){nh, f, l}), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &W->w_dn, CLMOE_F32, 3, (int64_t[]){nh, l, f}), done);
-  for (int64_t j = 0; j < n_local;) {
-    if (!idx[j]) {
-      j++;
-      continue;
-    }
-    int64_t n = 1;
-    while (j + n < n_local && idx[j + n]) n++;
-    CLMOE_TRY_GOTO(st, copy_rows(&X->w_gate, j, n, &W->w_gate, idx[j] - 1), done);
-    CLMOE_TRY_GOTO(st, copy_rows(&X->w_upp, j, n, &W->w_upp, idx[j] - 1), done);
-    CLMOE_TRY_GOTO(st, copy_rows(&X->w_dn, j, n, &W->w_dn, idx[j] - 1), done);
-    j += n;
-  }
-done:
-  free(idx);
-  return st;
-}
-
 /* The local experts on the R received rows h->recv [R, l], in place: grouped by local
  * expert with the single-rank dispatch, the expert products, and back to received order
  * with a combine of weight 1 (exact). The dispatch, xs, act (and in train mode u, w) stay
  * in sv for the backward. bf16 stacks: in train mode, or with `tile` (a bf16 training
  * step's inference forward), the bf16 copies of a training step on the tile path of
  * moe_experts_bf16.c (bf16 operands, fp32 accumulation), as the single-rank layer runs
- * them; otherwise (an inference model) on fp32 copies of the experts reached
- * (widen_reached), bf16 weights times fp32 rows as every generation path. */
+ * them; otherwise (an inference model) read as they are by the grouped kernels of
+ * clmoe_moe_forward_infer: bf16 weights times fp32 rows, as every generation path. */
 static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, const clmoe_ep_plan *plan,
                                   ep_host *h, int train, int tile, clmoe_moe_saved *sv)
 {
@@ -149,18 +101,15 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
                           ep->rank, (int)e);
   }
   clmoe_tensor ones = {0}, xr = {0}, yr = {0};
-  clmoe_moe_layer W = {0}; /* bf16 stacks: the reached experts in fp32 */
   clmoe_status st;
-  if (narrow) CLMOE_TRY_GOTO(st, widen_reached(ctx, X, ep->n_local, R, h->local, &W), done);
-  const clmoe_moe_layer *use = narrow ? &W : X;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->topk, CLMOE_I32, R, 1), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&sv->topk, h->local, clmoe_tensor_bytes(&sv->topk)), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &ones, CLMOE_F32, R, 1), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_fill(&ones, 1.0), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &xr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_write(&xr, h->recv, clmoe_tensor_bytes(&xr)), done);
-  CLMOE_TRY_GOTO(st, clmoe_moe_dispatch_create(ctx, &sv->topk, use->cfg.n_experts,
-                                               use->cfg.gemm == CLMOE_MOE_GEMM_PADDED, &sv->disp), done);
+  CLMOE_TRY_GOTO(st, clmoe_moe_dispatch_create(ctx, &sv->topk, X->cfg.n_experts,
+                                               !narrow && X->cfg.gemm == CLMOE_MOE_GEMM_PADDED, &sv->disp), done);
   const int64_t Rd = sv->disp.rows;
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->xs, CLMOE_F32, Rd, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->act, CLMOE_F32, Rd, f), done);
@@ -171,15 +120,16 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->ys, CLMOE_F32, Rd, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &yr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_gather(ctx, &sv->disp, &xr, &sv->xs), done);
-  CLMOE_TRY_GOTO(st,
-                 clmoe__moe_experts_forward(ctx, use, &sv->disp, &sv->xs, train ? &sv->u : NULL,
-                                            train ? &sv->w : NULL, &sv->act, &sv->ys),
-                 done);
+  if (narrow) CLMOE_TRY_GOTO(st, clmoe__moe_experts_forward_infer(ctx, X, &sv->disp, &sv->xs, &sv->act, &sv->ys), done);
+  else
+    CLMOE_TRY_GOTO(st,
+                   clmoe__moe_experts_forward(ctx, X, &sv->disp, &sv->xs, train ? &sv->u : NULL,
+                                              train ? &sv->w : NULL, &sv->act, &sv->ys),
+                   done);
   CLMOE_TRY_GOTO(st, clmoe_moe_combine(ctx, &sv->disp, &ones, &sv->ys, &yr), done);
   st = clmoe_tensor_read(&yr, h->recv, clmoe_tensor_bytes(&yr));
 done:
   clmoe_tensor_destroy(&ones), clmoe_tensor_destroy(&xr), clmoe_tensor_destroy(&yr);
-  clmoe_tensor_destroy(&W.w_gate), clmoe_tensor_destroy(&W.w_upp), clmoe_tensor_destroy(&W.w_dn);
   return st;
 }
 
