@@ -134,19 +134,25 @@ torch)
   cat $R/gpu.txt $R/summary.txt; tail -5 $R/torch.txt; steprate $R/train-after.txt
   ;;
 k48)
-  timeout 300 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia \
+  # at most 560 s in all: one process per measurement, each making the 98 GB of random weights
+  timeout 200 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia \
     --prefill-bench 4096,16384 --bench-steps 8 --json $R/k48-prefill.json > /dev/null 2> $R/k48-prefill.err
   say "k48 prefill rc=$?"
   pack
-  for b in 1 8 64; do
+  for b in 8 1 64; do # b8 first: it builds the decode kernels b1 then finds cached
     args=; for i in $(seq $b); do args="$args --prompt-ids 1,2,3,4,5,6,7,$i"; done
     # shellcheck disable=SC2086
-    timeout 150 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia $args -n 64 \
+    timeout 90 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia $args -n 48 \
       --greedy --quiet --json $R/k48-b$b.json > /dev/null 2> $R/k48-b$b.err
     say "k48 b$b rc=$? $(grep -o '"decode_tokens_per_s": [0-9.]*' $R/k48-b$b.json)"
     pack
   done
-  cat $R/gpu.txt $R/summary.txt; tail -6 $R/k48-prefill.err; grep -h "memory\|weights" $R/k48-b1.err | head -4
+  timeout 80 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia \
+    --prompt-ids 1,2,3,4,5,6,7,8 -n 24 --greedy --profile --json $R/k48-profile-b1.json > /dev/null 2> $R/k48-profile-b1.err
+  say "k48 profile b1 rc=$?"
+  pack
+  cat $R/gpu.txt $R/summary.txt; tail -8 $R/k48-prefill.err; grep -h "memory\|weights" $R/k48-b1.err | head -4
+  grep -A8 "^profile" $R/k48-profile-b1.err | head -10
   ;;
 *)
   echo "usage: sh docs/data/2026-12-06-h200-plan.sh train|core|decode|torch|k48" >&2

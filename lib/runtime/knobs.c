@@ -136,8 +136,8 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                                          "forward (0: the most, by device)", "testing", 0},
     [CLMOE_K_MLA_TC_BWD] = {"CLMOE_MLA_TC_BWD", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1", NULL,
                             "the MLA tile backward's double-buffered kernels and the bf16 copies of fp32 "
-                            "operands (auto: on the portable tiles; on a matrix unit only when 1, until "
-                            "they have run there)", "tuning", 0},
+                            "operands (auto or 1: on; 0: the earlier kernels, fp32 operands rounded per "
+                            "tile)", "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};
