@@ -111,7 +111,7 @@ done:
 static const gemv_case f32_plain = {1, 300, 3, {5, 130, 64}, CLMOE_F32, CLMOE_GEN_GEMV_PLAIN, 0, 0};
 static const gemv_case bf16_plain = {1, 300, 3, {5, 130, 64}, CLMOE_BF16, CLMOE_GEN_GEMV_PLAIN, 0, 0};
 static const gemv_case bf16_six = {3, 200, 6, {1, 7, 64, 33, 70, 2}, CLMOE_BF16, CLMOE_GEN_GEMV_PLAIN, 0, 1};
-static const gemv_case bf16_norm = {5, 96, 2, {40, 9}, CLMOE_BF16, CLMOE_GEN_GEMV_RMSNORM, 0, 0};
+static const gemv_case bf16_norm = {5, 100, 2, {40, 9}, CLMOE_BF16, CLMOE_GEN_GEMV_RMSNORM, 0, 0};
 static const gemv_case bf16_swiglu = {16, 150, 1, {37}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SWIGLU, 1};
 static const gemv_case bf16_situ = {2, 65, 1, {20}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SITU, 0};
 static const gemv_case bf16_gate = {4, 128, 1, {48}, CLMOE_BF16, CLMOE_GEN_GEMV_GATE, 0, 1};

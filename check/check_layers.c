@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/generate.h"
 #include "conformance.h"
+#include "ref/reference.h"
 #include "ref/ref_kda.h"
 #include "ref/ref_layers.h"
 
@@ -63,6 +65,54 @@ done:
   return st;
 }
 
+/* The decode step's AttnRes + RMSNorm launch: h and hn against the double reference, or
+ * (bits) h against clmoe_attn_res's on the same device, to the bit. */
+static clmoe_status check_gen_attn_res(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int64_t S, int64_t T,
+                                       int64_t d, int bits)
+{
+  clmoe_status st = CLMOE_OK;
+  clmoe_tensor src = {0}, w = {0}, g = {0}, gn = {0}, h = {0}, hn = {0}, ht = {0}, al = {0};
+  double *hs = NULL, *hw = NULL, *hg = NULL, *hgn = NULL, *got = NULL, *got2 = NULL, *ref = NULL, *ref2 = NULL;
+  double *alpha = NULL;
+  const int64_t ss[3] = {S, T, d}, st2[2] = {T, d}, sa[2] = {T, S};
+  const size_t nh = (size_t)(T * d);
+  CK(ck_uniform(ctx, &src, CLMOE_F32, 3, ss, seed, -2.0f, 2.0f, &hs));
+  CK(ck_uniform(ctx, &w, CLMOE_F32, 1, &d, seed + 1, -0.3f, 0.3f, &hw));
+  CK(ck_uniform(ctx, &g, CLMOE_F32, 1, &d, seed + 2, 0.5f, 1.5f, &hg));
+  CK(ck_uniform(ctx, &gn, CLMOE_F32, 1, &d, seed + 3, 0.5f, 1.5f, &hgn));
+  clmoe_tensor *out[4] = {&h, &hn, &ht, &al};
+  for (int i = 0; i < 4; i++) {
+    CK(clmoe_tensor_create(ctx, out[i], CLMOE_F32, 2, i < 3 ? st2 : sa));
+    CK(clmoe_tensor_fill(out[i], NAN));
+  }
+  CK(clmoe_gen_attn_res_norm(ctx, &src, &w, &g, &gn, 1e-5f, &h, &hn));
+  CK(ck_read(&h, &got));
+  if (bits) {
+    CK(clmoe_attn_res(ctx, &src, &w, &g, 1e-5f, &ht, &al));
+    CK(ck_read(&ht, &ref));
+    res->tolerance = 0.0;
+    ck_compare("h", got, ref, nh, res);
+    goto done;
+  }
+  CK_ALLOC(ref, nh);
+  CK_ALLOC(ref2, nh);
+  CK_ALLOC(alpha, T * S);
+  ref_attn_res(hs, S, T, d, hw, hg, 1e-5, ref, alpha);
+  ref_rmsnorm(ref, hgn, T, d, 1e-5, ref2);
+  CK(ck_read(&hn, &got2));
+  res->tolerance = TOL;
+  ck_compare("h", got, ref, nh, res);
+  ck_compare("hn", got2, ref2, nh, res);
+done:
+  free(hs), free(hw), free(hg), free(hgn), free(got), free(got2), free(ref), free(ref2), free(alpha);
+  clmoe_tensor *all[] = {&src, &w, &g, &gn, &h, &hn, &ht, &al};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clmoe_tensor_destroy(all[i]);
+  return st;
+}
+
+static clmoe_status ar_gen(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_gen_attn_res(c, s, r, 3, 2, 1024, 0); }
+static clmoe_status ar_gen_many(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_gen_attn_res(c, s, r, 9, 3, 300, 0); }
+static clmoe_status ar_gen_bits(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_gen_attn_res(c, s, r, 6, 4, 1030, 1); }
 static clmoe_status ar_fwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_attn_res(c, s, r, 3, 37, 64, 0, 0.3f); }
 static clmoe_status ar_fwd_one(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_attn_res(c, s, r, 1, 5, 300, 0, 0.3f); }
 static clmoe_status ar_fwd_zero(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_attn_res(c, s, r, 4, 9, 33, 0, 0.0f); }
@@ -254,4 +304,7 @@ const clmoe_check clmoe_checks_layers[] = {
     {"attn_res.backward", "backward, 3 sources, d 64", ar_bwd},
     {"attn_res.backward.wide", "backward, 7 sources, d 1030", ar_bwd_wide},
     {"attn_res.backward.one", "backward, a single source", ar_bwd_one},
+    {"attn_res.gen_norm", "decode step's AttnRes + RMSNorm launch, 3 sources, 2 tokens, d 1024", ar_gen},
+    {"attn_res.gen_norm.many", "the same with 9 sources (three batches of sums), d 300", ar_gen_many},
+    {"attn_res.gen_norm.bits", "its h equals clmoe_attn_res's to the bit (6 sources, d 1030)", ar_gen_bits},
     {NULL, NULL, NULL}};

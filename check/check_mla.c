@@ -310,8 +310,9 @@ done:
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 0, 3};
 static const int32_t lens_layer[] = {7, 0, 33, 1};
 static const int32_t prompts[] = {5, 0, 70};
-static const int32_t prompts_long[] = {600, 3};
-static const int32_t prompts_long_small[] = {300, 3}; /* (smallest sizes: still 2 splits) */
+/* a 2100-token context decodes in splits of 64, next to one of 32 (MLA_DECODE_SPLIT) */
+static const int32_t prompts_long[] = {2100, 3};
+static const int32_t prompts_long_small[] = {100, 3}; /* (smallest sizes: still 4 splits) */
 
 /*                       B  T    H  Dn   Dr  Dv   lens        nl q/k/v o    what */
 ATTN_CHECK(fwd_t1,      {2, 1,   2, 16,  8,  16,  NULL,       0, F,    F,   A_FWD})
@@ -371,7 +372,7 @@ const clmoe_check clmoe_checks_mla[] = {
     {"mla.layer.backward", "layer backward (dx and every weight), packed", layer_bwd},
     {"mla.decode", "prefill 5,0,70 + 9 absorbed decode steps = training-form forward", decode},
     {"mla.decode.bf16", "prefill + decode with a bf16 cache", decode_bf16},
-    {"mla.decode.long", "a 602-token context: two decode splits merged", decode_long},
+    {"mla.decode.long", "a 2100-token context (splits of 64) beside a 3-token one (of 32)", decode_long},
     {"mla.layer.qdirect", "layer forward with q_rank 0 (q = W_q x), packed", qdirect_fwd},
     {"mla.layer.qdirect.backward", "layer backward with q_rank 0 (dx, w_q and the rest)", qdirect_bwd},
     {"mla.layer.ungated", "layer forward without the output gate, packed", ungated_fwd},

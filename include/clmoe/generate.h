@@ -92,7 +92,8 @@ CLMOE_API clmoe_dtype clmoe_gen_weights(const clmoe_model *model);
  * y_i [T, n_i] = (accumulate ? y_i : 0) + in(x) W_i^T for n (1 to 6) matrices W_i [n_i, K]
  * that share x [T, K] (f32); the W_i all fp32 or all bf16, sums in fp32. in: x itself,
  * RMSNorm(x) times gain [K] (eps), glu(x, x2) (glu a clmoe_glu), or x sigmoid(x2). Each
- * output is 64 lane-strided partial sums added in lane order on every device. */
+ * output is 16 partial sums added in order, partial i over the 8-element vectors i, i + 16,
+ * ... of K, on every device. */
 typedef enum clmoe_gen_gemv_input {
   CLMOE_GEN_GEMV_PLAIN = 0,
   CLMOE_GEN_GEMV_RMSNORM = 1,
@@ -103,6 +104,13 @@ CLMOE_API clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, con
                                       const clmoe_tensor *gain, clmoe_gen_gemv_input in, int glu, float eps,
                                       int accumulate, int n, const clmoe_tensor *const *w,
                                       clmoe_tensor *const *y);
+/* A decode step's Block AttnRes and the next sub-layer's RMSNorm in one launch, for checks:
+ * h [T, d] = AttnRes of src [S <= 32, T, d] (f32, contiguous) with w and gain [d] (h equals
+ * clmoe_attn_res's to the bit), hn [T, d] = h rstd norm, rstd = 1 / sqrt(mean(h^2) + eps).
+ * h and hn start their buffers. */
+CLMOE_API clmoe_status clmoe_gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
+                                               const clmoe_tensor *gain, const clmoe_tensor *norm, float eps,
+                                               clmoe_tensor *h, clmoe_tensor *hn);
 
 /* ids [R] (i32) = the greedy token of each row of logits [R, V] (f32, whole tensors): the
  * largest logit, the lowest index on ties (clmoe_gen_sample's greedy rule), or -1 - i for a

@@ -262,10 +262,12 @@ CLMOE_API clmoe_status clmoe_moe_forward_infer(clmoe_ctx *ctx, const clmoe_moe_l
  * tokens, e.g. a decode step: two kernels over the m k (token, chosen expert) pairs read the
  * router's choice on the device and run the experts without sorting or dispatch (no host
  * read); each pair reads its expert's weights, so for many tokens clmoe_moe_forward is
- * faster. Routed experts in fp32. accumulate 1: y += MoE(x) (a residual stream); 0: y =
+ * faster. Routed experts in fp32 or bf16 (fp32 sums), top_k at most
+ * CLMOE_MOE_DECODE_TOPK_MAX. accumulate 1: y += MoE(x) (a residual stream); 0: y =
  * MoE(x), y not read. topk (i32 [m, k], may be NULL) receives the router's choice. The
  * router's product is summed in another order than clmoe_moe_route's, so a near-tie (within
  * fp32 rounding) may choose differently. */
+#define CLMOE_MOE_DECODE_TOPK_MAX 64
 CLMOE_API clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
                                                 const clmoe_tensor *x, int accumulate,
                                                 clmoe_tensor *y, clmoe_tensor *topk);

@@ -6,7 +6,7 @@
  *
  * mla_cache_write: writes the rows of a batch of tokens (map[i] = (sequence, position));
  *   mla_cache_gather reads them back into contiguous f32 (chunked prefill, training form).
- * mla_decode_attn: one work-group per (split of `split` tokens, group of HG heads,
+ * mla_decode_attn: one work-group per (split of MLA_DECODE_SPLIT(len) tokens, group of HG heads,
  *   sequence). In absorbed form every head attends to the same cache rows with the query
  *   [q_c = W_uk^T q_n; q_r] (DC + DR wide, pre-scaled by scale log2 e): the rows are loaded
  *   once per tile of BT tokens for all HG heads. Work-item (head hh, lane): scores by
@@ -99,13 +99,13 @@ __kernel void mla_lens_inc(__global int *lens, int n)
 __kernel __attribute__((reqd_work_group_size(MLA_WG, 1, 1)))
 void mla_decode_attn(__global const float *qc, ulong qco, __global const float *q, ulong qo, uint q_ts,
                      uint q_hs, __global const cache_t *cache, __global const int *table, int maxb,
-                     __global const int *lens, int H, int split, int nsplit, float sl2,
+                     __global const int *lens, int H, int nsplit, float sl2,
                      __global float *pm, __global float *pl, __global float *po)
 {
   __local float Qs[HG][DL + 1], Cs[BT][DL + 1], red[HG][BT][NSUB + 1]; /* MLA_DECODE_LOCAL_BYTES */
   const int lid = (int)get_local_id(0), hh = lid / LH, lane = lid % LH;
   const int sp = (int)get_group_id(0), g = (int)get_group_id(1), n = (int)get_group_id(2);
-  const int len = lens[n], tb0 = sp * split;
+  const int len = lens[n], split = MLA_DECODE_SPLIT(len), tb0 = sp * split;
   if (tb0 >= len) return; /* the whole work-group: this split is past the sequence's end */
   const int te = min(len, tb0 + split);
   for (int e = lid; e < HG * DL; e += MLA_WG) {
@@ -172,12 +172,12 @@ void mla_decode_attn(__global const float *qc, ulong qco, __global const float *
 /* oc[n][h][j] = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s over the splits of sequence n,
  * in order; one work-item per (j, h, n). */
 __kernel void mla_decode_combine(__global const float *pm, __global const float *pl,
-                                 __global const float *po, __global const int *lens, int H, int split,
-                                 int nsplit, __global float *oc)
+                                 __global const float *po, __global const int *lens, int H, int nsplit,
+                                 __global float *oc)
 {
   const int j = (int)get_global_id(0), h = (int)get_global_id(1), n = (int)get_global_id(2);
   if (j >= DC) return;
-  const int ns = (lens[n] + split - 1) / split;
+  const int split = MLA_DECODE_SPLIT(lens[n]), ns = (lens[n] + split - 1) / split;
   const ulong base = ((ulong)n * (ulong)H + (ulong)h) * (ulong)nsplit;
   float M = -INFINITY;
   for (int s = 0; s < ns; s++) M = fmax(M, pm[base + s]);
@@ -201,7 +201,8 @@ __kernel void mla_dec_absorb_q(__global const float *q, ulong qo, int dqk, int d
   __global const float *qh = q + qo + ((ulong)n * (ulong)H + (ulong)h) * (ulong)dqk;
   const ulong w0 = wo + (ulong)h * (ulong)dkv * DC + (ulong)j;
   float a = 0.0f;
-  for (int i = 0; i < dn; i++) a += qh[i] * WLOAD(w, w0 + (ulong)i * DC);
+#pragma unroll 8
+  for (int i = 0; i < dn; i++) a += qh[i] * WLOAD(w, w0 + (ulong)i * DC); /* (unrolled: loads in flight) */
   qc[((ulong)n * (ulong)H + (ulong)h) * DC + j] = a;
 }
 

@@ -12,8 +12,10 @@
  * attention output gate). beta is 0 (Y is only written) or 1.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
- * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
- * bits do not depend on the device's work-group size or on GV_ROWS and GV_TOK. */
+ * tokens. K is read in vectors of 8 elements (one 16- or 32-byte load per work-item), and
+ * each output is GV_CH (16) partial sums added in order, partial ch over the vectors ch,
+ * ch + 16, ...: the 16 work-items of a row read 16 adjacent vectors, and the bits do not
+ * depend on the device's work-group size or on GV_ROWS and GV_TOK. */
 #ifndef GV_ROWS
 #define GV_ROWS 4
 #endif
@@ -21,13 +23,16 @@
 #define GV_TOK 4
 #endif
 #define GV_LANES 64
+#define GV_CH 16
 #define GV_SLOTS 6
 #if defined(GV_WBF16) && GV_WBF16
 typedef ushort gv_w_t;
 #define GV_W(p, i) bf16_to_f32((p)[i])
+#define GV_W8(p, i) bf16x8_to_f32(vload8(0, (p) + (i)))
 #else
 typedef float gv_w_t;
 #define GV_W(p, i) ((p)[i])
+#define GV_W8(p, i) vload8(0, (p) + (i))
 #endif
 
 inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
@@ -36,6 +41,32 @@ inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 inline float gv_glu(int glu, float u, float w)
 {
   return glu ? u * gv_sigmoid(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid(u) * (25.0f * tanh(w / 25.0f));
+}
+
+/* The row of x token t0 + t reads (an absent token reads t0's: no output is written). */
+inline ulong gv_row(int t0, int t, int T, int K) { return (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K; }
+
+/* in(x) at element i of x (column c), by mode; rs is the token's rstd in mode 1. */
+inline float gv_in(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
+                   __global const float *gain, int mode, int glu, float rs, ulong i, int c)
+{
+  const float v = x[xoff + i];
+  return mode == 1   ? v * rs * gain[c]
+         : mode == 2 ? gv_glu(glu, v, x2[x2off + i])
+         : mode == 3 ? v * gv_sigmoid(x2[x2off + i])
+                     : v;
+}
+
+/* The same for the eight elements i .. i + 7. */
+inline float8 gv_in8(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
+                     __global const float *gain, int mode, int glu, float rs, ulong i, int c)
+{
+  const float8 v = vload8(0, x + xoff + i);
+  if (mode == 0) return v;
+  if (mode == 1) return v * rs * vload8(0, gain + c);
+  float e[8];
+  for (int u = 0; u < 8; u++) e[u] = gv_in(x, xoff, x2, x2off, gain, mode, glu, rs, i + (ulong)u, c + u);
+  return vload8(0, e);
 }
 
 /* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
@@ -47,7 +78,8 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
                 GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
                 GV_SLOT_ARGS(5))
 {
-  __local float part[GV_TOK * GV_ROWS][GV_LANES];
+  /* the rstd partials [GV_TOK][GV_LANES], then the products' [GV_TOK GV_ROWS][GV_CH] */
+  __local float part[GV_TOK * (GV_ROWS * GV_CH > GV_LANES ? GV_ROWS * GV_CH : GV_LANES)];
   __local float rs[GV_TOK];
   const int lane = get_local_id(0);
   /* which slot and rows: blocks of GV_ROWS rows, slot after slot, then token tiles */
@@ -72,44 +104,49 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
           const float v = x[xoff + (ulong)(t0 + t) * (ulong)K + (ulong)c];
           a += v * v;
         }
-      part[t][lane] = a;
+      part[t * GV_LANES + lane] = a;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lane < GV_TOK) {
       float a = 0.0f;
-      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
+      for (int i = 0; i < GV_LANES; i++) a += part[lane * GV_LANES + i];
       rs[lane] = rsqrt(a / (float)K + eps); /* as kernels_cl/ops/norm.cl */
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  float acc[GV_TOK][GV_ROWS];
-  for (int t = 0; t < GV_TOK; t++)
-    for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
-  for (int c = lane; c < K; c += GV_LANES) {
-    float xv[GV_TOK];
-    for (int t = 0; t < GV_TOK; t++) {
-      const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
-      const float v = x[xoff + xi];
-      xv[t] = mode == 1   ? v * rs[t] * gain[c]
-              : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
-              : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
-                          : v;
+  for (int q = lane; q < GV_ROWS * GV_CH; q += GV_LANES) { /* (row r, partial ch) */
+    const int r = q / GV_CH, ch = q % GV_CH;
+    float acc[GV_TOK];
+    for (int t = 0; t < GV_TOK; t++) acc[t] = 0.0f;
+    if (r0 + r < n) {
+      const ulong wr = woff + (ulong)(r0 + r) * (ulong)K;
+#pragma unroll 4
+      for (int c = 8 * ch; c < K; c += 8 * GV_CH) { /* (unrolled: several loads in flight) */
+        if (c + 8 <= K) {
+          const float8 wv = GV_W8(w, wr + (ulong)c);
+          for (int t = 0; t < GV_TOK; t++)
+            acc[t] = dot8_acc(acc[t], wv, gv_in8(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
+                                                 gv_row(t0, t, T, K) + (ulong)c, c));
+        } else { /* the last vector of a K that is not a multiple of 8 */
+          for (int u = c; u < K; u++) {
+            const float wv = GV_W(w, wr + (ulong)u);
+            for (int t = 0; t < GV_TOK; t++)
+              acc[t] += wv * gv_in(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
+                                   gv_row(t0, t, T, K) + (ulong)u, u);
+          }
+        }
+      }
     }
-    for (int r = 0; r < GV_ROWS; r++) {
-      const float wv = r0 + r < n ? GV_W(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c) : 0.0f;
-      for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv * xv[t];
-    }
+    for (int t = 0; t < GV_TOK; t++) part[(t * GV_ROWS + r) * GV_CH + ch] = acc[t];
   }
-  for (int t = 0; t < GV_TOK; t++)
-    for (int r = 0; r < GV_ROWS; r++) part[t * GV_ROWS + r][lane] = acc[t][r];
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane < GV_TOK * GV_ROWS) {
-    const int t = lane / GV_ROWS, r = lane % GV_ROWS;
+  for (int o = lane; o < GV_TOK * GV_ROWS; o += GV_LANES) {
+    const int t = o / GV_ROWS, r = o % GV_ROWS;
     if (t0 + t < T && r0 + r < n) {
       float a = 0.0f;
-      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
-      const ulong o = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
-      y[o] = beta ? y[o] + a : a;
+      for (int i = 0; i < GV_CH; i++) a += part[o * GV_CH + i];
+      const ulong yo = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
+      y[yo] = beta ? y[yo] + a : a;
     }
   }
 }

@@ -17,6 +17,23 @@ inline ushort f32_to_bf16(float f)
   return (ushort)(u >> 16);
 }
 
+/* Eight bf16 values widened (exact), and a running sum of eight products in element order
+ * (the same additions as a scalar loop over the eight). */
+inline float8 bf16x8_to_f32(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
+
+inline float dot8_acc(float a, float8 w, float8 x)
+{
+  a += w.s0 * x.s0;
+  a += w.s1 * x.s1;
+  a += w.s2 * x.s2;
+  a += w.s3 * x.s3;
+  a += w.s4 * x.s4;
+  a += w.s5 * x.s5;
+  a += w.s6 * x.s6;
+  a += w.s7 * x.s7;
+  return a;
+}
+
 /* Storage-type helpers for kernels compiled for fp32 or bf16 storage (-DSTORE_BF16=1). */
 #if defined(STORE_BF16) && STORE_BF16
 typedef ushort store_t;

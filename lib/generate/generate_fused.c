@@ -56,6 +56,15 @@ clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, c
   return clmoe__launch_groups(ctx, k, T, local);
 }
 
+clmoe_status clmoe_gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
+                                     const clmoe_tensor *gain, const clmoe_tensor *norm, float eps, clmoe_tensor *h,
+                                     clmoe_tensor *hn)
+{
+  if (!ctx || !src || !w || !gain || !norm || !h || !hn)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_attn_res_norm: every tensor is required");
+  return clmoe__gen_attn_res_norm(ctx, src, w, gain, norm, eps, h, hn);
+}
+
 clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3], const clmoe_tensor *const w[3],
                                    clmoe_tensor *const state[3], clmoe_tensor *const y[3])
 {

@@ -104,7 +104,7 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     CLMOE_TRY(clmoe__gen_widen_ep(g->ctx, &L->ep, &ep, wd));
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &ep, x, y, NULL);
   }
-  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS) {
+  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.cfg.top_k <= CLMOE_MOE_DECODE_TOPK_MAX) {
     *added = 1; /* no sort, no dispatch; fp32 or bf16 weights */
     return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
   }

@@ -36,13 +36,12 @@ static void strided_view(const clmoe_tensor *base, int64_t offset, int64_t d0, i
 
 /* oc [N, H, dc] (offset 0) = absorbed attention of qc [N, H, dc] and q_r (in q [N, H, Dqk]) over
  * the cache, for N query rows: row n reads the block-table row `table[n]` ([N, maxb] i32)
- * up to lens[n] tokens (i32 [N]); maxlen bounds lens. Splits of `split` tokens. */
+ * up to lens[n] tokens (i32 [N]); maxlen bounds lens. Splits of MLA_DECODE_SPLIT(lens[n]) tokens. */
 static clmoe_status attend_rows(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clmoe_mla_cache *c, cl_mem table,
-                                int64_t tmaxb, cl_mem lens, int64_t N, int64_t maxlen, int64_t split_len,
-                                const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
+                                int64_t tmaxb, cl_mem lens, int64_t N, int64_t maxlen, const clmoe_tensor *qc, const clmoe_tensor *q, clmoe_tensor *oc)
 {
   const int64_t H = cfg->n_heads, dqk = cfg->qk_nope + cfg->qk_rope;
-  const int64_t nsplit = (maxlen + split_len - 1) / split_len;
+  const int64_t nsplit = MLA_DECODE_SPLITS(maxlen);
   int hg, bt;
   CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
   char opts[128];
@@ -57,15 +56,14 @@ static clmoe_status attend_rows(clmoe_ctx *ctx, const clmoe_mla_config *cfg, clm
   for (int i = 0; i < 3; i++) CLMOE_TRY_GOTO(st, clmoe__scratch(ctx, bytes[i], &m[i]), done);
   cl_ulong qco = (cl_ulong)qc->offset, qo = (cl_ulong)(q->offset + cfg->qk_nope);
   cl_uint q_ts = (cl_uint)(H * dqk), q_hs = (cl_uint)dqk;
-  cl_int maxb = (cl_int)tmaxb, Hi = (cl_int)H, split = (cl_int)split_len, ns = (cl_int)nsplit;
+  cl_int maxb = (cl_int)tmaxb, Hi = (cl_int)H, ns = (cl_int)nsplit;
   float sl2 = clmoe__mla_scale(cfg) * 1.4426950408889634f;
-  CLMOE_TRY_GOTO(st, clmoe__args(ka, 17, KA(qc->buf), KA(qco), KA(q->buf), KA(qo), KA(q_ts), KA(q_hs),
-                                 KA(c->store.buf), KA(table), KA(maxb), KA(lens), KA(Hi),
-                                 KA(split), KA(ns), KA(sl2), KA(m[0]), KA(m[1]), KA(m[2])), done);
+  CLMOE_TRY_GOTO(st, clmoe__args(ka, 16, KA(qc->buf), KA(qco), KA(q->buf), KA(qo), KA(q_ts), KA(q_hs),
+                                 KA(c->store.buf), KA(table), KA(maxb), KA(lens), KA(Hi), KA(ns), KA(sl2), KA(m[0]), KA(m[1]), KA(m[2])), done);
   size_t global[3] = {(size_t)nsplit * MLA_WG, (size_t)((H + hg - 1) / hg), (size_t)N}, local[3] = {MLA_WG, 1, 1};
   CLMOE_TRY_GOTO(st, clmoe__launch(ctx, ka, 3, global, local), done);
-  CLMOE_TRY_GOTO(st, clmoe__args(kc, 8, KA(m[0]), KA(m[1]), KA(m[2]), KA(lens), KA(Hi), KA(split), KA(ns),
-                                 KA(oc->buf)), done);
+  CLMOE_TRY_GOTO(st, clmoe__args(kc, 7, KA(m[0]), KA(m[1]), KA(m[2]), KA(lens), KA(Hi), KA(ns), KA(oc->buf)),
+                 done);
   size_t gc[3] = {(size_t)c->dc, (size_t)H, (size_t)N};
   st = clmoe__launch(ctx, kc, 3, gc, NULL);
 done:
@@ -78,7 +76,7 @@ clmoe_status clmoe__mla_decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cf
 {
   int64_t maxlen = 0;
   for (int64_t n = 0; n < c->nseq; n++) maxlen = c->len[n] > maxlen ? c->len[n] : maxlen;
-  return attend_rows(ctx, cfg, c, c->d_table.buf, c->maxb, c->d_len.buf, c->nseq, maxlen, MLA_DECODE_SPLIT, qc, q,
+  return attend_rows(ctx, cfg, c, c->d_table.buf, c->maxb, c->d_len.buf, c->nseq, maxlen, qc, q,
                      oc);
 }
 

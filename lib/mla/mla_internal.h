@@ -24,7 +24,6 @@
 
 #define MLA_MAX_DQK 256
 #define MLA_MAX_DV 256
-#define MLA_DECODE_SPLIT 256 /* cache tokens per decode work-group (fixes the merge order) */
 
 /* An operand addressed as buf[off + token * ts + head * hs + d] (hs unused for k_rope). */
 typedef struct mla_operand {

@@ -15,17 +15,15 @@
 #include "clmoe/ops.h"
 #include "ops/ops_internal.h" /* the few-token GEMV */
 
-#define MOE_DECODE_LANES 64 /* MD_LANES of moe_decode.cl */
+#define MOE_DECODE_LANES 64  /* MD_LANES of moe_decode.cl */
+#define MOE_DECODE_UP_ROWS 4 /* MD_UP_ROWS */
+#define MOE_DECODE_DN_ROWS 2 /* MD_DN_ROWS; CLMOE_MOE_DECODE_TOPK_MAX is its MD_KMAX */
 #define GEMV_OP "clmoe_moe_decode_forward (gemv)"
-
-/* Rows per work-group: fewer on GPUs, where a batch-1 step needs many work-groups to fill
- * the device; the sums do not depend on it. */
-static int decode_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
 
 static clmoe_status decode_kernel(clmoe_ctx *ctx, const clmoe_moe_layer *L, const char *name, cl_kernel *k)
 {
-  char opts[48];
-  snprintf(opts, sizeof opts, "-DMD_ROWS=%d -DMD_WBF16=%d", decode_rows(ctx), L->w_gate.dtype == CLMOE_BF16);
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DMD_WBF16=%d", L->w_gate.dtype == CLMOE_BF16);
   return clmoe__kernel(ctx, "moe_common+moe_decode", opts, name, k);
 }
 
@@ -63,7 +61,7 @@ static clmoe_status experts_up(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
                                int64_t m)
 {
   const clmoe_moe_config *c = &L->cfg;
-  const int64_t k = c->top_k, f = c->expert_ff, rows = decode_rows(ctx);
+  const int64_t k = c->top_k, f = c->expert_ff, rows = MOE_DECODE_UP_ROWS;
   cl_kernel kn;
   CLMOE_TRY(decode_kernel(ctx, L, "moe_dec_up", &kn));
   cl_ulong xoff = (cl_ulong)xin->offset;
@@ -81,7 +79,7 @@ static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_b
                                  int64_t m, int beta)
 {
   const clmoe_moe_config *c = &L->cfg;
-  const int64_t l = clmoe__moe_width(c), rows = decode_rows(ctx);
+  const int64_t l = clmoe__moe_width(c), rows = MOE_DECODE_DN_ROWS;
   cl_kernel kn;
   CLMOE_TRY(decode_kernel(ctx, L, "moe_dec_down", &kn));
   cl_ulong zoff = (cl_ulong)z->offset;
@@ -164,8 +162,12 @@ clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, 
   if (my != m) return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y differ in rows", op);
   const int64_t E = L->cfg.n_experts, lw = clmoe__moe_width(&L->cfg), ff = L->cfg.expert_ff;
   CLMOE_TRY(want_experts(L, op, E, ff, lw));
-  const int64_t f = L->cfg.expert_ff, l = clmoe__moe_width(&L->cfg), rows = 8;
-  if (m * L->cfg.top_k * ((f + rows - 1) / rows) >= INT32_MAX || m * ((l + rows - 1) / rows) >= INT32_MAX ||
+  if (L->cfg.top_k > CLMOE_MOE_DECODE_TOPK_MAX)
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: top_k = %lld; this path takes at most %d (clmoe_moe_forward takes "
+                        "any)", op, (long long)L->cfg.top_k, CLMOE_MOE_DECODE_TOPK_MAX);
+  const int64_t f = L->cfg.expert_ff, l = clmoe__moe_width(&L->cfg);
+  if (m * L->cfg.top_k * ((f + MOE_DECODE_UP_ROWS - 1) / MOE_DECODE_UP_ROWS) >= INT32_MAX ||
+      m * ((l + MOE_DECODE_DN_ROWS - 1) / MOE_DECODE_DN_ROWS) >= INT32_MAX ||
       m * L->cfg.n_experts >= ((int64_t)1 << 40))
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: %lld tokens is too many for one call (this path is for few "
                         "tokens; clmoe_moe_forward takes many)", op, (long long)m);
