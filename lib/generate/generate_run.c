@@ -227,7 +227,8 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  if (nrows <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&m->head)) {
+  if ((nrows <= GEN_GEMV_TOKENS || (nrows <= GEN_HEAD_GEMV_ROWS && m->head.dtype == CLMOE_BF16)) &&
+      clmoe__ops_gemv_ok(&m->head)) {
     const clmoe__gemv_slot hs = {&m->head, &logits};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
   } else {

@@ -10,6 +10,8 @@
 
 #define GEMV_LANES 64 /* GV_LANES of gemv.cl */
 #define GEMV_TOK 4    /* tokens per work-group at most */
+#define GEMV_TOK_WIDE 16
+#define GEMV_WIDE_ROWS 32768 /* matrix rows of a launch from which GEMV_TOK_WIDE is taken */
 
 /* Rows per work-group: fewer on GPUs, where a batch-1 step needs many work-groups to fill
  * the device; the sums do not depend on it. */
@@ -28,7 +30,7 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
     return clmoe__error(CLMOE_ERR_INTERNAL, "%s: %d matrices (1 to %d)", op, n, CLMOE__GEMV_SLOTS);
   const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
   const int rows = gemv_rows(ctx);
-  int64_t blocks = 0;
+  int64_t blocks = 0, rows_all = 0;
   const int wbf16 = sl[0].w->dtype == CLMOE_BF16;
   CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
   for (int i = 0; i < n; i++) {
@@ -37,11 +39,16 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
       return clmoe__error(CLMOE_ERR_INTERNAL, "%s: weights of one launch mix fp32 and bf16", op);
     CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
     blocks += (sl[i].w->shape[0] + rows - 1) / rows;
+    rows_all += sl[i].w->shape[0];
   }
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
   char opts[64];
-  const int tok = T < GEMV_TOK ? (int)T : GEMV_TOK; /* no work on absent tokens; the sums do not change */
+  /* Tokens per work-group: 4, or 16 when the matrices alone make enough work-groups (the
+   * head of a large vocabulary: it is read a quarter as often); no work on absent
+   * tokens. The sums do not depend on it. */
+  const int want = rows_all >= GEMV_WIDE_ROWS ? GEMV_TOK_WIDE : GEMV_TOK;
+  const int tok = T < want ? (int)T : want;
   snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
