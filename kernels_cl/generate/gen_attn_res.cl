@@ -54,6 +54,15 @@ inline void gar_weights(__global const float *src, ulong so, int S, ulong T, ulo
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+/* h[t, c] = sum_i a[i] src[i, t, c], in order (attn_res_forward's sum). */
+inline float gar_mix(__global const float *src, ulong so, int S, ulong T, ulong d, __local const float *a, ulong t,
+                     ulong c)
+{
+  float s = 0.0f;
+  for (int i = 0; i < S; i++) s += a[i] * src[so + ((ulong)i * T + t) * d + c];
+  return s;
+}
+
 __kernel void gen_attn_res_norm(__global const float *src, ulong so, int S, ulong T, ulong d,
                                 __global const float *w, ulong wo, __global const float *g, ulong go,
                                 __global const float *gn, ulong gno, float eps, __global float *h,
@@ -65,14 +74,13 @@ __kernel void gen_attn_res_norm(__global const float *src, ulong so, int S, ulon
   const int lid = (int)get_local_id(0), lsize = (int)get_local_size(0);
   const ulong t = get_group_id(0);
   gar_weights(src, so, S, T, d, w, wo, g, go, eps, t, lid, lsize, red, sums, a);
-  for (ulong c = (ulong)lid; c < d; c += (ulong)lsize) {
-    float s = 0.0f;
-    for (int i = 0; i < S; i++) s += a[i] * src[so + ((ulong)i * T + t) * d + c];
-    h[t * d + c] = s;
-  }
-  barrier(CLK_GLOBAL_MEM_FENCE); /* h of this token, written by this work-group */
-  __global const float *hr = h + t * d;
-  LANE_LOOP(lid, lsize, acc_ += hr[c] * hr[c]);
+  /* h is not read back: each element is mixed again where it is needed (the same sum, the
+   * same bits), once for the sum of squares and once with the output. */
+  LANE_LOOP(lid, lsize, const float v = gar_mix(src, so, S, T, d, a, t, c); acc_ += v * v);
   const float r = rsqrt(ar_reduce(red, lid, lsize) / (float)d + eps); /* as kernels_cl/ops/norm.cl */
-  for (ulong c = (ulong)lid; c < d; c += (ulong)lsize) hn[t * d + c] = hr[c] * r * gn[gno + c];
+  for (ulong c = (ulong)lid; c < d; c += (ulong)lsize) {
+    const float v = gar_mix(src, so, S, T, d, a, t, c);
+    h[t * d + c] = v;
+    hn[t * d + c] = v * r * gn[gno + c];
+  }
 }
