@@ -1,5 +1,6 @@
-# The next device session's calls, one per argument (not run yet: no device was lent on
-# 2026-12-05 after the first call). Each fits one `run` of at most 10 minutes:
+# Device calls, one per argument, each fitting one `run` of at most 10 minutes. `core` and
+# `torch` ran on 2026-12-05 on an H100 (docs/benchmarks.md, "bf16 training against
+# PyTorch"); `k48` needs an H200 and has not run (no H200 came):
 #
 #   sh docs/data/2026-12-06-h200-plan.sh train   about 9 min: the NVIDIA checks of the kernels
 #       added since the last device call, then the `gpu` preset at T 8192, B 2, bf16, 10
