@@ -1,6 +1,7 @@
-/* clmoe-generate's parts: the options, the generation loop (clmoe_generate.c), the
- * prompts and outputs as tokens (generate_tokens.c: bytes, ids, a tokenizer, the logits
- * file) and the reports: summary, JSON, prefill benchmark (generate_report.c). */
+/* clmoe-generate's parts: the generation loop (clmoe_generate.c), the options and --help
+ * (generate_options.c), the prompts and outputs as tokens (generate_tokens.c: bytes, ids, a
+ * tokenizer, the logits file) and the reports: summary, JSON, prefill benchmark
+ * (generate_report.c). */
 #ifndef CLMOE_GENERATE_APP_H
 #define CLMOE_GENERATE_APP_H
 
@@ -81,6 +82,10 @@ typedef struct gen_result {
   const char **why;   /* [nseq] "length" or "stop" */
   gen_profile prof;   /* --profile */
 } gen_result;
+
+/* generate_options.c. The command line into *o (zeroed by the caller); --help and --version
+ * print and exit 0, a usage error exits 2 naming the flag, an unreadable --prompt-file 1. */
+void gen_parse_args(int argc, char **argv, gen_opts *o);
 
 /* generate_tokens.c. The ids of a --prompt-ids list ("5,17,300"): malloc'ed, *n of them;
  * exits with a usage error naming the flag when malformed. */

@@ -18,8 +18,8 @@ apps_clmoe_op_SOURCES += apps/clmoe_op.c apps/clmoe_op.h apps/op_common.c $(APP_
 apps_clmoe_op_LDADD = $(APP_LIBS)
 apps_clmoe_plan_SOURCES = apps/clmoe_plan.c apps/plan_model.c apps/plan_model.h $(APP_COMMON)
 apps_clmoe_plan_LDADD = $(APP_LIBS)
-apps_clmoe_generate_SOURCES = apps/clmoe_generate.c apps/generate_report.c apps/generate_tokens.c \
-	apps/generate_app.h $(APP_COMMON)
+apps_clmoe_generate_SOURCES = apps/clmoe_generate.c apps/generate_options.c apps/generate_report.c \
+	apps/generate_tokens.c apps/generate_app.h $(APP_COMMON)
 apps_clmoe_generate_LDADD = $(APP_LIBS)
 apps_clmoe_tokenize_SOURCES = apps/clmoe_tokenize.c $(APP_COMMON)
 apps_clmoe_tokenize_LDADD = $(APP_LIBS)

@@ -1,10 +1,14 @@
 # tests/local.mk: what the tests share. The CUnit suites (tests/unit/NAME.c, listed in
 # TEST_SUITES by each subsystem's local.mk) are one word each: their source is NAME.c and
-# they link the scaffolding (tests/unit/test_common.c), the checks and the library's
-# objects with the internals (lib/libclmoe_impl.la).
+# they link the scaffolding (tests/unit/test_common.c, and the fixtures that several suites
+# of one subsystem share: gen_fixture.c, st_fixture.h), the checks and the library's objects
+# with the internals (lib/libclmoe_impl.la).
 AM_DEFAULT_SOURCE_EXT = .c
 check_LTLIBRARIES = tests/unit/libtestcommon.la
-tests_unit_libtestcommon_la_SOURCES = tests/unit/test_common.h tests/unit/test_common.c
+tests_unit_libtestcommon_la_SOURCES = tests/unit/test_common.h tests/unit/test_common.c \
+	tests/unit/gen_fixture.h tests/unit/gen_fixture.c tests/unit/st_fixture.h
+# generation on the plain residual stack (the other generation suites: lib/generate/local.mk)
+TEST_SUITES += tests/unit/test_generate_plain
 check_PROGRAMS += $(TEST_SUITES)
 TESTS += $(TEST_SUITES)
 # every suite (and no app: apps have an LDADD of their own)

@@ -5,4 +5,5 @@ lib_libclmoe_impl_la_SOURCES += lib/io/checksum.h lib/io/checksum.c lib/io/safet
 	lib/io/safetensors.c lib/io/safetensors_write.c lib/io/safetensors_stale.c \
 	lib/io/data.c lib/io/shard_write.c
 clmoeinclude_HEADERS += include/clmoe/safetensors.h include/clmoe/data.h
-TEST_SUITES += tests/unit/test_checksum tests/unit/test_safetensors tests/unit/test_data
+TEST_SUITES += tests/unit/test_checksum tests/unit/test_safetensors tests/unit/test_safetensors_corrupt \
+	tests/unit/test_data

@@ -9,6 +9,7 @@
  *   kda_tile_bwd ----> kda_tile_common, kda_tile_kept, kda_chunk, kda_plan
  *   kda_chunk -------> kda_plan
  *   kda_tile_common, kda_tile_kept, kda_plan, kda_conv: none (the plan's type only)
+ *   kda_layer_params: none (the layer's tensors, created and initialised)
  *
  * Names: clmoe__kda_<name> for what another KDA file calls, static otherwise. */
 #ifndef CLMOE_KDA_INTERNAL_H
@@ -25,7 +26,7 @@
 #define KDA_MAX_K 128
 #define KDA_MAX_V 128
 
-/* ---- kda_layer.c: the layer's tensors ---- */
+/* ---- kda_layer_params.c: the layer's tensors ---- */
 
 /* clmoe_kda_layer_create_form with the weight matrices (every 2-D "w_*": the projections,
  * the gates' low-rank pairs, W_o) created as `matrices` (CLMOE_F32 or CLMOE_BF16, for an

@@ -11,7 +11,7 @@ CLMOE_KERNEL_FILES += kernels_cl/mla/mla_layout.cl kernels_cl/mla/mla.cl kernels
 	kernels_cl/mla/mla_tile_wgmma.cl
 check_libclmoecheck_la_SOURCES += check/ref/ref_mla.h check/ref/ref_mla.c check/check_mla.h \
 	check/check_mla.c check/check_mla_extend.c check/check_mla_tile.h check/check_mla_tile.c
-TEST_SUITES += tests/unit/test_mla tests/unit/test_mla_tile
+TEST_SUITES += tests/unit/test_mla tests/unit/test_mla_tile tests/unit/test_mla_tile_async
 apps_clmoe_bench_SOURCES += apps/bench_mla.c
 apps_clmoe_op_SOURCES += apps/clmoe_op_mla.c
 TESTS += tests/apps/test_op_mla.sh

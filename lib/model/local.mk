@@ -2,7 +2,7 @@
 # AttnRes, the stack's forward and backward, the data-parallel gradient reduction and the
 # synchronisation of replicated parameters).
 lib_libclmoe_impl_la_SOURCES += lib/model/model_internal.h lib/model/params_internal.h \
-	lib/model/model_config.c lib/model/model_config_write.c lib/model/attn_res.c \
+	lib/model/model_config.c lib/model/model_config_rules.c lib/model/model_config_write.c lib/model/attn_res.c \
 	lib/model/params.c lib/model/params_ckpt.c lib/model/model.c lib/model/model_stack.c \
 	lib/model/model_run.c lib/model/model_step.c lib/model/model_precision.c lib/model/dist_grads.c lib/model/dist_replicas.c
 clmoeinclude_HEADERS += include/clmoe/model_config.h include/clmoe/attn_res.h \

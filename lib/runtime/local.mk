@@ -14,6 +14,6 @@ clmoeinclude_HEADERS += include/clmoe/clmoe.h include/clmoe/api.h include/clmoe/
 CLMOE_KERNEL_FILES += kernels_cl/runtime/common.cl kernels_cl/runtime/probe.cl \
 	kernels_cl/runtime/tensor.cl kernels_cl/runtime/random.cl
 check_libclmoecheck_la_SOURCES += check/check_random.c
-TEST_SUITES += tests/unit/test_runtime tests/unit/test_tensor
+TEST_SUITES += tests/unit/test_runtime tests/unit/test_device tests/unit/test_tensor
 TESTS += tests/apps/test_knobs.sh
 EXTRA_DIST += tests/apps/test_knobs.sh

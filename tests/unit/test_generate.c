@@ -1,12 +1,12 @@
 /* CUnit suite: inference (include/clmoe/generate.h) on the tiny preset. A model is trained briefly on
- * a repeating byte cycle, saved as a checkpoint and loaded back through clmoe_gen_load;
- * then:
+ * a repeating byte cycle, saved as a checkpoint and loaded back through clmoe_gen_load
+ * (gen_fixture.c); then:
  *  - the logits of chunked prefill and decode steps equal, at every position, those of one
  *    training-form forward (clmoe_model_forward) over the same tokens (1e-4 relative), for
  *    one prompt split unevenly into chunks, for a batch of prompts of different lengths,
- *    after a sequence is reset and refilled while the others keep their context, and with
- *    a bf16 latent cache (1e-2); the same for a model of the plain residual stack
- *    ([model] residual = plain), trained and loaded the same way;
+ *    with each MLA extend form, after a sequence is reset and refilled while the others
+ *    keep their context, and with a bf16 latent cache (1e-2); the same for the plain
+ *    residual stack in test_generate_plain.c;
  *  - greedy decoding continues the trained cycle; a seed gives the same sampled tokens;
  *    greedy and sampled runs fed on the device draw what step-by-step decoding draws;
  *  - memory accounting; loading errors. (The sampler itself: test_sample.c.) */
@@ -16,78 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "test_common.h"
+#include "gen_fixture.h"
 
-enum { CYCLE = 10 };
 static clmoe_model *trained;   /* the loaded (inference) model */
-static clmoe_model *slow;      /* the same with slowly decaying KDA states (see below) */
-static clmoe_model *plain;     /* a plain-residual model, loaded and slowed the same way */
+static clmoe_model *slow;      /* the same with slowly decaying KDA states (gen_slow_down) */
 static char ckpt[64], scratch[64];
-
-/* The trained pattern: bytes '0' .. '9' repeating (the next byte is the previous + 1). */
-static int32_t cyc(int64_t i) { return '0' + (int32_t)(i % CYCLE); }
-
-/* Writes params with a "config" entry of cfg (or none when cfg is NULL). */
-static clmoe_status save_ckpt(clmoe_params *ps, const clmoe_config *cfg, const char *path)
-{
-  clmoe_ckpt_meta meta = {0};
-  char *text = NULL;
-  size_t len = 0;
-  clmoe_status st = CLMOE_OK;
-  if (cfg) {
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return CLMOE_ERR_OUT_OF_MEMORY;
-    clmoe_config_write(cfg, f);
-    fclose(f);
-    st = clmoe_ckpt_meta_set(&meta, "config", text);
-  }
-  if (st == CLMOE_OK) st = clmoe_ckpt_meta_set(&meta, "step", "0");
-  if (st == CLMOE_OK) st = clmoe_params_save(ps, path, &meta);
-  clmoe_ckpt_meta_free(&meta);
-  free(text);
-  return st;
-}
-
-/* Trains a model of cfg for a few steps on the cycle (random phases) and saves it to path. */
-static void train_and_save(const clmoe_config *cfg, const char *path)
-{
-  enum { B = 4, T = 32, STEPS = 40 };
-  clmoe_model *m = NULL;
-  TEST_OK(clmoe_model_create(test_ctx, cfg, &m));
-  TEST_OK(clmoe_model_init(m, test_seed));
-  clmoe_params *ps = clmoe_model_params(m);
-  clmoe_adamw hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
-  int32_t tok[B * T], tgt[B * T];
-  double loss = 0.0, first = 0.0;
-  int64_t scored;
-  for (int step = 0; step < STEPS; step++) {
-    for (int b = 0; b < B; b++) {
-      const int64_t phase = (int64_t)(clmoe_random_uniform(test_seed + 1, (uint64_t)(step * B + b), 0.0f, 1.0f) * 97);
-      for (int t = 0; t < T; t++) tok[b * T + t] = cyc(phase + t), tgt[b * T + t] = cyc(phase + t + 1);
-    }
-    TEST_OK(clmoe_params_zero_grad(ps));
-    TEST_OK(clmoe_model_forward(m, B, T, tok, tgt, 1, &loss, &scored));
-    TEST_OK(clmoe_model_balance_update(m));
-    TEST_OK(clmoe_model_backward(m));
-    TEST_OK(clmoe_params_adamw(ps, &hp, 1.0, NULL));
-    if (step == 0) first = loss;
-  }
-  if (getenv("CLMOE_TEST_VERBOSE")) fprintf(stderr, "\n  cycle loss %.4f -> %.4f\n", first, loss);
-  CU_ASSERT(loss < 0.25 * first);
-  TEST_OK(save_ckpt(ps, cfg, path));
-  clmoe_model_destroy(m);
-}
-
-/* The KDA gates of a young model forget within a few tokens (alpha about e^-2.5), so a
- * state lost between prefill passes would hardly show in the logits. With dt_bias = -6
- * the decay is about 0.99 per token: the state carries far, and the equivalence tests
- * below would catch a pass that drops or misplaces it. */
-static void slow_down(clmoe_model *m)
-{
-  clmoe_params *sp = clmoe_model_params(m);
-  for (int i = 0; i < sp->n; i++)
-    if (strstr(sp->p[i].name, "/mixer/dt_bias")) TEST_OK(clmoe_tensor_fill(sp->p[i].value, -6.0));
-}
 
 /* Trains the tiny preset, saves it to ckpt and loads it back as the suite's model. */
 static void test_train_and_load(void)
@@ -97,116 +30,20 @@ static void test_train_and_load(void)
   TEST_OK(clmoe_config_preset("tiny", &cfg));
   snprintf(ckpt, sizeof ckpt, "/tmp/clmoe-gen-%ld.safetensors", (long)getpid());
   snprintf(scratch, sizeof scratch, "/tmp/clmoe-gen-%ld.bad", (long)getpid());
-  train_and_save(&cfg, ckpt);
+  gen_train_and_save(&cfg, ckpt);
   clmoe_ckpt_meta meta = {0};
   TEST_OK(clmoe_gen_load(test_ctx, ckpt, &trained, &meta));
   CU_ASSERT_PTR_NOT_NULL(clmoe_ckpt_meta_get(&meta, "config"));
   clmoe_ckpt_meta_free(&meta);
   CU_ASSERT_STRING_EQUAL(clmoe_model_config(trained)->name, ckpt);
   TEST_OK(clmoe_gen_load(test_ctx, ckpt, &slow, NULL));
-  slow_down(slow);
+  gen_slow_down(slow);
   /* inference only: a train forward is refused */
   CU_ASSERT_EQUAL(clmoe_model_forward(trained, 1, 2, tok, tgt, 1, NULL, NULL), CLMOE_ERR_INVALID_ARGUMENT);
 }
 
-/* The reference: logits [T, V] of one inference forward over tokens. */
-static float *forward_logits(clmoe_model *model, const int32_t *tokens, int64_t T)
-{
-  const int64_t V = clmoe_model_config(model)->vocab;
-  float *out = malloc((size_t)(T * V) * sizeof *out);
-  if (!out) return NULL;
-  if (clmoe_model_forward(model, 1, T, tokens, NULL, 0, NULL, NULL) != CLMOE_OK ||
-      clmoe_tensor_read(clmoe_model_logits(model), out, (size_t)(T * V) * sizeof *out) != CLMOE_OK) {
-    fprintf(stderr, "\n  reference forward: %s\n", clmoe_last_error());
-    free(out);
-    return NULL;
-  }
-  return out;
-}
-
-/* Test text: the cycle with a few bytes changed (so that the logits vary). */
-static void text(int32_t *t, int64_t n, uint64_t seed)
-{
-  for (int64_t i = 0; i < n; i++) {
-    const float u = clmoe_random_uniform(seed, (uint64_t)i, 0.0f, 1.0f);
-    t[i] = u < 0.2f ? (int32_t)(u * 5.0f * 255.0f) : cyc(i + (int64_t)seed);
-  }
-}
-
-/* How check_equivalence's later prefill passes attend to the MLA cache (default: auto). */
-static clmoe_gen_extend_form extend_form = CLMOE_GEN_EXTEND_AUTO;
-/* The model the equivalence tests run: slow, or (set by test_plain) plain. */
-static int use_plain;
-static clmoe_model *eq_model(void) { return use_plain ? plain : slow; }
-
-/* Prefills nseq prompts (lens[s] tokens each, from full[s]) in chunks of `chunk`, then
- * `steps` decode steps feeding the next tokens of full[s]; compares every position's
- * logits with a forward over full[s][0 .. lens[s] + steps). */
-static void check_equivalence(int64_t nseq, const int64_t *lens, int64_t steps, int64_t chunk, clmoe_dtype cache,
-                              double tol, int32_t *const *full)
-{
-  clmoe_model *model = eq_model();
-  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
-  const int64_t V = clmoe_model_config(model)->vocab;
-  clmoe_gen_options o = {.prefill_chunk = chunk, .cache_dtype = cache, .extend_form = extend_form};
-  clmoe_gen_state *g = NULL;
-  TEST_OK(clmoe_gen_state_create(model, nseq, &o, &g));
-  int64_t total = 0, maxl = 0;
-  for (int64_t s = 0; s < nseq; s++) total += lens[s], maxl = lens[s] > maxl ? lens[s] : maxl;
-  float *all = malloc((size_t)(total * V) * sizeof *all), *last = malloc((size_t)(nseq * V) * sizeof *last);
-  float *step = malloc((size_t)(steps * nseq * V) * sizeof *step);
-  int32_t *next = malloc((size_t)nseq * sizeof *next);
-  CU_ASSERT_FATAL(all && last && step && next);
-  TEST_OK(clmoe_gen_prefill(g, (const int32_t *const *)full, lens, last, all));
-  for (int64_t k = 0; k < steps; k++) {
-    for (int64_t s = 0; s < nseq; s++) next[s] = full[s][lens[s] + k];
-    TEST_OK(clmoe_gen_step(g, next, step + k * nseq * V));
-  }
-  for (int64_t s = 0, off = 0; s < nseq; off += lens[s], s++) {
-    CU_ASSERT_EQUAL(clmoe_gen_length(g, s), lens[s] + steps);
-    float *ref = forward_logits(model, full[s], lens[s] + steps);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-    const double e_pre = test_rel_err(all + off * V, ref, lens[s] * V);
-    const double e_last = test_rel_err(last + s * V, ref + (lens[s] - 1) * V, V);
-    double e_step = 0.0;
-    for (int64_t k = 0; k < steps; k++) {
-      const double e = test_rel_err(step + (k * nseq + s) * V, ref + (lens[s] + k) * V, V);
-      e_step = e > e_step ? e : e_step;
-    }
-    if (!(e_pre <= tol && e_last <= tol && e_step <= tol) || getenv("CLMOE_TEST_VERBOSE"))
-      fprintf(stderr, "\n  seq %lld (prompt %lld, chunk %lld, %lld steps, extend form %d): prefill %.3g, last "
-              "%.3g, steps %.3g (tol %.0e)", (long long)s, (long long)lens[s], (long long)chunk, (long long)steps,
-              (int)extend_form, e_pre, e_last, e_step, tol);
-    CU_ASSERT(e_pre <= tol && e_last <= tol && e_step <= tol);
-    free(ref);
-  }
-  free(all), free(last), free(step), free(next);
-  clmoe_gen_state_destroy(g);
-}
-
-static void test_single_uneven_chunks(void)
-{
-  int32_t t[48];
-  int32_t *full[1] = {t};
-  text(t, 48, 11);
-  const int64_t len[1] = {37};
-  check_equivalence(1, len, 6, 16, CLMOE_F32, 1e-4, full); /* chunks 16 + 16 + 5 */
-  check_equivalence(1, len, 2, 64, CLMOE_F32, 1e-4, full); /* one tiled pass */
-  const int64_t len3[1] = {3};
-  check_equivalence(1, len3, 5, 1, CLMOE_F32, 1e-4, full); /* one token per pass */
-}
-
-static void test_batch_of_lengths(void)
-{
-  enum { S = 3 };
-  int32_t a[40], b[40], c[40];
-  int32_t *full[S] = {a, b, c};
-  text(a, 40, 21), text(b, 40, 22), text(c, 40, 23);
-  const int64_t lens[S] = {5, 23, 17};
-  check_equivalence(S, lens, 4, 8, CLMOE_F32, 1e-4, full);   /* 1, 3 and 3 passes */
-  check_equivalence(S, lens, 3, 100, CLMOE_F32, 1e-4, full); /* one pass */
-  check_equivalence(S, lens, 3, 8, CLMOE_BF16, 1e-2, full);  /* bf16 latent cache */
-}
+static void test_single_uneven_chunks(void) { gen_eq_uneven_chunks(slow); }
+static void test_batch_of_lengths(void) { gen_eq_batch_of_lengths(slow); }
 
 /* The multi-pass cases with each MLA extend form forced: the training form (decompressed
  * K/V, flash forward with a query shift) and the absorbed one. */
@@ -215,88 +52,19 @@ static void test_extend_forms(void)
   enum { S = 3 };
   int32_t a[48], b[40], c[40];
   int32_t *one[1] = {a}, *full[S] = {a, b, c};
-  text(a, 48, 11), text(b, 40, 22), text(c, 40, 23);
+  gen_text(a, 48, 11), gen_text(b, 40, 22), gen_text(c, 40, 23);
   const int64_t len[1] = {37}, len3[1] = {3}, lens[S] = {5, 23, 17};
   const clmoe_gen_extend_form forms[2] = {CLMOE_GEN_EXTEND_TRAINING, CLMOE_GEN_EXTEND_ABSORBED};
   for (int f = 0; f < 2; f++) {
-    extend_form = forms[f];
-    check_equivalence(1, len, 6, 16, CLMOE_F32, 1e-4, one);    /* chunks 16 + 16 + 5 */
-    check_equivalence(1, len3, 5, 1, CLMOE_F32, 1e-4, one);    /* one token per pass */
-    check_equivalence(S, lens, 4, 8, CLMOE_F32, 1e-4, full);   /* 1, 3 and 3 passes */
-    check_equivalence(S, lens, 3, 8, CLMOE_BF16, 1e-2, full);  /* bf16 latent cache */
+    gen_check_equivalence(slow, forms[f], 1, len, 6, 16, CLMOE_F32, 1e-4, one);   /* chunks 16 + 16 + 5 */
+    gen_check_equivalence(slow, forms[f], 1, len3, 5, 1, CLMOE_F32, 1e-4, one);   /* one token per pass */
+    gen_check_equivalence(slow, forms[f], S, lens, 4, 8, CLMOE_F32, 1e-4, full);  /* 1, 3 and 3 passes */
+    gen_check_equivalence(slow, forms[f], S, lens, 3, 8, CLMOE_BF16, 1e-2, full); /* bf16 latent cache */
   }
-  extend_form = CLMOE_GEN_EXTEND_AUTO;
 }
 
 /* Sequence 1 is reset and refilled while 0 keeps its context: a pass over a subset. */
-static void test_reset_and_refill(void)
-{
-  clmoe_model *model = eq_model();
-  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
-  const int64_t V = clmoe_model_config(model)->vocab;
-  int32_t a[30], b[30];
-  text(a, 30, 31), text(b, 30, 32);
-  clmoe_gen_options o = {.prefill_chunk = 4};
-  clmoe_gen_state *g = NULL;
-  TEST_OK(clmoe_gen_state_create(model, 2, &o, &g));
-  float *lg = malloc((size_t)(2 * V) * sizeof *lg), *ref;
-  CU_ASSERT_PTR_NOT_NULL_FATAL(lg);
-  const int32_t *p1[2] = {a, a};
-  int64_t l1[2] = {9, 7};
-  TEST_OK(clmoe_gen_prefill(g, p1, l1, lg, NULL));
-  TEST_OK(clmoe_gen_step(g, (int32_t[]){a[9], a[7]}, lg));
-  TEST_OK(clmoe_gen_reset(g, 1));
-  CU_ASSERT_EQUAL(clmoe_gen_length(g, 1), 0);
-  const int32_t *p2[2] = {NULL, b};
-  int64_t l2[2] = {0, 6};
-  TEST_OK(clmoe_gen_prefill(g, p2, l2, lg, NULL));
-  ref = forward_logits(model, b, 6);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-  CU_ASSERT(test_rel_err(lg + V, ref + 5 * V, V) <= 1e-4);
-  free(ref);
-  /* sequence 0 now has a[0..10) and continues with a[10]; sequence 1 with b[6] */
-  TEST_OK(clmoe_gen_prefill(g, (const int32_t *const[]){a + 10, b + 6}, (int64_t[]){3, 2}, lg, NULL));
-  TEST_OK(clmoe_gen_step(g, (int32_t[]){a[13], b[8]}, lg));
-  ref = forward_logits(model, a, 14);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-  const double e0 = test_rel_err(lg, ref + 13 * V, V);
-  free(ref);
-  ref = forward_logits(model, b, 9);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-  const double e1 = test_rel_err(lg + V, ref + 8 * V, V);
-  free(ref);
-  if (!(e0 <= 1e-4 && e1 <= 1e-4)) fprintf(stderr, "\n  after reset: %.3g %.3g", e0, e1);
-  CU_ASSERT(e0 <= 1e-4 && e1 <= 1e-4);
-  free(lg);
-  clmoe_gen_state_destroy(g);
-}
-
-/* The plain residual stack, trained, saved and loaded as the tiny model above: the same
- * equivalence of chunked prefill, batches, decode steps and reset with its forward. Its MoE
- * layers route every token to all of their 8 experts: with top-8 of 896, the bf16 latent
- * cache's rounding can flip one token's choice of an expert, which moves that row's logits
- * by far more than any tolerance (seen on Intel's CPU runtime: one row at 7e-2, the rest at
- * 1e-5); the stack is the subject here. */
-static void test_plain(void)
-{
-  clmoe_config cfg;
-  char path[64];
-  TEST_OK(clmoe_config_preset("tiny", &cfg));
-  cfg.residual = CLMOE_RESIDUAL_PLAIN;
-  cfg.experts = 8, cfg.top_k = 8;
-  snprintf(cfg.balancing, sizeof cfg.balancing, "none"); /* QB needs top_k < experts */
-  snprintf(path, sizeof path, "/tmp/clmoe-gen-%ld-plain.safetensors", (long)getpid());
-  train_and_save(&cfg, path);
-  TEST_OK(clmoe_gen_load(test_ctx, path, &plain, NULL));
-  remove(path);
-  CU_ASSERT_EQUAL(clmoe_model_config(plain)->residual, CLMOE_RESIDUAL_PLAIN);
-  slow_down(plain);
-  use_plain = 1;
-  test_single_uneven_chunks();
-  test_batch_of_lengths();
-  test_reset_and_refill();
-  use_plain = 0;
-}
+static void test_reset_and_refill(void) { gen_eq_reset_and_refill(slow); }
 
 /* Generates n tokens for each of nseq copies of a prompt. */
 static clmoe_status generate(const clmoe_gen_sampling *sp, const int32_t *prompt, int64_t plen, int64_t nseq,
@@ -328,11 +96,11 @@ static void test_greedy_continues_cycle(void)
   CU_ASSERT_PTR_NOT_NULL_FATAL(trained);
   enum { P = 13, N = 12 };
   int32_t prompt[P], out[N];
-  for (int i = 0; i < P; i++) prompt[i] = cyc(i + 3);
+  for (int i = 0; i < P; i++) prompt[i] = gen_cyc(i + 3);
   clmoe_gen_sampling sp = {.greedy = 1};
   TEST_OK(generate(&sp, prompt, P, 1, N, out));
   int right = 0;
-  for (int k = 0; k < N; k++) right += out[k] == cyc(P + 3 + k);
+  for (int k = 0; k < N; k++) right += out[k] == gen_cyc(P + 3 + k);
   if (right != N) {
     fprintf(stderr, "\n  greedy continuation:");
     for (int k = 0; k < N; k++) fprintf(stderr, " %d", out[k]);
@@ -514,7 +282,7 @@ static void test_memory_and_arguments(void)
   clmoe_gen_memory m0, m1;
   clmoe_gen_memory_usage(g, &m0);
   int32_t t[100];
-  text(t, 100, 41);
+  gen_text(t, 100, 41);
   TEST_OK(clmoe_gen_prefill(g, (const int32_t *const[]){t, t}, (int64_t[]){100, 30}, NULL, NULL));
   clmoe_gen_memory_usage(g, &m1);
   /* KDA: H D D + 3 (conv_width - 1) H D floats per sequence and KDA layer */
@@ -586,16 +354,16 @@ static void test_load_errors(void)
   TEST_OK(clmoe_config_preset("demo", &other));
   TEST_OK(clmoe_model_create(test_ctx, &tiny, &m));
   TEST_OK(clmoe_model_init(m, 1));
-  TEST_OK(save_ckpt(clmoe_model_params(m), &other, scratch));
+  TEST_OK(gen_save_ckpt(clmoe_model_params(m), &other, scratch));
   ASSERT_LOAD_FAILS(scratch, "tensor 'param/embed'");
   /* No config entry. */
-  TEST_OK(save_ckpt(clmoe_model_params(m), NULL, scratch));
+  TEST_OK(gen_save_ckpt(clmoe_model_params(m), NULL, scratch));
   ASSERT_LOAD_FAILS(scratch, "no \"config\" metadata");
   /* One layer fewer: the file's extra tensors belong to no parameter. */
   clmoe_config fewer = tiny;
   fewer.layers = 3;
   memset(fewer.is_mla, 0, sizeof fewer.is_mla); /* layers 0-2 as in tiny; layer 3 is left over */
-  TEST_OK(save_ckpt(clmoe_model_params(m), &fewer, scratch));
+  TEST_OK(gen_save_ckpt(clmoe_model_params(m), &fewer, scratch));
   ASSERT_LOAD_FAILS(scratch, "belongs to no parameter");
   clmoe_model_destroy(m);
   remove(scratch);
@@ -605,8 +373,7 @@ static void test_release(void)
 {
   clmoe_model_destroy(trained);
   clmoe_model_destroy(slow);
-  clmoe_model_destroy(plain);
-  trained = slow = plain = NULL;
+  trained = slow = NULL;
   if (ckpt[0]) remove(ckpt);
 }
 
@@ -617,7 +384,6 @@ static void add(CU_pSuite s)
   CU_add_test(s, "a batch of prompt lengths = training forward", test_batch_of_lengths);
   CU_add_test(s, "each MLA extend form (training, absorbed) = training forward", test_extend_forms);
   CU_add_test(s, "reset and refill one sequence of a batch", test_reset_and_refill);
-  CU_add_test(s, "plain residual stack: prefill, batches, steps, reset = training forward", test_plain);
   CU_add_test(s, "greedy decoding continues the trained cycle", test_greedy_continues_cycle);
   CU_add_test(s, "greedy tokens chosen on the device = the sampler's", test_step_greedy_on_device);
   CU_add_test(s, "greedy steps fed on the device = step by step", test_decode_greedy_pipelined);
