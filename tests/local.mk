@@ -7,8 +7,6 @@ AM_DEFAULT_SOURCE_EXT = .c
 check_LTLIBRARIES = tests/unit/libtestcommon.la
 tests_unit_libtestcommon_la_SOURCES = tests/unit/test_common.h tests/unit/test_common.c \
 	tests/unit/gen_fixture.h tests/unit/gen_fixture.c tests/unit/st_fixture.h
-# generation on the plain residual stack (the other generation suites: lib/generate/local.mk)
-TEST_SUITES += tests/unit/test_generate_plain
 check_PROGRAMS += $(TEST_SUITES)
 TESTS += $(TEST_SUITES)
 # every suite (and no app: apps have an LDADD of their own)

@@ -9,7 +9,7 @@ CLMOE_KERNEL_FILES += kernels_cl/generate/gen_step.cl kernels_cl/generate/gen_at
 # the sampler's double-precision rule and the device sampler's check
 check_libclmoecheck_la_SOURCES += check/ref/ref_sample.h check/ref/ref_sample.c check/check_sample.c
 TEST_SUITES += tests/unit/test_generate tests/unit/test_generate_weights tests/unit/test_sample \
-	tests/unit/test_generate_prefill
+	tests/unit/test_generate_prefill tests/unit/test_generate_plain
 TESTS += tests/apps/test_generate.sh
 EXTRA_DIST += tests/apps/test_generate.sh
 # bf16 weights under expert parallelism, under mpirun (tests/mpi/)
