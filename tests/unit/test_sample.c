@@ -4,7 +4,8 @@
  *  - the host's draws equal the double-precision rule's (check/ref/ref_sample.c) at
  *    V 12000, with cuts deep into flat tails and top-k sets past the heap's first 256;
  *  - the device draws the host's tokens, bit for bit, over many seeds, steps and rows at
- *    V 7, 300 and 12000, with ties, -inf, +inf, denormals and NaN rows;
+ *    V 7, 300 and 12000, with ties, -inf, +inf, denormals and NaN rows, and at V 163840
+ *    (random and tied rows);
  *  - the probability of each candidate (its integer weight over the set's) is the double
  *    rule's within 2e-6, and 20480 device draws pass a chi-square test against it;
  *  - edge options: top-k > V, top-p 1, temperature 0. */
@@ -151,9 +152,10 @@ static void special_rows(float *lg, int R, int64_t V, uint64_t seed)
 /* Device draws = host draws, over the options above and a few edge ones, many steps. */
 static void test_device_equals_host(void)
 {
-  static const int64_t vs[3] = {7, 300, 12000};
-  for (int v = 0; v < 3; v++) {
-    const int64_t V = vs[v], R = V > 1000 ? 7 : 16, steps = V > 1000 ? 2 : V > 10 ? 4 : 12, shape[2] = {R, V};
+  static const int64_t vs[4] = {7, 300, 12000, 163840}; /* the last: Kimi-Linear's, rows 0 and 1 */
+  for (int v = 0; v < 4; v++) {
+    const int64_t V = vs[v], R = V > 100000 ? 2 : V > 1000 ? 7 : 16, steps = V > 1000 ? 2 - (V > 100000) : V > 10 ? 4 : 12,
+                  shape[2] = {R, V};
     float *lg = malloc((size_t)(R * V) * sizeof *lg);
     int32_t *ids = malloc((size_t)R * sizeof *ids);
     CU_ASSERT_FATAL(lg && ids);
@@ -318,7 +320,7 @@ static void add(CU_pSuite s)
 {
   CU_add_test(s, "sampler rules: greedy, top-k, top-p, temperature, errors", test_rules);
   CU_add_test(s, "host draws = the double rule's at V 12000", test_host_equals_rule);
-  CU_add_test(s, "device draws = host draws at V 7, 300, 12000 with ties, inf, NaN", test_device_equals_host);
+  CU_add_test(s, "device draws = host draws at V 7, 300, 12000, 163840 with ties, inf, NaN", test_device_equals_host);
   CU_add_test(s, "candidate probabilities = the double rule's within 2e-6", test_probabilities);
   CU_add_test(s, "device draws pass a chi-square test", test_chi_square);
   CU_add_test(s, "edge options: top-k > V, top-p 1, temperature 0, top-k 1", test_edge_options);
