@@ -157,12 +157,13 @@ uint64_t clmoe__gen_sample_weight(float logit, float lmax, float inv_t, int scal
 
 /* The device sampler's kernel: digits of 11 bits (bins of 2 x 8 KB, 20 KB of local memory
  * in all) where the device's local memory holds them, else of 8 (6 KB); the build's local
- * memory is checked against the device's. */
+ * memory is checked against the device's. A GPU's work-item loads 16 logits at a time (a
+ * row's one work-group needs many loads in flight), a CPU's 4. */
 static clmoe_status sample_kernel(clmoe_ctx *ctx, cl_kernel *k)
 {
-  const int bits = ctx->caps.local_mem_bytes >= 24 * 1024 ? 11 : 8;
-  char opts[32];
-  snprintf(opts, sizeof opts, "-DGEN_SAMPLE_BITS=%d", bits);
+  const int bits = ctx->caps.local_mem_bytes >= 24 * 1024 ? 11 : 8, unroll = ctx->caps.is_gpu ? 16 : 4;
+  char opts[64];
+  snprintf(opts, sizeof opts, "-DGEN_SAMPLE_BITS=%d -DGEN_SAMPLE_UNROLL=%d", bits, unroll);
   CLMOE_TRY(clmoe__kernel(ctx, "random+gen_sample_math+gen_sample", opts, "gen_sample", k));
   cl_ulong used = 0;
   CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof used, &used, NULL));
