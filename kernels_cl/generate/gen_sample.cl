@@ -170,7 +170,7 @@ __kernel void gen_sample(__global const float *logits, ulong V64, __global int *
     if (lid == 0) min_i = 0xffffffffu;
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  /* the draw: item j takes the indices [j c, (j + 1) c); the one whose running weight
+  /* the draw: item j takes the indices [j n, (j + 1) n); the one whose running weight
    * passes U walks its range (a NaN row runs it too, writing nothing: the barrier is
    * reached by all) */
   const uint n = (V + L - 1) / L, i0 = min(V, lid * n), i1 = min(V, i0 + n);
