@@ -1,5 +1,5 @@
 /* clmoe-bench: performance measurements. The dispatcher: it names the benchmark and runs
- * it (bench_gemm.c, bench_kda.c, bench_mla.c, bench_moe.c, all over bench_common.c).
+ * it (bench_gemm.c, bench_kda.c, bench_mla.c, bench_moe.c, bench_sample.c, all over bench_common.c).
  * Benchmarks are a table: add one there. `clmoe-bench gemm --help` for one benchmark. */
 #include <string.h>
 
@@ -18,6 +18,8 @@ static const struct {
                        "         and decode steps over a paged latent cache"},
     {"moe", bench_moe, "the Stable LatentMoE layer on both expert GEMM paths, with the share of time\n"
                        "         per phase, and the load-balancing curves"},
+    {"sample", bench_sample, "the device sampler (one launch draws a token per row) against the host\n"
+                             "         sampler, over vocabularies and batch sizes, us per launch"},
 };
 
 static void usage(void)

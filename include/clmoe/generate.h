@@ -231,8 +231,8 @@ CLMOE_API clmoe_status clmoe_gen_sample(const clmoe_gen_sampling *sampling, cons
 
 /* ids [R] (i32) = clmoe_gen_sample's tokens for the rows of logits [R, V] (f32, whole
  * tensors) as sequences 0 .. R - 1 at `step`, drawn on the device in one launch (greedy
- * options: clmoe_gen_argmax); -1 - i for a row whose lowest-index NaN is logit i. Public for
- * checks. */
+ * options: clmoe_gen_argmax); -1 - i for a row whose lowest-index NaN is logit i. A device
+ * with under 6 KB of local memory is CLMOE_ERR_UNSUPPORTED. Public for checks. */
 CLMOE_API clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sampling,
                                              const clmoe_tensor *logits, int64_t step, clmoe_tensor *ids);
 

@@ -1,23 +1,43 @@
 /* gen_sample.cl: a sampled token per row of logits on the device, the same token as the host
  * sampler (clmoe_gen_sample) gives; the arithmetic is gen_sample_math.cl's, built after
- * random.cl. The host finds its candidates by sorting; here a work-group searches for the
- * key threshold of the candidate set instead (candidates = keys >= K):
+ * random.cl. The host finds its candidates by sorting; here a work-group selects the key
+ * threshold of the candidate set instead (candidates = keys >= K):
  *  - top-k: the largest K with count(keys >= K) >= k;
- *  - top-p: then the largest K with weight(keys >= K) reaching p of the top-k set's weight;
- * each a binary search over the high 32 bits of K (the logit's order), then over the low
- * 32 (the index among equal logits) between the smallest and largest key of that logit.
- * Every probe is one pass over the row; counts and weights are integer sums. The kernel
- * is one loop of passes with one reduction (a state machine that every work-item runs
- * alike), as barriers in many places make some compilers slow. */
+ *  - top-p: then the largest K with weight(keys >= K, within top-k) reaching p of the
+ *    top-k set's weight;
+ * each a radix select over the key: GEN_SAMPLE_BITS bits a pass, first over the logit's
+ * ordered 32 bits o, then over j = 2^b - 1 - i (b = ceil(log2 V): the index among equal
+ * logits, a lower index first). A pass histograms the digit of every key under the prefix
+ * chosen so far into local memory (counts, or weights as two 32-bit words with the carry:
+ * exact integer sums in any order); the largest digit whose bin brings the measure above
+ * the prefix to enough is the next digit. At an index level the least index under the
+ * prefix is kept too: when it alone is enough it is the answer. The kernel is one loop of
+ * passes (a state machine that every work-item runs alike), as barriers in many places
+ * make some compilers slow. */
 
 #ifndef GEN_SAMPLE_WG
 #define GEN_SAMPLE_WG 256 /* the largest work-group the host launches */
 #endif
+#ifndef GEN_SAMPLE_BITS
+#define GEN_SAMPLE_BITS 11 /* digit bits: 2^BITS bins of two words in local memory */
+#endif
+#ifndef GEN_SAMPLE_UNROLL
+#define GEN_SAMPLE_UNROLL 4 /* logits a work-item loads before it uses them */
+#endif
+#define SMP_BINS (1u << GEN_SAMPLE_BITS)
+#define SMP_SHARES 64u /* the most bin sums a level's decision walks */
 
-/* The pass of a probe: what each work-item adds up over its indices i = lid, lid + L, ... */
-enum { SMP_SCAN = 0, SMP_MEASURE = 1, SMP_RANGE = 2 };
-/* The states of the search, in order of use. */
-enum { ST_SCAN, ST_L1, ST_RANGE, ST_L2, ST_QK, ST_Q };
+/* The stages, in order of use; the draw follows the loop. */
+enum { ST_SCAN, ST_TOPK, ST_TOPP, ST_DONE };
+
+/* Level lev's digit, over o's 32 bits for the first nO levels, then over j's b bits: its
+ * width, and its shift in *sh (the bits above it are the prefix). */
+inline uint smp_level(uint lev, uint nO, uint b, uint *sh)
+{
+  const uint D = GEN_SAMPLE_BITS, n = lev < nO ? 32 : b, done = D * (lev < nO ? lev : lev - nO);
+  *sh = done + D < n ? n - done - D : 0;
+  return n - done - *sh;
+}
 
 /* ids[r] = the token drawn from row r of logits [R, V] for sequence r at `step`, or -1 - i
  * for a row whose lowest-index NaN is logit i. topk: 0 or >= V for all; pq: 0 for no top-p,
@@ -26,99 +46,147 @@ enum { ST_SCAN, ST_L1, ST_RANGE, ST_L2, ST_QK, ST_Q };
 __kernel void gen_sample(__global const float *logits, ulong V64, __global int *ids, ulong seed, ulong step,
                          float invT, ulong topk, ulong pq, int s)
 {
-  __local ulong b0[GEN_SAMPLE_WG], b1[GEN_SAMPLE_WG];
+  __local uint hlo[SMP_BINS], hhi[SMP_BINS]; /* a level's bins: low and high words */
+  __local ulong part[GEN_SAMPLE_WG], bkey[GEN_SAMPLE_WG]; /* per work-item: bin sums, best key */
+  __local uint nan_lo, min_i;
   const uint V = (uint)V64, lid = get_local_id(0), L = get_local_size(0);
   const ulong row = get_group_id(0);
   __global const float *x = logits + row * V64;
-  /* the search: the largest key in [lo, hi] whose measure (count, weighted 0, against
-   * target; or weight reaching pq of target) is enough; first over the high 32 bits
-   * (vlo, vhi), then over the keys of that logit (a, z) */
-  int stage = ST_SCAN, weighted = 0;
-  ulong best = 0, K = 0, target = 0, lo = 0, probe = 0, a = 0, z = 0, Q = 0;
-  uint vlo = 0, vhi = 0;
+  const uint b = 62 - smp_scale(V64); /* ceil(log2 V): the index bits */
+  const uint nO = (32 + GEN_SAMPLE_BITS - 1) / GEN_SAMPLE_BITS, nJ = (b + GEN_SAMPLE_BITS - 1) / GEN_SAMPLE_BITS;
+  const uint S = min(L, SMP_SHARES), c = (SMP_BINS + S - 1) / S; /* shares of c bins */
+  const int with_k = topk > 0 && topk < V64;
+  for (uint d = lid; d < SMP_BINS; d += L) hlo[d] = 0, hhi[d] = 0;
+  if (lid == 0) nan_lo = 0xffffffffu, min_i = 0xffffffffu;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* the search: stage, level, prefix (po, pj) and the measure of the keys above it; the
+   * answer of top-k (Kk, 0 with none) bounds top-p's keys; T: top-p's total weight */
+  int stage = ST_SCAN, nan_row = 0;
+  uint lev = 0, po = 0, pj = 0;
+  ulong above = 0, Kk = 0, K = 0, T = 0;
   float lmax = 0.0f;
-  int go = 1, nan_row = 0;
-  while (go) {
-    /* moves that need no pass, then this pass's probe */
-    if (stage == ST_L1 && vlo == vhi) {
-      const ulong base = (ulong)vlo << 32;
-      a = vlo == (uint)(lo >> 32) ? lo : base, z = base | 0xffffffffu;
-      stage = ST_RANGE;
-    }
-    if (stage == ST_L2 && a >= z) {
-      K = a; /* the search's answer */
-      stage = !weighted && pq ? ST_QK : ST_Q;
-    }
-    if (stage == ST_QK || stage == ST_Q) weighted = 1;
-    const int mode = stage == ST_SCAN ? SMP_SCAN : stage == ST_RANGE ? SMP_RANGE : SMP_MEASURE;
-    probe = stage == ST_L1 ? (((ulong)vlo + vhi + 1) / 2) << 32 : stage == ST_L2 ? a + (z - a + 1) / 2 : K;
-    ulong p0 = 0, p1 = 0; /* SCAN: ~(lowest NaN index), best key; MEASURE: count or weight;
-                           * RANGE: the largest key in [a, z] and ~(the least) */
-    for (uint i = lid; i < V; i += L) {
-      const float l = x[i];
-      if (mode == SMP_SCAN) {
-        if (isnan(l)) p0 = max(p0, (ulong)(~i));
-        else p1 = max(p1, smp_key(smp_canon(l), i));
-        continue;
+  while (stage != ST_DONE) {
+    const int scan = stage == ST_SCAN, weighted = stage == ST_TOPP, hist = !scan || with_k, in_o = lev < nO;
+    uint sh;
+    const uint wd = smp_level(lev, nO, b, &sh), mask = (1u << wd) - 1u;
+    ulong best = 0;
+    /* the pass (the scan: the first NaN and best key; with top-k, its first level too) */
+    for (uint i0 = lid; i0 < V; i0 += GEN_SAMPLE_UNROLL * L) {
+      float v[GEN_SAMPLE_UNROLL]; /* loads in flight together */
+      for (uint u = 0; u < GEN_SAMPLE_UNROLL; u++) v[u] = i0 + u * L < V ? x[i0 + u * L] : 0.0f;
+      for (uint u = 0; u < GEN_SAMPLE_UNROLL; u++) {
+        const uint i = i0 + u * L;
+        const float l = v[u];
+        if (i >= V) break;
+        if (isnan(l)) {
+          if (scan) atomic_min(&nan_lo, i);
+          continue;
+        }
+        const float cl = smp_canon(l);
+        const ulong key = smp_key(cl, i);
+        if (scan) best = max(best, key);
+        if (!hist) continue;
+        /* under the prefix: its digit (the prefix shifts are < 64: defined for 32) */
+        const uint o = (uint)(key >> 32), j = (1u << b) - 1u - i;
+        if (in_o ? ((ulong)o >> (sh + wd)) != po : o != po || ((ulong)j >> (sh + wd)) != pj) continue;
+        const uint dg = ((in_o ? o : j) >> sh) & mask;
+        if (!weighted) {
+          atomic_inc(&hlo[dg]);
+        } else {
+          const ulong w = key >= Kk ? smp_weight(cl, lmax, invT, s) : 0;
+          if (!w) continue;
+          const uint w0 = (uint)w, old = atomic_add(&hlo[dg], w0);
+          if (old + w0 < old) atomic_inc(&hhi[dg]); /* the low word's carry */
+          if (w >> 32) atomic_add(&hhi[dg], (uint)(w >> 32));
+        }
+        if (!in_o) atomic_min(&min_i, i);
       }
-      const float c = smp_canon(l);
-      const ulong k = smp_key(c, i);
-      if (mode == SMP_MEASURE && k >= probe) p0 += weighted ? smp_weight(c, lmax, invT, s) : 1;
-      if (mode == SMP_RANGE && k >= a && k <= z) p0 = max(p0, k), p1 = max(p1, ~k);
     }
-    /* the one reduction: sums for a measure, maxima otherwise; any work-group size */
-    b0[lid] = p0, b1[lid] = p1;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint w = L; w > 1;) {
-      const uint h = (w + 1) / 2;
-      if (lid + h < w) {
-        b0[lid] = mode == SMP_MEASURE ? b0[lid] + b0[lid + h] : max(b0[lid], b0[lid + h]);
-        b1[lid] = max(b1[lid], b1[lid + h]);
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      w = h;
+    /* share t < S: the sum of bins [t c, t c + c); every work-item's best key */
+    if (lid < S) {
+      ulong sum = 0;
+      for (uint d = lid * c; d < min(SMP_BINS, lid * c + c); d++) sum += (ulong)hhi[d] << 32 | hlo[d];
+      part[lid] = sum;
     }
-    p0 = b0[0], p1 = b1[0];
+    bkey[lid] = best;
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int enough = weighted ? smp_reaches(p0, target, pq) : p0 >= target;
-    if (stage == ST_SCAN) {
-      best = p1, lmax = smp_key_logit(best);
-      if (p0) { /* a NaN */
-        if (lid == 0) ids[row] = -1 - (int)(~(uint)p0);
-        nan_row = 1, go = 0;
-      } else if (topk > 0 && topk < V64) {
-        stage = ST_L1, weighted = 0, target = topk, lo = 0, vlo = 0, vhi = (uint)(best >> 32);
+    /* every work-item decides alike from the shares */
+    if (scan) {
+      for (uint t = 0; t < L; t++) best = max(best, bkey[t]);
+      lmax = smp_key_logit(best);
+      if (nan_lo != 0xffffffffu) {
+        if (lid == 0) ids[row] = -1 - (int)nan_lo;
+        nan_row = 1, stage = ST_DONE;
+      } else if (!with_k) {
+        stage = pq ? ST_TOPP : ST_DONE;
       } else {
-        stage = pq ? ST_QK : ST_Q;
+        stage = ST_TOPK;
       }
-    } else if (stage == ST_QK) {
-      stage = ST_L1, target = p0, lo = K, vlo = (uint)(K >> 32), vhi = (uint)(best >> 32);
-    } else if (stage == ST_L1) {
-      if (enough) vlo = (uint)(probe >> 32);
-      else vhi = (uint)(probe >> 32) - 1;
-    } else if (stage == ST_RANGE) {
-      z = p0, a = ~p1, stage = ST_L2;
-    } else if (stage == ST_L2) {
-      if (enough) a = probe;
-      else z = probe - 1;
-    } else { /* ST_Q */
-      Q = p0, go = 0;
     }
+    if (hist && !nan_row) {
+      if (weighted && lev == 0)
+        for (uint t = 0; t < S; t++) T += part[t]; /* the top-k set's weight */
+      /* the measure of the least index under the prefix (at an index level all keys under
+       * it are of one logit, so of one weight) */
+      const ulong first = weighted && !in_o ? smp_weight(smp_key_logit((ulong)po << 32), lmax, invT, s) : 1;
+      int found = 0; /* the answer's index known: i */
+      uint i = 0;
+      if (!in_o && (weighted ? smp_reaches(above + first, T, pq) : above + first >= topk)) {
+        found = 1, i = min_i;
+      } else {
+        /* the largest digit dg with enough(above + bins >= dg): its share t, then its bin */
+        ulong acc = above;
+        uint t = S - 1;
+        for (; t > 0; t--) {
+          const ulong v = acc + part[t];
+          if (weighted ? smp_reaches(v, T, pq) : v >= topk) break;
+          acc = v;
+        }
+        uint dg = min(SMP_BINS, t * c + c) - 1;
+        for (; dg > t * c; dg--) {
+          const ulong v = acc + ((ulong)hhi[dg] << 32 | hlo[dg]);
+          if (weighted ? smp_reaches(v, T, pq) : v >= topk) break;
+          acc = v;
+        }
+        above = acc;
+        if (in_o) po = po << wd | dg;
+        else pj = pj << wd | dg;
+        lev++;
+        if (lev == nO + nJ) found = 1, i = (1u << b) - 1u - pj;
+      }
+      if (found) {
+        K = (ulong)po << 32 | (0xffffffffu - i);
+        if (stage == ST_TOPK && pq) {
+          Kk = K, stage = ST_TOPP;
+        } else {
+          stage = ST_DONE;
+        }
+        lev = 0, po = 0, pj = 0, above = 0;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint d = lid; d < SMP_BINS; d += L) hlo[d] = 0, hhi[d] = 0;
+    if (lid == 0) min_i = 0xffffffffu;
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  const ulong U = smp_point(seed, row, step, Q);
-  /* the draw: item j takes the indices [j c, (j + 1) c); the one whose running weight
+  /* the draw: item j takes the indices [j n, (j + 1) n); the one whose running weight
    * passes U walks its range (a NaN row runs it too, writing nothing: the barrier is
    * reached by all) */
-  const uint c = (V + L - 1) / L, i0 = min(V, lid * c), i1 = min(V, i0 + c);
+  const uint n = (V + L - 1) / L, i0 = min(V, lid * n), i1 = min(V, i0 + n);
   ulong mine = 0;
   for (uint i = i0; i < i1; i++) {
     const float l = smp_canon(x[i]);
     if (smp_key(l, i) >= K) mine += smp_weight(l, lmax, invT, s);
   }
-  b0[lid] = mine;
+  part[lid] = mine;
   barrier(CLK_LOCAL_MEM_FENCE);
-  ulong acc = 0;
-  for (uint j = 0; j < lid; j++) acc += b0[j];
+  ulong acc = 0, Q = 0;
+  for (uint j = 0; j < L; j++) {
+    Q += part[j];
+    if (j < lid) acc += part[j];
+  }
+  const ulong U = smp_point(seed, row, step, Q);
   if (!nan_row && acc <= U && U < acc + mine)
     for (uint i = i0; i < i1; i++) {
       const float l = smp_canon(x[i]);

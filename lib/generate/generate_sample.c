@@ -2,12 +2,13 @@
  * device. The arithmetic (keys, integer weights, top-p and the draw) is
  * kernels_cl/generate/gen_sample_math.cl's, included here and built into gen_sample.cl, so
  * both give the same token: here the candidates are found by selecting the best keys with a
- * heap and sorting them, there by a threshold search; with every weight an integer, both
- * sums are exact and the sets, totals and draws agree bit for bit. */
+ * heap and sorting them, there by a radix select of the threshold key; with every weight an
+ * integer, both sums are exact and the sets, totals and draws agree bit for bit. */
 #include "generate_internal.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,6 +155,25 @@ uint64_t clmoe__gen_sample_weight(float logit, float lmax, float inv_t, int scal
   return smp_weight(smp_canon(logit), smp_canon(lmax), inv_t, scale);
 }
 
+/* The device sampler's kernel: digits of 11 bits (bins of 2 x 8 KB, 20 KB of local memory
+ * in all) where the device's local memory holds them, else of 8 (6 KB); the build's local
+ * memory is checked against the device's. A GPU's work-item loads 16 logits at a time (a
+ * row's one work-group needs many loads in flight), a CPU's 4. */
+static clmoe_status sample_kernel(clmoe_ctx *ctx, cl_kernel *k)
+{
+  const int bits = ctx->caps.local_mem_bytes >= 24 * 1024 ? 11 : 8, unroll = ctx->caps.is_gpu ? 16 : 4;
+  char opts[64];
+  snprintf(opts, sizeof opts, "-DGEN_SAMPLE_BITS=%d -DGEN_SAMPLE_UNROLL=%d", bits, unroll);
+  CLMOE_TRY(clmoe__kernel(ctx, "random+gen_sample_math+gen_sample", opts, "gen_sample", k));
+  cl_ulong used = 0;
+  CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof used, &used, NULL));
+  if (used > ctx->caps.local_mem_bytes)
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_gen_sample_rows: gen_sample (%d-bit digits) needs %llu bytes of "
+                        "local memory, the device has %llu", bits, (unsigned long long)used,
+                        (unsigned long long)ctx->caps.local_mem_bytes);
+  return CLMOE_OK;
+}
+
 clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sp, const clmoe_tensor *logits,
                                    int64_t step, clmoe_tensor *ids)
 {
@@ -169,7 +189,7 @@ clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sp,
   CLMOE_TRY(clmoe__gen_sampling_plan(sp, V, op, &pl));
   if (pl.greedy) return clmoe_gen_argmax(ctx, logits, ids);
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "random+gen_sample_math+gen_sample", NULL, "gen_sample", &k));
+  CLMOE_TRY(sample_kernel(ctx, &k));
   size_t local;
   CLMOE_TRY(clmoe__row_local(ctx, k, V, &local));
   cl_ulong uV = (cl_ulong)V, seed = pl.seed, ustep = (cl_ulong)step, topk = (cl_ulong)pl.keep, pq = pl.pq;

@@ -4,7 +4,8 @@
  *  - the host's draws equal the double-precision rule's (check/ref/ref_sample.c) at
  *    V 12000, with cuts deep into flat tails and top-k sets past the heap's first 256;
  *  - the device draws the host's tokens, bit for bit, over many seeds, steps and rows at
- *    V 7, 300 and 12000, with ties, -inf, +inf, denormals and NaN rows;
+ *    V 7, 300 and 12000, with ties, -inf, +inf, denormals and NaN rows, and at V 163840
+ *    (random and tied rows), and with the 8-bit digits of a device with little local memory;
  *  - the probability of each candidate (its integer weight over the set's) is the double
  *    rule's within 2e-6, and 20480 device draws pass a chi-square test against it;
  *  - edge options: top-k > V, top-p 1, temperature 0. */
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/paths.h"
 #include "test_common.h"
 #include "check/ref/ref_sample.h"
 #include "lib/generate/generate_internal.h"
@@ -149,54 +151,76 @@ static void special_rows(float *lg, int R, int64_t V, uint64_t seed)
 }
 
 /* Device draws = host draws, over the options above and a few edge ones, many steps. */
-static void test_device_equals_host(void)
+static void device_equals_host(int64_t V, uint64_t seed)
 {
-  static const int64_t vs[3] = {7, 300, 12000};
-  for (int v = 0; v < 3; v++) {
-    const int64_t V = vs[v], R = V > 1000 ? 7 : 16, steps = V > 1000 ? 2 : V > 10 ? 4 : 12, shape[2] = {R, V};
-    float *lg = malloc((size_t)(R * V) * sizeof *lg);
-    int32_t *ids = malloc((size_t)R * sizeof *ids);
-    CU_ASSERT_FATAL(lg && ids);
-    special_rows(lg, (int)R, V, test_seed + (uint64_t)v);
-    clmoe_tensor t = {0}, it = {0};
-    TEST_OK(clmoe_tensor_create(test_ctx, &t, CLMOE_F32, 2, shape));
-    TEST_OK(clmoe_tensor_create(test_ctx, &it, CLMOE_I32, 1, &R));
-    TEST_OK(clmoe_tensor_write(&t, lg, (size_t)(R * V) * sizeof *lg));
-    clmoe_gen_sampling how[NHOW + 3];
-    memcpy(how, HOW, sizeof HOW);
-    how[NHOW] = (clmoe_gen_sampling){.temperature = 0.5, .top_k = V + 9, .top_p = 1.0, .seed = 8};
-    how[NHOW + 1] = (clmoe_gen_sampling){.temperature = 1e-3, .top_k = 3, .seed = 9};
-    how[NHOW + 2] = (clmoe_gen_sampling){.temperature = 30.0, .top_p = 0.3, .seed = 10};
-    int differ = 0, draws = 0;
-    for (int h = 0; h < NHOW + 3; h++) {
-      how[h].seed += test_seed;
-      for (int64_t k = 0; k < steps; k++) {
-        for (int64_t r = 0; r < R; r++) ids[r] = -12345;
-        TEST_OK(clmoe_tensor_write(&it, ids, (size_t)R * sizeof *ids));
-        TEST_OK(clmoe_gen_sample_rows(test_ctx, &how[h], &t, k, &it));
-        TEST_OK(clmoe_tensor_read(&it, ids, (size_t)R * sizeof *ids));
-        for (int64_t r = 0; r < R; r++, draws++) {
-          int32_t want = -1;
-          const clmoe_status st = clmoe_gen_sample(&how[h], lg + r * V, V, r, k, &want);
-          if (r == 6) { /* NaN row: the lowest NaN index, an error on the host */
-            want = -1 - (int32_t)(V / 3 < V - 1 ? V / 3 : V - 1);
-            CU_ASSERT_EQUAL(st, CLMOE_ERR_INVALID_ARGUMENT);
-          } else {
-            CU_ASSERT_EQUAL(st, CLMOE_OK);
-          }
-          if (ids[r] != want) {
-            if (differ++ < 5)
-              fprintf(stderr, "\n  V %lld option %d step %lld row %lld: device %d host %d (seed %llu)", (long long)V, h,
-                      (long long)k, (long long)r, ids[r], want, (unsigned long long)test_seed);
-          }
+  const int64_t R = V > 100000 ? 2 : V > 1000 ? 7 : 16, steps = V > 1000 ? 2 - (V > 100000) : V > 10 ? 4 : 12,
+                shape[2] = {R, V};
+  float *lg = malloc((size_t)(R * V) * sizeof *lg);
+  int32_t *ids = malloc((size_t)R * sizeof *ids);
+  CU_ASSERT_FATAL(lg && ids);
+  special_rows(lg, (int)R, V, seed);
+  clmoe_tensor t = {0}, it = {0};
+  TEST_OK(clmoe_tensor_create(test_ctx, &t, CLMOE_F32, 2, shape));
+  TEST_OK(clmoe_tensor_create(test_ctx, &it, CLMOE_I32, 1, &R));
+  TEST_OK(clmoe_tensor_write(&t, lg, (size_t)(R * V) * sizeof *lg));
+  clmoe_gen_sampling how[NHOW + 3];
+  memcpy(how, HOW, sizeof HOW);
+  how[NHOW] = (clmoe_gen_sampling){.temperature = 0.5, .top_k = V + 9, .top_p = 1.0, .seed = 8};
+  how[NHOW + 1] = (clmoe_gen_sampling){.temperature = 1e-3, .top_k = 3, .seed = 9};
+  how[NHOW + 2] = (clmoe_gen_sampling){.temperature = 30.0, .top_p = 0.3, .seed = 10};
+  int differ = 0, draws = 0;
+  for (int h = 0; h < NHOW + 3; h++) {
+    how[h].seed += test_seed;
+    for (int64_t k = 0; k < steps; k++) {
+      for (int64_t r = 0; r < R; r++) ids[r] = -12345;
+      TEST_OK(clmoe_tensor_write(&it, ids, (size_t)R * sizeof *ids));
+      TEST_OK(clmoe_gen_sample_rows(test_ctx, &how[h], &t, k, &it));
+      TEST_OK(clmoe_tensor_read(&it, ids, (size_t)R * sizeof *ids));
+      for (int64_t r = 0; r < R; r++, draws++) {
+        int32_t want = -1;
+        const clmoe_status st = clmoe_gen_sample(&how[h], lg + r * V, V, r, k, &want);
+        if (r == 6) { /* NaN row: the lowest NaN index, an error on the host */
+          want = -1 - (int32_t)(V / 3 < V - 1 ? V / 3 : V - 1);
+          CU_ASSERT_EQUAL(st, CLMOE_ERR_INVALID_ARGUMENT);
+        } else {
+          CU_ASSERT_EQUAL(st, CLMOE_OK);
+        }
+        if (ids[r] != want) {
+          if (differ++ < 5)
+            fprintf(stderr, "\n  V %lld option %d step %lld row %lld: device %d host %d (seed %llu)", (long long)V, h,
+                    (long long)k, (long long)r, ids[r], want, (unsigned long long)test_seed);
         }
       }
     }
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT(draws > 0);
-    clmoe_tensor_destroy(&t), clmoe_tensor_destroy(&it);
-    free(lg), free(ids);
   }
+  CU_ASSERT_EQUAL(differ, 0);
+  CU_ASSERT(draws > 0);
+  clmoe_tensor_destroy(&t), clmoe_tensor_destroy(&it);
+  free(lg), free(ids);
+}
+
+static void test_device_equals_host(void)
+{
+  static const int64_t vs[4] = {7, 300, 12000, 163840}; /* the last: Kimi-Linear's, rows 0 and 1 */
+  for (int v = 0; v < 4; v++) device_equals_host(vs[v], test_seed + (uint64_t)v);
+}
+
+/* Under 24 KB of local memory the device sampler takes 8-bit digits (at V 12000: 4 levels
+ * over the logit, 2 over the index); under its 6 KB it refuses, naming local memory. */
+static void test_device_small_local(void)
+{
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_LOCAL_MEM_BYTES", "16384"));
+  device_equals_host(12000, test_seed + 7);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_LOCAL_MEM_BYTES", "4096"));
+  const int64_t shape[2] = {1, 300}, one = 1;
+  clmoe_tensor t = {0}, it = {0};
+  TEST_OK(clmoe_tensor_create(test_ctx, &t, CLMOE_F32, 2, shape));
+  TEST_OK(clmoe_tensor_create(test_ctx, &it, CLMOE_I32, 1, &one));
+  TEST_OK(clmoe_tensor_fill_normal(&t, 3, 0.0f, 1.0f));
+  CU_ASSERT_EQUAL(clmoe_gen_sample_rows(test_ctx, &HOW[2], &t, 0, &it), CLMOE_ERR_UNSUPPORTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(clmoe_last_error(), "local memory"));
+  clmoe_tensor_destroy(&t), clmoe_tensor_destroy(&it);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_LOCAL_MEM_BYTES", NULL));
 }
 
 /* Each candidate's probability, its integer weight over the set's, against the double
@@ -318,7 +342,8 @@ static void add(CU_pSuite s)
 {
   CU_add_test(s, "sampler rules: greedy, top-k, top-p, temperature, errors", test_rules);
   CU_add_test(s, "host draws = the double rule's at V 12000", test_host_equals_rule);
-  CU_add_test(s, "device draws = host draws at V 7, 300, 12000 with ties, inf, NaN", test_device_equals_host);
+  CU_add_test(s, "device draws = host draws at V 7, 300, 12000, 163840 with ties, inf, NaN", test_device_equals_host);
+  CU_add_test(s, "device draws = host draws with 8-bit digits (16 KB of local memory)", test_device_small_local);
   CU_add_test(s, "candidate probabilities = the double rule's within 2e-6", test_probabilities);
   CU_add_test(s, "device draws pass a chi-square test", test_chi_square);
   CU_add_test(s, "edge options: top-k > V, top-p 1, temperature 0, top-k 1", test_edge_options);

@@ -85,6 +85,7 @@ clmoe-bench) # one small shape each, one repetition
   kda) set -- "$@" --T 64 --H 2 --recurrent-max 64 --reps 1 ;;
   mla) set -- "$@" --T 64 --H 2 --decode-ctx 64 --decode-batch 1 --naive-max 64 --reps 1 ;;
   moe) set -- "$@" --preset tiny --tokens 64 --reps 1 ;;
+  sample) set -- "$@" --vocab 300 --reps 1 ;;
   esac ;;
 clmoe-xcheck) # the checks of one family, small, unless the command names its own
   case " $* " in *" --op "* | *" --list "* | *" --compare "*) ;; *) set -- "$@" --op random --small ;; esac ;;
