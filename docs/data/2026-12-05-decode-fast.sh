@@ -41,7 +41,7 @@ for tag in before after; do
   say "$tag profile b1 rc=$?"
   pack
 done
-[ -x $NB/clmoe-bench ] && timeout 60 $NB/clmoe-bench --op sample --vocab 163840 --batch 1,16 > $R/sample.txt 2>&1
+timeout 90 $NB/clmoe-bench sample --device nvidia --vocab 163840 --batch 1,16 > $R/sample.txt 2>&1
 say "sample bench rc=$?"
 pack
 cat $R/gpu.txt $R/summary.txt; grep -E "FAIL|passed" $R/xcheck.txt | head
