@@ -12,7 +12,8 @@
  * attention output gate). beta is 0 (Y is only written) or 1.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
- * tokens. K is read in vectors of 8 elements (one 16- or 32-byte load per work-item), and
+ * tokens, a work-item GV_ROWS / 4 rows for one partial (so that it reads each x vector once
+ * for them). K is read in vectors of 8 elements (one 16- or 32-byte load per work-item), and
  * each output is GV_CH (16) partial sums added in order, partial ch over the vectors ch,
  * ch + 16, ...: the 16 work-items of a row read 16 adjacent vectors, and the bits do not
  * depend on the device's work-group size or on GV_ROWS and GV_TOK. */
@@ -24,6 +25,10 @@
 #endif
 #define GV_LANES 64
 #define GV_CH 16
+#define GV_RPL (GV_ROWS / (GV_LANES / GV_CH)) /* rows per work-item */
+#if GV_ROWS % (GV_LANES / GV_CH) != 0
+#error "GV_ROWS must be a multiple of 4"
+#endif
 #define GV_SLOTS 6
 #if defined(GV_WBF16) && GV_WBF16
 typedef ushort gv_w_t;
@@ -114,30 +119,36 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  for (int q = lane; q < GV_ROWS * GV_CH; q += GV_LANES) { /* (row r, partial ch) */
-    const int r = q / GV_CH, ch = q % GV_CH;
-    float acc[GV_TOK];
-    for (int t = 0; t < GV_TOK; t++) acc[t] = 0.0f;
-    if (r0 + r < n) {
-      const ulong wr = woff + (ulong)(r0 + r) * (ulong)K;
-#pragma unroll 4
-      for (int c = 8 * ch; c < K; c += 8 * GV_CH) { /* (unrolled: several loads in flight) */
-        if (c + 8 <= K) {
-          const float8 wv = GV_W8(w, wr + (ulong)c);
-          for (int t = 0; t < GV_TOK; t++)
-            acc[t] = dot8_acc(acc[t], wv, gv_in8(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
-                                                 gv_row(t0, t, T, K) + (ulong)c, c));
-        } else { /* the last vector of a K that is not a multiple of 8 */
-          for (int u = c; u < K; u++) {
-            const float wv = GV_W(w, wr + (ulong)u);
-            for (int t = 0; t < GV_TOK; t++)
-              acc[t] += wv * gv_in(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
-                                   gv_row(t0, t, T, K) + (ulong)u, u);
-          }
+  { /* work-item (row group g, partial ch): rows g GV_RPL .. g GV_RPL + GV_RPL - 1, each x
+     * vector read once for them */
+    const int g = lane / GV_CH, ch = lane % GV_CH;
+    float acc[GV_TOK][GV_RPL];
+    for (int t = 0; t < GV_TOK; t++)
+      for (int j = 0; j < GV_RPL; j++) acc[t][j] = 0.0f;
+    const int rg = r0 + g * GV_RPL; /* the group's first row */
+#pragma unroll 2
+    for (int c = 8 * ch; c < K; c += 8 * GV_CH) { /* (unrolled: several loads in flight) */
+      if (c + 8 <= K) {
+        float8 wv[GV_RPL];
+        for (int j = 0; j < GV_RPL; j++)
+          wv[j] = rg + j < n ? GV_W8(w, woff + (ulong)(rg + j) * (ulong)K + (ulong)c) : (float8)(0.0f);
+        for (int t = 0; t < GV_TOK; t++) {
+          const float8 xv = gv_in8(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
+                                   gv_row(t0, t, T, K) + (ulong)c, c);
+          for (int j = 0; j < GV_RPL; j++) acc[t][j] = dot8_acc(acc[t][j], wv[j], xv);
         }
+      } else { /* the last vector of a K that is not a multiple of 8 */
+        for (int u = c; u < K; u++)
+          for (int t = 0; t < GV_TOK; t++) {
+            const float xv = gv_in(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
+                                   gv_row(t0, t, T, K) + (ulong)u, u);
+            for (int j = 0; j < GV_RPL; j++)
+              acc[t][j] += (rg + j < n ? GV_W(w, woff + (ulong)(rg + j) * (ulong)K + (ulong)u) : 0.0f) * xv;
+          }
       }
     }
-    for (int t = 0; t < GV_TOK; t++) part[(t * GV_ROWS + r) * GV_CH + ch] = acc[t];
+    for (int t = 0; t < GV_TOK; t++)
+      for (int j = 0; j < GV_RPL; j++) part[(t * GV_ROWS + g * GV_RPL + j) * GV_CH + ch] = acc[t][j];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int o = lane; o < GV_TOK * GV_ROWS; o += GV_LANES) {

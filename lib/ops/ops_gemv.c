@@ -13,9 +13,26 @@
 #define GEMV_TOK_WIDE 16
 #define GEMV_WIDE_ROWS 32768 /* matrix rows of a launch from which GEMV_TOK_WIDE is taken */
 
-/* Rows per work-group: fewer on GPUs, where a batch-1 step needs many work-groups to fill
- * the device; the sums do not depend on it. */
-static int gemv_rows(const clmoe_ctx *ctx) { return ctx->caps.is_gpu ? 4 : 8; }
+/* Work-groups of a launch at `rows` rows per work-group and `tok` tokens. */
+static int64_t gemv_groups(int n, const clmoe__gemv_slot *sl, int64_t T, int tok, int rows)
+{
+  int64_t b = 0;
+  for (int i = 0; i < n; i++) b += (sl[i].w->shape[0] + rows - 1) / rows;
+  return b * ((T + tok - 1) / tok);
+}
+
+/* Rows per work-group (a multiple of 4; the sums do not depend on it). On CPUs 8, or 16 with
+ * 4 tokens or more. On GPUs 4, which spreads a batch-1 step over many work-groups, or with 4
+ * tokens or more 16 or 8 (a work-item's x vectors then serve 4 or 2 rows) while that leaves
+ * two work-groups per compute unit. */
+static int gemv_rows(const clmoe_ctx *ctx, int n, const clmoe__gemv_slot *sl, int64_t T, int tok)
+{
+  if (!ctx->caps.is_gpu) return tok >= 4 && tok < GEMV_TOK_WIDE ? 16 : 8;
+  if (tok >= 4 && tok < GEMV_TOK_WIDE)
+    for (int rows = 16; rows >= 8; rows /= 2)
+      if (gemv_groups(n, sl, T, tok, rows) >= 2 * (int64_t)ctx->caps.compute_units) return rows;
+  return 4;
+}
 
 int clmoe__ops_gemv_ok(const clmoe_tensor *w)
 {
@@ -29,8 +46,7 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   if (n < 1 || n > CLMOE__GEMV_SLOTS)
     return clmoe__error(CLMOE_ERR_INTERNAL, "%s: %d matrices (1 to %d)", op, n, CLMOE__GEMV_SLOTS);
   const int64_t K = sl[0].w->shape[1], T = clmoe_tensor_numel(x) / K;
-  const int rows = gemv_rows(ctx);
-  int64_t blocks = 0, rows_all = 0;
+  int64_t rows_all = 0;
   const int wbf16 = sl[0].w->dtype == CLMOE_BF16;
   CLMOE_TRY(clmoe__want(x, CLMOE_F32, op, "x"));
   for (int i = 0; i < n; i++) {
@@ -38,7 +54,6 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
     if ((sl[i].w->dtype == CLMOE_BF16) != wbf16)
       return clmoe__error(CLMOE_ERR_INTERNAL, "%s: weights of one launch mix fp32 and bf16", op);
     CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
-    blocks += (sl[i].w->shape[0] + rows - 1) / rows;
     rows_all += sl[i].w->shape[0];
   }
   if (T == 0) return CLMOE_OK;
@@ -49,6 +64,7 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
    * tokens. The sums do not depend on it. */
   const int want = rows_all >= GEMV_WIDE_ROWS ? GEMV_TOK_WIDE : GEMV_TOK;
   const int tok = T < want ? (int)T : want;
+  const int rows = gemv_rows(ctx, n, sl, T, tok);
   snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
@@ -69,6 +85,6 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
     if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
   }
   size_t local[2] = {GEMV_LANES, 1};
-  size_t global[2] = {GEMV_LANES, (size_t)(((T + tok - 1) / tok) * blocks)};
+  size_t global[2] = {GEMV_LANES, (size_t)gemv_groups(n, sl, T, tok, rows)};
   return clmoe__launch(ctx, k, 2, global, local);
 }
