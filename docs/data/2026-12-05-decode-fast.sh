@@ -32,7 +32,7 @@ gen() { # tag binary batch n [args...] (sh has no locals: names of their own)
 }
 for tag in before after; do
   bin=$NB/clmoe-generate; [ $tag = before ] && bin=$BB/clmoe-generate
-  gen $tag-warm $bin 1 32
+  for b in 1 4 16; do gen $tag-warm $bin $b 16; done # every batch's kernels built before the timed runs
   gen $tag $bin 1 256
   gen $tag $bin 4 256
   gen $tag $bin 16 256

@@ -92,8 +92,7 @@ CLMOE_API clmoe_dtype clmoe_gen_weights(const clmoe_model *model);
  * y_i [T, n_i] = (accumulate ? y_i : 0) + in(x) W_i^T for n (1 to 6) matrices W_i [n_i, K]
  * that share x [T, K] (f32); the W_i all fp32 or all bf16, sums in fp32. in: x itself,
  * RMSNorm(x) times gain [K] (eps), glu(x, x2) (glu a clmoe_glu), or x sigmoid(x2). Each
- * output is 16 partial sums added in order, partial i over the 8-element vectors i, i + 16,
- * ... of K, on every device. */
+ * output is 64 lane-strided partial sums added in lane order on every device. */
 typedef enum clmoe_gen_gemv_input {
   CLMOE_GEN_GEMV_PLAIN = 0,
   CLMOE_GEN_GEMV_RMSNORM = 1,

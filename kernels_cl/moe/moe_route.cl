@@ -4,8 +4,9 @@
  *
  * Top-k: one work-group per token. Every candidate (expert e, biased score v) is the 64-bit
  * key moe_ord(v) << 32 | ~e: unique per expert, larger for a larger score or, on a tie, a
- * lower index. Round r takes the largest key below round r - 1's, the maximum of the lanes'
- * own, so the choice and its order depend only on the scores, not on the work-group size. (One work-item per token walking the E scores was latency-bound on a GPU: 38% of
+ * lower index. Round r takes the largest key below round r - 1's by a max-reduction over
+ * the lanes, so the choice and its order depend only on the scores, not on the work-group
+ * size. (One work-item per token walking the E scores was latency-bound on a GPU: 38% of
  * the H200's forward time at 2048 tokens, E 896, top-16.)
  *
  * Grouped selection (G > 1 groups of E / G consecutive experts): each lane scores whole groups
@@ -62,7 +63,7 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
                __global int *topk, __global float *scores, __global float *probs,
                __global float *cutoff, int G, int tg, int renorm, float scale)
 {
-  __local ulong best[2 * MOE_ROUTE_WG];
+  __local ulong best[MOE_ROUTE_WG];
   __local ulong chosen[MOE_MAX_K1];
   __local float gscore[MOE_MAX_GROUPS];
   __local uchar keep[MOE_MAX_GROUPS];
@@ -81,16 +82,16 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
       const ulong key = ((ulong)moe_ord(row[e] + bias[e]) << 32) | (ulong)(~(uint)e);
       if (key < prev && key > mx) mx = key;
     }
-    /* every lane takes the maximum of the lanes' candidates itself: one barrier a round, the
-     * rounds alternating between two halves of best */
-    __local ulong *bs = best + (r & 1) * MOE_ROUTE_WG;
-    bs[lid] = mx;
+    best[lid] = mx;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int i = 0; i < MOE_ROUTE_WG; i++) mx = bs[i] > mx ? bs[i] : mx;
-    prev = mx;
+    for (int h = MOE_ROUTE_WG / 2; h > 0; h >>= 1) {
+      if (lid < h && best[lid + h] > best[lid]) best[lid] = best[lid + h];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    prev = best[0];
     if (lid == 0) chosen[r] = prev;
+    barrier(CLK_LOCAL_MEM_FENCE); /* best[0] is rewritten by the next round */
   }
-  barrier(CLK_LOCAL_MEM_FENCE); /* chosen */
   if (lid != 0) return;
   float sum = 0.0f;
   for (int r = 0; r < k; r++) {

@@ -12,11 +12,8 @@
  * attention output gate). beta is 0 (Y is only written) or 1.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
- * tokens, a work-item GV_ROWS / 4 rows for one partial (so that it reads each x vector once
- * for them). K is read in vectors of 8 elements (one 16- or 32-byte load per work-item), and
- * each output is GV_CH (16) partial sums added in order, partial ch over the vectors ch,
- * ch + 16, ...: the 16 work-items of a row read 16 adjacent vectors, and the bits do not
- * depend on the device's work-group size or on GV_ROWS and GV_TOK. */
+ * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
+ * bits do not depend on the device's work-group size or on GV_ROWS and GV_TOK. */
 #ifndef GV_ROWS
 #define GV_ROWS 4
 #endif
@@ -24,20 +21,13 @@
 #define GV_TOK 4
 #endif
 #define GV_LANES 64
-#define GV_CH 16
-#define GV_RPL (GV_ROWS / (GV_LANES / GV_CH)) /* rows per work-item */
-#if GV_ROWS % (GV_LANES / GV_CH) != 0
-#error "GV_ROWS must be a multiple of 4"
-#endif
 #define GV_SLOTS 6
 #if defined(GV_WBF16) && GV_WBF16
 typedef ushort gv_w_t;
 #define GV_W(p, i) bf16_to_f32((p)[i])
-#define GV_W8(p, i) bf16x8_to_f32(vload8(0, (p) + (i)))
 #else
 typedef float gv_w_t;
 #define GV_W(p, i) ((p)[i])
-#define GV_W8(p, i) vload8(0, (p) + (i))
 #endif
 
 inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
@@ -46,32 +36,6 @@ inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 inline float gv_glu(int glu, float u, float w)
 {
   return glu ? u * gv_sigmoid(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid(u) * (25.0f * tanh(w / 25.0f));
-}
-
-/* The row of x token t0 + t reads (an absent token reads t0's: no output is written). */
-inline ulong gv_row(int t0, int t, int T, int K) { return (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K; }
-
-/* in(x) at element i of x (column c), by mode; rs is the token's rstd in mode 1. */
-inline float gv_in(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
-                   __global const float *gain, int mode, int glu, float rs, ulong i, int c)
-{
-  const float v = x[xoff + i];
-  return mode == 1   ? v * rs * gain[c]
-         : mode == 2 ? gv_glu(glu, v, x2[x2off + i])
-         : mode == 3 ? v * gv_sigmoid(x2[x2off + i])
-                     : v;
-}
-
-/* The same for the eight elements i .. i + 7. */
-inline float8 gv_in8(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
-                     __global const float *gain, int mode, int glu, float rs, ulong i, int c)
-{
-  const float8 v = vload8(0, x + xoff + i);
-  if (mode == 0) return v;
-  if (mode == 1) return v * rs * vload8(0, gain + c);
-  float e[8];
-  for (int u = 0; u < 8; u++) e[u] = gv_in(x, xoff, x2, x2off, gain, mode, glu, rs, i + (ulong)u, c + u);
-  return vload8(0, e);
 }
 
 /* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
@@ -83,8 +47,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
                 GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
                 GV_SLOT_ARGS(5))
 {
-  /* the rstd partials [GV_TOK][GV_LANES], then the products' [GV_TOK GV_ROWS][GV_CH] */
-  __local float part[GV_TOK * (GV_ROWS * GV_CH > GV_LANES ? GV_ROWS * GV_CH : GV_LANES)];
+  __local float part[GV_TOK * GV_ROWS][GV_LANES];
   __local float rs[GV_TOK];
   const int lane = get_local_id(0);
   /* which slot and rows: blocks of GV_ROWS rows, slot after slot, then token tiles */
@@ -109,55 +72,44 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
           const float v = x[xoff + (ulong)(t0 + t) * (ulong)K + (ulong)c];
           a += v * v;
         }
-      part[t * GV_LANES + lane] = a;
+      part[t][lane] = a;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lane < GV_TOK) {
       float a = 0.0f;
-      for (int i = 0; i < GV_LANES; i++) a += part[lane * GV_LANES + i];
+      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
       rs[lane] = rsqrt(a / (float)K + eps); /* as kernels_cl/ops/norm.cl */
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  { /* work-item (row group g, partial ch): rows g GV_RPL .. g GV_RPL + GV_RPL - 1, each x
-     * vector read once for them */
-    const int g = lane / GV_CH, ch = lane % GV_CH;
-    float acc[GV_TOK][GV_RPL];
-    for (int t = 0; t < GV_TOK; t++)
-      for (int j = 0; j < GV_RPL; j++) acc[t][j] = 0.0f;
-    const int rg = r0 + g * GV_RPL; /* the group's first row */
-#pragma unroll 2
-    for (int c = 8 * ch; c < K; c += 8 * GV_CH) { /* (unrolled: several loads in flight) */
-      if (c + 8 <= K) {
-        float8 wv[GV_RPL];
-        for (int j = 0; j < GV_RPL; j++)
-          wv[j] = rg + j < n ? GV_W8(w, woff + (ulong)(rg + j) * (ulong)K + (ulong)c) : (float8)(0.0f);
-        for (int t = 0; t < GV_TOK; t++) {
-          const float8 xv = gv_in8(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
-                                   gv_row(t0, t, T, K) + (ulong)c, c);
-          for (int j = 0; j < GV_RPL; j++) acc[t][j] = dot8_acc(acc[t][j], wv[j], xv);
-        }
-      } else { /* the last vector of a K that is not a multiple of 8 */
-        for (int u = c; u < K; u++)
-          for (int t = 0; t < GV_TOK; t++) {
-            const float xv = gv_in(x, xoff, x2, x2off, gain, mode, glu, mode == 1 ? rs[t] : 1.0f,
-                                   gv_row(t0, t, T, K) + (ulong)u, u);
-            for (int j = 0; j < GV_RPL; j++)
-              acc[t][j] += (rg + j < n ? GV_W(w, woff + (ulong)(rg + j) * (ulong)K + (ulong)u) : 0.0f) * xv;
-          }
-      }
+  float acc[GV_TOK][GV_ROWS];
+  for (int t = 0; t < GV_TOK; t++)
+    for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
+  for (int c = lane; c < K; c += GV_LANES) {
+    float xv[GV_TOK];
+    for (int t = 0; t < GV_TOK; t++) {
+      const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
+      const float v = x[xoff + xi];
+      xv[t] = mode == 1   ? v * rs[t] * gain[c]
+              : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
+              : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
+                          : v;
     }
-    for (int t = 0; t < GV_TOK; t++)
-      for (int j = 0; j < GV_RPL; j++) part[(t * GV_ROWS + g * GV_RPL + j) * GV_CH + ch] = acc[t][j];
+    for (int r = 0; r < GV_ROWS; r++) {
+      const float wv = r0 + r < n ? GV_W(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c) : 0.0f;
+      for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv * xv[t];
+    }
   }
+  for (int t = 0; t < GV_TOK; t++)
+    for (int r = 0; r < GV_ROWS; r++) part[t * GV_ROWS + r][lane] = acc[t][r];
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int o = lane; o < GV_TOK * GV_ROWS; o += GV_LANES) {
-    const int t = o / GV_ROWS, r = o % GV_ROWS;
+  if (lane < GV_TOK * GV_ROWS) {
+    const int t = lane / GV_ROWS, r = lane % GV_ROWS;
     if (t0 + t < T && r0 + r < n) {
       float a = 0.0f;
-      for (int i = 0; i < GV_CH; i++) a += part[o * GV_CH + i];
-      const ulong yo = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
-      y[yo] = beta ? y[yo] + a : a;
+      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
+      const ulong o = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
+      y[o] = beta ? y[o] + a : a;
     }
   }
 }

@@ -21,18 +21,10 @@ static int64_t gemv_groups(int n, const clmoe__gemv_slot *sl, int64_t T, int tok
   return b * ((T + tok - 1) / tok);
 }
 
-/* Rows per work-group (a multiple of 4; the sums do not depend on it). On CPUs 8, or 16 with
- * 4 tokens or more. On GPUs 4, which spreads a batch-1 step over many work-groups, or with 4
- * tokens or more 16 or 8 (a work-item's x vectors then serve 4 or 2 rows) while that leaves
- * two work-groups per compute unit. */
-static int gemv_rows(const clmoe_ctx *ctx, int n, const clmoe__gemv_slot *sl, int64_t T, int tok)
-{
-  if (!ctx->caps.is_gpu) return tok >= 4 && tok < GEMV_TOK_WIDE ? 16 : 8;
-  if (tok >= 4 && tok < GEMV_TOK_WIDE)
-    for (int rows = 16; rows >= 8; rows /= 2)
-      if (gemv_groups(n, sl, T, tok, rows) >= 2 * (int64_t)ctx->caps.compute_units) return rows;
-  return 4;
-}
+/* Rows per work-group: fewer on GPUs, where a batch-1 step needs many work-groups to fill
+ * the device, and with GEMV_TOK_WIDE tokens (their partials in local memory); the sums do
+ * not depend on it. */
+static int gemv_rows(const clmoe_ctx *ctx, int tok) { return ctx->caps.is_gpu || tok > GEMV_TOK ? 4 : 8; }
 
 int clmoe__ops_gemv_ok(const clmoe_tensor *w)
 {
@@ -64,7 +56,7 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
    * tokens. The sums do not depend on it. */
   const int want = rows_all >= GEMV_WIDE_ROWS ? GEMV_TOK_WIDE : GEMV_TOK;
   const int tok = T < want ? (int)T : want;
-  const int rows = gemv_rows(ctx, n, sl, T, tok);
+  const int rows = gemv_rows(ctx, tok);
   snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
