@@ -39,6 +39,11 @@ for tag in before after; do
   timeout 60 $bin --random-weights gpu --device nvidia --prompt The_quick_brown_fox -n 40 --greedy --weights bf16 \
     --profile --json $R/$tag-profile-b1.json > /dev/null 2> $R/$tag-profile-b1.err
   say "$tag profile b1 rc=$?"
+  args=; for i in $(seq 16); do args="$args --prompt The_quick_brown_fox_jumps_over_$i"; done
+  # shellcheck disable=SC2086
+  timeout 60 $bin --random-weights gpu --device nvidia $args -n 40 --greedy --weights bf16 \
+    --profile --json $R/$tag-profile-b16.json > /dev/null 2> $R/$tag-profile-b16.err
+  say "$tag profile b16 rc=$?"
   pack
 done
 if [ "${SAMPLE:-1}" = 1 ]; then
@@ -47,9 +52,9 @@ if [ "${SAMPLE:-1}" = 1 ]; then
 fi
 pack
 cat $R/gpu.txt $R/summary.txt; grep -E "FAIL|passed" $R/xcheck.txt | head
-for tag in before after; do
-  echo "== $tag"; grep -A8 "^profile" $R/$tag-profile-b1.err | head -9
+for p in before-profile-b1 after-profile-b1 before-profile-b16 after-profile-b16; do
+  tag=$p; echo "== $p"; grep -A8 "^profile" $R/$p.err | head -9
   python3 -c "import json; [print('  %-24s %8.4f ms %5.1f launches' % (k['kernel'], k['ms_per_step'], k['launches_per_step']))
-    for k in json.load(open('$R/$tag-profile-b1.json'))['profile']['kernels'][:14]]"
+    for k in json.load(open('$R/$p.json'))['profile']['kernels'][:10]]"
 done
 cat $R/sample.txt 2>/dev/null | tail -8

@@ -155,8 +155,23 @@ k48)
   cat $R/gpu.txt $R/summary.txt; tail -8 $R/k48-prefill.err; grep -h "memory\|weights" $R/k48-b1.err | head -4
   grep -A8 "^profile" $R/k48-profile-b1.err | head -10
   ;;
+k48s)
+  # the short form (at most 260 s): prefill of 4K with 8 decode steps after it (batch 1), then
+  # batch-8 decode
+  timeout 170 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia \
+    --prefill-bench 4096 --bench-steps 8 --json $R/k48-prefill.json > /dev/null 2> $R/k48-prefill.err
+  say "k48 prefill rc=$?"
+  pack
+  args=; for i in $(seq 8); do args="$args --prompt-ids 1,2,3,4,5,6,7,$i"; done
+  # shellcheck disable=SC2086
+  timeout 85 $NB/clmoe-generate --random-weights kimi-linear-48b --weights bf16 --device nvidia $args -n 32 \
+    --greedy --quiet --json $R/k48-b8.json > /dev/null 2> $R/k48-b8.err
+  say "k48 b8 rc=$? $(grep -o '"decode_tokens_per_s": [0-9.]*' $R/k48-b8.json)"
+  pack
+  cat $R/gpu.txt $R/summary.txt; tail -12 $R/k48-prefill.err; tail -4 $R/k48-b8.err
+  ;;
 *)
-  echo "usage: sh docs/data/2026-12-06-h200-plan.sh train|core|decode|torch|k48" >&2
+  echo "usage: sh docs/data/2026-12-06-h200-plan.sh train|core|decode|torch|k48|k48s" >&2
   exit 2
   ;;
 esac
