@@ -30,7 +30,7 @@ struct clmoe_gen_state {
  * below (generate_kda.c); larger ones through clmoe_kda_layer_step (CLBlast). */
 #define GEN_GEMV_TOKENS 16
 /* Rows of logits up to which a bf16 head is read by the GEMV (16 rows a work-group from a
- * vocabulary of 32,768: the head read once per 16 rows) instead of an fp32 copy of it for a
+ * vocabulary of CLMOE_GEMV_WIDE_ROWS, 32,768: the head read once per 16 rows) instead of an fp32 copy of it for a
  * GEMM (1.5 GB at Kimi-Linear-48B's 163,840 x 2,304). */
 #define GEN_HEAD_GEMV_ROWS 64
 

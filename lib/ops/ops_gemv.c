@@ -11,7 +11,6 @@
 #define GEMV_LANES 64 /* GV_LANES of gemv.cl */
 #define GEMV_TOK 4    /* tokens per work-group at most */
 #define GEMV_TOK_WIDE 16
-#define GEMV_WIDE_ROWS 32768 /* matrix rows of a launch from which GEMV_TOK_WIDE is taken */
 
 /* Work-groups of a launch at `rows` rows per work-group and `tok` tokens. */
 static int64_t gemv_groups(int n, const clmoe__gemv_slot *sl, int64_t T, int tok, int rows)
@@ -54,7 +53,7 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   /* Tokens per work-group: 4, or 16 when the matrices alone make enough work-groups (the
    * head of a large vocabulary: it is read a quarter as often); no work on absent
    * tokens. The sums do not depend on it. */
-  const int want = rows_all >= GEMV_WIDE_ROWS ? GEMV_TOK_WIDE : GEMV_TOK;
+  const int want = rows_all >= clmoe__knob_int(ctx, CLMOE_K_GEMV_WIDE_ROWS) ? GEMV_TOK_WIDE : GEMV_TOK;
   const int tok = T < want ? (int)T : want;
   const int rows = gemv_rows(ctx, tok);
   snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);

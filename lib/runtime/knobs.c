@@ -138,6 +138,10 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                             "the MLA tile backward's double-buffered kernels and the bf16 copies of fp32 "
                             "operands (auto or 1: on; 0: the earlier kernels, fp32 operands rounded per "
                             "tile)", "tuning", 0},
+    [CLMOE_K_GEMV_WIDE_ROWS] = {"CLMOE_GEMV_WIDE_ROWS", CLMOE__KNOB_INT, "32768", 1, 1073741824, 0, 0,
+                                "an integer in 1..1073741824", NULL, "matrix rows of a few-token product "
+                                "launch from which it takes 16 tokens per work-group instead of 4 (a large "
+                                "vocabulary's head)", "testing", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};
