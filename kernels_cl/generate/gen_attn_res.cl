@@ -43,15 +43,7 @@ inline void gar_weights(__global const float *src, ulong so, int S, ulong T, ulo
     gar_reduce(red, 2 * ns, lid, lsize, sums);
     for (int i = lid; i < ns; i += lsize) a[i0 + i] = sums[2 * i + 1] / sqrt(sums[2 * i] / (float)d + eps);
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) { /* softmax over the S sources, in order */
-    float m = a[0];
-    for (int i = 1; i < S; i++) m = fmax(m, a[i]);
-    float z = 0.0f;
-    for (int i = 0; i < S; i++) z += (a[i] = exp(a[i] - m));
-    for (int i = 0; i < S; i++) a[i] /= z; /* a NaN source makes every weight NaN */
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  ar_softmax(a, S, lid);
 }
 
 /* h[t, c] = sum_i a[i] src[i, t, c], in order (attn_res_forward's sum). */

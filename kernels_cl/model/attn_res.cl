@@ -27,6 +27,20 @@ inline float ar_reduce(__local float *red, int lid, int lsize)
   return s;
 }
 
+/* a[0 .. S) = softmax of a[0 .. S), in order by work-item 0; every work-item calls it. */
+inline void ar_softmax(__local float *a, int S, int lid)
+{
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    float m = a[0];
+    for (int i = 1; i < S; i++) m = fmax(m, a[i]);
+    float z = 0.0f;
+    for (int i = 0; i < S; i++) z += (a[i] = exp(a[i] - m));
+    for (int i = 0; i < S; i++) a[i] /= z; /* a NaN source makes every weight NaN */
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* The mixing weights of token t: a[i] = softmax_i(<w, g * b_i> / rms(b_i)), b_i = src[i, t, :],
  * in local memory for every work-item of the group (src [S, T, d]). */
 inline void ar_weights(__global const float *src, ulong so, int S, ulong T, ulong d, __global const float *w,
@@ -41,15 +55,7 @@ inline void ar_weights(__global const float *src, ulong so, int S, ulong T, ulon
     const float dot = ar_reduce(red, lid, lsize);
     if (lid == 0) a[i] = dot / sqrt(ss / (float)d + eps);
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) { /* softmax over the S sources, in order */
-    float m = a[0];
-    for (int i = 1; i < S; i++) m = fmax(m, a[i]);
-    float z = 0.0f;
-    for (int i = 0; i < S; i++) z += (a[i] = exp(a[i] - m));
-    for (int i = 0; i < S; i++) a[i] /= z; /* a NaN source makes every weight NaN */
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  ar_softmax(a, S, lid);
 }
 
 /* h[t] = sum_i a_i b_i[t]; alpha[t, i] = a_i; rinv[t, i] = 1 / r_i. */
