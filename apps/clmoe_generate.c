@@ -33,11 +33,12 @@ static int want_bf16(const gen_opts *o, clmoe_ctx *ctx)
   return clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE;
 }
 
-/* --random-weights: the preset's model, its matrices made in the storage asked for. */
+/* --random-weights: the preset's or config file's model, its matrices made in the storage
+ * asked for. */
 static clmoe_status random_model(const gen_opts *o, clmoe_ctx *ctx, clmoe_model **model)
 {
   clmoe_config cfg;
-  const clmoe_status st = clmoe_config_preset(o->random_preset, &cfg);
+  const clmoe_status st = gen_random_config(o->random_preset, &cfg);
   if (st != CLMOE_OK) return st;
   return clmoe_gen_random_model(ctx, &cfg, o->sampling.seed, want_bf16(o, ctx) ? CLMOE_BF16 : CLMOE_F32, model);
 }

@@ -86,6 +86,8 @@ typedef struct gen_result {
 /* generate_options.c. The command line into *o (zeroed by the caller); --help and --version
  * print and exit 0, a usage error exits 2 naming the flag, an unreadable --prompt-file 1. */
 void gen_parse_args(int argc, char **argv, gen_opts *o);
+/* --random-weights' config: a shipped preset by name, else a config file. */
+clmoe_status gen_random_config(const char *arg, clmoe_config *cfg);
 
 /* generate_tokens.c. The ids of a --prompt-ids list ("5,17,300"): malloc'ed, *n of them;
  * exits with a usage error naming the flag when malformed. */

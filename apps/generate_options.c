@@ -4,14 +4,15 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "generate_app.h"
 
 static void usage(void)
 {
-  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET)\n"
+  printf("Usage: clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET|FILE)\n"
          "                      [--prompt TEXT | --prompt-file FILE | --prompt-ids LIST]... [options]\n"
-         "       clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET)\n"
+         "       clmoe-generate (--ckpt FILE | --model DIR | --random-weights PRESET|FILE)\n"
          "                      --prefill-bench T[,T...] [options]\n"
          "\n"
          "Generates text from a checkpoint written by clmoe-train (its config is inside it) or\n"
@@ -24,10 +25,11 @@ static void usage(void)
          "                      or model.safetensors.index.json and its shards; Kimi Linear models):\n"
          "                      its tokenizer (tiktoken.model or tokenizer.json) is used when\n"
          "                      present and --tokenizer is not given\n"
-         "  --random-weights PRESET  a model of a preset (clmoe-train --preset) with random\n"
-         "                      weights made on the device, no checkpoint: for speed and memory\n"
-         "                      measurements (with bf16 weights no fp32 copy of the matrices\n"
-         "                      is made); --seed picks the weights\n"
+         "  --random-weights PRESET|FILE  a model of a preset (clmoe-train --preset) or of a\n"
+         "                      config file (clmoe-train --config) with random weights made on\n"
+         "                      the device, no checkpoint: for speed and memory measurements\n"
+         "                      (with bf16 weights no fp32 copy of the matrices is made);\n"
+         "                      --seed picks the weights\n"
          "  --prompt TEXT       a prompt (repeat for a batch); bytes are tokens\n"
          "  --prompt-file FILE  a prompt read from a file (repeatable; - is stdin)\n"
          "  --prompt-ids LIST   a prompt as token ids, e.g. 5,17,300 (repeatable)\n"
@@ -134,6 +136,14 @@ static void add_prompt(gen_opts *o, char *bytes, int64_t len, const char *file)
   o->prompt_from[o->nprompts++] = from;
 }
 
+clmoe_status gen_random_config(const char *arg, clmoe_config *cfg)
+{
+  for (const char *const *name = clmoe_config_preset_names(); *name; name++)
+    if (!strcmp(*name, arg)) return clmoe_config_preset(arg, cfg);
+  if (access(arg, F_OK) == 0) return clmoe_config_load(arg, cfg);
+  return clmoe_config_preset(arg, cfg); /* the unknown-preset error, naming the presets */
+}
+
 void gen_parse_args(int argc, char **argv, gen_opts *o)
 {
   app_flags flags = {.take = APP_FLAGS_ALL, .usage = usage};
@@ -205,11 +215,11 @@ void gen_parse_args(int argc, char **argv, gen_opts *o)
   if (!!o->ckpt + !!o->model_dir + !!o->random_preset > 1)
     app_usage_error("--ckpt, --model and --random-weights: give one of them");
   if (!o->ckpt && !o->model_dir && !o->random_preset)
-    app_usage_error("--ckpt FILE, --model DIR or --random-weights PRESET is required");
+    app_usage_error("--ckpt FILE, --model DIR or --random-weights PRESET|FILE is required");
   if (o->random_preset) {
     clmoe_config cfg;
-    if (clmoe_config_preset(o->random_preset, &cfg) != CLMOE_OK)
-      app_usage_error("--random-weights: %s", clmoe_last_error());
+    if (gen_random_config(o->random_preset, &cfg) != CLMOE_OK)
+      app_usage_error("--random-weights %s: %s", o->random_preset, clmoe_last_error());
     if (o->ep) app_usage_error("--random-weights: not with --ep");
     snprintf(o->random_name, sizeof o->random_name, "random weights (%s)", o->random_preset);
     o->ckpt = o->random_name;

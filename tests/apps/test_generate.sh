@@ -11,7 +11,7 @@ skip_without_device
 
 expect "generate --help" 0 "Usage: clmoe-generate" -- "$gen" --help
 expect "generate --version" 0 "clmoe-generate [0-9]" -- "$gen" --version
-expect "generate without --ckpt, --model or --random-weights" 2 "--ckpt FILE, --model DIR or --random-weights PRESET is required" -- "$gen" --prompt hi
+expect "generate without --ckpt, --model or --random-weights" 2 "--ckpt FILE, --model DIR or --random-weights PRESET|FILE is required" -- "$gen" --prompt hi
 expect "generate without a prompt" 2 "at least one --prompt" -- "$gen" --ckpt x
 expect "generate unknown flag" 2 "unknown argument '--frobnicate'" -- "$gen" --frobnicate
 expect "generate bad --top-p" 2 "--top-p: '2' is not a number" -- "$gen" --ckpt x --prompt a --top-p 2
@@ -121,8 +121,16 @@ expect "--profile with --prefill-bench" 2 "--profile profiles the decode steps" 
 # --random-weights: a preset's model without a checkpoint, in the storage --weights asks
 expect "--random-weights tiny --weights bf16" 0 "random weights (tiny): 4 layers (1 MLA), d 64, vocab 256, weights bf16" -- \
   "$gen" --random-weights tiny --weights bf16 --prompt abc -n 4 --greedy
-expect "--random-weights with an unknown preset" 2 "--random-weights: unknown preset 'nope'" -- \
+expect "--random-weights with an unknown preset" 2 "--random-weights nope: unknown preset 'nope'" -- \
   "$gen" --random-weights nope --prompt abc
+# a config file: the preset cut to 2 layers (what a benchmark of a model too large for the
+# device does), and a config file the parser refuses, named in the error
+"$train" --preset tiny --print-config | sed -e 's/^layers = .*/layers = 2/' -e '/^mla_/d' > "$tmp/tiny2.conf"
+expect "--random-weights FILE" 0 "random weights ($tmp/tiny2.conf): 2 layers (0 MLA), d 64" -- \
+  "$gen" --random-weights "$tmp/tiny2.conf" --weights bf16 --prompt abc -n 2 --greedy
+printf '[model]\nvocab = ten\n' > "$tmp/bad.conf"
+expect "--random-weights with a bad config file" 2 "--random-weights $tmp/bad.conf: $tmp/bad.conf" -- \
+  "$gen" --random-weights "$tmp/bad.conf" --prompt abc
 expect "--random-weights with --ckpt" 2 "give one of them" -- "$gen" --random-weights tiny --ckpt "$ckpt" --prompt abc
 # A model with a vocabulary of 130 (the recall task's): bytes from 130 on are not tokens.
 "$train" --preset tiny --print-config | sed 's/^vocab = 256/vocab = 130/' > "$tmp/v130.conf"
