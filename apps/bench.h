@@ -11,6 +11,7 @@ int bench_kda(int argc, char **argv);
 int bench_mla(int argc, char **argv);
 int bench_moe(int argc, char **argv);
 int bench_sample(int argc, char **argv);
+int bench_gemv(int argc, char **argv);
 
 /* bench_common.c: what the benchmarks share. */
 

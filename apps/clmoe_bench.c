@@ -1,5 +1,6 @@
 /* clmoe-bench: performance measurements. The dispatcher: it names the benchmark and runs
- * it (bench_gemm.c, bench_kda.c, bench_mla.c, bench_moe.c, bench_sample.c, all over bench_common.c).
+ * it (bench_gemm.c, bench_kda.c, bench_mla.c, bench_moe.c, bench_sample.c,
+ * bench_gemv.c, all over bench_common.c).
  * Benchmarks are a table: add one there. `clmoe-bench gemm --help` for one benchmark. */
 #include <string.h>
 
@@ -20,6 +21,8 @@ static const struct {
                        "         per phase, and the load-balancing curves"},
     {"sample", bench_sample, "the device sampler (one launch draws a token per row) against the host\n"
                              "         sampler, over vocabularies and batch sizes, us per launch"},
+    {"gemv", bench_gemv, "the decode step's few-token products over matrix shapes and token counts,\n"
+                         "         us per launch and GB/s of weights, against a device copy"},
 };
 
 static void usage(void)

@@ -11,8 +11,8 @@ apps_clmoe_xcheck_SOURCES = apps/clmoe_xcheck.c apps/xcheck.h apps/xcheck_pairs.
 apps_clmoe_xcheck_LDADD = check/libclmoecheck.la $(APP_LIBS)
 apps_clmoe_bench_SOURCES += apps/clmoe_bench.c apps/bench.h apps/bench_common.c $(APP_COMMON)
 apps_clmoe_bench_LDADD = $(APP_LIBS)
-# (the generate subsystem's benchmark: the device sampler)
-apps_clmoe_bench_SOURCES += apps/bench_sample.c
+# (the generate subsystem's benchmarks: the device sampler, the decode step's GEMV)
+apps_clmoe_bench_SOURCES += apps/bench_sample.c apps/bench_gemv.c
 apps_clmoe_train_SOURCES = apps/clmoe_train.c apps/train_run.h apps/train_run.c apps/train_ckpt.c \
 	apps/train_report.c apps/train_dir.c $(APP_COMMON)
 apps_clmoe_train_LDADD = $(APP_LIBS)

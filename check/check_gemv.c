@@ -53,7 +53,10 @@ static void ref_input(const gemv_case *gc, const double *x, const double *x2, co
                                              : x[i];
 }
 
-static clmoe_status check_gemv(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const gemv_case *gc)
+/* keep: when not NULL, receives the first output's values [T, rows[0]] (the caller frees);
+ * res NULL: no comparison with the reference. */
+static clmoe_status gemv_outputs(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const gemv_case *gc,
+                                 double **keep)
 {
   clmoe_status st = CLMOE_OK;
   const int64_t T = gc->T, K = gc->K, sx[2] = {T, K};
@@ -84,7 +87,7 @@ static clmoe_status check_gemv(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result
   }
   CK_ALLOC(in, T * K);
   ref_input(gc, hx, hx2, hg, eps, in);
-  res->tolerance = TOL;
+  if (res) res->tolerance = TOL;
   for (int i = 0; i < gc->n; i++) {
     const int64_t N = gc->rows[i];
     char what[16];
@@ -97,7 +100,8 @@ static clmoe_status check_gemv(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result
         ref[t * N + r] = a;
       }
     snprintf(what, sizeof what, "y%d", i);
-    ck_compare(what, got, ref, (size_t)(T * N), res);
+    if (res) ck_compare(what, got, ref, (size_t)(T * N), res);
+    if (keep && i == 0) *keep = got, got = NULL;
     free(got), free(ref);
     got = ref = NULL;
   }
@@ -106,6 +110,11 @@ done:
   for (int i = 0; i < GEMV_MAX; i++) clmoe_tensor_destroy(&w[i]), clmoe_tensor_destroy(&y[i]), free(hw[i]), free(hy[i]);
   free(hx), free(hx2), free(hg), free(in), free(got), free(ref);
   return st;
+}
+
+static clmoe_status check_gemv(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, const gemv_case *gc)
+{
+  return gemv_outputs(ctx, seed, res, gc, NULL);
 }
 
 /* T, K, n, rows, weights, input form, glu, accumulate */
@@ -135,6 +144,38 @@ static clmoe_status g_bf16_head(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   const clmoe_status back = clmoe_ctx_set_knob(ctx, "CLMOE_GEMV_WIDE_ROWS", ""); /* "": the default */
   return st != CLMOE_OK ? st : back;
 }
+/* The launch's forms (rows and tokens per work-group, columns loaded at once: the
+ * CLMOE_GEMV_ROWS, _TOK and _UNROLL knobs): each against the double reference (bits 0), or
+ * each to the bit against the default form (bits 1). */
+static const gemv_case bf16_forms = {9, 200, 2, {70, 5}, CLMOE_BF16, CLMOE_GEN_GEMV_RMSNORM, 0, 0};
+static clmoe_status check_forms(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int bits)
+{
+  static const char *const forms[][3] = {{"16", "8", "4"}, {"1", "1", "3"}, {"2", "16", "8"}, {"4", "2", "16"}};
+  static const char *const names[] = {"CLMOE_GEMV_ROWS", "CLMOE_GEMV_TOK", "CLMOE_GEMV_UNROLL"};
+  const size_t n = (size_t)(bf16_forms.T * bf16_forms.rows[0]);
+  double *base = NULL, *got = NULL;
+  clmoe_status st = gemv_outputs(ctx, seed, bits ? NULL : res, &bf16_forms, &base);
+  if (bits) res->tolerance = 0.0;
+  for (size_t f = 0; st == CLMOE_OK && f < sizeof forms / sizeof forms[0]; f++) {
+    for (int k = 0; k < 3 && st == CLMOE_OK; k++) st = clmoe_ctx_set_knob(ctx, names[k], forms[f][k]);
+    if (st == CLMOE_OK) st = gemv_outputs(ctx, seed, bits ? NULL : res, &bf16_forms, &got);
+    for (int k = 0; k < 3; k++) { /* "": the defaults back */
+      const clmoe_status back = clmoe_ctx_set_knob(ctx, names[k], "");
+      if (st == CLMOE_OK) st = back;
+    }
+    if (st == CLMOE_OK && bits) {
+      char what[40];
+      snprintf(what, sizeof what, "y0, form %s/%s/%s", forms[f][0], forms[f][1], forms[f][2]);
+      ck_compare(what, got, base, n, res);
+    }
+    free(got);
+    got = NULL;
+  }
+  free(base);
+  return st;
+}
+static clmoe_status g_bf16_forms(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_forms(c, s, r, 0); }
+static clmoe_status g_bf16_forms_bits(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_forms(c, s, r, 1); }
 GEMV_CHECK(g_bf16_norm, bf16_norm)
 GEMV_CHECK(g_bf16_swiglu, bf16_swiglu)
 GEMV_CHECK(g_bf16_situ, bf16_situ)
@@ -143,10 +184,11 @@ GEMV_CHECK(g_f32_gate, f32_gate)
 
 /* clmoe_gen_argmax, the greedy tokens of a decode step on the device: rows of V 5000 (not a
  * multiple of the 64 lanes) drawn at random, one with its maximum twice (the lower index
- * wins), one all -inf (index 0), one with two NaNs (-1 - the lower one's index), one with the
- * maximum last. The ids must equal the plain scan's exactly; ids start as -7 so a row the
- * kernel misses fails. */
-static clmoe_status g_argmax(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+ * wins; the two in different parts of a split row), one all -inf (index 0), one with two
+ * NaNs (-1 - the lower one's index), one with the maximum last. The ids must equal the plain
+ * scan's exactly; ids start as -7 so a row the kernel misses fails. `part`: the logits per
+ * work-group (CLMOE_ARGMAX_PART; NULL: the default, 3 parts a row). */
+static clmoe_status argmax_check(clmoe_ctx *ctx, uint64_t seed, const char *part, clmoe_check_result *res)
 {
   enum { R = 7 };
   const int64_t V = 5000, sl[2] = {R, V}, n = R;
@@ -167,7 +209,13 @@ static clmoe_status g_argmax(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *
   CK_ALLOC(gi, R);
   for (int r = 0; r < R; r++) gi[r] = -7;
   CK(clmoe_tensor_write(&ids, gi, R * sizeof *gi));
-  CK(clmoe_gen_argmax(ctx, &lg, &ids));
+  if (part) CK(clmoe_ctx_set_knob(ctx, "CLMOE_ARGMAX_PART", part));
+  st = clmoe_gen_argmax(ctx, &lg, &ids);
+  if (part) {
+    const clmoe_status back = clmoe_ctx_set_knob(ctx, "CLMOE_ARGMAX_PART", ""); /* "": the default */
+    if (st == CLMOE_OK) st = back;
+  }
+  if (st != CLMOE_OK) goto done;
   CK(clmoe_tensor_read(&ids, gi, R * sizeof *gi));
   CK_ALLOC(got, R);
   CK_ALLOC(ref, R);
@@ -192,6 +240,21 @@ done:
   return st;
 }
 
+static clmoe_status g_argmax(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  return argmax_check(ctx, seed, NULL, res);
+}
+
+static clmoe_status g_argmax_whole(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  return argmax_check(ctx, seed, "8192", res);
+}
+
+static clmoe_status g_argmax_parts(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  return argmax_check(ctx, seed, "77", res);
+}
+
 const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.f32", "1 token, K 300, 3 matrices of 5, 130, 64 rows", g_f32_plain},
     {"gemv.bf16", "the same with bf16 weights", g_bf16_plain},
@@ -201,7 +264,12 @@ const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.bf16.situ", "2 tokens, SiTU-GLU of two inputs, K 65", g_bf16_situ},
     {"gemv.bf16.gate", "4 tokens, x times sigmoid(gate), accumulating", g_bf16_gate},
     {"gemv.f32.gate", "7 tokens, x times sigmoid(gate), fp32 weights", g_f32_gate},
+    {"gemv.bf16.forms", "9 tokens, RMSNorm input, 4 launch forms (rows, tokens, columns at once)", g_bf16_forms},
+    {"gemv.bf16.forms.bits", "the same forms give the default form's outputs to the bit", g_bf16_forms_bits},
     {"gemv.bf16.head", "17 tokens, 300 rows, K 12, 16 tokens per work-group (CLMOE_GEMV_WIDE_ROWS 300)",
      g_bf16_head},
-    {"gemv.argmax", "greedy tokens of 7 rows of 5000 logits: ties, -inf, NaN, the last", g_argmax},
+    {"gemv.argmax", "greedy tokens of 7 rows of 5000 logits: ties, -inf, NaN, the last (3 parts a row)",
+     g_argmax},
+    {"gemv.argmax.whole", "the same, one work-group a row (CLMOE_ARGMAX_PART 8192)", g_argmax_whole},
+    {"gemv.argmax.parts", "the same, 65 parts a row (CLMOE_ARGMAX_PART 77)", g_argmax_parts},
     {NULL, NULL, NULL}};

@@ -6,7 +6,7 @@
 # looks again when configure found none (one installed later is then used).
 CLMOE_MAN_PAGES = man/clmoe-info.1 man/clmoe-xcheck.1 man/clmoe-train.1 man/clmoe-plan.1 \
 	man/clmoe-generate.1 man/clmoe-bench.1 man/clmoe-bench-gemm.1 man/clmoe-bench-kda.1 \
-	man/clmoe-bench-mla.1 man/clmoe-bench-moe.1 man/clmoe-bench-sample.1 man/clmoe-op.1 man/clmoe-op-kda.1 \
+	man/clmoe-bench-mla.1 man/clmoe-bench-moe.1 man/clmoe-bench-sample.1 man/clmoe-bench-gemv.1 man/clmoe-op.1 man/clmoe-op-kda.1 \
 	man/clmoe-op-mla.1 man/clmoe-op-compare.1
 clmoeman1dir = $(mandir)/man1
 EXTRA_DIST += man/descriptions man/see-also.h2m

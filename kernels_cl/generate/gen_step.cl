@@ -79,34 +79,80 @@ __kernel void gen_conv3_step(__global const float *x0, __global const float *x1,
 
 /* The greedy token of each row of logits [R, V]: the largest logit, the lowest index on
  * ties (as clmoe_gen_sample's greedy rule); a row holding a NaN gives -1 - (the lowest index
- * of a NaN) instead. One work-group of GEN_LANES per row: lane j scans indices j, j + 64,
- * ..., then a tree over the lanes keeps the better of two (value, index) pairs and the lower
- * NaN index. Grid: (64, R). */
+ * of a NaN) instead. Keeping the better of two (value, index) pairs and the lower NaN index
+ * gives the same answer in any grouping, so a row may be split in G parts of P logits:
+ * gen_argmax_part reduces each part to a pair, gen_argmax the G pairs of a row (with G = 0
+ * it reads the logits themselves). */
+
+/* The better of (v, vi) and (w, wi) into (v, vi); the lower of the NaN indices. */
+#define AM_KEEP(v, vi, w, wi) \
+  if ((w) > (v) || ((w) == (v) && (wi) < (vi))) (v) = (w), (vi) = (wi)
+
+/* Lane 0 ends with the work-group's pair and NaN index (every lane calls it). */
+inline void am_reduce(__local float *bv, __local uint *bi, __local uint *bn, uint lane, float v, uint vi, uint ni)
+{
+  bv[lane] = v, bi[lane] = vi, bn[lane] = ni;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint h = GEN_LANES / 2; h > 0; h /= 2) {
+    if (lane < h) {
+      float a = bv[lane];
+      uint ai = bi[lane];
+      AM_KEEP(a, ai, bv[lane + h], bi[lane + h]);
+      bv[lane] = a, bi[lane] = ai;
+      bn[lane] = min(bn[lane], bn[lane + h]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* Part g (logits g P .. g P + P - 1) of row r: pv, pi, pn [R, G] = the part's best value, its
+ * index (UINT_MAX: none) and its first NaN index (UINT_MAX: none). Lane j scans j, j + 64,
+ * ... of the part. Grid: (64, R G). */
 __kernel __attribute__((reqd_work_group_size(GEN_LANES, 1, 1)))
-void gen_argmax(__global const float *logits, ulong V, __global int *out)
+void gen_argmax_part(__global const float *logits, ulong V, ulong P, uint G, __global float *pv, __global uint *pi,
+                     __global uint *pn)
+{
+  __local float bv[GEN_LANES];
+  __local uint bi[GEN_LANES], bn[GEN_LANES];
+  const uint lane = get_local_id(0), g = get_group_id(1) % G;
+  const ulong row = get_group_id(1) / G, lo = (ulong)g * P, hi = min(V, lo + P);
+  __global const float *x = logits + row * V;
+  float v = -INFINITY;
+  uint vi = UINT_MAX, ni = UINT_MAX;
+  for (ulong i = lo + lane; i < hi; i += GEN_LANES) {
+    const float a = x[i];
+    if (isnan(a)) ni = min(ni, (uint)i);
+    else AM_KEEP(v, vi, a, (uint)i);
+  }
+  am_reduce(bv, bi, bn, lane, v, vi, ni);
+  if (lane == 0) pv[row * G + g] = bv[0], pi[row * G + g] = bi[0], pn[row * G + g] = bn[0];
+}
+
+/* out[r]: the token of row r, from the logits [R, V] themselves when G is 0, else from the
+ * parts' pairs [R, G] of gen_argmax_part. One work-group of GEN_LANES per row. Grid: (64, R). */
+__kernel __attribute__((reqd_work_group_size(GEN_LANES, 1, 1)))
+void gen_argmax(__global const float *logits, ulong V, uint G, __global const float *pv, __global const uint *pi,
+                __global const uint *pn, __global int *out)
 {
   __local float bv[GEN_LANES];
   __local uint bi[GEN_LANES], bn[GEN_LANES];
   const uint lane = get_local_id(0);
   const ulong row = get_group_id(1);
-  __global const float *x = logits + row * V;
   float v = -INFINITY;
   uint vi = UINT_MAX, ni = UINT_MAX; /* best index, first NaN index (UINT_MAX: none yet) */
-  for (ulong i = lane; i < V; i += GEN_LANES) {
-    const float a = x[i];
-    if (isnan(a)) ni = min(ni, (uint)i);
-    else if (a > v || (a == v && (uint)i < vi)) v = a, vi = (uint)i;
-  }
-  bv[lane] = v, bi[lane] = vi, bn[lane] = ni;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint h = GEN_LANES / 2; h > 0; h /= 2) {
-    if (lane < h) {
-      const float w = bv[lane + h];
-      const uint wi = bi[lane + h];
-      if (w > bv[lane] || (w == bv[lane] && wi < bi[lane])) bv[lane] = w, bi[lane] = wi;
-      bn[lane] = min(bn[lane], bn[lane + h]);
+  if (G == 0) {
+    __global const float *x = logits + row * V;
+    for (ulong i = lane; i < V; i += GEN_LANES) {
+      const float a = x[i];
+      if (isnan(a)) ni = min(ni, (uint)i);
+      else AM_KEEP(v, vi, a, (uint)i);
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+  } else {
+    for (uint g = lane; g < G; g += GEN_LANES) {
+      AM_KEEP(v, vi, pv[row * G + g], pi[row * G + g]);
+      ni = min(ni, pn[row * G + g]);
+    }
   }
+  am_reduce(bv, bi, bn, lane, v, vi, ni);
   if (lane == 0) out[row] = bn[0] != UINT_MAX ? -1 - (int)bn[0] : (int)bi[0];
 }

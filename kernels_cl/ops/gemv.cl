@@ -13,12 +13,15 @@
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
  * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
- * bits do not depend on the device's work-group size or on GV_ROWS and GV_TOK. */
+ * bits do not depend on the device's work-group size or on GV_ROWS, GV_TOK and GV_UNROLL. */
 #ifndef GV_ROWS
 #define GV_ROWS 4
 #endif
 #ifndef GV_TOK
 #define GV_TOK 4
+#endif
+#ifndef GV_UNROLL
+#define GV_UNROLL 1 /* columns per work-item whose weights are loaded at once */
 #endif
 #define GV_LANES 64
 #define GV_SLOTS 6
@@ -85,19 +88,29 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   float acc[GV_TOK][GV_ROWS];
   for (int t = 0; t < GV_TOK; t++)
     for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
-  for (int c = lane; c < K; c += GV_LANES) {
-    float xv[GV_TOK];
-    for (int t = 0; t < GV_TOK; t++) {
-      const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
-      const float v = x[xoff + xi];
-      xv[t] = mode == 1   ? v * rs[t] * gain[c]
-              : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
-              : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
-                          : v;
+  for (int c0 = lane; c0 < K; c0 += GV_LANES * GV_UNROLL) {
+    /* the weights of GV_UNROLL columns loaded before any is used (loads in flight), then
+     * added column after column: the same sums as one column at a time */
+    float wv[GV_UNROLL][GV_ROWS];
+    for (int u = 0; u < GV_UNROLL; u++) {
+      const int c = c0 + u * GV_LANES;
+      for (int r = 0; r < GV_ROWS; r++)
+        wv[u][r] = c < K && r0 + r < n ? GV_W(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c) : 0.0f;
     }
-    for (int r = 0; r < GV_ROWS; r++) {
-      const float wv = r0 + r < n ? GV_W(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c) : 0.0f;
-      for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv * xv[t];
+    for (int u = 0; u < GV_UNROLL; u++) {
+      const int c = c0 + u * GV_LANES;
+      if (c >= K) break;
+      float xv[GV_TOK];
+      for (int t = 0; t < GV_TOK; t++) {
+        const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
+        const float v = x[xoff + xi];
+        xv[t] = mode == 1   ? v * rs[t] * gain[c]
+                : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
+                : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
+                            : v;
+      }
+      for (int r = 0; r < GV_ROWS; r++)
+        for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv[u][r] * xv[t];
     }
   }
   for (int t = 0; t < GV_TOK; t++)

@@ -104,10 +104,32 @@ clmoe_status clmoe_gen_argmax(clmoe_ctx *ctx, const clmoe_tensor *logits, clmoe_
   const int64_t R = logits->ndim == 2 ? logits->shape[0] : -1, V = logits->ndim == 2 ? logits->shape[1] : 0;
   if (R < 1 || V < 1 || V > INT32_MAX || logits->offset || ids->offset || clmoe_tensor_numel(ids) != R)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: logits must be a whole [R, V] tensor and ids [R]", op);
+  /* rows longer than a part (CLMOE_ARGMAX_PART logits, default 2048) are split: a
+   * vocabulary of 163,840 is 80 work-groups a row, not one */
+  const int64_t P = clmoe__knob_int(ctx, CLMOE_K_ARGMAX_PART), G = (V + P - 1) / P;
+  const cl_uint uG = G > 1 ? (cl_uint)G : 0;
+  clmoe_tensor pv = {0}, pi = {0}, pn = {0};
+  const int64_t RG = R * (uG ? G : 1);
+  clmoe_status st;
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", NULL, "gen_argmax", &k));
-  cl_ulong uV = (cl_ulong)V;
-  CLMOE_TRY(clmoe__args(k, 3, KA(logits->buf), KA(uV), KA(ids->buf)));
+  cl_ulong uV = (cl_ulong)V, uP = (cl_ulong)P;
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pv, CLMOE_F32, 1, &RG), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pi, CLMOE_I32, 1, &RG), done);
+  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pn, CLMOE_I32, 1, &RG), done);
+  if (uG) {
+    CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "gen_step", NULL, "gen_argmax_part", &k), done);
+    CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(logits->buf), KA(uV), KA(uP), KA(uG), KA(pv.buf), KA(pi.buf), KA(pn.buf)), done);
+    size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)RG};
+    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 2, global, local), done);
+  }
+  CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "gen_step", NULL, "gen_argmax", &k), done);
+  CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(logits->buf), KA(uV), KA(uG), KA(pv.buf), KA(pi.buf), KA(pn.buf),
+                                 KA(ids->buf)), done);
   size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)R};
-  return clmoe__launch(ctx, k, 2, global, local);
+  st = clmoe__launch(ctx, k, 2, global, local);
+done: /* the queue is in order: the parts go back to the pool once the launches are enqueued */
+  clmoe_tensor_destroy(&pv);
+  clmoe_tensor_destroy(&pi);
+  clmoe_tensor_destroy(&pn);
+  return st;
 }

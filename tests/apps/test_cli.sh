@@ -134,6 +134,7 @@ clmoe-bench kda|--T 64 --H 1 --D 16 --dtype f32 --no-backward --no-tile --reps 1
 clmoe-bench mla|--shapes 1:64 --Dn 16 --Dr 16 --Dv 16 --dtype f32 --no-backward --no-tiles --no-decode --reps 1|kernel ms
 clmoe-bench moe|--preset tiny --tokens 64 --no-backward --reps 1 --gemm grouped|tokens/s
 clmoe-bench sample|--vocab 300 --batch 2 --reps 1|kernel us
+clmoe-bench gemv|--shapes 70x40 --tokens 1,3 --reps 1|gemv us
 EOF
 while read -r c; do
   run "$c" --help | grep -q -- '--json' || continue
