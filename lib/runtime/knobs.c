@@ -149,8 +149,12 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                              "columns whose weights a work-item of a few-token product loads at once (0: 4 on "
                              "GPUs at 2 to 4 tokens, else 1; the sums do not depend on it)", "tuning", 0},
     [CLMOE_K_GEMV_TOK] = {"CLMOE_GEMV_TOK", CLMOE__KNOB_INT, "0", 0, 16, 0, 0, "an integer in 0..16", NULL,
-                          "tokens per work-group of a few-token product launch at most (0: 8 on GPUs; "
+                          "tokens per work-group of a few-token product launch at most (0: 4 on GPUs; "
                           "elsewhere 4, or 16 from CLMOE_GEMV_WIDE_ROWS rows; the sums do not depend on "
+                          "it)", "tuning", 0},
+    [CLMOE_K_GEMV_VEC] = {"CLMOE_GEMV_VEC", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1", NULL,
+                          "a few-token product's work-items each take 8 lanes' partials from vector loads "
+                          "(auto: on GPUs for a large vocabulary's head at one token; the sums do not depend on "
                           "it)", "tuning", 0},
     [CLMOE_K_ARGMAX_PART] = {"CLMOE_ARGMAX_PART", CLMOE__KNOB_INT, "2048", 1, 1073741824, 0, 0,
                              "an integer in 1..1073741824", NULL, "logits per work-group of the device's greedy "
