@@ -142,6 +142,9 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                                 "an integer in 1..1073741824", NULL, "matrix rows of a few-token product "
                                 "launch from which it takes 16 tokens per work-group instead of 4 (a large "
                                 "vocabulary's head)", "testing", 0},
+    [CLMOE_K_SAMPLE_GROUPS] = {"CLMOE_SAMPLE_GROUPS", CLMOE__KNOB_INT, "0", 0, 65536, 0, 0, "an integer in 0..65536",
+                               NULL, "work-groups per row of the device sampler (0: by the vocabulary and the "
+                               "device's compute units; 1: one work-group per row)", "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};
