@@ -7,8 +7,9 @@
  *    V 7, 300 and 12000, with ties, -inf, +inf, denormals and NaN rows, and at V 163840
  *    (random and tied rows), and with the 8-bit digits of a device with little local memory;
  *  - the same with each row split over several work-groups (CLMOE_SAMPLE_GROUPS: 3 to 16,
- *    more groups than logits; the automatic count at V 163840), and rows whose top-p cut
- *    lies among weights of about 2^32 (the bins' low-word carries decide it), 1 to 7 groups;
+ *    more groups than logits; the automatic count at V 163840; batch 1 and several rows),
+ *    and rows whose top-p cut lies among weights of about 2^32 (the bins' low-word carries
+ *    decide it), 1 to 7 groups;
  *  - the probability of each candidate (its integer weight over the set's) is the double
  *    rule's within 2e-6, and 20480 device draws pass a chi-square test against it;
  *  - edge options: top-k > V, top-p 1, temperature 0. */
@@ -153,11 +154,12 @@ static void special_rows(float *lg, int R, int64_t V, uint64_t seed)
     }
 }
 
-/* Device draws = host draws, over the options above and a few edge ones, many steps. */
-static void device_equals_host(int64_t V, uint64_t seed)
+/* Device draws = host draws, over the options above and a few edge ones, many steps, on
+ * `rows` rows (0: by V, 2 to 16). */
+static void device_rows_equal_host(int64_t V, int64_t rows, uint64_t seed)
 {
-  const int64_t R = V > 100000 ? 2 : V > 1000 ? 7 : 16, steps = V > 1000 ? 2 - (V > 100000) : V > 10 ? 4 : 12,
-                shape[2] = {R, V};
+  const int64_t R = rows ? rows : V > 100000 ? 2 : V > 1000 ? 7 : 16,
+                steps = V > 1000 ? 2 - (V > 100000) : V > 10 ? 4 : 12, shape[2] = {R, V};
   float *lg = malloc((size_t)(R * V) * sizeof *lg);
   int32_t *ids = malloc((size_t)R * sizeof *ids);
   CU_ASSERT_FATAL(lg && ids);
@@ -201,6 +203,8 @@ static void device_equals_host(int64_t V, uint64_t seed)
   clmoe_tensor_destroy(&t), clmoe_tensor_destroy(&it);
   free(lg), free(ids);
 }
+
+static void device_equals_host(int64_t V, uint64_t seed) { device_rows_equal_host(V, 0, seed); }
 
 static void test_device_equals_host(void)
 {
@@ -246,14 +250,16 @@ static void carry_rows(void)
 }
 
 /* Several work-groups per row (CLMOE_SAMPLE_GROUPS): groups of a few logits, more groups than
- * logits (empty groups), odd V, and Kimi-Linear's V with the automatic count and with 16. */
+ * logits (empty groups), odd V, one row and several, and Kimi-Linear's V with the automatic
+ * count (at batch 1 and 2) and with 16. */
 static void test_device_split(void)
 {
-  static const struct { int64_t V; const char *groups; } cases[] = {
-      {7, "3"}, {7, "11"}, {300, "5"}, {1001, "4"}, {12000, "7"}, {163840, "0"}, {163840, "16"}};
+  static const struct { int64_t V, rows; const char *groups; } cases[] = {
+      {7, 0, "3"}, {7, 0, "11"}, {300, 0, "5"}, {1001, 0, "4"}, {1001, 1, "4"}, {12000, 0, "7"},
+      {163840, 1, "0"}, {163840, 0, "0"}, {163840, 0, "16"}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_SAMPLE_GROUPS", cases[c].groups));
-    device_equals_host(cases[c].V, test_seed + 20 + (uint64_t)c);
+    device_rows_equal_host(cases[c].V, cases[c].rows, test_seed + 20 + (uint64_t)c);
   }
   for (int g = 1; g <= 7; g += 3) {
     char v[8];
