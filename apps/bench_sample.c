@@ -1,26 +1,32 @@
-/* clmoe-bench sample: the device sampler (clmoe_gen_sample_rows: one launch draws a token
- * per row of [batch, vocab] logits) against the host sampler (clmoe_gen_sample, row after
- * row), over vocabularies, batch sizes and four option sets (temperature only, top-p 0.95,
- * top-k 50, top-k 50 + top-p 0.9) on normal logits (sd 3). Device times: the kernel from
- * OpenCL profiling and the wall time of launch + clFinish, medians; host: the wall time of
+/* clmoe-bench sample: the device sampler (clmoe_gen_sample_rows: a token per row of [batch,
+ * vocab] logits, one work-group per row or each row over several) against the host sampler
+ * (clmoe_gen_sample, row after row), over vocabularies, batch sizes, work-group counts per
+ * row (CLMOE_SAMPLE_GROUPS) and four option sets (temperature only, top-p 0.95, top-k 50,
+ * top-k 50 + top-p 0.9) on normal logits (sd 3). Device times: the kernels from OpenCL
+ * profiling and the wall time of the launches + clFinish, medians; host: the wall time of
  * the batch's rows, median. Every row also checks that both draw the same tokens. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "clmoe/paths.h"
 
 static void usage(void)
 {
-  printf("Usage: clmoe-bench sample [--vocab LIST] [--batch LIST] [--reps N] [--max-seconds S]\n"
-         "                          [--no-host] [--device SPEC] [--json FILE|-]\n"
+  printf("Usage: clmoe-bench sample [--vocab LIST] [--batch LIST] [--groups LIST] [--reps N]\n"
+         "                          [--max-seconds S] [--no-host] [--device SPEC] [--json FILE|-]\n"
          "\n"
          "Times one device draw per row of [batch, vocab] logits (clmoe_gen_sample_rows) and\n"
          "the host sampler over the same rows, in microseconds per launch (per batch), for\n"
          "temperature 0.8 alone, with top-p 0.95, top-k 50, and top-k 50 with top-p 0.9;\n"
-         "'same' says whether the device drew the host's tokens.\n"
+         "'groups' is the work-groups per row; 'same' says whether the device drew the host's\n"
+         "tokens.\n"
          "\n"
          "  --vocab LIST     vocabulary sizes (default 163840, Kimi-Linear's)\n"
          "  --batch LIST     rows per launch (default 1,16)\n"
+         "  --groups LIST    work-groups per row, as CLMOE_SAMPLE_GROUPS (0: automatic, 1: one\n"
+         "                   per row; default: the environment's CLMOE_SAMPLE_GROUPS)\n"
          "  --reps N         timed launches after one warm-up (default 20)\n"
          "  --max-seconds S  stop repeating a measurement after S seconds (default 5)\n"
          "  --no-host        skip the host sampler\n"
@@ -84,7 +90,7 @@ static double time_host(const clmoe_gen_sampling *how, const float *lg, int64_t 
 
 int bench_sample(int argc, char **argv)
 {
-  const char *vocab_arg = "163840", *batch_arg = "1,16";
+  const char *vocab_arg = "163840", *batch_arg = "1,16", *groups_arg = NULL;
   sample_opts o = {.reps = 20, .host = 1, .max_s = 5.0};
   app_flags flags = {.take = APP_FLAG_HELP | APP_FLAG_VERSION | APP_FLAG_DEVICE | APP_FLAG_JSON, .usage = usage};
   for (int i = 1; i < argc; i++) {
@@ -92,6 +98,7 @@ int bench_sample(int argc, char **argv)
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
     if (app_option(argc, argv, &i, "--vocab", &v)) vocab_arg = v;
     else if (app_option(argc, argv, &i, "--batch", &v)) batch_arg = v;
+    else if (app_option(argc, argv, &i, "--groups", &v)) groups_arg = v;
     else if (app_option(argc, argv, &i, "--reps", &v)) o.reps = (int)app_parse_int("--reps", v, 1, 100000);
     else if (!strcmp(argv[i], "--no-host")) o.host = 0;
     else if (app_option(argc, argv, &i, "--max-seconds", &v)) {
@@ -99,17 +106,19 @@ int bench_sample(int argc, char **argv)
       if (!(o.max_s > 0)) app_usage_error("--max-seconds: '%s' is not a positive number", v);
     } else app_usage_error("unknown argument '%s'", argv[i]);
   }
-  long long vocabs[BENCH_MAX_LIST], batches[BENCH_MAX_LIST];
+  long long vocabs[BENCH_MAX_LIST], batches[BENCH_MAX_LIST], groups[BENCH_MAX_LIST];
   const int nv = bench_parse_list("--vocab", vocab_arg, vocabs, 1, 1LL << 30);
   const int nb = bench_parse_list("--batch", batch_arg, batches, 1, 65536);
+  groups[0] = -1; /* no --groups: CLMOE_SAMPLE_GROUPS as the environment sets it */
+  const int ng = groups_arg ? bench_parse_list("--groups", groups_arg, groups, 0, 65536) : 1;
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options copts = {.device = flags.device, .profiling = 1};
   APP_CHECK(clmoe_ctx_create(&ctx, &copts));
   const clmoe_device_caps *caps = clmoe_ctx_caps(ctx);
   printf("clmoe-bench sample on %s (%s), logits N(0, 3^2), median of up to %d launches\n", caps->device_name,
          caps->platform_name, o.reps);
-  printf("%8s %6s  %-20s %12s %12s %12s %5s\n", "vocab", "batch", "options", "kernel us", "device us", "host us",
-         "same");
+  printf("%8s %6s %6s  %-20s %12s %12s %12s %5s\n", "vocab", "batch", "groups", "options", "kernel us", "device us",
+         "host us", "same");
   FILE *jf = flags.json ? app_open_output(flags.json) : NULL;
   if (jf) {
     fprintf(jf, "{\n  \"benchmark\": \"sample\",\n  \"clmoe_version\": \"%s\",\n  \"device\": ", clmoe_version());
@@ -120,8 +129,13 @@ int bench_sample(int argc, char **argv)
   }
   int first = 1, all_same = 1;
   for (int a = 0; a < nv; a++)
-    for (int c = 0; c < nb; c++) {
-      const int64_t V = vocabs[a], R = batches[c], shape[2] = {R, V};
+    for (int c = 0; c < nb * ng; c++) {
+      const int64_t V = vocabs[a], R = batches[c / ng], shape[2] = {R, V};
+      char knob[24];
+      int64_t G;
+      snprintf(knob, sizeof knob, "%lld", groups[c % ng]);
+      APP_CHECK(clmoe_ctx_set_knob(ctx, "CLMOE_SAMPLE_GROUPS", groups[c % ng] < 0 ? NULL : knob));
+      APP_CHECK(clmoe_gen_sample_groups(ctx, R, V, &G));
       clmoe_tensor lg = {0}, ids = {0};
       APP_CHECK(clmoe_tensor_create(ctx, &lg, CLMOE_F32, 2, shape));
       APP_CHECK(clmoe_tensor_create(ctx, &ids, CLMOE_I32, 1, &R));
@@ -142,13 +156,14 @@ int bench_sample(int argc, char **argv)
         }
         char hcol[24] = "-", scol[8] = "-";
         if (o.host) snprintf(hcol, sizeof hcol, "%.1f", 1e6 * hs), snprintf(scol, sizeof scol, "%s", same ? "yes" : "NO");
-        printf("%8lld %6lld  %-20s %12.1f %12.1f %12s %5s\n", (long long)V, (long long)R, NAMES[h], 1e6 * ks, 1e6 * ws,
-               hcol, scol);
+        printf("%8lld %6lld %6lld  %-20s %12.1f %12.1f %12s %5s\n", (long long)V, (long long)R, (long long)G, NAMES[h],
+               1e6 * ks, 1e6 * ws, hcol, scol);
         fflush(stdout);
         if (jf) {
-          fprintf(jf, "%s\n    {\"vocab\": %lld, \"batch\": %lld, \"options\": \"%s\", \"kernel_us\": %.2f, "
-                  "\"device_us\": %.2f, \"host_us\": %.2f, \"same_tokens\": %d}", first ? "" : ",", (long long)V,
-                  (long long)R, NAMES[h], 1e6 * ks, 1e6 * ws, o.host ? 1e6 * hs : -1.0, same);
+          fprintf(jf, "%s\n    {\"vocab\": %lld, \"batch\": %lld, \"groups\": %lld, \"options\": \"%s\", "
+                  "\"kernel_us\": %.2f, \"device_us\": %.2f, \"host_us\": %.2f, \"same_tokens\": %d}",
+                  first ? "" : ",", (long long)V, (long long)R, (long long)G, NAMES[h], 1e6 * ks, 1e6 * ws,
+                  o.host ? 1e6 * hs : -1.0, same);
           first = 0;
         }
       }

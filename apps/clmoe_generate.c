@@ -151,10 +151,14 @@ static void generate(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, clmo
       memcpy(picked, run + used++ * n, (size_t)n * sizeof *picked);
       continue;
     }
+    /* --profile in one process draws on the device, its kernels counted; --ep on the host */
+    const clmoe_gen_sampling *draw = on_device && !greedy && !app_dist ? &o->sampling : NULL;
     if (o->profile && r.steps >= GEN_PROFILE_WARMUP)
-      gen_profiled_step(ctx, g, next, logits, greedy ? picked : NULL, &r.prof);
-    else APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL) : clmoe_gen_step(g, next, logits));
-    if (on_device && !greedy) /* (--profile, --ep: drawn from the logits read back) */
+      gen_profiled_step(ctx, g, next, logits, greedy, draw, k + 1, picked, &r.prof);
+    else APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL)
+                          : draw ? clmoe_gen_step_sample(g, draw, next, k + 1, picked, NULL)
+                                 : clmoe_gen_step(g, next, logits));
+    if (on_device && !greedy && !draw) /* (--ep: drawn from the logits read back) */
       for (int64_t s = 0; s < n; s++)
         if (!r.why[s]) APP_CHECK(clmoe_gen_sample(&o->sampling, logits + s * V, V, s, k + 1, &picked[s]));
     r.steps++;

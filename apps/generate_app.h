@@ -104,11 +104,11 @@ void gen_write_logits(const char *path, const float *logits, int64_t n, int64_t 
 
 /* Human-readable bytes ("12.3 MiB"). */
 const char *gen_bytes(char *buf, size_t len, double bytes);
-/* --profile: one decode step, counted and timed into *p (k: the step's index). */
-/* One decode step (clmoe_gen_step, or with greedy non-NULL clmoe_gen_step_greedy into it)
- * timed and counted into p. */
-void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, int32_t *greedy,
-                       gen_profile *p);
+/* --profile: one decode step, timed and counted into p: clmoe_gen_step_greedy into picked
+ * with greedy set, else with draw non-NULL clmoe_gen_step_sample (tokens drawn on the
+ * device at draw_step) into picked, else clmoe_gen_step (logits back). */
+void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, int greedy,
+                       const clmoe_gen_sampling *draw, int64_t draw_step, int32_t *picked, gen_profile *p);
 /* The kernel table of the profiled steps summed into families (the kernel name's first word),
  * and its GEN_PROFILE_KERNELS costliest rows kept by name. */
 void gen_profile_families(clmoe_ctx *ctx, gen_profile *p);

@@ -15,8 +15,8 @@ const char *gen_bytes(char *buf, size_t len, double b)
 
 static double rate(double n, double s) { return s > 0.0 ? n / s : 0.0; }
 
-void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, int32_t *greedy,
-                       gen_profile *p)
+void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, float *logits, int greedy,
+                       const clmoe_gen_sampling *draw, int64_t draw_step, int32_t *picked, gen_profile *p)
 {
   clmoe_ctx_counters c0, c1;
   double kernel_s;
@@ -25,7 +25,8 @@ void gen_profiled_step(clmoe_ctx *ctx, clmoe_gen_state *g, const int32_t *next, 
   APP_CHECK(clmoe_ctx_profile_begin(ctx));
   clmoe_ctx_counters_get(ctx, &c0);
   const double t0 = app_now();
-  APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, greedy, NULL) : clmoe_gen_step(g, next, logits));
+  APP_CHECK(greedy ? clmoe_gen_step_greedy(g, next, picked, NULL)
+                   : draw ? clmoe_gen_step_sample(g, draw, next, draw_step, picked, NULL) : clmoe_gen_step(g, next, logits));
   p->wall_s += app_now() - t0;
   clmoe_ctx_counters_get(ctx, &c1);
   APP_CHECK(clmoe_ctx_profile_end(ctx, &kernel_s, &kernels));

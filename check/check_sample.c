@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "clmoe/paths.h"
 #include "conformance.h"
 #include "ref/ref_sample.h"
 
@@ -101,6 +102,17 @@ done:
   return st;
 }
 
+/* The same with each row split over 3 work-groups (gen_sample_split.cl), forced by
+ * CLMOE_SAMPLE_GROUPS (the automatic count keeps rows this short in one group). */
+static clmoe_status g_sample_split(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
+{
+  clmoe_status st = clmoe_ctx_set_knob(ctx, "CLMOE_SAMPLE_GROUPS", "3");
+  if (st == CLMOE_OK) st = g_sample(ctx, seed, res);
+  const clmoe_status back = clmoe_ctx_set_knob(ctx, "CLMOE_SAMPLE_GROUPS", NULL); /* the environment's */
+  return st != CLMOE_OK ? st : back;
+}
+
 const clmoe_check clmoe_checks_sample[] = {
     {"gen.sample", "sampled tokens of 8 rows (ties, -inf, +inf, denormals, NaN) under top-k/top-p", g_sample},
+    {"gen.sample.split", "gen.sample with each row over 3 work-groups", g_sample_split},
     {NULL, NULL, NULL}};

@@ -163,6 +163,12 @@ CLMOE_API clmoe_status clmoe_ctx_set_knob(clmoe_ctx *ctx, const char *name, cons
 CLMOE_API clmoe_status clmoe_ctx_knob(const clmoe_ctx *ctx, const char *name, char *buf,
                                       size_t len, clmoe_knob_source *source);
 
+/* The device sampler's work-groups per row (clmoe_gen_sample_rows) for [rows, vocab] logits
+ * on ctx, in *groups: CLMOE_SAMPLE_GROUPS where set, else two per compute unit over the rows
+ * while each work-item keeps 8 logits or more; 1: one work-group per row (gen_sample.cl),
+ * more: each row split over that many (gen_sample_split.cl). */
+CLMOE_API clmoe_status clmoe_gen_sample_groups(clmoe_ctx *ctx, int64_t rows, int64_t vocab, int64_t *groups);
+
 /* ---- pieces checked on their own ----------------------------------------------------------- */
 
 /* Sorts keys[offset, offset + n) of a device buffer of 64-bit unsigned keys (cl_ulong) in

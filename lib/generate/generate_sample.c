@@ -5,6 +5,7 @@
  * heap and sorting them, there by a radix select of the threshold key; with every weight an
  * integer, both sums are exact and the sets, totals and draws agree bit for bit. */
 #include "generate_internal.h"
+#include "clmoe/paths.h"
 
 #include <float.h>
 #include <math.h>
@@ -155,23 +156,81 @@ uint64_t clmoe__gen_sample_weight(float logit, float lmax, float inv_t, int scal
   return smp_weight(smp_canon(logit), smp_canon(lmax), inv_t, scale);
 }
 
-/* The device sampler's kernel: digits of 11 bits (bins of 2 x 8 KB, 20 KB of local memory
- * in all) where the device's local memory holds them, else of 8 (6 KB); the build's local
+/* A device sampler's kernel (gen_sample: one work-group per row; gen_sample_split,
+ * gen_sample_draw: several): digits of 11 bits (bins of 2 x 8 KB, 20 KB of local memory in
+ * all) where the device's local memory holds them, else of 8 (6 KB); the build's local
  * memory is checked against the device's. A GPU's work-item loads 16 logits at a time (a
- * row's one work-group needs many loads in flight), a CPU's 4. */
-static clmoe_status sample_kernel(clmoe_ctx *ctx, cl_kernel *k)
+ * row's one work-group needs many loads in flight), a CPU's 4. *bits: the digits'. */
+static clmoe_status sample_kernel(clmoe_ctx *ctx, const char *name, cl_kernel *k, int *bits)
 {
-  const int bits = ctx->caps.local_mem_bytes >= 24 * 1024 ? 11 : 8, unroll = ctx->caps.is_gpu ? 16 : 4;
+  const int unroll = ctx->caps.is_gpu ? 16 : 4;
+  *bits = ctx->caps.local_mem_bytes >= 24 * 1024 ? 11 : 8;
   char opts[64];
-  snprintf(opts, sizeof opts, "-DGEN_SAMPLE_BITS=%d -DGEN_SAMPLE_UNROLL=%d", bits, unroll);
-  CLMOE_TRY(clmoe__kernel(ctx, "random+gen_sample_math+gen_sample", opts, "gen_sample", k));
+  snprintf(opts, sizeof opts, "-DGEN_SAMPLE_BITS=%d -DGEN_SAMPLE_UNROLL=%d", *bits, unroll);
+  const char *src = strcmp(name, "gen_sample") ? "random+gen_sample_math+gen_sample_select+gen_sample_split"
+                                               : "random+gen_sample_math+gen_sample_select+gen_sample";
+  CLMOE_TRY(clmoe__kernel(ctx, src, opts, name, k));
   cl_ulong used = 0;
   CLMOE_CL(clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof used, &used, NULL));
   if (used > ctx->caps.local_mem_bytes)
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_gen_sample_rows: gen_sample (%d-bit digits) needs %llu bytes of "
-                        "local memory, the device has %llu", bits, (unsigned long long)used,
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_gen_sample_rows: %s (%d-bit digits) needs %llu bytes of "
+                        "local memory, the device has %llu", name, *bits, (unsigned long long)used,
                         (unsigned long long)ctx->caps.local_mem_bytes);
   return CLMOE_OK;
+}
+
+/* Work-groups per row of [R, V] logits at work-group size local (clmoe_gen_sample_groups). */
+static int64_t sample_groups(clmoe_ctx *ctx, int64_t R, int64_t V, size_t local)
+{
+  const long long knob = clmoe__knob_int(ctx, CLMOE_K_SAMPLE_GROUPS);
+  if (knob > 0) return knob;
+  /* enough groups for two per compute unit, each work-item keeping 8 logits or more */
+  const int64_t most = V / ((int64_t)local * 8), want = (2 * (int64_t)ctx->caps.compute_units + R - 1) / R;
+  const int64_t G = most < want ? most : want;
+  return G < 2 ? 1 : G;
+}
+
+/* The passes of a split draw: the scan, then the levels of top-k's and top-p's searches,
+ * each as many as the key has digits (an index level that finds its answer early leaves the
+ * last passes idle). */
+static uint32_t split_passes(const gen_sampling_plan *pl, int64_t V, int bits)
+{
+  const uint32_t b = (uint32_t)(62 - pl->scale), levels = (32 + bits - 1) / bits + (b + bits - 1) / bits;
+  return 1 + (pl->keep < V ? levels : 0) + (pl->pq ? levels : 0);
+}
+
+static clmoe_status sample_split(clmoe_ctx *ctx, const gen_sampling_plan *pl, const clmoe_tensor *logits,
+                                 int64_t R, int64_t V, int64_t G, int64_t step, clmoe_tensor *ids)
+{
+  cl_kernel kp, kd;
+  int bits;
+  CLMOE_TRY(sample_kernel(ctx, "gen_sample_split", &kp, &bits));
+  CLMOE_TRY(sample_kernel(ctx, "gen_sample_draw", &kd, &bits));
+  size_t local, ld;
+  CLMOE_TRY(clmoe__row_local(ctx, kp, V, &local));
+  CLMOE_TRY(clmoe__row_local(ctx, kd, V, &ld));
+  local = ld < local ? ld : local;
+  const size_t slot = (2u << bits) + 1u, bytes[3] = {3 * (size_t)R * slot * 4, 2 * (size_t)(R * G) * 64,
+                                                        (size_t)(R * G) * 8};
+  cl_mem m[3];
+  CLMOE_TRY(clmoe__scratch_set(ctx, 3, m, bytes));
+  clmoe_status st = CLMOE_OK;
+  const cl_uint uG = (cl_uint)G, P = split_passes(pl, V, bits);
+  cl_ulong uV = (cl_ulong)V, seed = pl->seed, ustep = (cl_ulong)step, topk = (cl_ulong)pl->keep, pq = pl->pq;
+  cl_float inv_t = pl->inv_t;
+  cl_int scale = pl->scale;
+  for (cl_uint h = 0; h <= P; h++) {
+    const cl_int last = h == P;
+    CLMOE_TRY_GOTO(st, clmoe__args(kp, 12, KA(logits->buf), KA(uV), KA(m[0]), KA(m[1]), KA(m[2]), KA(uG), KA(h),
+                                   KA(last), KA(inv_t), KA(topk), KA(pq), KA(scale)), done);
+    CLMOE_TRY_GOTO(st, clmoe__launch_groups(ctx, kp, R * G, local), done);
+  }
+  CLMOE_TRY_GOTO(st, clmoe__args(kd, 11, KA(logits->buf), KA(uV), KA(ids->buf), KA(m[1]), KA(m[2]), KA(uG), KA(P),
+                                 KA(seed), KA(ustep), KA(inv_t), KA(scale)), done);
+  st = clmoe__launch_groups(ctx, kd, R, local);
+done:
+  clmoe__scratch_release_set(ctx, 3, m, bytes);
+  return st;
 }
 
 clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sp, const clmoe_tensor *logits,
@@ -189,13 +248,30 @@ clmoe_status clmoe_gen_sample_rows(clmoe_ctx *ctx, const clmoe_gen_sampling *sp,
   CLMOE_TRY(clmoe__gen_sampling_plan(sp, V, op, &pl));
   if (pl.greedy) return clmoe_gen_argmax(ctx, logits, ids);
   cl_kernel k;
-  CLMOE_TRY(sample_kernel(ctx, &k));
+  int bits;
+  CLMOE_TRY(sample_kernel(ctx, "gen_sample", &k, &bits));
   size_t local;
   CLMOE_TRY(clmoe__row_local(ctx, k, V, &local));
+  const int64_t G = sample_groups(ctx, R, V, local);
+  if (G > 1) return sample_split(ctx, &pl, logits, R, V, G, step, ids);
   cl_ulong uV = (cl_ulong)V, seed = pl.seed, ustep = (cl_ulong)step, topk = (cl_ulong)pl.keep, pq = pl.pq;
   cl_float inv_t = pl.inv_t;
   cl_int scale = pl.scale;
   CLMOE_TRY(clmoe__args(k, 9, KA(logits->buf), KA(uV), KA(ids->buf), KA(seed), KA(ustep), KA(inv_t), KA(topk), KA(pq),
                         KA(scale)));
   return clmoe__launch_groups(ctx, k, R, local);
+}
+
+clmoe_status clmoe_gen_sample_groups(clmoe_ctx *ctx, int64_t rows, int64_t vocab, int64_t *groups)
+{
+  if (!ctx || !groups || rows < 1 || vocab < 1 || vocab > INT32_MAX)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_sample_groups: ctx, groups, rows >= 1 and vocab in "
+                        "1..2^31-1 are required");
+  cl_kernel k;
+  int bits;
+  size_t local;
+  CLMOE_TRY(sample_kernel(ctx, "gen_sample", &k, &bits));
+  CLMOE_TRY(clmoe__row_local(ctx, k, vocab, &local));
+  *groups = sample_groups(ctx, rows, vocab, local);
+  return CLMOE_OK;
 }

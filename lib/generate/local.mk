@@ -5,7 +5,8 @@ lib_libclmoe_impl_la_SOURCES += lib/generate/generate_internal.h lib/generate/ge
 	lib/generate/generate_fused.c lib/generate/generate_kda.c lib/generate/generate_weights.c
 clmoeinclude_HEADERS += include/clmoe/generate.h
 CLMOE_KERNEL_FILES += kernels_cl/generate/gen_step.cl kernels_cl/generate/gen_attn_res.cl \
-	kernels_cl/generate/gen_sample_math.cl kernels_cl/generate/gen_sample.cl
+	kernels_cl/generate/gen_sample_math.cl kernels_cl/generate/gen_sample_select.cl \
+	kernels_cl/generate/gen_sample.cl kernels_cl/generate/gen_sample_split.cl
 # the sampler's double-precision rule and the device sampler's check
 check_libclmoecheck_la_SOURCES += check/ref/ref_sample.h check/ref/ref_sample.c check/check_sample.c
 TEST_SUITES += tests/unit/test_generate tests/unit/test_generate_weights tests/unit/test_sample \

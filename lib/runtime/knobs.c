@@ -159,6 +159,9 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
     [CLMOE_K_ARGMAX_PART] = {"CLMOE_ARGMAX_PART", CLMOE__KNOB_INT, "2048", 1, 1073741824, 0, 0,
                              "an integer in 1..1073741824", NULL, "logits per work-group of the device's greedy "
                              "pick: longer rows are split over several", "testing", 0},
+    [CLMOE_K_SAMPLE_GROUPS] = {"CLMOE_SAMPLE_GROUPS", CLMOE__KNOB_INT, "0", 0, 65536, 0, 0, "an integer in 0..65536",
+                               NULL, "work-groups per row of the device sampler (0: by the vocabulary and the "
+                               "device's compute units; 1: one work-group per row)", "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};

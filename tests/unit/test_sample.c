@@ -6,6 +6,10 @@
  *  - the device draws the host's tokens, bit for bit, over many seeds, steps and rows at
  *    V 7, 300 and 12000, with ties, -inf, +inf, denormals and NaN rows, and at V 163840
  *    (random and tied rows), and with the 8-bit digits of a device with little local memory;
+ *  - the same with each row split over several work-groups (CLMOE_SAMPLE_GROUPS: 3 to 16,
+ *    more groups than logits; the automatic count at V 163840; batch 1 and several rows),
+ *    and rows whose top-p cut lies among weights of about 2^32 (the bins' low-word carries
+ *    decide it), 1 to 7 groups;
  *  - the probability of each candidate (its integer weight over the set's) is the double
  *    rule's within 2e-6, and 20480 device draws pass a chi-square test against it;
  *  - edge options: top-k > V, top-p 1, temperature 0. */
@@ -150,11 +154,12 @@ static void special_rows(float *lg, int R, int64_t V, uint64_t seed)
     }
 }
 
-/* Device draws = host draws, over the options above and a few edge ones, many steps. */
-static void device_equals_host(int64_t V, uint64_t seed)
+/* Device draws = host draws, over the options above and a few edge ones, many steps, on
+ * `rows` rows (0: by V, 2 to 16). */
+static void device_rows_equal_host(int64_t V, int64_t rows, uint64_t seed)
 {
-  const int64_t R = V > 100000 ? 2 : V > 1000 ? 7 : 16, steps = V > 1000 ? 2 - (V > 100000) : V > 10 ? 4 : 12,
-                shape[2] = {R, V};
+  const int64_t R = rows ? rows : V > 100000 ? 2 : V > 1000 ? 7 : 16,
+                steps = V > 1000 ? 2 - (V > 100000) : V > 10 ? 4 : 12, shape[2] = {R, V};
   float *lg = malloc((size_t)(R * V) * sizeof *lg);
   int32_t *ids = malloc((size_t)R * sizeof *ids);
   CU_ASSERT_FATAL(lg && ids);
@@ -199,10 +204,70 @@ static void device_equals_host(int64_t V, uint64_t seed)
   free(lg), free(ids);
 }
 
+static void device_equals_host(int64_t V, uint64_t seed) { device_rows_equal_host(V, 0, seed); }
+
 static void test_device_equals_host(void)
 {
   static const int64_t vs[4] = {7, 300, 12000, 163840}; /* the last: Kimi-Linear's, rows 0 and 1 */
   for (int v = 0; v < 4; v++) device_equals_host(vs[v], test_seed + (uint64_t)v);
+}
+
+/* Rows whose top-p cut falls among weights of about 2^32 (V 12000: a weight is
+ * exp(l - lmax) 2^48): logits 0 at the last index, the rest in [-11, -10.5], so the bins'
+ * low words carry and a lost carry moves the cut by about a candidate; the largest logit
+ * last, so the draw walks the small ones first. Device draws = host draws over 6 steps. */
+static void carry_rows(void)
+{
+  enum { V = 12000, R = 2, STEPS = 6 };
+  const int64_t shape[2] = {R, V}, n = R;
+  float *lg = malloc(R * V * sizeof *lg);
+  CU_ASSERT_FATAL(lg != NULL);
+  for (int64_t i = 0; i < R * V; i++) lg[i] = clmoe_random_uniform(test_seed + 31, (uint64_t)i, -11.0f, -10.5f);
+  lg[V - 1] = lg[2 * V - 1] = 0.0f;
+  clmoe_tensor t = {0}, it = {0};
+  TEST_OK(clmoe_tensor_create(test_ctx, &t, CLMOE_F32, 2, shape));
+  TEST_OK(clmoe_tensor_create(test_ctx, &it, CLMOE_I32, 1, &n));
+  TEST_OK(clmoe_tensor_write(&t, lg, sizeof *lg * R * V));
+  const clmoe_gen_sampling how[] = {{.temperature = 1.0, .top_p = 0.9, .seed = test_seed + 1},
+                                    {.temperature = 1.0, .top_k = 9000, .top_p = 0.93, .seed = test_seed + 2}};
+  int differ = 0, small = 0;
+  for (int h = 0; h < 2; h++)
+    for (int64_t k = 0; k < STEPS; k++) {
+      int32_t ids[R] = {-12345, -12345}, want;
+      TEST_OK(clmoe_tensor_write(&it, ids, sizeof ids));
+      TEST_OK(clmoe_gen_sample_rows(test_ctx, &how[h], &t, k, &it));
+      TEST_OK(clmoe_tensor_read(&it, ids, sizeof ids));
+      for (int r = 0; r < R; r++) {
+        TEST_OK(clmoe_gen_sample(&how[h], lg + r * V, V, r, k, &want));
+        differ += ids[r] != want;
+        small += want != V - 1;
+      }
+    }
+  CU_ASSERT_EQUAL(differ, 0);
+  CU_ASSERT(small > 0); /* some draws took a small candidate */
+  clmoe_tensor_destroy(&t), clmoe_tensor_destroy(&it);
+  free(lg);
+}
+
+/* Several work-groups per row (CLMOE_SAMPLE_GROUPS): groups of a few logits, more groups than
+ * logits (empty groups), odd V, one row and several, and Kimi-Linear's V with the automatic
+ * count (at batch 1 and 2) and with 16. */
+static void test_device_split(void)
+{
+  static const struct { int64_t V, rows; const char *groups; } cases[] = {
+      {7, 0, "3"}, {7, 0, "11"}, {300, 0, "5"}, {1001, 0, "4"}, {1001, 1, "4"}, {12000, 0, "7"},
+      {163840, 1, "0"}, {163840, 0, "0"}, {163840, 0, "16"}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_SAMPLE_GROUPS", cases[c].groups));
+    device_rows_equal_host(cases[c].V, cases[c].rows, test_seed + 20 + (uint64_t)c);
+  }
+  for (int g = 1; g <= 7; g += 3) {
+    char v[8];
+    snprintf(v, sizeof v, "%d", g);
+    TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_SAMPLE_GROUPS", v));
+    carry_rows();
+  }
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_SAMPLE_GROUPS", NULL));
 }
 
 /* Under 24 KB of local memory the device sampler takes 8-bit digits (at V 12000: 4 levels
@@ -211,6 +276,9 @@ static void test_device_small_local(void)
 {
   TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_LOCAL_MEM_BYTES", "16384"));
   device_equals_host(12000, test_seed + 7);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_SAMPLE_GROUPS", "3")); /* and split over 3 groups */
+  device_equals_host(12000, test_seed + 8);
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_SAMPLE_GROUPS", NULL));
   TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_LOCAL_MEM_BYTES", "4096"));
   const int64_t shape[2] = {1, 300}, one = 1;
   clmoe_tensor t = {0}, it = {0};
@@ -343,6 +411,8 @@ static void add(CU_pSuite s)
   CU_add_test(s, "sampler rules: greedy, top-k, top-p, temperature, errors", test_rules);
   CU_add_test(s, "host draws = the double rule's at V 12000", test_host_equals_rule);
   CU_add_test(s, "device draws = host draws at V 7, 300, 12000, 163840 with ties, inf, NaN", test_device_equals_host);
+  CU_add_test(s, "device draws = host draws with 3 to 16 work-groups per row, V 7 to 163840, low-word carries",
+              test_device_split);
   CU_add_test(s, "device draws = host draws with 8-bit digits (16 KB of local memory)", test_device_small_local);
   CU_add_test(s, "candidate probabilities = the double rule's within 2e-6", test_probabilities);
   CU_add_test(s, "device draws pass a chi-square test", test_chi_square);
