@@ -144,16 +144,15 @@ static clmoe_status g_bf16_head(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   const clmoe_status back = clmoe_ctx_set_knob(ctx, "CLMOE_GEMV_WIDE_ROWS", ""); /* "": the default */
   return st != CLMOE_OK ? st : back;
 }
-/* The launch's forms (rows and tokens per work-group, columns loaded at once, the vector
- * form: the CLMOE_GEMV_ROWS, _TOK, _UNROLL and _VEC knobs) give the default form's outputs to
- * the bit (whose values the other checks hold to the double reference). */
+/* The launch's forms (rows and tokens per work-group: the CLMOE_GEMV_ROWS and _TOK knobs)
+ * give the default form's outputs to the bit (whose values the other checks hold to the
+ * double reference). */
 static const gemv_case bf16_forms[2] = {{9, 203, 2, {70, 5}, CLMOE_BF16, CLMOE_GEN_GEMV_RMSNORM, 0, 0},
                                         {3, 131, 1, {17}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SWIGLU, 1}};
 static clmoe_status g_bf16_forms(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  static const char *const forms[][4] = {{"16", "8", "4", "0"}, {"5", "3", "16", "0"}, {"8", "1", "1", "1"},
-                                         {"16", "4", "1", "1"}, {"2", "16", "2", "0"}};
-  static const char *const names[] = {"CLMOE_GEMV_ROWS", "CLMOE_GEMV_TOK", "CLMOE_GEMV_UNROLL", "CLMOE_GEMV_VEC"};
+  static const char *const forms[][2] = {{"16", "4"}, {"5", "3"}, {"1", "1"}, {"2", "16"}, {"64", "8"}};
+  static const char *const names[] = {"CLMOE_GEMV_ROWS", "CLMOE_GEMV_TOK"};
   clmoe_status st = CLMOE_OK;
   res->tolerance = 0.0;
   for (int g = 0; g < 2 && st == CLMOE_OK; g++) {
@@ -162,16 +161,15 @@ static clmoe_status g_bf16_forms(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
     double *base = NULL, *got = NULL;
     st = gemv_outputs(ctx, seed, NULL, gc, &base);
     for (size_t f = 0; st == CLMOE_OK && f < sizeof forms / sizeof forms[0]; f++) {
-      for (int k = 0; k < 4 && st == CLMOE_OK; k++) st = clmoe_ctx_set_knob(ctx, names[k], forms[f][k]);
+      for (int k = 0; k < 2 && st == CLMOE_OK; k++) st = clmoe_ctx_set_knob(ctx, names[k], forms[f][k]);
       if (st == CLMOE_OK) st = gemv_outputs(ctx, seed, NULL, gc, &got);
-      for (int k = 0; k < 4; k++) { /* "": the defaults back */
+      for (int k = 0; k < 2; k++) { /* "": the defaults back */
         const clmoe_status back = clmoe_ctx_set_knob(ctx, names[k], "");
         if (st == CLMOE_OK) st = back;
       }
       if (st == CLMOE_OK) {
         char what[48];
-        snprintf(what, sizeof what, "case %d y0, form %s/%s/%s/%s", g, forms[f][0], forms[f][1], forms[f][2],
-                 forms[f][3]);
+        snprintf(what, sizeof what, "case %d y0, form %s/%s", g, forms[f][0], forms[f][1]);
         ck_compare(what, got, base, n, res);
       }
       free(got);
@@ -269,7 +267,7 @@ const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.bf16.situ", "2 tokens, SiTU-GLU of two inputs, K 65", g_bf16_situ},
     {"gemv.bf16.gate", "4 tokens, x times sigmoid(gate), accumulating", g_bf16_gate},
     {"gemv.f32.gate", "7 tokens, x times sigmoid(gate), fp32 weights", g_f32_gate},
-    {"gemv.bf16.forms", "5 launch forms (rows, tokens, columns at once, vectors) give the default's bits: "
+    {"gemv.bf16.forms", "5 launch forms (rows and tokens per work-group) give the default's bits: "
      "RMSNorm, K 203; SwiGLU, K 131", g_bf16_forms},
     {"gemv.bf16.head", "17 tokens, 300 rows, K 12, 16 tokens per work-group (CLMOE_GEMV_WIDE_ROWS 300)",
      g_bf16_head},

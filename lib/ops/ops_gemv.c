@@ -6,13 +6,11 @@
 #include "ops/ops_internal.h"
 
 #include <stdio.h>
-#include <string.h>
 #include "runtime/internal.h"
 
 #define GEMV_LANES 64 /* GV_LANES of gemv.cl */
-#define GEMV_TOK 4     /* tokens per work-group at most */
+#define GEMV_TOK 4       /* tokens per work-group at most */
 #define GEMV_TOK_WIDE 16 /* the same for CLMOE_GEMV_WIDE_ROWS rows or more */
-#define GEMV_TOK_GPU 4  /* on GPUs, for any matrix */
 
 /* Work-groups of a launch at `rows` rows per work-group and `tok` tokens. */
 static int64_t gemv_groups(int n, const clmoe__gemv_slot *sl, int64_t T, int tok, int rows)
@@ -51,36 +49,19 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   }
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
-  char opts[96];
-  /* Tokens per work-group: on GPUs 4 (8 was faster in clmoe-bench gemv's plain products but
-   * slower in the 48B model's batch-8 decode step, 3.9 -> 4.6 ms of GEMV); elsewhere 4, or 16
-   * when the matrices alone make enough work-groups (the head of a large vocabulary: it is
-   * read a quarter as often). No work on absent tokens. Columns loaded at once: 4 on GPUs at
-   * 2 to 4 tokens (1.1 to 1.4x at 4 tokens on the H100; slower at 1). The sums depend on
-   * none of these. */
+  char opts[64];
+  /* Tokens per work-group: 4, or 16 when the matrices alone make enough work-groups (the
+   * head of a large vocabulary: it is read a quarter as often); no work on absent tokens.
+   * The sums do not depend on it (nor on the CLMOE_GEMV_TOK and _ROWS knobs' forms). */
   const int ktok = (int)clmoe__knob_int(ctx, CLMOE_K_GEMV_TOK), krows = (int)clmoe__knob_int(ctx, CLMOE_K_GEMV_ROWS);
   const int want = ktok                                                            ? ktok
-                   : ctx->caps.is_gpu                                              ? GEMV_TOK_GPU
                    : rows_all >= clmoe__knob_int(ctx, CLMOE_K_GEMV_WIDE_ROWS) ? GEMV_TOK_WIDE
                                                                                    : GEMV_TOK;
   const int tok = T < want ? (int)T : want;
-  /* The vector form (a work-item takes 8 lanes' partials from 16-byte loads, 8 rows a
-   * work-group or a multiple): on GPUs for the plain product of one token with a large
-   * vocabulary's head, 32 rows a work-group (on the H100 the 163,840 x 2304 bf16 head in
-   * 354 us against 400-480 in the lane form; the lane form was faster for the layers'
-   * matrices, and with an input function each x element is computed per row slot). The
-   * final sums take one work-item per (token, row): at most GEMV_LANES of them. */
-  const char *kvec = clmoe__knob_text(ctx, CLMOE_K_GEMV_VEC); /* auto, 0 or 1 */
-  const int vec = (kvec && !strcmp(kvec, "1")) ||
-                  ((!kvec || !strcmp(kvec, "auto")) && ctx->caps.is_gpu && tok == 1 && mode == 0 &&
-                   rows_all >= clmoe__knob_int(ctx, CLMOE_K_GEMV_WIDE_ROWS));
-  int rows = krows ? krows : vec ? 32 : gemv_rows(ctx, tok);
-  if (vec) rows = (rows + 7) / 8 * 8;
-  while (rows * tok > GEMV_LANES) rows -= vec ? 8 : 1;
-  const int kunroll = (int)clmoe__knob_int(ctx, CLMOE_K_GEMV_UNROLL);
-  const int unroll = kunroll ? kunroll : ctx->caps.is_gpu && tok >= 2 && tok <= 4 ? 4 : 1;
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d -DGV_UNROLL=%d -DGV_VEC=%d", rows, tok, wbf16,
-           unroll, vec);
+  /* the final sums take one work-item per (token, row): at most GEMV_LANES of them */
+  int rows = krows ? krows : gemv_rows(ctx, tok);
+  while (rows * tok > GEMV_LANES) rows--;
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
   cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */

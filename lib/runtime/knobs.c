@@ -140,22 +140,14 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                             "tile)", "tuning", 0},
     [CLMOE_K_GEMV_WIDE_ROWS] = {"CLMOE_GEMV_WIDE_ROWS", CLMOE__KNOB_INT, "32768", 1, 1073741824, 0, 0,
                                 "an integer in 1..1073741824", NULL, "matrix rows of a few-token product "
-                                "launch from which it takes 16 tokens per work-group instead of 4, on devices "
-                                "other than GPUs (a large vocabulary's head)", "testing", 0},
+                                "launch from which it takes 16 tokens per work-group instead of 4 (a large "
+                                "vocabulary's head)", "testing", 0},
     [CLMOE_K_GEMV_ROWS] = {"CLMOE_GEMV_ROWS", CLMOE__KNOB_INT, "0", 0, 64, 0, 0, "an integer in 0..64", NULL,
                            "matrix rows per work-group of a few-token product launch (0: by device and "
                            "tokens; the sums do not depend on it)", "tuning", 0},
-    [CLMOE_K_GEMV_UNROLL] = {"CLMOE_GEMV_UNROLL", CLMOE__KNOB_INT, "0", 0, 16, 0, 0, "an integer in 0..16", NULL,
-                             "columns whose weights a work-item of a few-token product loads at once (0: 4 on "
-                             "GPUs at 2 to 4 tokens, else 1; the sums do not depend on it)", "tuning", 0},
     [CLMOE_K_GEMV_TOK] = {"CLMOE_GEMV_TOK", CLMOE__KNOB_INT, "0", 0, 16, 0, 0, "an integer in 0..16", NULL,
-                          "tokens per work-group of a few-token product launch at most (0: 4 on GPUs; "
-                          "elsewhere 4, or 16 from CLMOE_GEMV_WIDE_ROWS rows; the sums do not depend on "
-                          "it)", "tuning", 0},
-    [CLMOE_K_GEMV_VEC] = {"CLMOE_GEMV_VEC", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1", NULL,
-                          "a few-token product's work-items each take 8 lanes' partials from vector loads "
-                          "(auto: on GPUs for a large vocabulary's head at one token; the sums do not depend on "
-                          "it)", "tuning", 0},
+                          "tokens per work-group of a few-token product launch at most (0: 4, or 16 from "
+                          "CLMOE_GEMV_WIDE_ROWS rows; the sums do not depend on it)", "tuning", 0},
     [CLMOE_K_ARGMAX_PART] = {"CLMOE_ARGMAX_PART", CLMOE__KNOB_INT, "2048", 1, 1073741824, 0, 0,
                              "an integer in 1..1073741824", NULL, "logits per work-group of the device's greedy "
                              "pick: longer rows are split over several", "testing", 0},
