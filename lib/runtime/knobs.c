@@ -142,6 +142,10 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                                 "an integer in 1..1073741824", NULL, "matrix rows of a few-token product "
                                 "launch from which it takes 16 tokens per work-group instead of 4 (a large "
                                 "vocabulary's head)", "testing", 0},
+    [CLMOE_K_INFER_TILE] = {"CLMOE_INFER_TILE", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1", NULL,
+                            "inference passes of many tokens on bf16 weights (prefill, steps past the GEMV) "
+                            "on the tile GEMM: auto where the device has a matrix unit, 0 never (fp32 "
+                            "copies of the matrices), 1 on any device", "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};
