@@ -31,7 +31,8 @@ struct clmoe_gen_state {
 #define GEN_GEMV_TOKENS 16
 /* Rows of logits up to which a bf16 head is read by the GEMV (16 rows a work-group from a
  * vocabulary of CLMOE_GEMV_WIDE_ROWS, 32,768: the head read once per 16 rows) instead of an fp32 copy of it for a
- * GEMM (1.5 GB at Kimi-Linear-48B's 163,840 x 2,304). */
+ * GEMM (1.5 GB at Kimi-Linear-48B's 163,840 x 2,304). On the tile path (clmoe__gen_tile)
+ * rows past GEN_GEMV_TOKENS are a GEMM of the bf16 head on the tile GEMM instead. */
 #define GEN_HEAD_GEMV_ROWS 64
 
 /* ---- the fused KDA output gate and AttnRes (generate_fused.c); the products go through
