@@ -77,7 +77,8 @@ static void usage(void)
          "  --profile           after 2 warm-up decode steps, count per step the kernels\n"
          "                      launched and the host waits (blocking reads, writes and\n"
          "                      finishes), and time the step on the wall clock and on the device\n"
-         "                      by kernel family (summary and --json)\n"
+         "                      by kernel family (summary and --json); with --prefill-bench, each\n"
+         "                      prefill (in --json a \"profile\" of one step per length)\n"
          "  --quiet             no summary on stderr\n"
          "  --help, --version\n"
          "\n"
@@ -229,7 +230,6 @@ void gen_parse_args(int argc, char **argv, gen_opts *o)
   if (o->model_dir) o->ckpt = o->model_dir;
   if (!o->nbench && !o->nprompts) app_usage_error("give at least one --prompt or --prompt-file (or --prefill-bench)");
   if (o->nbench && o->nprompts) app_usage_error("--prefill-bench makes its own prompts: leave out --prompt");
-  if (o->profile && o->nbench) app_usage_error("--profile profiles the decode steps of a generation: leave out --prefill-bench");
   for (int p = 0; p < o->nprompts; p++)
     if (o->prompt_len[p] == 0) app_usage_error("prompt %d (%s) is empty: a prompt needs at least one byte", p + 1,
                                                o->prompt_from[p]);

@@ -92,6 +92,21 @@ static void profile_text(const gen_profile *p)
             1e3 * p->fam[i].seconds / n, (double)p->fam[i].launches / n);
 }
 
+/* A profiled prefill (one step of p): its families, then its costliest kernels by name. */
+static void prefill_profile_text(int64_t T, const gen_profile *p)
+{
+  fprintf(stderr, "profile of the %lld-token prefill: %lld device commands (%lld clmoe kernels), %lld blocking "
+          "reads, %lld finishes; wall %.3f ms, device %.3f ms\n", (long long)T, (long long)p->commands,
+          (long long)p->count.launches, (long long)p->count.blocking_reads, (long long)p->count.finishes,
+          1e3 * p->wall_s, 1e3 * p->device_s);
+  for (int i = 0; i < p->nfam; i++)
+    fprintf(stderr, "  %-16s %10.3f ms  %7lld commands\n", p->fam[i].name, 1e3 * p->fam[i].seconds,
+            (long long)p->fam[i].launches);
+  for (int i = 0; i < p->nkern && i < 24; i++)
+    fprintf(stderr, "    %-36s %10.3f ms  %7lld launches\n", p->kern[i].name, 1e3 * p->kern[i].seconds,
+            (long long)p->kern[i].launches);
+}
+
 static void profile_json(FILE *f, const gen_profile *p)
 {
   const double n = p->steps > 0 ? (double)p->steps : 1.0;
@@ -238,9 +253,10 @@ typedef struct bench_row {
   double prefill_s, step_s;
   clmoe_gen_memory mem;
   size_t all_mla_bytes; /* the cache an all-MLA stack of the same depth would hold */
+  gen_profile prof;     /* --profile: the prefill's kernels */
 } bench_row;
 
-static void bench_one(const gen_opts *o, clmoe_model *model, int64_t T, bench_row *row)
+static void bench_one(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx, int64_t T, bench_row *row)
 {
   const clmoe_config *c = clmoe_model_config(model);
   const int64_t V = c->vocab;
@@ -257,9 +273,28 @@ static void bench_one(const gen_opts *o, clmoe_model *model, int64_t T, bench_ro
   APP_CHECK(clmoe_gen_state_create(model, 1, &go, &g));
   const int32_t *pp[1] = {p};
   const int64_t len[1] = {T};
+  clmoe_ctx_counters c0, c1;
+  memset(&row->prof, 0, sizeof row->prof);
+  if (o->profile) { /* this prefill's kernels alone */
+    APP_CHECK(clmoe_ctx_finish(ctx));
+    clmoe_ctx_profile_clear(ctx);
+    APP_CHECK(clmoe_ctx_profile_begin(ctx));
+    clmoe_ctx_counters_get(ctx, &c0);
+  }
   double t0 = app_now();
   APP_CHECK(clmoe_gen_prefill(g, pp, len, logits, NULL));
   row->prefill_s = app_now() - t0;
+  if (o->profile) {
+    int kernels;
+    clmoe_ctx_counters_get(ctx, &c1);
+    APP_CHECK(clmoe_ctx_profile_end(ctx, &row->prof.device_s, &kernels));
+    row->prof.steps = 1, row->prof.commands = kernels, row->prof.wall_s = row->prefill_s;
+    row->prof.count.launches = c1.launches - c0.launches;
+    row->prof.count.blocking_reads = c1.blocking_reads - c0.blocking_reads;
+    row->prof.count.blocking_writes = c1.blocking_writes - c0.blocking_writes;
+    row->prof.count.finishes = c1.finishes - c0.finishes;
+    gen_profile_families(ctx, &row->prof);
+  }
   clmoe_gen_memory_usage(g, &row->mem); /* the context of the prompt itself */
   int32_t next = p[T - 1];
   t0 = app_now();
@@ -282,7 +317,7 @@ int gen_prefill_bench(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
             "KDA state", "MLA cache", "all-MLA cache", "decode step ms");
   }
   for (int i = 0; i < o->nbench; i++) {
-    bench_one(o, model, o->bench[i], &rows[i]);
+    bench_one(o, model, ctx, o->bench[i], &rows[i]);
     if (o->quiet) continue;
     char a[32], b[32], c[32];
     const bench_row *r = &rows[i];
@@ -291,6 +326,7 @@ int gen_prefill_bench(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
             gen_bytes(b, sizeof b, (double)r->mem.mla_cache_used), gen_bytes(c, sizeof c, (double)r->all_mla_bytes),
             1e3 * r->step_s);
   }
+  for (int i = 0; o->profile && !o->quiet && i < o->nbench; i++) prefill_profile_text(rows[i].T, &rows[i].prof);
   if (!o->json) return 0;
   FILE *f = app_open_output(o->json);
   fprintf(f, "{\n  \"checkpoint\": ");
@@ -308,6 +344,10 @@ int gen_prefill_bench(const gen_opts *o, clmoe_model *model, clmoe_ctx *ctx)
     json_double(f, r->step_s);
     fprintf(f, ", \"all_mla_cache_bytes\": %zu, \"memory\": ", r->all_mla_bytes);
     memory_json(f, &r->mem);
+    if (o->profile) {
+      fprintf(f, ", \"profile\": ");
+      profile_json(f, &r->prof);
+    }
     fprintf(f, "}%s\n", i + 1 < o->nbench ? "," : "");
   }
   fprintf(f, "  ]\n}\n");

@@ -252,10 +252,12 @@ CLMOE_API clmoe_status clmoe_moe_forward(clmoe_ctx *ctx, const clmoe_moe_layer *
  * otherwise): bf16 routed expert stacks [E, ...] are read by the grouped expert kernels as
  * they are, widened exactly as they are staged, with fp32 rows and fp32 sums in the grouped
  * kernels' order: the bits of clmoe_moe_forward on fp32 copies of the same weights (grouped
- * GEMM), with no fp32 copy of any expert made (clmoe_moe_forward on bf16 stacks takes the
- * tile path instead: bf16-rounded rows, a bf16 training step's form). The padded choice
- * (cfg.gemm) is not taken for bf16 stacks. The other matrices are taken as clmoe_moe_forward
- * takes them (fp32 ones: fp32 products). */
+ * GEMM), with no fp32 copy of any expert made. Where the device has a matrix unit
+ * (CLMOE_INFER_TILE auto; 1: on any device, 0: never) bf16 stacks take the tile path of
+ * clmoe_moe_forward instead (rows rounded to bf16 as they are staged, fp32 sums: a bf16
+ * training step's form). The padded choice (cfg.gemm) is not taken for bf16 stacks. The other
+ * matrices are taken as clmoe_moe_forward takes them (fp32 ones: fp32 products; bf16 ones on
+ * the tile GEMM). */
 CLMOE_API clmoe_status clmoe_moe_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *layer,
                                                const clmoe_tensor *x, clmoe_tensor *y);
 /* The inference forward (as clmoe_moe_forward with saved NULL, to fp32 rounding) for few

@@ -31,7 +31,8 @@ struct clmoe_gen_state {
 #define GEN_GEMV_TOKENS 16
 /* Rows of logits up to which a bf16 head is read by the GEMV (16 rows a work-group from a
  * vocabulary of CLMOE_GEMV_WIDE_ROWS, 32,768: the head read once per 16 rows) instead of an fp32 copy of it for a
- * GEMM (1.5 GB at Kimi-Linear-48B's 163,840 x 2,304). */
+ * GEMM (1.5 GB at Kimi-Linear-48B's 163,840 x 2,304). On the tile path (clmoe__gen_tile)
+ * rows past GEN_GEMV_TOKENS are a GEMM of the bf16 head on the tile GEMM instead. */
 #define GEN_HEAD_GEMV_ROWS 64
 
 /* ---- the fused KDA output gate and AttnRes (generate_fused.c); the products go through
@@ -71,6 +72,15 @@ clmoe_status clmoe__gen_widen_kda(clmoe_ctx *ctx, const clmoe_kda_layer *l, clmo
 clmoe_status clmoe__gen_widen_mla(clmoe_ctx *ctx, const clmoe_mla_weights *l, clmoe_mla_weights *tmp,
                                   gen_widened *w);
 clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp, gen_widened *w);
+/* The MLA layer with only W_ukv widened (the tile path: the per-head absorbed products and a
+ * cache's decompression take it in fp32; every other matrix goes through clmoe_linear). */
+clmoe_status clmoe__gen_widen_mla_ukv(clmoe_ctx *ctx, const clmoe_mla_weights *l, clmoe_mla_weights *tmp,
+                                      gen_widened *w);
+/* 1 when m's passes past the GEMV (prefill, steps of more than GEN_GEMV_TOKENS sequences, the
+ * head over more rows than that) run on the tile GEMM with the bf16 matrices as they are: the
+ * weights are bf16 and clmoe__infer_tile (a matrix unit, or CLMOE_INFER_TILE=1); else those
+ * passes widen (gen_widen_*), bit for bit as without the tile path. */
+int clmoe__gen_tile(clmoe_ctx *ctx, const clmoe_model *m);
 /* A MoE layer's router, W_down, W_up and shared experts; the routed expert stacks stay bf16
  * for clmoe_moe_forward_infer. */
 clmoe_status clmoe__gen_widen_moe(clmoe_ctx *ctx, const clmoe_moe_layer *l, clmoe_moe_layer *tmp, gen_widened *w);

@@ -26,7 +26,8 @@ double clmoe__gen_now(void)
 /* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. A path
  * that can add its output into the residual stream's slot itself does so (slot += out, or
  * slot = out when empty) and sets *added; y is then unused. Paths other than the GEMV's
- * take the layer with its bf16 matrices widened to fp32 (wd holds the copies). */
+ * take the layer with its bf16 matrices as they are on the tile path (clmoe__gen_tile; an
+ * MLA pass over a cache with W_ukv widened), else widened to fp32 (wd holds the copies). */
 static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const clmoe_tensor *x, clmoe_tensor *y,
                           clmoe_tensor *slot, int empty, int *added, gen_widened *wd)
 {
@@ -40,10 +41,15 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
     *added = 1;
     return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], !empty, slot);
   }
-  clmoe_kda_layer kda;
-  clmoe_mla_weights mla;
-  if (L->is_mla) CLMOE_TRY(clmoe__gen_widen_mla(ctx, &L->mla, &mla, wd));
-  else CLMOE_TRY(clmoe__gen_widen_kda(ctx, &L->kda, &kda, wd));
+  clmoe_kda_layer kda = L->kda;
+  clmoe_mla_weights mla = L->mla;
+  if (clmoe__gen_tile(ctx, g->model)) {
+    if (L->is_mla && (p->kind == GEN_STEP || !p->fresh)) CLMOE_TRY(clmoe__gen_widen_mla_ukv(ctx, &L->mla, &mla, wd));
+  } else if (L->is_mla) {
+    CLMOE_TRY(clmoe__gen_widen_mla(ctx, &L->mla, &mla, wd));
+  } else {
+    CLMOE_TRY(clmoe__gen_widen_kda(ctx, &L->kda, &kda, wd));
+  }
   if (p->kind == GEN_STEP) {
     if (L->is_mla) return clmoe_mla_decode_step(ctx, &L->mla_cfg, &mla, g->mla[l], x, y);
     return clmoe_kda_layer_step(ctx, &kda, x, &g->kda[l], y);
@@ -87,6 +93,7 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
                                      clmoe_tensor *y, clmoe_tensor *slot, int empty, int *added, gen_widened *wd)
 {
   model_layer *L = &g->model->layers[l];
+  const int tile = clmoe__gen_tile(g->ctx, g->model); /* bf16 matrices on the tile GEMM */
   *added = 0;
   if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added, wd);
   if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&L->ffn.w_gate) &&
@@ -95,8 +102,8 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     return ffn_gemv(g, &L->ffn, x, !empty, slot);
   }
   if (L->is_dense) {
-    clmoe_situ_ffn f;
-    CLMOE_TRY(clmoe__gen_widen_ffn(g->ctx, &L->ffn, &f, wd));
+    clmoe_situ_ffn f = L->ffn;
+    if (!tile) CLMOE_TRY(clmoe__gen_widen_ffn(g->ctx, &L->ffn, &f, wd));
     return clmoe_situ_ffn_forward(g->ctx, &f, x, 0.0f, y, NULL);
   }
   if (g->model->dist) { /* experts on their ranks; every rank runs the same passes (bf16 weights, fp32 sums) */
@@ -108,8 +115,11 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     *added = 1; /* no sort, no dispatch; fp32 or bf16 weights */
     return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
   }
-  clmoe_moe_layer moe; /* the router, latent and shared matrices widened; the expert stacks read as they are */
-  CLMOE_TRY(clmoe__gen_widen_moe(g->ctx, &L->moe, &moe, wd));
+  /* Tile path: every matrix as it is (the routed experts on the bf16 tile kernels, which
+   * clmoe_moe_forward_infer takes by the same rule); else the router, latent and shared
+   * matrices widened, the expert stacks read as they are by the grouped kernels. */
+  clmoe_moe_layer moe = L->moe;
+  if (!tile) CLMOE_TRY(clmoe__gen_widen_moe(g->ctx, &L->moe, &moe, wd));
   return clmoe_moe_forward_infer(g->ctx, &moe, x, y); /* biases frozen */
 }
 
@@ -227,10 +237,13 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  if ((nrows <= GEN_GEMV_TOKENS || (nrows <= GEN_HEAD_GEMV_ROWS && m->head.dtype == CLMOE_BF16)) &&
+  const int head_tile = nrows > GEN_GEMV_TOKENS && clmoe__gen_tile(ctx, m); /* a GEMM of bf16 rows */
+  if (!head_tile && (nrows <= GEN_GEMV_TOKENS || (nrows <= GEN_HEAD_GEMV_ROWS && m->head.dtype == CLMOE_BF16)) &&
       clmoe__ops_gemv_ok(&m->head)) {
     const clmoe__gemv_slot hs = {&m->head, &logits};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
+  } else if (head_tile) {
+    CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done); /* clmoe_gemm_bf16 */
   } else {
     gen_widened wd;
     clmoe_tensor head;

@@ -2,15 +2,18 @@
  * from the start (clmoe_gen_random_model), or a loaded fp32 model's rounded to bf16 in place
  * (clmoe_gen_set_weights), each fp32 tensor freed once its copy is made. Decode
  * steps read them as bf16 (the GEMV of lib/ops/ops_gemv.c, the MoE decode kernels, MLA's
- * per-head products) with fp32 sums, and so do a MoE layer's routed experts in a prefill
- * (clmoe_moe_forward_infer: the grouped kernels widen the bf16 stacks as they load them); a
- * pass that takes another path (prefill, or a step of more sequences than the GEMV takes)
- * widens one layer's other matrices to fp32 temporaries for the call (gen_widen_*), so every
- * path computes bf16 weights times fp32 activations.
+ * per-head products) with fp32 sums. A pass that takes another path (prefill, or a step of
+ * more sequences than the GEMV takes) runs, where clmoe__gen_tile says so, on the tile GEMM
+ * with the bf16 matrices as they are (bf16-rounded rows, fp32 sums; only MLA's W_ukv is
+ * widened, gen_widen_mla_ukv); elsewhere it widens one layer's other matrices to fp32
+ * temporaries for the call (gen_widen_*) and a MoE layer's routed experts are read by the
+ * grouped kernels that widen the bf16 stacks as they load them (clmoe_moe_forward_infer), so
+ * that path computes bf16 weights times fp32 activations.
  * Also the public face of the few-token GEMV (clmoe_gen_gemv), for checks and benchmarks. */
 #include "generate_internal.h"
 
 #include "clmoe/tile.h"
+#include "tile/tile_internal.h" /* clmoe__infer_tile */
 
 clmoe_dtype clmoe__gen_auto_weights(clmoe_ctx *ctx)
 {
@@ -108,6 +111,18 @@ clmoe_status clmoe__gen_widen_mla(clmoe_ctx *ctx, const clmoe_mla_weights *l, cl
   *tmp = *l;
   for (int i = 0; i < CLMOE_MLA_NWEIGHTS; i++) CLMOE_TRY(widen(ctx, clmoe_mla_weight_at(tmp, i), w));
   return CLMOE_OK;
+}
+
+clmoe_status clmoe__gen_widen_mla_ukv(clmoe_ctx *ctx, const clmoe_mla_weights *l, clmoe_mla_weights *tmp,
+                                      gen_widened *w)
+{
+  *tmp = *l;
+  return widen(ctx, &tmp->w_ukv, w);
+}
+
+int clmoe__gen_tile(clmoe_ctx *ctx, const clmoe_model *m)
+{
+  return clmoe_gen_weights(m) == CLMOE_BF16 && clmoe__infer_tile(ctx);
 }
 
 clmoe_status clmoe__gen_widen_ffn(clmoe_ctx *ctx, const clmoe_situ_ffn *f, clmoe_situ_ffn *tmp, gen_widened *w)

@@ -153,6 +153,13 @@ clmoe_status clmoe__mla_check_layer_weights(const char *op, const clmoe_mla_conf
   return check_weights(op, cfg, w, 1);
 }
 
+clmoe_status clmoe__mla_check_absorbed_weights(const char *op, const clmoe_mla_config *cfg,
+                                               const clmoe_mla_weights *w)
+{
+  CLMOE_TRY(check_weights(op, cfg, w, 1));
+  return clmoe__want(&w->w_ukv, CLMOE_F32, op, "w_ukv (the absorbed and decompressing products take fp32)");
+}
+
 void clmoe_mla_saved_release(clmoe_mla_saved *s)
 {
   if (!s) return;

@@ -25,7 +25,7 @@ clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, cons
 {
   const char *op = "clmoe_mla_prefill";
   char desc[96];
-  CLMOE_TRY(clmoe__mla_check_weights(op, cfg, w));
+  CLMOE_TRY(clmoe__mla_check_layer_weights(op, cfg, w)); /* f32 or bf16 matrices (clmoe_linear) */
   CLMOE_TRY(clmoe__mla_check_cache(op, cfg, cache));
   if (!x || x->ndim != 3)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: x is %s, expected [B, T, d_model] f32", op,
@@ -191,9 +191,10 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
                                    clmoe_mla_cache *c, const clmoe_tensor *x, clmoe_tensor *y)
 {
   const char *op = "clmoe_mla_decode_step";
-  CLMOE_TRY(clmoe__mla_check_weights(op, cfg, w));
+  CLMOE_TRY(clmoe__mla_check_layer_weights(op, cfg, w));
   CLMOE_TRY(clmoe__mla_check_cache(op, cfg, c));
   if (clmoe__mla_decode_gemv_ok(w, c->nseq)) return clmoe__mla_decode_step_into(ctx, cfg, w, c, x, 0, y);
+  CLMOE_TRY(clmoe__mla_check_absorbed_weights(op, cfg, w));
   const int64_t N = c->nseq;
   CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, N, cfg->d_model, 0, 0));
   CLMOE_TRY(clmoe__want_shape(y, op, "y", 0, 2, N, cfg->d_model, 0, 0));

@@ -15,7 +15,7 @@ clmoe_status clmoe__mla_extend_append(clmoe_ctx *ctx, const char *op, const clmo
                                       int64_t *M)
 {
   *pos = NULL, *M = 0;
-  CLMOE_TRY(clmoe__mla_check_weights(op, cfg, w));
+  CLMOE_TRY(clmoe__mla_check_absorbed_weights(op, cfg, w));
   CLMOE_TRY(clmoe__mla_check_cache(op, cfg, c));
   if (!counts) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: counts is NULL", op);
   int64_t m = 0;

@@ -61,6 +61,11 @@ clmoe_status clmoe__mla_check_weights(const char *op, const clmoe_mla_config *cf
  * training step's copies, multiplied through clmoe_linear). */
 clmoe_status clmoe__mla_check_layer_weights(const char *op, const clmoe_mla_config *cfg,
                                             const clmoe_mla_weights *w);
+/* The same for the passes over a cache (clmoe_mla_decode_step past the GEMV path,
+ * clmoe_mla_extend, clmoe_mla_extend_flash): bf16 matrices but for w_ukv, which the per-head
+ * batched products and the context's decompression read in fp32. */
+clmoe_status clmoe__mla_check_absorbed_weights(const char *op, const clmoe_mla_config *cfg,
+                                               const clmoe_mla_weights *w);
 
 /* clmoe_mla_weights_create_form with the weight matrices (every "w_*") created as
  * `matrices` (CLMOE_F32 or CLMOE_BF16, for an inference model, lib/model/model.c); the two

@@ -120,7 +120,7 @@ static clmoe_status experts_local(clmoe_ctx *ctx, const clmoe_moe_ep_layer *ep, 
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &sv->ys, CLMOE_F32, Rd, l), done);
   CLMOE_TRY_GOTO(st, clmoe__moe_new2(ctx, &yr, CLMOE_F32, R, l), done);
   CLMOE_TRY_GOTO(st, clmoe_moe_gather(ctx, &sv->disp, &xr, &sv->xs), done);
-  if (narrow) CLMOE_TRY_GOTO(st, clmoe__moe_experts_forward_infer(ctx, X, &sv->disp, &sv->xs, &sv->act, &sv->ys), done);
+  if (narrow) CLMOE_TRY_GOTO(st, clmoe__moe_experts_forward_infer(ctx, X, &sv->disp, &sv->xs, &sv->act, &sv->ys, 0), done);
   else
     CLMOE_TRY_GOTO(st,
                    clmoe__moe_experts_forward(ctx, X, &sv->disp, &sv->xs, train ? &sv->u : NULL,

@@ -148,7 +148,7 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
 
 clmoe_status clmoe__moe_experts_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                               const clmoe_moe_dispatch *d, const clmoe_tensor *xs,
-                                              clmoe_tensor *act, clmoe_tensor *ys)
+                                              clmoe_tensor *act, clmoe_tensor *ys, int tile)
 {
   static const char op[] = "clmoe_moe_forward_infer";
   const clmoe_dtype dt = L->w_gate.dtype;
@@ -157,6 +157,7 @@ clmoe_status clmoe__moe_experts_forward_infer(clmoe_ctx *ctx, const clmoe_moe_la
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: expert weights must be fp32 or bf16", op);
   CLMOE_TRY(clmoe__moe_want_stacks(L, dt, op));
   if (d->rows == 0) return CLMOE_OK;
+  if (tile && dt == CLMOE_BF16) return clmoe__moe_experts_forward_bf16(ctx, L, d, xs, NULL, NULL, act, ys);
   return grouped_forward(ctx, dt == CLMOE_BF16 ? MOE_GEMM_W16 : MOE_GEMM, L, d, xs, NULL, NULL, act, ys);
 }
 

@@ -102,10 +102,11 @@ clmoe_status clmoe__moe_experts_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L
 /* The experts of clmoe_moe_forward_infer, on a grouped dispatch: act [R, f] and ys [R, l]
  * by the grouped kernels, which read bf16 stacks as they are (MOE_GEMM_W16: no fp32 copy of
  * the weights) with fp32 rows and sums, or fp32 stacks; the same bits either way for the
- * same weight values. */
+ * same weight values. tile (bf16 stacks only): the tile kernels of a bf16 training step
+ * instead (clmoe__moe_experts_forward_bf16: rows rounded to bf16 as they are staged). */
 clmoe_status clmoe__moe_experts_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                               const clmoe_moe_dispatch *disp, const clmoe_tensor *xs,
-                                              clmoe_tensor *act, clmoe_tensor *ys);
+                                              clmoe_tensor *act, clmoe_tensor *ys, int tile);
 /* Backward from dys [R, l]: dW_gate, dW_upp, dW_dn (overwritten) and dxs [R, l]. */
 clmoe_status clmoe__moe_experts_backward(clmoe_ctx *ctx, const clmoe_moe_layer *L,
                                          const clmoe_moe_saved *s, const clmoe_tensor *dys,

@@ -4,6 +4,10 @@
 
 #include <string.h>
 #include "clmoe/ops.h"
+#include "tile/tile_internal.h" /* clmoe__infer_tile */
+
+/* forward()'s infer: the expert kernels of clmoe_moe_forward_infer. */
+enum { INFER_NO = 0, INFER_GROUPED = 1, INFER_TILE = 2 };
 
 /* Slot of the timing struct for a phase, or NULL when not timing. */
 #define PHASE(L, field) ((L)->timing ? &(L)->timing->field : NULL)
@@ -49,8 +53,8 @@ done:
 static int has_shared(const clmoe_moe_config *c) { return c->n_shared * c->shared_ff > 0; }
 
 /* Everything after the router: xin is x2 or its bf16 copy (dense_input) for W_down and the
- * shared experts. infer: the experts of clmoe_moe_forward_infer (grouped, bf16 stacks read as
- * they are). */
+ * shared experts. infer: the experts of clmoe_moe_forward_infer (INFER_GROUPED: grouped, bf16
+ * stacks read as they are; INFER_TILE: the bf16 tile kernels). */
 static clmoe_status forward_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
                                     const clmoe_tensor *xin, clmoe_tensor *y2, int train, int infer,
                                     clmoe_moe_saved *s, double *t0)
@@ -72,7 +76,8 @@ static clmoe_status forward_experts(clmoe_ctx *ctx, const clmoe_moe_layer *L, co
   }
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->act, CLMOE_F32, R, f));
   CLMOE_TRY(clmoe__moe_new2(ctx, &s->ys, CLMOE_F32, R, l));
-  if (infer) CLMOE_TRY(clmoe__moe_experts_forward_infer(ctx, L, &s->disp, &s->xs, &s->act, &s->ys));
+  if (infer)
+    CLMOE_TRY(clmoe__moe_experts_forward_infer(ctx, L, &s->disp, &s->xs, &s->act, &s->ys, infer == INFER_TILE));
   else
     CLMOE_TRY(clmoe__moe_experts_forward(ctx, L, &s->disp, &s->xs, train ? &s->u : NULL, train ? &s->w : NULL,
                                          &s->act, &s->ys));
@@ -161,7 +166,9 @@ clmoe_status clmoe_moe_forward_infer(clmoe_ctx *ctx, const clmoe_moe_layer *L, c
                                      clmoe_tensor *y)
 {
   /* fp32 stacks: clmoe_moe_forward itself (its padded choice included) */
-  return forward("clmoe_moe_forward_infer", ctx, L, x, y, NULL, L && L->w_gate.dtype == CLMOE_BF16);
+  const int b16 = ctx && L && L->w_gate.dtype == CLMOE_BF16;
+  return forward("clmoe_moe_forward_infer", ctx, L, x, y, NULL,
+                 !b16 ? INFER_NO : clmoe__infer_tile(ctx) ? INFER_TILE : INFER_GROUPED);
 }
 
 /* The gradients of the layer's matrices must match the layer's shapes. */

@@ -154,6 +154,10 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
     [CLMOE_K_SAMPLE_GROUPS] = {"CLMOE_SAMPLE_GROUPS", CLMOE__KNOB_INT, "0", 0, 65536, 0, 0, "an integer in 0..65536",
                                NULL, "work-groups per row of the device sampler (0: by the vocabulary and the "
                                "device's compute units; 1: one work-group per row)", "tuning", 0},
+    [CLMOE_K_INFER_TILE] = {"CLMOE_INFER_TILE", CLMOE__KNOB_ENUM, "auto", 0, 0, 0, 0, "auto|0|1", NULL,
+                            "inference passes of many tokens on bf16 weights (prefill, steps past the GEMV) "
+                            "on the tile GEMM: auto where the device has a matrix unit, 0 never (fp32 "
+                            "copies of the matrices), 1 on any device", "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};

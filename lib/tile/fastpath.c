@@ -46,3 +46,11 @@ const char *clmoe_ctx_fastpath_reason(clmoe_ctx *ctx)
   return clmoe__tile_features(ctx)->matrix_unit ? "on (auto: the device has a matrix unit)"
                                                 : "off (auto: no matrix unit found)";
 }
+
+int clmoe__infer_tile(clmoe_ctx *ctx)
+{
+  const char *e = clmoe__knob_text(ctx, CLMOE_K_INFER_TILE); /* auto, 0 or 1 */
+  if (e && !strcmp(e, "1")) return 1;
+  if (e && !strcmp(e, "0")) return 0;
+  return clmoe_ctx_tile_impl(ctx) != CLMOE_TILE_PORTABLE; /* the rule of generation's --weights auto */
+}

@@ -54,6 +54,12 @@ size_t clmoe__local_mem_optin(clmoe_ctx *ctx);
  * the caller falls back to its mma.sync kernel. */
 clmoe_status clmoe__wgmma_kernel(clmoe_ctx *ctx, const char *family, const char *options, const char *name,
                                  const char *env, cl_kernel *kernel);
+/* 1 when inference passes of many tokens on bf16 weights (generation's prefill passes and
+ * steps past the GEMV, clmoe_moe_forward_infer on bf16 stacks) run their products on the tile
+ * GEMM with the bf16 matrices as they are (activations rounded to bf16 as they are staged,
+ * fp32 sums): CLMOE_INFER_TILE 1, or auto on a device whose tile implementation is not the
+ * portable one; 0: fp32 weights times fp32 rows (fp32 copies, or kernels that widen). */
+int clmoe__infer_tile(clmoe_ctx *ctx);
 /* 0 once a warp-group build failed in this context (no more attempts), else 1. */
 int clmoe__wgmma_usable(const clmoe_ctx *ctx);
 

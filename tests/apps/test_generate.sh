@@ -116,8 +116,12 @@ if grep -q '"steps": 5, "warmup_steps": 2, ' "$tmp/prof.json" &&
    grep -o '"launches_per_step": [0-9]*' "$tmp/prof.json" | awk '{ exit !($2 >= 10) }'; then
   pass "profile JSON: waits and launches per decode step"
 else fail "profile JSON: waits and launches per decode step"; cat "$tmp/prof.json"; fi
-expect "--profile with --prefill-bench" 2 "--profile profiles the decode steps" -- "$gen" --ckpt "$ckpt" \
-  --prefill-bench 10 --profile
+# --profile with --prefill-bench: each prefill's kernels (a table, and "profile" in its JSON row)
+expect "--profile with --prefill-bench" 0 "profile of the 10-token prefill: [0-9]* device commands" -- "$gen" \
+  --ckpt "$ckpt" --prefill-bench 10 --bench-steps 1 --profile --json "$tmp/bench-prof.json"
+if grep -q '"tokens": 10, .*"profile": {"steps": 1, .*"family": "kda"' "$tmp/bench-prof.json"; then
+  pass "prefill-bench JSON with the prefill's profile"
+else fail "prefill-bench JSON with the prefill's profile"; cat "$tmp/bench-prof.json"; fi
 # --random-weights: a preset's model without a checkpoint, in the storage --weights asks
 expect "--random-weights tiny --weights bf16" 0 "random weights (tiny): 4 layers (1 MLA), d 64, vocab 256, weights bf16" -- \
   "$gen" --random-weights tiny --weights bf16 --prompt abc -n 4 --greedy

@@ -7,7 +7,8 @@
  *    position, those of one inference forward (clmoe_model_forward) of the fp32 model whose
  *    matrices were rounded to bf16 in place (1e-4 relative: the same weights, sums in other
  *    orders), for steps on the GEMV path (up to 16 sequences) and past it (17 sequences:
- *    the layers' bf16 matrices widened to fp32 copies per call);
+ *    the layers' bf16 matrices widened to fp32 copies per call; CLMOE_INFER_TILE=0 so on
+ *    any device; the tile path: test_generate_prefill);
  *  - the bf16 model made directly equals the fp32 one of its seed stored in bf16 afterwards
  *    (clmoe_gen_set_weights), to the bit, and holds about half the weight bytes;
  *  - memory: a bf16 model made (clmoe_gen_random_model) or loaded from a training
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clmoe/paths.h" /* clmoe_ctx_set_knob */
 #include "test_common.h"
 
 #define SEED 7
@@ -113,6 +115,8 @@ static void test_equivalence(void)
   CU_ASSERT_EQUAL(clmoe_gen_weights(m), CLMOE_BF16);
   CU_ASSERT_EQUAL(clmoe_gen_weights(ref), CLMOE_F32);
   round_matrices(ref);
+  /* the widened path, also on a matrix unit (the tile path: test_tile_path) */
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_INFER_TILE", "0"));
   int32_t a[48], b[40], c[40], many[MANY][12];
   int32_t *one[1] = {a}, *full[S] = {a, b, c}, *fm[MANY];
   text(a, 48, 11), text(b, 40, 22), text(c, 40, 23);
@@ -122,6 +126,7 @@ static void test_equivalence(void)
   check_equivalence(m, ref, 1, len, 6, 16, one);   /* chunks 16 + 16 + 5 */
   check_equivalence(m, ref, S, lens, 4, 8, full);  /* 1, 3 and 3 passes */
   check_equivalence(m, ref, MANY, lm, 3, 4, fm);   /* steps past the GEMV path */
+  TEST_OK(clmoe_ctx_set_knob(test_ctx, "CLMOE_INFER_TILE", ""));
   clmoe_model_destroy(m);
   clmoe_model_destroy(ref);
 }
