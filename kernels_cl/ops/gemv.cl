@@ -109,7 +109,8 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
       float a = 0.0f;
       for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
       const ulong o = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
-      y[o] = beta ? y[o] + a : a;
+      if (beta) y[o] += a; /* y is read only when it is accumulated into */
+      else y[o] = a;
     }
   }
 }
