@@ -3,7 +3,8 @@
  * against a double-precision reference, with fp32 and bf16 weights: each input form (x, its
  * RMSNorm, the gated units SwiGLU and SiTU-GLU, x times a sigmoid gate), 1 to 16 tokens (token
  * tiles of 4, the last partial), widths that are not multiples of the 64 lanes nor of a
- * work-group's rows, six slots of different heights, and accumulation into a random Y.
+ * work-group's rows, six slots of different heights, accumulation into a random Y, and an
+ * RMSNorm gain that starts inside its buffer (a view).
  *
  * bf16 weights are read back as stored, so the reference multiplies the same rounded values
  * and only the sums' rounding remains: the fp32 tolerance (1e-5 in ck_compare's measure)
@@ -21,6 +22,7 @@
 
 #define TOL 1e-5
 #define GEMV_MAX 6
+#define GAIN_AT 5 /* the RMSNorm gain's offset in its buffer (a parameter inside a larger one) */
 
 typedef struct gemv_case {
   int64_t T, K;
@@ -61,13 +63,17 @@ static clmoe_status gemv_outputs(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
   clmoe_status st = CLMOE_OK;
   const int64_t T = gc->T, K = gc->K, sx[2] = {T, K};
   const float eps = 1e-5f;
-  clmoe_tensor x = {0}, x2 = {0}, gain = {0}, w[GEMV_MAX] = {{0}}, y[GEMV_MAX] = {{0}};
+  clmoe_tensor x = {0}, x2 = {0}, gain_all = {0}, gain = {0}, w[GEMV_MAX] = {{0}}, y[GEMV_MAX] = {{0}};
   double *hx = NULL, *hx2 = NULL, *hg = NULL, *in = NULL, *hw[GEMV_MAX] = {0}, *hy[GEMV_MAX] = {0};
   double *got = NULL, *ref = NULL;
   const int need_x2 = gc->in == CLMOE_GEN_GEMV_GLU || gc->in == CLMOE_GEN_GEMV_GATE;
   CK(ck_uniform(ctx, &x, CLMOE_F32, 2, sx, seed, -2.0f, 2.0f, &hx));
   if (need_x2) CK(ck_uniform(ctx, &x2, CLMOE_F32, 2, sx, seed + 1, -2.0f, 2.0f, &hx2));
-  if (gc->in == CLMOE_GEN_GEMV_RMSNORM) CK(ck_uniform(ctx, &gain, CLMOE_F32, 1, &K, seed + 2, 0.5f, 1.5f, &hg));
+  if (gc->in == CLMOE_GEN_GEMV_RMSNORM) { /* the gain a view GAIN_AT elements into a larger tensor */
+    const int64_t kg = K + GAIN_AT;
+    CK(ck_uniform(ctx, &gain_all, CLMOE_F32, 1, &kg, seed + 2, 0.5f, 1.5f, &hg));
+    CK(clmoe_tensor_view(&gain_all, &gain, 1, &K, GAIN_AT));
+  }
   for (int i = 0; i < gc->n; i++) {
     const int64_t sw[2] = {gc->rows[i], K}, sy[2] = {T, gc->rows[i]};
     CK(ck_uniform(ctx, &w[i], gc->wtype, 2, sw, seed + 10 + (uint64_t)i, -1.0f, 1.0f, &hw[i]));
@@ -86,7 +92,7 @@ static clmoe_status gemv_outputs(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
                       gc->n, wp, yp));
   }
   CK_ALLOC(in, T * K);
-  ref_input(gc, hx, hx2, hg, eps, in);
+  ref_input(gc, hx, hx2, hg ? hg + GAIN_AT : NULL, eps, in);
   if (res) res->tolerance = TOL;
   for (int i = 0; i < gc->n; i++) {
     const int64_t N = gc->rows[i];
@@ -106,7 +112,7 @@ static clmoe_status gemv_outputs(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
     got = ref = NULL;
   }
 done:
-  clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&x2), clmoe_tensor_destroy(&gain);
+  clmoe_tensor_destroy(&x), clmoe_tensor_destroy(&x2), clmoe_tensor_destroy(&gain_all);
   for (int i = 0; i < GEMV_MAX; i++) clmoe_tensor_destroy(&w[i]), clmoe_tensor_destroy(&y[i]), free(hw[i]), free(hy[i]);
   free(hx), free(hx2), free(hg), free(in), free(got), free(ref);
   return st;

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Greedy decode, the binaries of .device/before (c4c3fbf, with the --random-weights FILE
-# commit picked onto it) against .device/prefix (HEAD) in the same call, alternated twice:
+# Greedy decode, the binaries of .device/before (a baseline build: c4c3fbf with the
+# --random-weights FILE commit picked onto it, or an earlier HEAD) against .device/prefix
+# (HEAD) in the same call, alternated three times:
 # Kimi-Linear-48B-A3B's shapes cut to 8 layers at batch 1 and 8, and the `gpu` preset at
 # batch 1 and 16, each with --profile (device time per step, the GEMV's share). Extra knobs
 # for HEAD's runs: AFTER_ENV (e.g. "CLMOE_GEMV_VEC=0").

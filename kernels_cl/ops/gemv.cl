@@ -6,7 +6,7 @@
  * W is fp32, or bf16 with -DGV_WBF16=1 (every slot of a launch alike); x, Y and the sums are
  * fp32.
  *
- * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] (mode 1: x rstd g, rstd =
+ * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] at goff (mode 1: x rstd g, rstd =
  * 1 / sqrt(mean(x^2) + eps) per token), or the gated unit of two inputs (mode 2: glu(x, x2),
  * glu 0 SiTU-GLU, 1 SwiGLU) or the product with a sigmoid gate (mode 3: x sigmoid(x2), an
  * attention output gate). beta is 0 (Y is only written) or 1.
@@ -43,7 +43,7 @@ inline float gv_glu(int glu, float u, float w)
 
 __kernel __attribute__((reqd_work_group_size(GV_LANES, 1, 1)))
 void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
-                __global const float *gain, int mode, int glu, float eps, int T, int K, int beta,
+                __global const float *gain, ulong goff, int mode, int glu, float eps, int T, int K, int beta,
                 GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
                 GV_SLOT_ARGS(5))
 {
@@ -90,7 +90,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
     for (int t = 0; t < GV_TOK; t++) {
       const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
       const float v = x[xoff + xi];
-      xv[t] = mode == 1   ? v * rs[t] * gain[c]
+      xv[t] = mode == 1   ? v * rs[t] * gain[goff + (ulong)c]
               : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
               : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
                           : v;

@@ -50,9 +50,12 @@ clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, c
 clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3], const clmoe_tensor *const w[3],
                                    clmoe_tensor *const state[3], clmoe_tensor *const y[3]);
 /* A KDA layer's decode step (as clmoe_kda_layer_step) through the launches above
- * (generate_kda.c); x, y [N, d]; accumulate 1: y += the layer's output (a residual stream). */
+ * (generate_kda.c); x, y [N, d]; accumulate 1: y += the layer's output (a residual stream).
+ * x_gain: NULL, or the products read RMSNorm(x) with this gain [d] (eps x_eps) instead of x
+ * (the pre-norm inside the first launch). */
 clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                 clmoe_kda_layer_state *state, int accumulate, clmoe_tensor *y);
+                                 const clmoe_tensor *x_gain, float x_eps, clmoe_kda_layer_state *state,
+                                 int accumulate, clmoe_tensor *y);
 /* 1 when every matrix of l is f32 (the GEMV path takes the layer). */
 int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l);
 

@@ -22,7 +22,8 @@ int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
 enum { KS_XQ, KS_XK, KS_XV, KS_Q, KS_K, KS_V, KS_BETA, KS_ZA, KS_Z, KS_GD, KS_GS, KS_O, KS_M, KS_N };
 
 clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
-                                 clmoe_kda_layer_state *state, int accumulate, clmoe_tensor *y)
+                                 const clmoe_tensor *x_gain, float x_eps, clmoe_kda_layer_state *state,
+                                 int accumulate, clmoe_tensor *y)
 {
   const int64_t N = x->shape[0], H = l->H, D = l->D, HD = H * D, r = l->out_gate_rank;
   const int64_t cols[KS_N] = {HD, HD, HD, HD, HD, HD, H, l->rank, HD, r > 0 ? r : 1, HD, HD, HD};
@@ -35,7 +36,8 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
     const clmoe__gemv_slot xs[6] = {{&l->w_q, &t[KS_XQ]}, {&l->w_k, &t[KS_XK]}, {&l->w_v, &t[KS_XV]},
                                  {&l->w_beta, &t[KS_BETA]}, {&l->w_a_down, &t[KS_ZA]},
                                  {r > 0 ? &l->w_g_down : &l->w_g, r > 0 ? &t[KS_GD] : &t[KS_GS]}};
-    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 6, xs), done);
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, x_gain, x_gain ? 1 : 0, 0,
+                                       x_gain ? x_eps : 0.0f, 0, 6, xs), done);
   }
   {
     const clmoe_tensor *const cx[3] = {&t[KS_XQ], &t[KS_XK], &t[KS_XV]}, *const cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};

@@ -23,6 +23,16 @@ double clmoe__gen_now(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* 1 when layer l's token mixer takes its GEMV path in pass p (a decode step of few
+ * sequences): its first launch can then apply the pre-norm itself. */
+static int mixer_on_gemv(const clmoe_gen_state *g, int l, const gen_pass *p)
+{
+  const model_layer *L = &g->model->layers[l];
+  if (p->kind != GEN_STEP) return 0;
+  return L->is_mla ? clmoe__mla_decode_gemv_ok(&L->mla, p->ntok)
+                   : p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda);
+}
+
 /* The token mixer of layer l: y [ntok, d] from x [ntok, d], advancing the states. A path
  * that can add its output into the residual stream's slot itself does so (slot += out, or
  * slot = out when empty) and sets *added; y is then unused. Paths other than the GEMV's
@@ -33,13 +43,10 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
 {
   clmoe_ctx *ctx = g->ctx;
   model_layer *L = &g->model->layers[l];
-  if (p->kind == GEN_STEP && L->is_mla && clmoe__mla_decode_gemv_ok(&L->mla, p->ntok)) { /* no CLBlast */
+  if (mixer_on_gemv(g, l, p)) { /* no CLBlast */
     *added = 1;
-    return clmoe__mla_decode_step_into(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, !empty, slot);
-  }
-  if (p->kind == GEN_STEP && !L->is_mla && p->ntok <= GEN_GEMV_TOKENS && clmoe__gen_kda_gemv_ok(&L->kda)) {
-    *added = 1;
-    return clmoe__gen_kda_step(ctx, &L->kda, x, &g->kda[l], !empty, slot);
+    return L->is_mla ? clmoe__mla_decode_step_into(ctx, &L->mla_cfg, &L->mla, g->mla[l], x, NULL, 0.0f, !empty, slot)
+                     : clmoe__gen_kda_step(ctx, &L->kda, x, NULL, 0.0f, &g->kda[l], !empty, slot);
   }
   clmoe_kda_layer kda = L->kda;
   clmoe_mla_weights mla = L->mla;
@@ -202,7 +209,16 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
   for (clmoe__model_stack_begin(&it, c);; clmoe__model_stack_next(&it)) {
     const int l = it.layer, s = it.sub, nsrc = it.nsrc;
     if (plain) { /* x [N, d] in slot 0: x += f(RMSNorm(x)); the final norm before the head */
-      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, it.final ? &m->fnorm : &m->layers[l].norm[s], eps, &hn, &rstd), done);
+      const clmoe_tensor *gain = it.final ? &m->fnorm : &m->layers[l].norm[s];
+      if (!it.final && s == SUB_MIXER && mixer_on_gemv(g, l, p)) { /* the norm inside the mixer's first launch */
+        model_layer *L = &m->layers[l];
+        CLMOE_TRY_GOTO(st, L->is_mla ? clmoe__mla_decode_step_into(ctx, &L->mla_cfg, &L->mla, g->mla[l], &slot, gain,
+                                                                   eps, 1, &slot)
+                                     : clmoe__gen_kda_step(ctx, &L->kda, &slot, gain, eps, &g->kda[l], 1, &slot),
+                       done);
+        continue;
+      }
+      CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, gain, eps, &hn, &rstd), done);
       if (it.final) break;
       int added;
       CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y, &slot, 0, &added), done);

@@ -107,7 +107,8 @@ enum { DS_CQ, DS_CRAW, DS_C, DS_KR, DS_Q, DS_G, DS_QC, DS_OC, DS_O, DS_N };
  * append; q_c = W_uk^T q_n; the attention and its merge; o = W_uv o_c; W_o on o (times
  * sigmoid of the gate inside the GEMV) adding into y. */
 static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y)
+                                clmoe_mla_cache *c, const clmoe_tensor *x, const clmoe_tensor *x_gain, float x_eps,
+                                int accumulate, clmoe_tensor *y)
 {
   static const char op[] = "clmoe_mla_decode_step (gemv)";
   const int64_t N = c->nseq, H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope, dv = cfg->v_dim;
@@ -131,7 +132,8 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
   {
     const clmoe__gemv_slot xs[4] = {{latent_q ? &w->w_dq : &w->w_uq, latent_q ? &t[DS_CQ] : &t[DS_Q]},
                                     {&wc, &t[DS_CRAW]}, {&wr, &t[DS_KR]}, {&w->w_g, &t[DS_G]}};
-    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, x, NULL, NULL, 0, 0, 0.0f, 0, gated ? 4 : 3, xs), done);
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, x, NULL, x_gain, x_gain ? 1 : 0, 0, x_gain ? x_eps : 0.0f, 0,
+                                       gated ? 4 : 3, xs), done);
   }
   CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &t[DS_CRAW], &w->kv_norm, eps, &t[DS_C], NULL), done);
   if (latent_q) {
@@ -174,7 +176,8 @@ done:
 }
 
 clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y)
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, const clmoe_tensor *x_gain,
+                                         float x_eps, int accumulate, clmoe_tensor *y)
 {
   const char *op = "clmoe_mla_decode_step";
   CLMOE_TRY(clmoe__mla_check_layer_weights(op, cfg, w)); /* f32 or bf16 matrices */
@@ -184,7 +187,8 @@ clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config 
   if (!clmoe__mla_decode_gemv_ok(w, c->nseq))
     return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: %lld sequences (at most %d) or weights of mixed types for the "
                         "GEMV path", op, (long long)c->nseq, MLA_GEMV_ROWS);
-  return decode_gemv(ctx, cfg, w, c, x, accumulate, y);
+  if (x_gain) CLMOE_TRY(clmoe__want_shape(x_gain, op, "x's norm gain", 0, 1, cfg->d_model, 0, 0, 0));
+  return decode_gemv(ctx, cfg, w, c, x, x_gain, x_eps, accumulate, y);
 }
 
 clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
@@ -193,7 +197,7 @@ clmoe_status clmoe_mla_decode_step(clmoe_ctx *ctx, const clmoe_mla_config *cfg, 
   const char *op = "clmoe_mla_decode_step";
   CLMOE_TRY(clmoe__mla_check_layer_weights(op, cfg, w));
   CLMOE_TRY(clmoe__mla_check_cache(op, cfg, c));
-  if (clmoe__mla_decode_gemv_ok(w, c->nseq)) return clmoe__mla_decode_step_into(ctx, cfg, w, c, x, 0, y);
+  if (clmoe__mla_decode_gemv_ok(w, c->nseq)) return clmoe__mla_decode_step_into(ctx, cfg, w, c, x, NULL, 0.0f, 0, y);
   CLMOE_TRY(clmoe__mla_check_absorbed_weights(op, cfg, w));
   const int64_t N = c->nseq;
   CLMOE_TRY(clmoe__want_shape(x, op, "x", 0, 2, N, cfg->d_model, 0, 0));

@@ -234,10 +234,13 @@ clmoe_status clmoe__mla_decode_attend(clmoe_ctx *ctx, const clmoe_mla_config *cf
 /* ---- mla_decode.c: the decode step on the GEMV (lib/generate calls it) ------------------- */
 
 /* 1 when a step of nseq rows with weights w takes the GEMV path (matrices f32 or bf16); the
- * step adds the layer's output into y (accumulate 1) or writes it (0). */
+ * step adds the layer's output into y (accumulate 1) or writes it (0). x_gain: NULL, or the
+ * products read RMSNorm(x) with this gain [d] (eps x_eps) instead of x (a pre-norm done
+ * inside the first launch). */
 int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq);
 clmoe_status clmoe__mla_decode_step_into(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
-                                         clmoe_mla_cache *c, const clmoe_tensor *x, int accumulate, clmoe_tensor *y);
+                                         clmoe_mla_cache *c, const clmoe_tensor *x, const clmoe_tensor *x_gain,
+                                         float x_eps, int accumulate, clmoe_tensor *y);
 
 /* ---- mla_extend.c: chunked prefill ------------------------------------------------------- */
 

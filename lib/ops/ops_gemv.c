@@ -67,17 +67,18 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
   cl_int imode = mode, iglu = glu, iT = (cl_int)T, iK = (cl_int)K, ibeta = beta;
   cl_float feps = eps;
-  CLMOE_TRY(clmoe__args(k, 11, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(imode), KA(iglu), KA(feps),
+  cl_ulong goff = gain ? (cl_ulong)gain->offset : 0;
+  CLMOE_TRY(clmoe__args(k, 12, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(goff), KA(imode), KA(iglu), KA(feps),
                         KA(iT), KA(iK), KA(ibeta)));
   for (int i = 0; i < CLMOE__GEMV_SLOTS; i++) { /* unused slots: 0 rows */
     const clmoe__gemv_slot *q = &sl[i < n ? i : 0];
     cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
     cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
-    cl_int e = clSetKernelArg(k, (cl_uint)(11 + 5 * i), sizeof q->w->buf, &q->w->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof wo, &wo);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof rn, &rn);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof q->y->buf, &q->y->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof yo, &yo);
+    cl_int e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof q->w->buf, &q->w->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof wo, &wo);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof rn, &rn);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof q->y->buf, &q->y->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(16 + 5 * i), sizeof yo, &yo);
     if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
   }
   size_t local[2] = {GEMV_LANES, 1};
