@@ -13,15 +13,25 @@
 #define MD_DN_ROWS 2 /* rows of W_dn per work-group */
 #endif
 #define MD_KMAX 64 /* top-k at most (the host checks) */
-/* Expert weights fp32, or bf16 with -DMD_WBF16=1 (fp32 sums either way). */
+/* Expert weights fp32, or bf16 with -DMD_WBF16=1 (fp32 sums either way). With -DMD_VEC=1
+ * (rows of a multiple of 8 elements in whole tensors: every vector 16-byte aligned) each
+ * vector is one 16-byte load; without, vload8 reads it element by element. */
 #if defined(MD_WBF16) && MD_WBF16
 typedef ushort md_w_t;
 #define MD_W(p, i) bf16_to_f32((p)[i])
+#if defined(MD_VEC) && MD_VEC
+#define MD_W8(p, i) bf16x8_load_a16(p, i)
+#else
 #define MD_W8(p, i) bf16x8_to_f32(vload8(0, (p) + (i)))
+#endif
 #else
 typedef float md_w_t;
 #define MD_W(p, i) ((p)[i])
+#if defined(MD_VEC) && MD_VEC
+#define MD_W8(p, i) f32x8_load_a16(p, i)
+#else
 #define MD_W8(p, i) vload8(0, (p) + (i))
+#endif
 #endif
 
 /* Partial ch of the dot product of w[wb .. wb + n) and x[0 .. n). */

@@ -12,30 +12,62 @@
  * attention output gate). beta is 0 (Y is only written) or 1.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
- * tokens; each output is GV_LANES strided partial sums over K added in lane order, so the
- * bits do not depend on the device's work-group size or on GV_ROWS and GV_TOK. */
+ * tokens. Each output is GV_LANES partial sums added in lane order; lane l's partial runs in
+ * order over the columns 8 l .. 8 l + 7, then 512 + 8 l .. 512 + 8 l + 7, and so on (eight
+ * adjacent columns a lane: one 16-byte load of bf16 weights). The bits depend on neither the
+ * device's work-group size nor GV_ROWS, GV_TOK or GV_VEC: with GV_VEC=1 (K a multiple of 8
+ * and every slot's rows 16-byte aligned, as the host checks) the eight weights come from one
+ * vector load, else element by element, and both add the same products in the same order. */
 #ifndef GV_ROWS
 #define GV_ROWS 4
 #endif
 #ifndef GV_TOK
 #define GV_TOK 4
 #endif
+#ifndef GV_VEC
+#define GV_VEC 0
+#endif
 #define GV_LANES 64
 #define GV_SLOTS 6
+#define GV_SPAN (8 * GV_LANES) /* columns of one pass of the work-group over a row */
 #if defined(GV_WBF16) && GV_WBF16
 typedef ushort gv_w_t;
 #define GV_W(p, i) bf16_to_f32((p)[i])
+#define GV_W8A(p, i) bf16x8_load_a16(p, i)
 #else
 typedef float gv_w_t;
 #define GV_W(p, i) ((p)[i])
+#define GV_W8A(p, i) f32x8_load_a16(p, i)
 #endif
 
-inline float gv_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
-
-/* The gated units of kernels_cl/moe/moe_common.cl (b1 = 4, b2 = 25). */
-inline float gv_glu(int glu, float u, float w)
+/* Weights [i, i + 8) of a row whose column c sits at i; past column K they are 0 (only
+ * without GV_VEC: with it K is a multiple of 8). */
+inline float8 gv_w8(__global const gv_w_t *w, ulong i, int c, int K)
 {
-  return glu ? u * gv_sigmoid(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid(u) * (25.0f * tanh(w / 25.0f));
+#if GV_VEC
+  return GV_W8A(w, i);
+#else
+  float v[8];
+  for (int e = 0; e < 8; e++) v[e] = c + e < K ? GV_W(w, i + (ulong)e) : 0.0f;
+  return vload8(0, v);
+#endif
+}
+
+/* Eight floats of p from p[i] where columns c .. c + 7 are below K, else 0. */
+inline float8 gv_f8(__global const float *p, ulong i, int c, int K)
+{
+  if (c + 8 <= K) return vload8(0, p + i);
+  float v[8];
+  for (int e = 0; e < 8; e++) v[e] = c + e < K ? p[i + (ulong)e] : 0.0f;
+  return vload8(0, v);
+}
+
+inline float8 gv_sigmoid8(float8 v) { return 1.0f / (1.0f + exp(-v)); }
+
+/* The gated units of kernels_cl/moe/moe_common.cl (b1 = 4, b2 = 25), on eight columns. */
+inline float8 gv_glu8(int glu, float8 u, float8 w)
+{
+  return glu ? u * gv_sigmoid8(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid8(u) * (25.0f * tanh(w / 25.0f));
 }
 
 /* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
@@ -85,19 +117,23 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   float acc[GV_TOK][GV_ROWS];
   for (int t = 0; t < GV_TOK; t++)
     for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
-  for (int c = lane; c < K; c += GV_LANES) {
-    float xv[GV_TOK];
+  for (int c = 8 * lane; c < K; c += GV_SPAN) {
+    float8 wv[GV_ROWS];
+    for (int r = 0; r < GV_ROWS; r++) /* the loads first: GV_ROWS in flight */
+      wv[r] = r0 + r < n ? gv_w8(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c, c, K) : (float8)(0.0f);
     for (int t = 0; t < GV_TOK; t++) {
       const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
-      const float v = x[xoff + xi];
-      xv[t] = mode == 1   ? v * rs[t] * gain[goff + (ulong)c]
-              : mode == 2 ? gv_glu(glu, v, x2[x2off + xi])
-              : mode == 3 ? v * gv_sigmoid(x2[x2off + xi])
-                          : v;
-    }
-    for (int r = 0; r < GV_ROWS; r++) {
-      const float wv = r0 + r < n ? GV_W(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c) : 0.0f;
-      for (int t = 0; t < GV_TOK; t++) acc[t][r] += wv * xv[t];
+      const float8 v = gv_f8(x, xoff + xi, c, K);
+      float8 xv;
+      if (mode == 1) {
+        xv = v * rs[t] * gv_f8(gain, goff + (ulong)c, c, K);
+      } else if (mode == 2 || mode == 3) {
+        const float8 v2 = gv_f8(x2, x2off + xi, c, K);
+        xv = mode == 2 ? gv_glu8(glu, v, v2) : v * gv_sigmoid8(v2);
+      } else {
+        xv = v;
+      }
+      for (int r = 0; r < GV_ROWS; r++) acc[t][r] = dot8_acc(acc[t][r], wv[r], xv);
     }
   }
   for (int t = 0; t < GV_TOK; t++)

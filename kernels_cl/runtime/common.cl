@@ -21,6 +21,19 @@ inline ushort f32_to_bf16(float f)
  * (the same additions as a scalar loop over the eight). */
 inline float8 bf16x8_to_f32(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
 
+/* Eight weights from one 16-byte load: p + i must be 16-byte aligned (the host checks the
+ * offsets; buffers start aligned). Without that, vload8 reads element by element. */
+inline float8 bf16x8_load_a16(__global const ushort *p, ulong i)
+{
+  return bf16x8_to_f32(as_ushort8(*(__global const uint4 *)(p + i)));
+}
+
+inline float8 f32x8_load_a16(__global const float *p, ulong i)
+{
+  __global const float4 *q = (__global const float4 *)(p + i);
+  return (float8)(q[0], q[1]);
+}
+
 inline float dot8_acc(float a, float8 w, float8 x)
 {
   a += w.s0 * x.s0;

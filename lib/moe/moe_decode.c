@@ -22,8 +22,12 @@
 
 static clmoe_status decode_kernel(clmoe_ctx *ctx, const clmoe_moe_layer *L, const char *name, cl_kernel *k)
 {
-  char opts[32];
-  snprintf(opts, sizeof opts, "-DMD_WBF16=%d", L->w_gate.dtype == CLMOE_BF16);
+  char opts[48];
+  /* 16-byte weight loads where every row starts aligned: the stacks are whole tensors, so rows
+   * of a multiple of 8 elements (the sums are the same either way) */
+  const int vec = clmoe__knob_int(ctx, CLMOE_K_GEMV_VEC) != 0 && clmoe__moe_width(&L->cfg) % 8 == 0 &&
+                  L->cfg.expert_ff % 8 == 0;
+  snprintf(opts, sizeof opts, "-DMD_WBF16=%d -DMD_VEC=%d", L->w_gate.dtype == CLMOE_BF16, vec);
   return clmoe__kernel(ctx, "moe_common+moe_decode", opts, name, k);
 }
 

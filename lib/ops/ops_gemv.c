@@ -49,7 +49,7 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   }
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
-  char opts[64];
+  char opts[96];
   /* Tokens per work-group: 4, or 16 when the matrices alone make enough work-groups (the
    * head of a large vocabulary: it is read a quarter as often); no work on absent tokens.
    * The sums do not depend on it (nor on the CLMOE_GEMV_TOK and _ROWS knobs' forms). */
@@ -61,7 +61,10 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   /* the final sums take one work-item per (token, row): at most GEMV_LANES of them */
   int rows = krows ? krows : gemv_rows(ctx, tok);
   while (rows * tok > GEMV_LANES) rows--;
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d", rows, tok, wbf16);
+  /* 16-byte weight loads where every row starts aligned (the sums are the same either way) */
+  int vec = clmoe__knob_int(ctx, CLMOE_K_GEMV_VEC) != 0 && K % 8 == 0;
+  for (int i = 0; i < n; i++) vec = vec && sl[i].w->offset % (wbf16 ? 8 : 4) == 0;
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d -DGV_VEC=%d", rows, tok, wbf16, vec);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
   cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */

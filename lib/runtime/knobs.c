@@ -158,6 +158,9 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
                             "inference passes of many tokens on bf16 weights (prefill, steps past the GEMV) "
                             "on the tile GEMM: auto where the device has a matrix unit, 0 never (fp32 "
                             "copies of the matrices), 1 on any device", "tuning", 0},
+    [CLMOE_K_GEMV_VEC] = {"CLMOE_GEMV_VEC", CLMOE__KNOB_BOOL, "1", 0, 1, 0, 0, NULL, NULL,
+                          "0: the few-token products and the MoE decode kernels read their weights element "
+                          "by element even where rows start 16-byte aligned (the same sums)", "testing", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};
