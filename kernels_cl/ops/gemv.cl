@@ -9,7 +9,9 @@
  * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] at goff (mode 1: x rstd g, rstd =
  * 1 / sqrt(mean(x^2) + eps) per token), or the gated unit of two inputs (mode 2: glu(x, x2),
  * glu 0 SiTU-GLU, 1 SwiGLU) or the product with a sigmoid gate (mode 3: x sigmoid(x2), an
- * attention output gate). beta is 0 (Y is only written) or 1.
+ * attention output gate). beta is 0 (Y is only written) or 1. With xout 1, in(x) [T, K] is
+ * also written to xn at xnoff (by the first work-group of each token tile), for a kernel
+ * after this one that reads the normed row.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
  * tokens. Each output is GV_LANES partial sums added in lane order; lane l's partial runs in
@@ -62,6 +64,18 @@ inline float8 gv_f8(__global const float *p, ulong i, int c, int K)
   return vload8(0, v);
 }
 
+/* p[i ..] = the columns c .. c + 7 of v that are below K. */
+inline void gv_put8(__global float *p, ulong i, float8 v, int c, int K)
+{
+  if (c + 8 <= K) {
+    vstore8(v, 0, p + i);
+    return;
+  }
+  float a[8];
+  vstore8(v, 0, a);
+  for (int e = 0; c + e < K; e++) p[i + (ulong)e] = a[e];
+}
+
 inline float8 gv_sigmoid8(float8 v) { return 1.0f / (1.0f + exp(-v)); }
 
 /* The gated units of kernels_cl/moe/moe_common.cl (b1 = 4, b2 = 25), on eight columns. */
@@ -76,7 +90,7 @@ inline float8 gv_glu8(int glu, float8 u, float8 w)
 __kernel __attribute__((reqd_work_group_size(GV_LANES, 1, 1)))
 void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
                 __global const float *gain, ulong goff, int mode, int glu, float eps, int T, int K, int beta,
-                GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
+                __global float *xn, ulong xnoff, int xout, GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
                 GV_SLOT_ARGS(5))
 {
   __local float part[GV_TOK * GV_ROWS][GV_LANES];
@@ -96,6 +110,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   const ulong yoff = s == 0 ? yoff0 : s == 1 ? yoff1 : s == 2 ? yoff2 : s == 3 ? yoff3 : s == 4 ? yoff4 : yoff5;
   const int n = s == 0 ? n0 : s == 1 ? n1 : s == 2 ? n2 : s == 3 ? n3 : s == 4 ? n4 : n5;
   const int r0 = b * GV_ROWS;
+  const int put = xout && get_group_id(1) % blocks == 0; /* this group writes in(x) */
   if (mode == 1) { /* each token's rstd, summed in the same lane order */
     for (int t = 0; t < GV_TOK; t++) {
       float a = 0.0f;
@@ -133,6 +148,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
       } else {
         xv = v;
       }
+      if (put && t0 + t < T) gv_put8(xn, xnoff + xi, xv, c, K);
       for (int r = 0; r < GV_ROWS; r++) acc[t][r] = dot8_acc(acc[t][r], wv[r], xv);
     }
   }

@@ -5,6 +5,7 @@
 #include "model/model_internal.h"
 #include "model/params_internal.h"
 #include "mla/mla_internal.h" /* the MLA decode step on the GEMV */
+#include "moe/moe_internal.h" /* the MoE decode forward with its pre-norm */
 #include "ops/ops_internal.h" /* the few-token GEMV */
 #include "clmoe/generate.h"
 #include "clmoe/kda_layer.h"

@@ -76,9 +76,10 @@ static clmoe_status mixer(clmoe_gen_state *g, int l, const gen_pass *p, const cl
 }
 
 /* The dense gated FFN for few tokens: gate and up in one GEMV launch, the down product with
- * the gated unit applied to its input in another (clmoe_situ_ffn_forward's math). */
-static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const clmoe_tensor *x, int accumulate,
-                             clmoe_tensor *y)
+ * the gated unit applied to its input in another (clmoe_situ_ffn_forward's math). gain not
+ * NULL: the input is RMSNorm(x) gain (eps), applied in the first launch. */
+static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const clmoe_tensor *x,
+                             const clmoe_tensor *gain, float eps, int accumulate, clmoe_tensor *y)
 {
   const int64_t N = x->shape[0], F = f->w_gate.shape[0];
   clmoe_tensor u = {0}, w = {0};
@@ -86,12 +87,30 @@ static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const 
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &u, CLMOE_F32, 2, (int64_t[]){N, F}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &w, CLMOE_F32, 2, (int64_t[]){N, F}), done);
   const clmoe__gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
-  CLMOE_TRY_GOTO(st, clmoe__ops_gemv(g->ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 2, in), done);
+  CLMOE_TRY_GOTO(st, clmoe__ops_gemv(g->ctx, "generate (gemv)", x, NULL, gain, gain ? 1 : 0, 0, eps, 0, 2, in), done);
   st = clmoe__ops_gemv(g->ctx, "generate (gemv)", &u, &w, NULL, 2, (int)f->glu, 0.0f, accumulate, 1, &out);
 done:
   clmoe_tensor_destroy(&u);
   clmoe_tensor_destroy(&w);
   return st;
+}
+
+/* The few-token forms of layer l's FFN in pass p, which add into the residual stream and
+ * whose first launch can apply the pre-norm: the dense FFN on the GEMV, or the MoE layer's
+ * decode forward (no sort, no dispatch; fp32 or bf16 weights); 0: neither. */
+enum { FFN_DENSE = 1, FFN_MOE_DECODE = 2 };
+static int ffn_few(const clmoe_gen_state *g, int l, const gen_pass *p)
+{
+  const model_layer *L = &g->model->layers[l];
+  if (L->is_dense)
+    return p->ntok <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&L->ffn.w_gate) && clmoe__ops_gemv_ok(&L->ffn.w_upp) &&
+                   clmoe__ops_gemv_ok(&L->ffn.w_dn)
+               ? FFN_DENSE
+               : 0;
+  if (g->model->dist) return 0; /* experts on their ranks */
+  return p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.cfg.top_k <= CLMOE_MOE_DECODE_TOPK_MAX
+             ? FFN_MOE_DECODE
+             : 0;
 }
 
 /* Sub-layer s of layer l on x; its output goes to y, or (*added set) straight into the
@@ -103,10 +122,11 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
   const int tile = clmoe__gen_tile(g->ctx, g->model); /* bf16 matrices on the tile GEMM */
   *added = 0;
   if (s == SUB_MIXER) return mixer(g, l, p, x, y, slot, empty, added, wd);
-  if (L->is_dense && p->ntok <= GEN_GEMV_TOKENS && clmoe__ops_gemv_ok(&L->ffn.w_gate) &&
-      clmoe__ops_gemv_ok(&L->ffn.w_upp) && clmoe__ops_gemv_ok(&L->ffn.w_dn)) {
+  const int few = ffn_few(g, l, p);
+  if (few) {
     *added = 1;
-    return ffn_gemv(g, &L->ffn, x, !empty, slot);
+    return few == FFN_DENSE ? ffn_gemv(g, &L->ffn, x, NULL, 0.0f, !empty, slot)
+                            : clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
   }
   if (L->is_dense) {
     clmoe_situ_ffn f = L->ffn;
@@ -117,10 +137,6 @@ static clmoe_status sublayer_widened(clmoe_gen_state *g, int l, int s, const gen
     clmoe_moe_ep_layer ep;
     CLMOE_TRY(clmoe__gen_widen_ep(g->ctx, &L->ep, &ep, wd));
     return clmoe_moe_ep_forward(g->ctx, g->model->dist, &ep, x, y, NULL);
-  }
-  if (p->ntok * L->moe.cfg.top_k <= GEN_MOE_DECODE_PAIRS && L->moe.cfg.top_k <= CLMOE_MOE_DECODE_TOPK_MAX) {
-    *added = 1; /* no sort, no dispatch; fp32 or bf16 weights */
-    return clmoe_moe_decode_forward(g->ctx, &L->moe, x, !empty, slot, NULL);
   }
   /* Tile path: every matrix as it is (the routed experts on the bf16 tile kernels, which
    * clmoe_moe_forward_infer takes by the same rule); else the router, latent and shared
@@ -198,6 +214,12 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &hn, CLMOE_F32, 2, (int64_t[]){N, d}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rstd, CLMOE_F32, 1, &N), done);
   const int plain = c->residual == CLMOE_RESIDUAL_PLAIN; /* no mix: h is the running sum */
+  const int head_tile = nrows > GEN_GEMV_TOKENS && clmoe__gen_tile(ctx, m); /* a GEMM of bf16 rows */
+  const int head_gemv = !head_tile &&
+                        (nrows <= GEN_GEMV_TOKENS || (nrows <= GEN_HEAD_GEMV_ROWS && m->head.dtype == CLMOE_BF16)) &&
+                        clmoe__ops_gemv_ok(&m->head);
+  /* the plain stack's final norm inside the head's GEMV launch when every row is wanted */
+  const int head_norm = plain && head_gemv && !rows;
   if (!plain) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &h, CLMOE_F32, 2, (int64_t[]){N, d}), done);
     /* [N, nsrc] for the largest nsrc (every slot); views take the smaller ones */
@@ -218,6 +240,16 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
                        done);
         continue;
       }
+      const int few = it.final ? 0 : s == SUB_MIXER ? 0 : ffn_few(g, l, p);
+      if (few) { /* likewise the FFN's */
+        model_layer *L = &m->layers[l];
+        CLMOE_TRY_GOTO(st, few == FFN_DENSE ? ffn_gemv(g, &L->ffn, &slot, gain, eps, 1, &slot)
+                                            : clmoe__moe_decode_forward_norm(ctx, &L->moe, &slot, gain, eps, 1, &slot,
+                                                                             NULL),
+                       done);
+        continue;
+      }
+      if (it.final && head_norm) break; /* the final norm in the head's launch */
       CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &slot, gain, eps, &hn, &rstd), done);
       if (it.final) break;
       int added;
@@ -243,8 +275,9 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
     CLMOE_TRY_GOTO(st, sublayer(g, l, s, p, &hn, &y, &slot, it.empty, &added), done);
     if (!added) CLMOE_TRY_GOTO(st, it.empty ? clmoe_tensor_copy(&slot, &y) : clmoe_axpy(ctx, 1.0f, &y, &slot), done);
   }
-  /* hn holds the final norm's output [N, d]; the head runs on the wanted rows only. */
-  const clmoe_tensor *x = &hn;
+  /* hn holds the final norm's output [N, d] (or, with head_norm, the head's launch applies
+   * it to the stream's slot 0); the head runs on the wanted rows only. */
+  const clmoe_tensor *x = head_norm ? &slot : &hn;
   if (rows) {
     CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &rid, CLMOE_I32, 1, &nrows), done);
     CLMOE_TRY_GOTO(st, upload(ctx, &rid, rows, &queued), done);
@@ -253,11 +286,11 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
     x = &sel;
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
-  const int head_tile = nrows > GEN_GEMV_TOKENS && clmoe__gen_tile(ctx, m); /* a GEMM of bf16 rows */
-  if (!head_tile && (nrows <= GEN_GEMV_TOKENS || (nrows <= GEN_HEAD_GEMV_ROWS && m->head.dtype == CLMOE_BF16)) &&
-      clmoe__ops_gemv_ok(&m->head)) {
+  if (head_gemv) {
     const clmoe__gemv_slot hs = {&m->head, &logits};
-    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, NULL, 0, 0, 0.0f, 0, 1, &hs), done);
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, head_norm ? &m->fnorm : NULL, head_norm, 0, eps,
+                                       0, 1, &hs),
+                   done);
   } else if (head_tile) {
     CLMOE_TRY_GOTO(st, clmoe_linear(ctx, x, &m->head, NULL, &logits), done); /* clmoe_gemm_bf16 */
   } else {

@@ -35,11 +35,12 @@ static clmoe_status decode_kernel(clmoe_ctx *ctx, const clmoe_moe_layer *L, cons
 typedef struct dec_buf {
   clmoe_tensor s_all, topk, scores, probs; /* [m, E], [m, k] i32, [m, k], [m, k] */
   clmoe_tensor xl, act, z, su, sw;         /* [m, l], [m k, f], [m, l], [m, S], [m, S] */
+  clmoe_tensor xn;                         /* [m, d]: RMSNorm(x) when the call norms x */
 } dec_buf;
 
 static void dec_buf_destroy(dec_buf *b)
 {
-  clmoe_tensor *t[] = {&b->s_all, &b->topk, &b->scores, &b->probs, &b->xl, &b->act, &b->z, &b->su, &b->sw};
+  clmoe_tensor *t[] = {&b->s_all, &b->topk, &b->scores, &b->probs, &b->xl, &b->act, &b->z, &b->su, &b->sw, &b->xn};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clmoe_tensor_destroy(t[i]);
 }
 
@@ -96,8 +97,10 @@ static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_b
   return clmoe__launch(ctx, kn, 2, global, local);
 }
 
+/* gain not NULL: x2 is the residual stream and the layer's input is RMSNorm(x2) gain (eps),
+ * applied in the first launch, which also writes it to b->xn where the experts read it. */
 static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x2,
-                                 clmoe_tensor *y2, int64_t m, int acc, dec_buf *b)
+                                 const clmoe_tensor *gain, float eps, clmoe_tensor *y2, int64_t m, int acc, dec_buf *b)
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t E = c->n_experts, k = c->top_k, l = clmoe__moe_width(c), f = c->expert_ff;
@@ -120,10 +123,15 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
     sl[n++] = (clmoe__gemv_slot){&L->shared.w_gate, &b->su};
     sl[n++] = (clmoe__gemv_slot){&L->shared.w_upp, &b->sw};
   }
-  CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, x2, NULL, NULL, 0, 0, 0.0f, 0, n, sl));
+  clmoe_tensor *xn = NULL; /* the normed x, where the experts read it */
+  if (gain && c->latent == 0) {
+    CLMOE_TRY(clmoe__moe_new2(ctx, &b->xn, CLMOE_F32, m, c->d));
+    xn = &b->xn;
+  }
+  CLMOE_TRY(clmoe__ops_gemv_xn(ctx, GEMV_OP, x2, NULL, gain, gain ? 1 : 0, 0, eps, 0, n, sl, xn));
   CLMOE_TRY(route_topk(ctx, L, b, m));
   if (c->latent == 0) { /* the experts work on x itself, and y is their weighted sum */
-    CLMOE_TRY(experts_up(ctx, L, x2, b, m));
+    CLMOE_TRY(experts_up(ctx, L, xn ? xn : x2, b, m));
     CLMOE_TRY(experts_down(ctx, L, b, y2, m, acc));
   } else { /* y = W_up RMSNorm_gain(z) */
     CLMOE_TRY(experts_up(ctx, L, &b->xl, b, m));
@@ -153,8 +161,9 @@ static clmoe_status want_experts(const clmoe_moe_layer *L, const char *op, int64
   return CLMOE_OK;
 }
 
-clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
-                                      int accumulate, clmoe_tensor *y, clmoe_tensor *topk)
+clmoe_status clmoe__moe_decode_forward_norm(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                                            const clmoe_tensor *gain, float eps, int accumulate, clmoe_tensor *y,
+                                            clmoe_tensor *topk)
 {
   static const char op[] = "clmoe_moe_decode_forward";
   if (!ctx || !L || !L->w_router.buf)
@@ -187,8 +196,15 @@ clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, 
   CLMOE_TRY(clmoe_tensor_view2d(y, &y2, m, d));
   dec_buf b;
   memset(&b, 0, sizeof b);
-  clmoe_status st = decode_steps(ctx, L, &x2, &y2, m, accumulate != 0, &b);
+  if (gain) CLMOE_TRY(clmoe__want_shape(gain, op, "norm gain", 0, 1, d, 0, 0, 0));
+  clmoe_status st = decode_steps(ctx, L, &x2, gain, eps, &y2, m, accumulate != 0, &b);
   if (st == CLMOE_OK && topk) st = clmoe_tensor_copy(topk, &b.topk);
   dec_buf_destroy(&b); /* the queue is in order: the buffers go back to the pool at once */
   return st;
+}
+
+clmoe_status clmoe_moe_decode_forward(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                                      int accumulate, clmoe_tensor *y, clmoe_tensor *topk)
+{
+  return clmoe__moe_decode_forward_norm(ctx, L, x, NULL, 0.0f, accumulate, y, topk);
 }

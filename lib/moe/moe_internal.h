@@ -55,6 +55,13 @@ clmoe_status clmoe__moe_phase(clmoe_ctx *ctx, double *slot, double *t0);
 /* The width the routed experts work at: the latent width, or d without a latent projection. */
 static inline int64_t clmoe__moe_width(const clmoe_moe_config *c) { return c->latent > 0 ? c->latent : c->d; }
 
+/* clmoe_moe_decode_forward on RMSNorm(x) gain [d] (eps) where gain is not NULL: x is then
+ * the residual stream itself, and the norm is applied in the layer's first launch
+ * (moe_decode.c; a decode step's pre-norm with no launch of its own). */
+clmoe_status clmoe__moe_decode_forward_norm(clmoe_ctx *ctx, const clmoe_moe_layer *L, const clmoe_tensor *x,
+                                            const clmoe_tensor *gain, float eps, int accumulate, clmoe_tensor *y,
+                                            clmoe_tensor *topk);
+
 /* Fills the defaults of *in into *out and checks every field (moe.c); op names the caller. */
 clmoe_status clmoe__moe_config_check(const char *op, const clmoe_moe_config *in, clmoe_moe_config *out);
 

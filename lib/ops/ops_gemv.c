@@ -30,9 +30,9 @@ int clmoe__ops_gemv_ok(const clmoe_tensor *w)
   return w->buf && (w->dtype == CLMOE_F32 || w->dtype == CLMOE_BF16) && w->ndim == 2;
 }
 
-clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
-                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
-                             const clmoe__gemv_slot *sl)
+clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
+                                const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
+                                const clmoe__gemv_slot *sl, clmoe_tensor *xn)
 {
   if (n < 1 || n > CLMOE__GEMV_SLOTS)
     return clmoe__error(CLMOE_ERR_INTERNAL, "%s: %d matrices (1 to %d)", op, n, CLMOE__GEMV_SLOTS);
@@ -46,6 +46,12 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
       return clmoe__error(CLMOE_ERR_INTERNAL, "%s: weights of one launch mix fp32 and bf16", op);
     CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
     rows_all += sl[i].w->shape[0];
+  }
+  if (xn) {
+    CLMOE_TRY(clmoe__want(xn, CLMOE_F32, op, "normed input"));
+    if (clmoe_tensor_numel(xn) != T * K)
+      return clmoe__error(CLMOE_ERR_SHAPE, "%s: the normed input holds %lld values, not %lld", op,
+                          (long long)clmoe_tensor_numel(xn), (long long)(T * K));
   }
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
@@ -71,20 +77,30 @@ clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor 
   cl_int imode = mode, iglu = glu, iT = (cl_int)T, iK = (cl_int)K, ibeta = beta;
   cl_float feps = eps;
   cl_ulong goff = gain ? (cl_ulong)gain->offset : 0;
-  CLMOE_TRY(clmoe__args(k, 12, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(goff), KA(imode), KA(iglu), KA(feps),
-                        KA(iT), KA(iK), KA(ibeta)));
+  cl_mem xnb = xn ? xn->buf : x->buf; /* written only with xout */
+  cl_ulong xnoff = xn ? (cl_ulong)xn->offset : 0;
+  cl_int xout = xn != NULL;
+  CLMOE_TRY(clmoe__args(k, 15, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(goff), KA(imode), KA(iglu), KA(feps),
+                        KA(iT), KA(iK), KA(ibeta), KA(xnb), KA(xnoff), KA(xout)));
   for (int i = 0; i < CLMOE__GEMV_SLOTS; i++) { /* unused slots: 0 rows */
     const clmoe__gemv_slot *q = &sl[i < n ? i : 0];
     cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
     cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
-    cl_int e = clSetKernelArg(k, (cl_uint)(12 + 5 * i), sizeof q->w->buf, &q->w->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(13 + 5 * i), sizeof wo, &wo);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(14 + 5 * i), sizeof rn, &rn);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof q->y->buf, &q->y->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(16 + 5 * i), sizeof yo, &yo);
+    cl_int e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof q->w->buf, &q->w->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(16 + 5 * i), sizeof wo, &wo);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(17 + 5 * i), sizeof rn, &rn);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(18 + 5 * i), sizeof q->y->buf, &q->y->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(19 + 5 * i), sizeof yo, &yo);
     if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
   }
   size_t local[2] = {GEMV_LANES, 1};
   size_t global[2] = {GEMV_LANES, (size_t)gemv_groups(n, sl, T, tok, rows)};
   return clmoe__launch(ctx, k, 2, global, local);
+}
+
+clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
+                             const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
+                             const clmoe__gemv_slot *sl)
+{
+  return clmoe__ops_gemv_xn(ctx, op, x, x2, gain, mode, glu, eps, beta, n, sl, NULL);
 }

@@ -26,5 +26,10 @@ int clmoe__ops_gemv_ok(const clmoe_tensor *w);
 clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
                              const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
                              const clmoe__gemv_slot *sl);
+/* The same, also writing in(x) [T, K] to xn (f32, T K values; NULL: not written) for a kernel
+ * after it that reads the normed or gated input. */
+clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
+                                const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
+                                const clmoe__gemv_slot *sl, clmoe_tensor *xn);
 
 #endif

@@ -1,0 +1,48 @@
+#!/bin/sh
+# The decode GEMV with 16-byte weight loads (3fc6a72: eight adjacent columns a lane; the MoE
+# decode kernels' aligned loads) against the element-wise loads before it (.device/before:
+# dba033f's binaries) on an NVIDIA GPU, in one call:
+#  1. the GEMV, MoE decode and sampler checks on the GPU (HEAD); the PTX of the GEMV and MoE
+#     decode programs kept (r/ptx);
+#  2. clmoe-bench gemv on Kimi-Linear-48B-A3B's products: before (one copy of each matrix,
+#     its only mode), HEAD warm (the same) and HEAD cold (cycling through 256 MiB of copies);
+#  3. greedy decode, before and HEAD alternated twice: the 48B shapes cut to 8 layers at
+#     batch 1 and 8, and the gpu preset at batch 1 and 16, each with --profile.
+#   run with carry [".device"], writing under $OUT (r.tgz)
+set -u
+. .device/env.sh > /dev/null
+export CLMOE_CACHE_DIR=/tmp/kc CLMOE_FASTPATH=1
+NB=.device/prefix/bin OB=.device/before/bin
+R=$OUT/r; mkdir -p $R/ptx
+pack() { (cd $OUT && tar czf r.tgz r); }
+say() { echo "$(date +%T) $*" | tee -a $R/summary.txt; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $R/gpu.txt 2>&1
+$NB/clmoe-generate --version > $R/version.txt 2>&1
+$NB/clmoe-xcheck --device nvidia --op gemv --op moe.decode --op moe.infer --op gen > $R/xcheck.txt 2>&1
+say "xcheck rc=$? $(tail -1 $R/xcheck.txt)"
+for f in /tmp/kc/*; do grep -q -a -e "gemv_multi" -e "moe_dec_up" "$f" && cp "$f" $R/ptx/; done
+SH=12288x2304,2304x4096,2048x2304,256x2304,163840x2304
+$OB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 > $R/bench-before.txt 2>&1
+$NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 --warm > $R/bench-head-warm.txt 2>&1
+$NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 > $R/bench-head-cold.txt 2>&1
+pack
+sed -e "s/^layers = .*/layers = 8/" -e "s/^mla_layers = .*/mla_layers = 4, 8/" presets/kimi-linear-48b.conf > /tmp/k48-l8.conf
+dec() { # tag bin model batch
+  tag=$1 bin=$2 model=$3 b=$4
+  args=; for i in $(seq $b); do args="$args --prompt-ids 1,2,3,4,5,6,7,$i"; done
+  # shellcheck disable=SC2086
+  timeout 100 $bin --random-weights $model --weights bf16 --device nvidia $args -n 40 --greedy --profile \
+    --json $R/$tag.json > /dev/null 2> $R/$tag.err
+  say "$(printf '%-22s rc=%s %s | %s | %s | %s' "$tag" "$?" "$(grep -o '"decode_tokens_per_s": [0-9.]*' $R/$tag.json)" \
+    "$(grep -o 'wall [0-9.]* ms, device [0-9.]* ms' $R/$tag.err)" "$(grep '^  gemv ' $R/$tag.err | tr -s ' ' | cut -d' ' -f3-4)" \
+    "$(grep '^  moe ' $R/$tag.err | tr -s ' ' | cut -d' ' -f3-4)")"
+}
+for rep in 0 1; do
+  for m in /tmp/k48-l8.conf:1 /tmp/k48-l8.conf:8 gpu:1 gpu:16; do
+    model=${m%%:*} b=${m#*:} name=$(basename ${m%%:*} .conf)
+    dec before-$name-b$b-$rep $OB/clmoe-generate $model $b
+    dec head-$name-b$b-$rep $NB/clmoe-generate $model $b
+  done
+  pack
+done
+grep -h -A4 "gemv us" $R/bench-*.txt | head -60
