@@ -1,18 +1,19 @@
 #!/bin/sh
-# The decode GEMV with 16-byte weight loads (3fc6a72: eight adjacent columns a lane; the MoE
-# decode kernels' aligned loads) against the element-wise loads before it (.device/before:
-# dba033f's binaries) on an NVIDIA GPU, in one call:
+# The decode GEMV with 16-byte weight loads (3fc6a72, .device/mid: eight adjacent columns a
+# lane; the MoE decode kernels' aligned loads) and the FFN and final pre-norms inside their
+# GEMV launches (83305cb, .device/prefix) against the element-wise loads before them
+# (.device/before: dba033f's binaries) on an NVIDIA GPU, in one call:
 #  1. the GEMV, MoE decode and sampler checks on the GPU (HEAD); the PTX of the GEMV and MoE
 #     decode programs kept (r/ptx);
 #  2. clmoe-bench gemv on Kimi-Linear-48B-A3B's products: before (one copy of each matrix,
 #     its only mode), HEAD warm (the same) and HEAD cold (cycling through 256 MiB of copies);
-#  3. greedy decode, before and HEAD alternated twice: the 48B shapes cut to 8 layers at
+#  3. greedy decode, before, mid and HEAD alternated twice: the 48B shapes cut to 8 layers at
 #     batch 1 and 8, and the gpu preset at batch 1 and 16, each with --profile.
 #   run with carry [".device"], writing under $OUT (r.tgz)
 set -u
 . .device/env.sh > /dev/null
 export CLMOE_CACHE_DIR=/tmp/kc CLMOE_FASTPATH=1
-NB=.device/prefix/bin OB=.device/before/bin
+NB=.device/prefix/bin OB=.device/before/bin MB=.device/mid/bin
 R=$OUT/r; mkdir -p $R/ptx
 pack() { (cd $OUT && tar czf r.tgz r); }
 say() { echo "$(date +%T) $*" | tee -a $R/summary.txt; }
@@ -41,6 +42,7 @@ for rep in 0 1; do
   for m in /tmp/k48-l8.conf:1 /tmp/k48-l8.conf:8 gpu:1 gpu:16; do
     model=${m%%:*} b=${m#*:} name=$(basename ${m%%:*} .conf)
     dec before-$name-b$b-$rep $OB/clmoe-generate $model $b
+    dec mid-$name-b$b-$rep $MB/clmoe-generate $model $b
     dec head-$name-b$b-$rep $NB/clmoe-generate $model $b
   done
   pack

@@ -109,25 +109,28 @@ clmoe_status clmoe_gen_argmax(clmoe_ctx *ctx, const clmoe_tensor *logits, clmoe_
   const int64_t P = clmoe__knob_int(ctx, CLMOE_K_ARGMAX_PART), G = (V + P - 1) / P;
   const cl_uint uG = G > 1 ? (cl_uint)G : 0;
   clmoe_tensor pv = {0}, pi = {0}, pn = {0};
-  const int64_t RG = R * (uG ? G : 1);
-  clmoe_status st;
+  const int64_t RG = R * G;
+  clmoe_status st = CLMOE_OK;
   cl_kernel k;
   cl_ulong uV = (cl_ulong)V, uP = (cl_ulong)P;
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pv, CLMOE_F32, 1, &RG), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pi, CLMOE_I32, 1, &RG), done);
-  CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pn, CLMOE_I32, 1, &RG), done);
-  if (uG) {
+  cl_mem pvb = logits->buf, pib = ids->buf, pnb = ids->buf; /* not read when the rows are not split */
+  if (uG) { /* each part's best value, its index and its first NaN's */
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pv, CLMOE_F32, 1, &RG), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pi, CLMOE_I32, 1, &RG), done);
+    CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &pn, CLMOE_I32, 1, &RG), done);
+    pvb = pv.buf, pib = pi.buf, pnb = pn.buf;
     CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "gen_step", NULL, "gen_argmax_part", &k), done);
-    CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(logits->buf), KA(uV), KA(uP), KA(uG), KA(pv.buf), KA(pi.buf), KA(pn.buf)), done);
+    CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(logits->buf), KA(uV), KA(uP), KA(uG), KA(pvb), KA(pib), KA(pnb)), done);
     size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)RG};
     CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 2, global, local), done);
   }
   CLMOE_TRY_GOTO(st, clmoe__kernel(ctx, "gen_step", NULL, "gen_argmax", &k), done);
-  CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(logits->buf), KA(uV), KA(uG), KA(pv.buf), KA(pi.buf), KA(pn.buf),
-                                 KA(ids->buf)), done);
+  CLMOE_TRY_GOTO(st, clmoe__args(k, 7, KA(logits->buf), KA(uV), KA(uG), KA(pvb), KA(pib), KA(pnb), KA(ids->buf)),
+                 done);
   size_t local[2] = {GEMV_LANES, 1}, global[2] = {GEMV_LANES, (size_t)R};
   st = clmoe__launch(ctx, k, 2, global, local);
-done: /* the queue is in order: the parts go back to the pool once the launches are enqueued */
+done: /* the queue is in order: the parts go back to the pool once the launches are enqueued (destroying
+       * a tensor never created is nothing) */
   clmoe_tensor_destroy(&pv);
   clmoe_tensor_destroy(&pi);
   clmoe_tensor_destroy(&pn);
