@@ -1,13 +1,13 @@
 #!/bin/sh
 # The decode GEMV with 16-byte weight loads (3fc6a72, .device/mid: eight adjacent columns a
 # lane; the MoE decode kernels' aligned loads) and the FFN and final pre-norms inside their
-# GEMV launches (83305cb, .device/prefix) against the element-wise loads before them
+# GEMV launches (f9cc032, .device/prefix) against the element-wise loads before them
 # (.device/before: dba033f's binaries) on an NVIDIA GPU, in one call:
 #  1. the GEMV, MoE decode and sampler checks on the GPU (HEAD); the PTX of the GEMV and MoE
 #     decode programs kept (r/ptx);
 #  2. clmoe-bench gemv on Kimi-Linear-48B-A3B's products: before (one copy of each matrix,
 #     its only mode), HEAD warm (the same) and HEAD cold (cycling through 256 MiB of copies);
-#  3. greedy decode, before, mid and HEAD alternated twice: the 48B shapes cut to 8 layers at
+#  3. greedy decode, before, mid and HEAD in turn: the 48B shapes cut to 8 layers at
 #     batch 1 and 8, and the gpu preset at batch 1 and 16, each with --profile.
 #   run with carry [".device"], writing under $OUT (r.tgz)
 set -u
@@ -38,7 +38,7 @@ dec() { # tag bin model batch
     "$(grep -o 'wall [0-9.]* ms, device [0-9.]* ms' $R/$tag.err)" "$(grep '^  gemv ' $R/$tag.err | tr -s ' ' | cut -d' ' -f3-4)" \
     "$(grep '^  moe ' $R/$tag.err | tr -s ' ' | cut -d' ' -f3-4)")"
 }
-for rep in 0 1; do
+for rep in 0; do
   for m in /tmp/k48-l8.conf:1 /tmp/k48-l8.conf:8 gpu:1 gpu:16; do
     model=${m%%:*} b=${m#*:} name=$(basename ${m%%:*} .conf)
     dec before-$name-b$b-$rep $OB/clmoe-generate $model $b
