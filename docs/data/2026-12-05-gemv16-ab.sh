@@ -8,7 +8,8 @@
 #  2. clmoe-bench gemv on Kimi-Linear-48B-A3B's products: before (one copy of each matrix,
 #     its only mode), HEAD warm (the same) and HEAD cold (cycling through 256 MiB of copies);
 #  3. greedy decode, before, mid and HEAD in turn: the 48B shapes cut to 8 layers at
-#     batch 1 and 8, and the gpu preset at batch 1 and 16, each with --profile.
+#     batch 1 and 8, and the gpu preset at batch 1 and 16, each with --profile; HEAD at
+#     2 and 8 rows per work-group (CLMOE_GEMV_ROWS) in the benchmark and the 8-layer batch 1.
 #   run with carry [".device"], writing under $OUT (r.tgz)
 set -u
 . .device/env.sh > /dev/null
@@ -26,9 +27,12 @@ SH=12288x2304,2304x4096,2048x2304,256x2304,163840x2304
 $OB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 > $R/bench-before.txt 2>&1
 $NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 --warm > $R/bench-head-warm.txt 2>&1
 $NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 > $R/bench-head-cold.txt 2>&1
+for rows in 2 8; do # rows per work-group at one token (default 4 on GPUs)
+  CLMOE_GEMV_ROWS=$rows $NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1 > $R/bench-head-cold-rows$rows.txt 2>&1
+done
 pack
 sed -e "s/^layers = .*/layers = 8/" -e "s/^mla_layers = .*/mla_layers = 4, 8/" presets/kimi-linear-48b.conf > /tmp/k48-l8.conf
-dec() { # tag bin model batch
+dec() { # tag bin model batch (the environment's CLMOE_ knobs apply)
   tag=$1 bin=$2 model=$3 b=$4
   args=; for i in $(seq $b); do args="$args --prompt-ids 1,2,3,4,5,6,7,$i"; done
   # shellcheck disable=SC2086
@@ -47,4 +51,10 @@ for rep in 0; do
   done
   pack
 done
+for rows in 2 8; do
+  export CLMOE_GEMV_ROWS=$rows
+  dec head-rows$rows-k48-l8-b1 $NB/clmoe-generate /tmp/k48-l8.conf 1
+done
+unset CLMOE_GEMV_ROWS
+pack
 grep -h -A4 "gemv us" $R/bench-*.txt | head -60
