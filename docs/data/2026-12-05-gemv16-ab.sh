@@ -3,7 +3,7 @@
 # lane; the MoE decode kernels' aligned loads) and the FFN and final pre-norms inside their
 # GEMV launches (f9cc032, .device/prefix) against the element-wise loads before them
 # (.device/before: dba033f's binaries) on an NVIDIA GPU, in one call:
-#  1. the GEMV, MoE decode and sampler checks on the GPU (HEAD); the PTX of the GEMV and MoE
+#  1. the GEMV and MoE decode checks on the GPU (HEAD); the PTX of the GEMV and MoE
 #     decode programs kept (r/ptx);
 #  2. clmoe-bench gemv on Kimi-Linear-48B-A3B's products: before (one copy of each matrix,
 #     its only mode), HEAD warm (the same) and HEAD cold (cycling through 256 MiB of copies);
@@ -20,13 +20,13 @@ pack() { (cd $OUT && tar czf r.tgz r); }
 say() { echo "$(date +%T) $*" | tee -a $R/summary.txt; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $R/gpu.txt 2>&1
 $NB/clmoe-generate --version > $R/version.txt 2>&1
-$NB/clmoe-xcheck --device nvidia --op gemv --op moe.decode --op moe.infer --op gen > $R/xcheck.txt 2>&1
+$NB/clmoe-xcheck --device nvidia --op gemv --op moe.decode --op moe.infer.bf16.kimi > $R/xcheck.txt 2>&1
 say "xcheck rc=$? $(tail -1 $R/xcheck.txt)"
 for f in /tmp/kc/*; do grep -q -a -e "gemv_multi" -e "moe_dec_up" "$f" && cp "$f" $R/ptx/; done
 SH=12288x2304,2304x4096,2048x2304,256x2304,163840x2304
-$OB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 > $R/bench-before.txt 2>&1
-$NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 --warm > $R/bench-head-warm.txt 2>&1
-$NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4,16 > $R/bench-head-cold.txt 2>&1
+$OB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4 > $R/bench-before.txt 2>&1
+$NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4 --warm > $R/bench-head-warm.txt 2>&1
+$NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1,4 > $R/bench-head-cold.txt 2>&1
 for rows in 2 8; do # rows per work-group at one token (default 4 on GPUs)
   CLMOE_GEMV_ROWS=$rows $NB/clmoe-bench gemv --device nvidia --shapes $SH --tokens 1 > $R/bench-head-cold-rows$rows.txt 2>&1
 done
