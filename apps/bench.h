@@ -22,5 +22,9 @@ double bench_median(double *v, int n);
  * A bad or empty list is a usage error naming the flag. */
 #define BENCH_MAX_LIST 16
 int bench_parse_list(const char *flag, const char *s, long long *out, long long lo, long long hi);
+/* "AxB,..." (sep 'x') or "A:B,..." -> at most BENCH_MAX_LIST pairs, a in [alo, ahi] and b in
+ * [blo, bhi]; returns the count. A bad or empty list is a usage error naming the flag. */
+int bench_parse_pairs(const char *flag, const char *s, char sep, long long *a, long long alo, long long ahi,
+                      long long *b, long long blo, long long bhi);
 
 #endif

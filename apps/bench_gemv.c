@@ -34,27 +34,6 @@ static void usage(void)
          "  --json FILE     write the results as JSON (- for stdout)\n");
 }
 
-/* "NxK,..." -> at most BENCH_MAX_LIST pairs; returns the count. */
-static int parse_shapes(const char *s, long long *n, long long *k)
-{
-  int c = 0;
-  const char *p = s;
-  while (*p) {
-    char *e;
-    const long long a = strtoll(p, &e, 10);
-    if (e == p || *e != 'x') app_usage_error("--shapes: '%s' is not a list of NxK", s);
-    p = e + 1;
-    const long long b = strtoll(p, &e, 10);
-    if (e == p || (*e && *e != ',') || a < 1 || b < 1 || a > (1LL << 30) || b > (1LL << 20))
-      app_usage_error("--shapes: '%s' is not a list of NxK (N up to 2^30, K up to 2^20)", s);
-    if (c == BENCH_MAX_LIST) app_usage_error("--shapes: at most %d shapes", BENCH_MAX_LIST);
-    n[c] = a, k[c++] = b;
-    p = *e ? e + 1 : e;
-  }
-  if (!c) app_usage_error("--shapes: no shape given");
-  return c;
-}
-
 #define BENCH_GEMV_COLD_MB 256 /* the copies' bytes at least: beyond an H100's or H200's L2 */
 #define BENCH_GEMV_COPIES 64   /* copies at most */
 
@@ -113,7 +92,7 @@ int bench_gemv(int argc, char **argv)
     } else app_usage_error("unknown argument '%s'", argv[i]);
   }
   long long ns[BENCH_MAX_LIST], ks[BENCH_MAX_LIST], toks[BENCH_MAX_LIST];
-  const int nshape = parse_shapes(shape_arg, ns, ks);
+  const int nshape = bench_parse_pairs("--shapes", shape_arg, 'x', ns, 1, 1LL << 30, ks, 1, 1LL << 20);
   const int ntok = bench_parse_list("--tokens", tok_arg, toks, 1, 16);
   clmoe_ctx *ctx = NULL;
   clmoe_ctx_options copts = {.device = flags.device, .profiling = 1};

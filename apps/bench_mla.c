@@ -62,24 +62,6 @@ static void usage(void)
          "  --json FILE        results as JSON (- for stdout)\n");
 }
 
-/* "32:4096,16:65536" -> pairs. */
-static int parse_shapes(const char *s, long long *H, long long *T)
-{
-  int n = 0;
-  char *copy = strdup(s), *save = NULL;
-  if (!copy) app_die(CLMOE_ERR_OUT_OF_MEMORY, "strdup");
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    char *colon = strchr(tok, ':');
-    if (!colon || n == MAX_LIST) app_usage_error("--shapes: '%s' is not a list of at most %d H:T pairs", s, MAX_LIST);
-    *colon = '\0';
-    H[n] = app_parse_int("--shapes (H)", tok, 1, 1024);
-    T[n++] = app_parse_int("--shapes (T)", colon + 1, 1, 1 << 24);
-  }
-  free(copy);
-  if (n == 0) app_usage_error("--shapes: empty list");
-  return n;
-}
-
 typedef struct bench_opts {
   int reps;
   double max_s;
@@ -367,7 +349,7 @@ int bench_mla(int argc, char **argv)
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (app_standard_flag(argc, argv, &i, &flags)) continue;
-    if (app_option(argc, argv, &i, "--shapes", &v)) nshapes = parse_shapes(v, sH, sT);
+    if (app_option(argc, argv, &i, "--shapes", &v)) nshapes = bench_parse_pairs("--shapes", v, ':', sH, 1, 1024, sT, 1, 1 << 24);
     else if (app_option(argc, argv, &i, "--T", &v)) nT = bench_parse_list("--T", v, Ts, 1, 1 << 24);
     else if (app_option(argc, argv, &i, "--H", &v)) nH = bench_parse_list("--H", v, Hs, 1, 1024);
     else if (app_option(argc, argv, &i, "--batch", &v)) nB = bench_parse_list("--batch", v, Bs, 1, 4096);
