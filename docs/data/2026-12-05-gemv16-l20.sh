@@ -1,9 +1,9 @@
 #!/bin/sh
 # Batch-1 greedy decode of Kimi-Linear-48B-A3B's shapes cut to 8 and 20 layers (random bf16
-# weights): .device/before (dba033f), .device/mid (f9cc032: 16-byte GEMV loads,
-# the FFN and final norms fused) and .device/prefix (HEAD: the GEMV's lane sums in two steps
-# of eight, the RMSNorm squares in its eight-column passes), each build's programs made in a
-# short run first, then 64 tokens; HEAD's profiles; the GEMV checks on the GPU; the GEMV
+# weights): .device/before (dba033f), .device/mid (f9cc032: 16-byte GEMV loads, the FFN and
+# final norms fused) and .device/prefix (branch gemv-sum8, 934a1f7: the GEMV's lane sums in
+# two steps of eight, the RMSNorm squares in its eight-column passes), each build's programs
+# made in a short run first, then 64 tokens; the prefix build's profiles; the GEMV checks on the GPU; the GEMV
 # benchmark at 1, 4 and 8 tokens. The two cuts give the per-layer and fixed parts of a step
 # for the 27-layer extrapolation. r.tgz is packed after each part.
 #   run with carry [".device"], writing under $OUT (r.tgz)

@@ -14,8 +14,7 @@
  * after this one that reads the normed row.
  *
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
- * tokens. Each output is GV_LANES partial sums, added eight lanes at a time and then the
- * eight sums, in lane order (gv_sum_lanes); lane l's partial runs in
+ * tokens. Each output is GV_LANES partial sums added in lane order; lane l's partial runs in
  * order over the columns 8 l .. 8 l + 7, then 512 + 8 l .. 512 + 8 l + 7, and so on (eight
  * adjacent columns a lane: one 16-byte load of bf16 weights). The bits depend on neither the
  * device's work-group size nor GV_ROWS, GV_TOK or GV_VEC: with GV_VEC=1 (K a multiple of 8
@@ -100,28 +99,6 @@ inline float8 gv_glu8(int glu, float8 u, float8 w)
   return glu ? u * gv_sigmoid8(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid8(u) * (25.0f * tanh(w / 25.0f));
 }
 
-/* sums[q] = the sum of part[q][0 .. 64) for q < nq (at most GV_TOK GV_ROWS) in a fixed
- * order: eight sums of eight lanes each (lanes 8i .. 8i + 7 in order), then those eight in
- * order; two steps of eight additions where one lane adding 64 would take 64. Every
- * work-item calls it (barriers); sums is read after it returns. */
-inline void gv_sum_lanes(__local float (*part)[GV_LANES], __local float (*eighths)[8], __local float *sums, int nq,
-                         int lane)
-{
-  for (int q = lane; q < 8 * nq; q += GV_LANES) {
-    const int row = q / 8, i = q % 8;
-    float a = 0.0f;
-    for (int m = 0; m < 8; m++) a += part[row][8 * i + m];
-    eighths[row][i] = a;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane < nq) {
-    float a = 0.0f;
-    for (int i = 0; i < 8; i++) a += eighths[lane][i];
-    sums[lane] = a;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-}
-
 /* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
 #define GV_SLOT_ARGS(i) __global const gv_w_t *w##i, ulong woff##i, int n##i, __global float *y##i, ulong yoff##i
 
@@ -132,7 +109,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
                 GV_SLOT_ARGS(5))
 {
   __local float part[GV_TOK * GV_ROWS][GV_LANES];
-  __local float eighths[GV_TOK * GV_ROWS][8], sums[GV_TOK * GV_ROWS], rs[GV_TOK];
+  __local float rs[GV_TOK];
   const int lane = get_local_id(0);
   /* which slot and rows: blocks of GV_ROWS rows, slot after slot, then token tiles */
   const int nb[GV_SLOTS] = {(n0 + GV_ROWS - 1) / GV_ROWS, (n1 + GV_ROWS - 1) / GV_ROWS,
@@ -149,19 +126,22 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   const int n = s == 0 ? n0 : s == 1 ? n1 : s == 2 ? n2 : s == 3 ? n3 : s == 4 ? n4 : n5;
   const int r0 = b * GV_ROWS;
   const int put = xout && get_group_id(1) % blocks == 0; /* this group writes in(x) */
-  if (mode == 1) { /* each token's rstd: its squares summed as the products are */
+  if (mode == 1) { /* each token's rstd, summed in the same lane order */
     for (int t = 0; t < GV_TOK; t++) {
       float a = 0.0f;
       if (t0 + t < T)
-        for (int c = 8 * lane; c < K; c += GV_SPAN) {
-          const float8 v = gv_f8(x, xoff + (ulong)(t0 + t) * (ulong)K + (ulong)c, c, K);
-          a = gv_dot8(a, v, v);
+        for (int c = lane; c < K; c += GV_LANES) {
+          const float v = x[xoff + (ulong)(t0 + t) * (ulong)K + (ulong)c];
+          a = fma(v, v, a);
         }
       part[t][lane] = a;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    gv_sum_lanes(part, eighths, sums, GV_TOK, lane);
-    if (lane < GV_TOK) rs[lane] = rsqrt(sums[lane] / (float)K + eps); /* as kernels_cl/ops/norm.cl */
+    if (lane < GV_TOK) {
+      float a = 0.0f;
+      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
+      rs[lane] = rsqrt(a / (float)K + eps); /* as kernels_cl/ops/norm.cl */
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   float acc[GV_TOK][GV_ROWS];
@@ -190,11 +170,11 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   for (int t = 0; t < GV_TOK; t++)
     for (int r = 0; r < GV_ROWS; r++) part[t * GV_ROWS + r][lane] = acc[t][r];
   barrier(CLK_LOCAL_MEM_FENCE);
-  gv_sum_lanes(part, eighths, sums, GV_TOK * GV_ROWS, lane);
   if (lane < GV_TOK * GV_ROWS) {
     const int t = lane / GV_ROWS, r = lane % GV_ROWS;
     if (t0 + t < T && r0 + r < n) {
-      const float a = sums[lane];
+      float a = 0.0f;
+      for (int i = 0; i < GV_LANES; i++) a += part[lane][i];
       const ulong o = yoff + (ulong)(t0 + t) * (ulong)n + (ulong)(r0 + r);
       if (beta) y[o] += a; /* y is read only when it is accumulated into */
       else y[o] = a;
