@@ -105,8 +105,8 @@ inline float8 gv_glu8(int glu, float8 u, float8 w)
 __kernel __attribute__((reqd_work_group_size(GV_LANES, 1, 1)))
 void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
                 __global const float *gain, ulong goff, int mode, int glu, float eps, int T, int K, int beta,
-                __global float *xn, ulong xnoff, int xout, GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2), GV_SLOT_ARGS(3), GV_SLOT_ARGS(4),
-                GV_SLOT_ARGS(5))
+                __global float *xn, ulong xnoff, int xout, GV_SLOT_ARGS(0), GV_SLOT_ARGS(1), GV_SLOT_ARGS(2),
+                GV_SLOT_ARGS(3), GV_SLOT_ARGS(4), GV_SLOT_ARGS(5))
 {
   __local float part[GV_TOK * GV_ROWS][GV_LANES];
   __local float rs[GV_TOK];

@@ -80,8 +80,8 @@ clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tens
   cl_mem xnb = xn ? xn->buf : x->buf; /* written only with xout */
   cl_ulong xnoff = xn ? (cl_ulong)xn->offset : 0;
   cl_int xout = xn != NULL;
-  CLMOE_TRY(clmoe__args(k, 15, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(goff), KA(imode), KA(iglu), KA(feps),
-                        KA(iT), KA(iK), KA(ibeta), KA(xnb), KA(xnoff), KA(xout)));
+  CLMOE_TRY(clmoe__args(k, 15, KA(x->buf), KA(xoff), KA(x2b), KA(x2off), KA(gb), KA(goff), KA(imode), KA(iglu),
+                        KA(feps), KA(iT), KA(iK), KA(ibeta), KA(xnb), KA(xnoff), KA(xout)));
   for (int i = 0; i < CLMOE__GEMV_SLOTS; i++) { /* unused slots: 0 rows */
     const clmoe__gemv_slot *q = &sl[i < n ? i : 0];
     cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
