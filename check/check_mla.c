@@ -310,9 +310,10 @@ done:
 static const int32_t lens_mixed[] = {1, 15, 16, 17, 40, 0, 3};
 static const int32_t lens_layer[] = {7, 0, 33, 1};
 static const int32_t prompts[] = {5, 0, 70};
-/* a 2100-token context decodes in splits of 64, next to one of 32 (MLA_DECODE_SPLIT) */
-static const int32_t prompts_long[] = {2100, 3};
-static const int32_t prompts_long_small[] = {100, 3}; /* (smallest sizes: still 4 splits) */
+/* a 2100-token context decodes in splits of 64, next to one of 300 (splits of 32) and one of
+ * 3 (of 8: MLA_DECODE_SPLIT) */
+static const int32_t prompts_long[] = {2100, 3, 300};
+static const int32_t prompts_long_small[] = {100, 3}; /* (smallest sizes: still 13 splits) */
 
 /*                       B  T    H  Dn   Dr  Dv   lens        nl q/k/v o    what */
 ATTN_CHECK(fwd_t1,      {2, 1,   2, 16,  8,  16,  NULL,       0, F,    F,   A_FWD})
@@ -348,7 +349,9 @@ LAYER_CHECK(qdirect_decode, 2, {64, 2, 0, 32, 16, 8, 16, 0, 0,  prompts, 3, 9, F
 LAYER_CHECK(ungated_decode, 2, {64, 2, 32, 32, 16, 8, 16, 0, 0, prompts, 3, 9, F, 1})
 LAYER_CHECK(kimi_decode,   2, {64, 2, 0,  32, 16, 8, 16, 0, 0,  prompts, 3, 9, F, 1})
 LAYER_CHECK(kimi_decode_bf16, 2, {64, 2, 0, 32, 16, 8, 16, 0, 0, prompts, 3, 4, H16, 1})
-LAYER_CHECK(decode_long,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  clmoe_check_small() ? prompts_long_small : prompts_long, 2, 2, F, 0})
+/* a latent width that is not a multiple of 8: the absorbed products' element loads */
+LAYER_CHECK(kimi_decode_narrow, 2, {64, 2, 0, 20, 16, 8, 16, 0, 0, prompts, 3, 5, F, 1})
+LAYER_CHECK(decode_long,   2, {64, 2, 32, 32, 16, 8, 16, 0, 0,  clmoe_check_small() ? prompts_long_small : prompts_long, clmoe_check_small() ? 2 : 3, 2, F, 0})
 
 const clmoe_check clmoe_checks_mla[] = {
     {"mla.attention.t1", "tiled attention forward, T = 1, 2 sequences x 2 heads", fwd_t1},
@@ -372,7 +375,7 @@ const clmoe_check clmoe_checks_mla[] = {
     {"mla.layer.backward", "layer backward (dx and every weight), packed", layer_bwd},
     {"mla.decode", "prefill 5,0,70 + 9 absorbed decode steps = training-form forward", decode},
     {"mla.decode.bf16", "prefill + decode with a bf16 cache", decode_bf16},
-    {"mla.decode.long", "a 2100-token context (splits of 64) beside a 3-token one (of 32)", decode_long},
+    {"mla.decode.long", "contexts of 2100, 300 and 3 tokens (splits of 64, 32 and 8)", decode_long},
     {"mla.layer.qdirect", "layer forward with q_rank 0 (q = W_q x), packed", qdirect_fwd},
     {"mla.layer.qdirect.backward", "layer backward with q_rank 0 (dx, w_q and the rest)", qdirect_bwd},
     {"mla.layer.ungated", "layer forward without the output gate, packed", ungated_fwd},
@@ -383,6 +386,7 @@ const clmoe_check clmoe_checks_mla[] = {
     {"mla.decode.ungated", "prefill + absorbed decode without the output gate", ungated_decode},
     {"mla.decode.kimi", "prefill + absorbed decode in Kimi Linear's form", kimi_decode},
     {"mla.decode.kimi.bf16", "prefill + decode in Kimi Linear's form, bf16 cache", kimi_decode_bf16},
+    {"mla.decode.kimi.narrow", "prefill + decode in Kimi Linear's form, latent width 20", kimi_decode_narrow},
     {"mla.extend.kimi", "chunked prefill (absorbed) in Kimi Linear's form", check_mla_extend_kimi},
     {"mla.extend.flash.kimi", "training-form chunked prefill in Kimi Linear's form, bf16 cache", check_mla_extend_flash_kimi},
     {"mla.extend", "chunked prefill: prompts 0,5,70, then 5 uneven extend passes (1-token, across blocks)", check_mla_extend_f32},

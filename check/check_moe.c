@@ -173,9 +173,10 @@ done:
 
 /* QB: the router's s and cut-offs against the double reference, then the device's thresholds
  * (exact, or from its histogram) against the reference applied to the device's margins. */
-static clmoe_status check_qb(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int hist)
+static clmoe_status check_qb(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res, int hist, int64_t experts)
 {
-  static const moe_case full = {256, 64, 32, 896, 8, 16, 0, 0, CLMOE_MOE_GEMM_GROUPED, CLMOE_MOE_BALANCE_QB, CK_MOE_K3};
+  const moe_case full = {experts > 896 ? 64 : 256, 64, 32, experts, 8, 16, 0, 0, CLMOE_MOE_GEMM_GROUPED,
+                         CLMOE_MOE_BALANCE_QB, CK_MOE_K3};
   const moe_case qc = ck_moe_sized(&full);
   const int bins = 1000;
   clmoe_status st = CLMOE_OK;
@@ -249,8 +250,10 @@ done:
   return st;
 }
 
-static clmoe_status qb_exact(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_qb(c, s, r, 0); }
-static clmoe_status qb_hist(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_qb(c, s, r, 1); }
+static clmoe_status qb_exact(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_qb(c, s, r, 0, 896); }
+static clmoe_status qb_hist(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_qb(c, s, r, 1, 896); }
+/* more experts than the router has lanes times 16 */
+static clmoe_status qb_wide(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { return check_qb(c, s, r, 0, 1100); }
 
 /* The sign rule through a train-mode forward and clmoe_moe_balance_update. */
 static clmoe_status sign_rule(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
@@ -319,5 +322,6 @@ const clmoe_check clmoe_checks_moe[] = {
     {"moe.dispatch.padded", "the same over groups padded to the largest expert", dispatch_check_padded},
     {"moe.qb.exact", "QB cut-offs and exact thresholds, 896 experts, top-8", qb_exact},
     {"moe.qb.hist", "QB histogram counts (exact), thresholds from counts", qb_hist},
+    {"moe.qb.wide", "the router and QB thresholds at 1100 experts, top-8", qb_wide},
     {"moe.sign", "DeepSeek sign rule update", sign_rule},
     {NULL, NULL, NULL}};

@@ -5,6 +5,7 @@
  * table[seq][p / CB], row p % CB.
  *
  * mla_cache_write: writes the rows of a batch of tokens (map[i] = (sequence, position));
+ *   mla_cache_append_norm: a decode step's rows, the latent's RMSNorm applied on the way;
  *   mla_cache_gather reads them back into contiguous f32 (chunked prefill, training form).
  * mla_decode_attn: one work-group per (split of MLA_DECODE_SPLIT(len) tokens, group of HG heads,
  *   sequence). In absorbed form every head attends to the same cache rows with the query
@@ -17,7 +18,8 @@
  *   length is a host constant, so the bits do not depend on the device.
  * mla_dec_absorb_q, mla_dec_absorb_o: the decode step's per-head products with W_ukv
  *   [H (DN + DV), DC] (fp32, or bf16 with -DW_BF16=1; fp32 sums): q_c = W_uk[h]^T q_n and
- *   o_h = W_uv[h] o_c, for the few rows of a step (lib/mla/mla_decode.c). */
+ *   o_h = W_uv[h] o_c, for the few rows of a step (lib/mla/mla_decode.c), eight adjacent
+ *   columns of W a work-item (one 16-byte load with -DWVEC=1). */
 #ifndef DC
 #error "DC and DR must be defined"
 #endif
@@ -85,6 +87,40 @@ __kernel void mla_cache_gather(__global const cache_t *cache, __global const int
     c[(ulong)i * DC + e] = x;
   else
     kr[(ulong)i * DR + (e - DC)] = x;
+}
+
+/* A decode step's append with the latent's RMSNorm: row n of the raw latent c [N, DC] (at
+ * co, token stride c_ts) times rstd times the gain g (at go), and k_r [N, DR] (at kro, token
+ * stride kr_ts), written to the end of sequence n (position lens[n]), whose length then
+ * advances by one. One work-group per sequence; rstd = 1 / sqrt(mean(c^2) + eps) with the
+ * squares summed lane-strided and the lanes' partials added in lane order. */
+__kernel __attribute__((reqd_work_group_size(MLA_APPEND_WG, 1, 1)))
+void mla_cache_append_norm(__global const float *c, ulong co, uint c_ts, __global const float *g, ulong go,
+                           float eps, __global const float *kr, ulong kro, uint kr_ts, __global const int *table,
+                           int maxb, __global cache_t *cache, __global int *lens)
+{
+  __local float part[MLA_APPEND_WG];
+  __local float rs;
+  const int lid = (int)get_local_id(0), n = (int)get_group_id(0);
+  __global const float *row = c + co + (ulong)n * c_ts;
+  float a = 0.0f;
+  for (int e = lid; e < DC; e += MLA_APPEND_WG) a = fma(row[e], row[e], a);
+  part[lid] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    float s = 0.0f;
+    for (int i = 0; i < MLA_APPEND_WG; i++) s += part[i];
+    rs = rsqrt(s / (float)DC + eps);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int pos = lens[n];
+  const ulong base = ((ulong)table[n * maxb + pos / CB] * CB + (ulong)(pos % CB)) * DL;
+  for (int e = lid; e < DL; e += MLA_APPEND_WG) {
+    const float x = e < DC ? row[e] * rs * g[go + (ulong)e] : kr[kro + (ulong)n * kr_ts + (ulong)(e - DC)];
+    CSTORE(cache, base + (ulong)e, x);
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE); /* every lane has read lens[n] */
+  if (lid == 0) lens[n] = pos + 1;
 }
 
 /* lens[n] += 1 after a decode step's rows are written. */
@@ -190,47 +226,96 @@ __kernel void mla_decode_combine(__global const float *pm, __global const float 
   oc[((ulong)n * (ulong)H + (ulong)h) * DC + j] = O / L;
 }
 
-/* qc [N, H, DC]: qc[n][h][j] = sum_i q[n][h][i] W[h DKV + i][j] for i < DN in order, q [N, H DQK]
- * at qo (token stride H DQK, head stride DQK), W = W_ukv at wo. One work-item per (j, h, n). */
-__kernel void mla_dec_absorb_q(__global const float *q, ulong qo, int dqk, int dn, int dkv,
-                               __global const wgt_t *w, ulong wo, __global float *qc)
+/* x[j .. j + 7], those at DC or beyond 0. */
+inline float8 mla_x8(__global const float *x, int j)
 {
-  const int j = (int)get_global_id(0), h = (int)get_global_id(1), n = (int)get_global_id(2);
-  const int H = (int)get_global_size(1);
-  if (j >= DC) return;
-  __global const float *qh = q + qo + ((ulong)n * (ulong)H + (ulong)h) * (ulong)dqk;
-  const ulong w0 = wo + (ulong)h * (ulong)dkv * DC + (ulong)j;
-  float a = 0.0f;
-#pragma unroll 8
-  for (int i = 0; i < dn; i++) a += qh[i] * WLOAD(w, w0 + (ulong)i * DC); /* (unrolled: loads in flight) */
-  qc[((ulong)n * (ulong)H + (ulong)h) * DC + j] = a;
+  float v[8];
+  for (int e = 0; e < 8; e++) v[e] = j + e < DC ? x[j + e] : 0.0f;
+  return vload8(0, v);
 }
 
-#define AO_LANES 64
-#define AO_ROWS 4
-/* o [N, H DV] (token stride H dv): o[n][h dv + v] = sum_j oc[n][h][j] W[h DKV + DN + v][j];
- * a work-group of AO_LANES takes AO_ROWS rows v of one (head, token): lane-strided partial
- * sums over j added in lane order. Groups: (1, rows / AO_ROWS, N H). */
-__kernel __attribute__((reqd_work_group_size(AO_LANES, 1, 1)))
+/* Eight weights of W_ukv from w[i]: columns j .. j + 7 of a row, those at DC or beyond 0.
+ * With -DWVEC=1 (DC a multiple of 8 and W's offset 16-byte aligned, as the host checks) one
+ * 16-byte load, else element by element; the values are the same. */
+inline float8 mla_w8(__global const wgt_t *w, ulong i, int j)
+{
+#if defined(WVEC) && WVEC && defined(W_BF16) && W_BF16
+  return bf16x8_load_a16(w, i);
+#elif defined(WVEC) && WVEC
+  return f32x8_load_a16(w, i);
+#else
+  float v[8];
+  for (int e = 0; e < 8; e++) v[e] = j + e < DC ? WLOAD(w, i + (ulong)e) : 0.0f;
+  return vload8(0, v);
+#endif
+}
+
+#define AQ_CH 16    /* chunks of eight columns per work-group of mla_dec_absorb_q */
+#define AQ_PARTS 16 /* ... times parts of the sum over i */
+/* qc [N, H, DC]: qc[n][h][j] = sum_i q[n][h][i] W[h DKV + i][j] over i < DN, q [N, H DQK] at
+ * qo (token stride H DQK, head stride DQK), W = W_ukv at wo. A work-group of AQ_CH x
+ * AQ_PARTS work-items takes 8 AQ_CH columns of one (head, token): work-item (chunk, part p)
+ * sums i = p, p + AQ_PARTS, ... in order for its eight columns (8 independent sums, a
+ * 16-byte weight load each i), then the AQ_PARTS partials of a column are added in part
+ * order. Groups: (DC / (8 AQ_CH) rounded up, H, N). */
+__kernel __attribute__((reqd_work_group_size(AQ_CH * AQ_PARTS, 1, 1)))
+void mla_dec_absorb_q(__global const float *q, ulong qo, int dqk, int dn, int dkv,
+                      __global const wgt_t *w, ulong wo, __global float *qc)
+{
+  __local float part[AQ_PARTS][8 * AQ_CH + 1];
+  const int lid = (int)get_local_id(0), ch = lid % AQ_CH, p = lid / AQ_CH;
+  const int h = (int)get_group_id(1), n = (int)get_group_id(2), H = (int)get_num_groups(1);
+  const int jb = (int)get_group_id(0) * 8 * AQ_CH, j = jb + 8 * ch;
+  __global const float *qh = q + qo + ((ulong)n * (ulong)H + (ulong)h) * (ulong)dqk;
+  const ulong w0 = wo + (ulong)h * (ulong)dkv * DC + (ulong)j;
+  float8 a = (float8)(0.0f);
+  if (j < DC)
+    for (int i = p; i < dn; i += AQ_PARTS) a = fma((float8)(qh[i]), mla_w8(w, w0 + (ulong)i * DC, j), a);
+  float v[8];
+  vstore8(a, 0, v);
+  for (int e = 0; e < 8; e++) part[p][8 * ch + e] = v[e];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < 8 * AQ_CH && jb + lid < DC) {
+    float s = 0.0f;
+    for (int i = 0; i < AQ_PARTS; i++) s += part[i][lid];
+    qc[((ulong)n * (ulong)H + (ulong)h) * DC + (ulong)(jb + lid)] = s;
+  }
+}
+
+#define AO_ROWS 8  /* rows per work-group of mla_dec_absorb_o */
+#define AO_LANES 8 /* ... times lanes per row */
+/* o [N, H DV] (token stride H dv): o[n][h dv + v] = sum_j oc[n][h][j] W[h DKV + DN + v][j].
+ * A work-group of AO_ROWS x AO_LANES takes AO_ROWS rows v of one (head, token); lane l of a
+ * row sums the columns 8 l .. 8 l + 7, 8 l + 64 .., ... (a 16-byte weight load each) in
+ * order, and the AO_LANES partials are added in lane order. Groups: (1, rows / AO_ROWS
+ * rounded up, N H). */
+__kernel __attribute__((reqd_work_group_size(AO_ROWS * AO_LANES, 1, 1)))
 void mla_dec_absorb_o(__global const float *oc, int H, int dn, int dv, int dkv, __global const wgt_t *w,
                       ulong wo, __global float *o)
 {
-  __local float part[AO_ROWS][AO_LANES];
-  const int lane = (int)get_local_id(0), v0 = (int)get_group_id(1) * AO_ROWS, nh = (int)get_group_id(2);
-  const int h = nh % H;
+  __local float part[AO_ROWS][AO_LANES + 1];
+  const int lid = (int)get_local_id(0), r = lid / AO_LANES, l = lid % AO_LANES;
+  const int v = (int)get_group_id(1) * AO_ROWS + r, nh = (int)get_group_id(2), h = nh % H;
   __global const float *x = oc + (ulong)nh * DC;
-  float acc[AO_ROWS];
-  for (int r = 0; r < AO_ROWS; r++) acc[r] = 0.0f;
-  for (int j = lane; j < DC; j += AO_LANES) {
-    const float xv = x[j];
-    for (int r = 0; r < AO_ROWS; r++)
-      if (v0 + r < dv) acc[r] += xv * WLOAD(w, wo + ((ulong)h * (ulong)dkv + (ulong)(dn + v0 + r)) * DC + (ulong)j);
-  }
-  for (int r = 0; r < AO_ROWS; r++) part[r][lane] = acc[r];
+  const ulong w0 = wo + ((ulong)h * (ulong)dkv + (ulong)(dn + v)) * DC;
+  float a = 0.0f;
+  if (v < dv)
+    for (int j = 8 * l; j < DC; j += 8 * AO_LANES) {
+      const float8 wv = mla_w8(w, w0 + (ulong)j, j), xv = j + 8 <= DC ? vload8(0, x + j) : mla_x8(x, j);
+      a = fma(wv.s0, xv.s0, a);
+      a = fma(wv.s1, xv.s1, a);
+      a = fma(wv.s2, xv.s2, a);
+      a = fma(wv.s3, xv.s3, a);
+      a = fma(wv.s4, xv.s4, a);
+      a = fma(wv.s5, xv.s5, a);
+      a = fma(wv.s6, xv.s6, a);
+      a = fma(wv.s7, xv.s7, a);
+    }
+  part[r][l] = a;
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (lane < AO_ROWS && v0 + lane < dv) {
-    float a = 0.0f;
-    for (int i = 0; i < AO_LANES; i++) a += part[lane][i];
-    o[(ulong)nh * (ulong)dv + (ulong)(v0 + lane)] = a;
+  if (l == 0 && v < dv) {
+    float s = 0.0f;
+    for (int i = 0; i < AO_LANES; i++) s += part[r][i];
+    o[(ulong)nh * (ulong)dv + (ulong)v] = s;
   }
 }

@@ -37,15 +37,20 @@
 
 /* ---- mla_decode.cl and mla_extend.cl: attention over the cache ------------------------------ */
 
-/* Cache tokens per work-group of mla_decode_attn for a sequence of len tokens: 32, doubled
- * while that makes more than 64 splits, up to 256. From the length alone, so a sequence's
- * sums do not depend on the device or on the other sequences of the batch; short contexts
- * spread over many work-groups. MLA_DECODE_SPLITS(maxlen) bounds the splits of any len <=
- * maxlen (the partials' size). */
+/* Cache tokens per work-group of mla_decode_attn for a sequence of len tokens: 8 up to 256
+ * tokens (short contexts spread over many work-groups: a decode step's attention is then
+ * latency-bound), else 32, doubled while that makes more than 64 splits, up to 256. From
+ * the length alone, so a sequence's sums do not depend on the device or on the other
+ * sequences of the batch. MLA_DECODE_SPLITS(maxlen) bounds the splits of any len <= maxlen
+ * (the partials' size). */
 #define MLA_DECODE_SPLIT(len)                                                                  \
-  ((len) <= 64 * 32 ? 32 : (len) <= 64 * 64 ? 64 : (len) <= 64 * 128 ? 128 : 256)
+  ((len) <= 256 ? 8 : (len) <= 64 * 32 ? 32 : (len) <= 64 * 64 ? 64 : (len) <= 64 * 128 ? 128 : 256)
 #define MLA_DECODE_SPLITS(maxlen)                                                              \
-  ((maxlen) <= 64 * 32 ? ((maxlen) + 31) / 32 : MLA_MAX(64, ((maxlen) + 255) / 256))
+  ((maxlen) <= 256          ? ((maxlen) + 7) / 8                                             \
+   : (maxlen) <= 64 * 32    ? MLA_MAX(32, ((maxlen) + 31) / 32)                              \
+                            : MLA_MAX(64, ((maxlen) + 255) / 256))
+
+#define MLA_APPEND_WG 64 /* work-items of mla_cache_append_norm (one sequence each) */
 
 /* mla_decode_attn with hg heads per work-group and bt cache rows per tile: the floats of
  * the queries [hg][dl + 1], the cache tile [bt][dl + 1] and the partial scores

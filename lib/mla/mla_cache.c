@@ -211,6 +211,26 @@ clmoe_status clmoe__mla_cache_sync(clmoe_mla_cache *c)
   return st;
 }
 
+clmoe_status clmoe__mla_cache_append_norm(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat,
+                                          const clmoe_tensor *gain, float eps, const clmoe_tensor *kr)
+{
+  CLMOE_TRY(clmoe__mla_cache_sync(c));
+  char opts[128];
+  int hg, bt;
+  CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
+  clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
+  cl_kernel k;
+  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_cache_append_norm", &k));
+  cl_ulong co = (cl_ulong)lat->offset, go = (cl_ulong)gain->offset, kro = (cl_ulong)kr->offset;
+  cl_uint c_ts = (cl_uint)c->dc, kr_ts = (cl_uint)c->dr;
+  cl_int maxb = (cl_int)c->maxb;
+  cl_float feps = eps;
+  CLMOE_TRY(clmoe__args(k, 13, KA(lat->buf), KA(co), KA(c_ts), KA(gain->buf), KA(go), KA(feps), KA(kr->buf), KA(kro),
+                        KA(kr_ts), KA(c->d_table.buf), KA(maxb), KA(c->store.buf), KA(c->d_len.buf)));
+  size_t local[1] = {MLA_APPEND_WG}, global[1] = {(size_t)c->nseq * MLA_APPEND_WG};
+  return clmoe__launch(ctx, k, 1, global, local);
+}
+
 /* Writes c [M, dc] and kr [M, Dr] of M tokens to the cache: at map[i] = (sequence,
  * position), or with map NULL (a decode step, M = nseq) at the end of every sequence, whose
  * device lengths then advance by one. */

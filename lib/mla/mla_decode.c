@@ -16,8 +16,10 @@
 
 #define MLA_GEMV_ROWS 16 /* GEN_GEMV_TOKENS of lib/generate */
 
-#define AO_LANES 64      /* mla_dec_absorb_o's work-group */
-#define AO_ROWS 4
+#define AQ_COLS 128 /* columns per work-group of mla_dec_absorb_q (8 AQ_CH) */
+#define AQ_WG 256   /* ... and its work-items (AQ_CH x AQ_PARTS) */
+#define AO_ROWS 8   /* rows per work-group of mla_dec_absorb_o */
+#define AO_WG 64    /* ... and its work-items (AO_ROWS x AO_LANES) */
 
 clmoe_status clmoe_mla_prefill(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
                                clmoe_mla_cache *cache, const clmoe_tensor *x, const clmoe_tensor *cu_seqlens,
@@ -99,13 +101,14 @@ int clmoe__mla_decode_gemv_ok(const clmoe_mla_weights *w, int64_t nseq)
 }
 
 /* The step's temporaries, each [N, cols]. */
-enum { DS_CQ, DS_CRAW, DS_C, DS_KR, DS_Q, DS_G, DS_QC, DS_OC, DS_O, DS_N };
+enum { DS_CQ, DS_CRAW, DS_KR, DS_Q, DS_G, DS_QC, DS_OC, DS_O, DS_N };
 
 /* The decode step on the GEMV path: x [N, d]; y [N, d] = (accumulate ? y : 0) + the layer's
  * output. Launches: the products of x (W_dq or W_q, the two row blocks of W_dkv, W_g) in
- * one GEMV; RMSNorm of c; W_uq on RMSNorm(c_q) (the norm inside the GEMV); the cache
- * append; q_c = W_uk^T q_n; the attention and its merge; o = W_uv o_c; W_o on o (times
- * sigmoid of the gate inside the GEMV) adding into y. */
+ * one GEMV; W_uq on RMSNorm(c_q) (the norm inside the GEMV); the cache append of
+ * RMSNorm(c) and k_r (the norm inside the append, the lengths advanced there too);
+ * q_c = W_uk^T q_n; the attention and its merge; o = W_uv o_c; W_o on o (times sigmoid of
+ * the gate inside the GEMV) adding into y. */
 static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, const clmoe_mla_weights *w,
                                 clmoe_mla_cache *c, const clmoe_tensor *x, const clmoe_tensor *x_gain, float x_eps,
                                 int accumulate, clmoe_tensor *y)
@@ -113,7 +116,7 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
   static const char op[] = "clmoe_mla_decode_step (gemv)";
   const int64_t N = c->nseq, H = cfg->n_heads, dn = cfg->qk_nope, dqk = dn + cfg->qk_rope, dv = cfg->v_dim;
   const int64_t dc = cfg->kv_rank, rq = cfg->q_rank > 0 ? cfg->q_rank : 1;
-  const int64_t cols[DS_N] = {rq, dc, dc, cfg->qk_rope, H * dqk, H * dv, H * dc, H * dc, H * dv};
+  const int64_t cols[DS_N] = {rq, dc, cfg->qk_rope, H * dqk, H * dv, H * dc, H * dc, H * dv};
   const int latent_q = cfg->q_rank > 0, gated = w->w_g.buf != NULL;
   const float eps = clmoe__mla_eps(cfg);
   clmoe_tensor t[DS_N] = {{0}}, wc, wr;
@@ -123,7 +126,10 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
   CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
   clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
   const size_t ol = strlen(opts);
-  snprintf(opts + ol, sizeof opts - ol, " -DW_BF16=%d", w->w_ukv.dtype == CLMOE_BF16);
+  /* 16-byte loads of W_ukv where its rows start aligned (the sums are the same either way) */
+  const int wbf16 = w->w_ukv.dtype == CLMOE_BF16;
+  const int wvec = clmoe__knob_int(ctx, CLMOE_K_GEMV_VEC) != 0 && dc % 8 == 0 && w->w_ukv.offset % (wbf16 ? 8 : 4) == 0;
+  snprintf(opts + ol, sizeof opts - ol, " -DW_BF16=%d -DWVEC=%d", wbf16, wvec);
   for (int i = 0; i < DS_N && st == CLMOE_OK; i++)
     st = clmoe_tensor_create(ctx, &t[i], CLMOE_F32, 2, (int64_t[]){N, cols[i]});
   if (st != CLMOE_OK) goto done;
@@ -135,14 +141,13 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, x, NULL, x_gain, x_gain ? 1 : 0, 0, x_gain ? x_eps : 0.0f, 0,
                                        gated ? 4 : 3, xs), done);
   }
-  CLMOE_TRY_GOTO(st, clmoe_rmsnorm(ctx, &t[DS_CRAW], &w->kv_norm, eps, &t[DS_C], NULL), done);
   if (latent_q) {
     const clmoe__gemv_slot uq = {&w->w_uq, &t[DS_Q]};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, &t[DS_CQ], NULL, &w->q_norm, 1, 0, eps, 0, 1, &uq), done);
   }
   /* c and k_r appended to the cache (positions and lengths on the device) */
   for (int64_t n = 0; n < N; n++) CLMOE_TRY_GOTO(st, clmoe__mla_cache_reserve(c, n, c->len[n] + 1), done);
-  CLMOE_TRY_GOTO(st, clmoe__mla_cache_write(ctx, c, &t[DS_C], &t[DS_KR], NULL, N), done);
+  CLMOE_TRY_GOTO(st, clmoe__mla_cache_append_norm(ctx, c, &t[DS_CRAW], &w->kv_norm, eps, &t[DS_KR]), done);
   for (int64_t n = 0; n < N; n++) c->len[n]++;
   {
     cl_kernel k;
@@ -151,8 +156,8 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
     cl_int idqk = (cl_int)dqk, idn = (cl_int)dn, idkv = (cl_int)(dn + dv);
     CLMOE_TRY_GOTO(st, clmoe__args(k, 8, KA(t[DS_Q].buf), KA(qo), KA(idqk), KA(idn), KA(idkv), KA(w->w_ukv.buf),
                                    KA(wo), KA(t[DS_QC].buf)), done);
-    size_t g[3] = {(size_t)dc, (size_t)H, (size_t)N};
-    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, NULL), done);
+    size_t l[3] = {AQ_WG, 1, 1}, g[3] = {(size_t)((dc + AQ_COLS - 1) / AQ_COLS) * AQ_WG, (size_t)H, (size_t)N};
+    CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, l), done);
   }
   CLMOE_TRY_GOTO(st, clmoe__mla_decode_attend(ctx, cfg, c, &t[DS_QC], &t[DS_Q], &t[DS_OC]), done);
   {
@@ -162,7 +167,7 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
     cl_int iH = (cl_int)H, idn = (cl_int)dn, idv = (cl_int)dv, idkv = (cl_int)(dn + dv);
     CLMOE_TRY_GOTO(st, clmoe__args(k, 8, KA(t[DS_OC].buf), KA(iH), KA(idn), KA(idv), KA(idkv), KA(w->w_ukv.buf),
                                    KA(wo), KA(t[DS_O].buf)), done);
-    size_t l[3] = {AO_LANES, 1, 1}, g[3] = {AO_LANES, (size_t)((dv + AO_ROWS - 1) / AO_ROWS), (size_t)(N * H)};
+    size_t l[3] = {AO_WG, 1, 1}, g[3] = {AO_WG, (size_t)((dv + AO_ROWS - 1) / AO_ROWS), (size_t)(N * H)};
     CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, l), done);
   }
   {

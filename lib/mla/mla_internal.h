@@ -201,6 +201,10 @@ clmoe_status clmoe__mla_cache_sync(clmoe_mla_cache *c);
  * NULL (a decode step, M = nseq) at the end of every sequence (device lengths advance). */
 clmoe_status clmoe__mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat,
                                     const clmoe_tensor *kr, const cl_int *map, int64_t M);
+/* A decode step's append (M = nseq, one row per sequence): RMSNorm(lat) with gain and eps, and
+ * kr, at the end of every sequence (device lengths advance). lat [M, dc], kr [M, Dr]. */
+clmoe_status clmoe__mla_cache_append_norm(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat,
+                                          const clmoe_tensor *gain, float eps, const clmoe_tensor *kr);
 /* Reads the rows at map[i] = (sequence, position), i < keys, into contiguous f32 lat
  * [keys, dc] and kr [keys, Dr] (both starting their buffers); bf16 rows as stored. */
 clmoe_status clmoe__mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl_int *map,
