@@ -1,7 +1,8 @@
 /* Conformance checks of the few-token GEMV (clmoe_gen_gemv, lib/ops/ops_gemv.c and
  * kernels_cl/ops/gemv.cl: up to six matrices sharing one input, the decode step's products)
  * against a double-precision reference, with fp32 and bf16 weights: each input form (x, its
- * RMSNorm, the gated units SwiGLU and SiTU-GLU, x times a sigmoid gate), 1 to 16 tokens (token
+ * RMSNorm, the gated units SwiGLU and SiTU-GLU, x times a sigmoid gate, the gated norm of
+ * column groups), 1 to 16 tokens (token
  * tiles of 4, the last partial), widths that are not multiples of the 64 lanes nor of a
  * work-group's rows, six slots of different heights, accumulation into a random Y, and an
  * RMSNorm gain that starts inside its buffer (a view).
@@ -30,7 +31,7 @@ typedef struct gemv_case {
   int64_t rows[GEMV_MAX]; /* their heights */
   clmoe_dtype wtype;
   clmoe_gen_gemv_input in;
-  int glu;                /* clmoe_glu, for CLMOE_GEN_GEMV_GLU */
+  int glu;                /* clmoe_glu, for CLMOE_GEN_GEMV_GLU; the group width for GROUP_NORM_GATE */
   int accumulate;
 } gemv_case;
 
@@ -47,6 +48,12 @@ static void ref_input(const gemv_case *gc, const double *x, const double *x2, co
   const int64_t T = gc->T, K = gc->K;
   if (gc->in == CLMOE_GEN_GEMV_RMSNORM) {
     ref_rmsnorm(x, gain, T, K, eps, out);
+    return;
+  }
+  if (gc->in == CLMOE_GEN_GEMV_GROUP_NORM_GATE) { /* groups of glu columns, gain [glu] */
+    const int64_t G = gc->glu;
+    ref_rmsnorm(x, gain, T * K / G, G, eps, out);
+    for (int64_t i = 0; i < T * K; i++) out[i] *= ref_sigmoid(x2[i]);
     return;
   }
   for (int64_t i = 0; i < T * K; i++)
@@ -66,13 +73,14 @@ static clmoe_status gemv_outputs(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
   clmoe_tensor x = {0}, x2 = {0}, gain_all = {0}, gain = {0}, w[GEMV_MAX] = {{0}}, y[GEMV_MAX] = {{0}};
   double *hx = NULL, *hx2 = NULL, *hg = NULL, *in = NULL, *hw[GEMV_MAX] = {0}, *hy[GEMV_MAX] = {0};
   double *got = NULL, *ref = NULL;
-  const int need_x2 = gc->in == CLMOE_GEN_GEMV_GLU || gc->in == CLMOE_GEN_GEMV_GATE;
+  const int grouped = gc->in == CLMOE_GEN_GEMV_GROUP_NORM_GATE;
+  const int need_x2 = gc->in == CLMOE_GEN_GEMV_GLU || gc->in == CLMOE_GEN_GEMV_GATE || grouped;
   CK(ck_uniform(ctx, &x, CLMOE_F32, 2, sx, seed, -2.0f, 2.0f, &hx));
   if (need_x2) CK(ck_uniform(ctx, &x2, CLMOE_F32, 2, sx, seed + 1, -2.0f, 2.0f, &hx2));
-  if (gc->in == CLMOE_GEN_GEMV_RMSNORM) { /* the gain a view GAIN_AT elements into a larger tensor */
-    const int64_t kg = K + GAIN_AT;
+  if (gc->in == CLMOE_GEN_GEMV_RMSNORM || grouped) { /* the gain a view GAIN_AT elements into a larger tensor */
+    const int64_t G = grouped ? gc->glu : K, kg = G + GAIN_AT;
     CK(ck_uniform(ctx, &gain_all, CLMOE_F32, 1, &kg, seed + 2, 0.5f, 1.5f, &hg));
-    CK(clmoe_tensor_view(&gain_all, &gain, 1, &K, GAIN_AT));
+    CK(clmoe_tensor_view(&gain_all, &gain, 1, &G, GAIN_AT));
   }
   for (int i = 0; i < gc->n; i++) {
     const int64_t sw[2] = {gc->rows[i], K}, sy[2] = {T, gc->rows[i]};
@@ -132,6 +140,9 @@ static const gemv_case bf16_swiglu = {16, 150, 1, {37}, CLMOE_BF16, CLMOE_GEN_GE
 static const gemv_case bf16_situ = {2, 65, 1, {20}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SITU, 0};
 static const gemv_case bf16_gate = {4, 128, 1, {48}, CLMOE_BF16, CLMOE_GEN_GEMV_GATE, 0, 1};
 static const gemv_case f32_gate = {7, 64, 2, {11, 3}, CLMOE_F32, CLMOE_GEN_GEMV_GATE, 0, 0};
+/* a KDA output's gated head norm: 5 groups of 24 columns, and 64 groups of 8 */
+static const gemv_case bf16_gnorm = {6, 120, 2, {33, 4}, CLMOE_BF16, CLMOE_GEN_GEMV_GROUP_NORM_GATE, 24, 1};
+static const gemv_case f32_gnorm = {2, 512, 1, {70}, CLMOE_F32, CLMOE_GEN_GEMV_GROUP_NORM_GATE, 8, 0};
 /* 16 tokens per work-group (a large vocabulary's head): CLMOE_GEMV_WIDE_ROWS lowered to its 300 rows */
 static const gemv_case bf16_head = {17, 12, 1, {300}, CLMOE_BF16, CLMOE_GEN_GEMV_PLAIN, 0, 0};
 
@@ -198,6 +209,8 @@ GEMV_CHECK(g_bf16_swiglu, bf16_swiglu)
 GEMV_CHECK(g_bf16_situ, bf16_situ)
 GEMV_CHECK(g_bf16_gate, bf16_gate)
 GEMV_CHECK(g_f32_gate, f32_gate)
+GEMV_CHECK(g_bf16_gnorm, bf16_gnorm)
+GEMV_CHECK(g_f32_gnorm, f32_gnorm)
 
 /* clmoe_gen_argmax, the greedy tokens of a decode step on the device: rows of V 5000 (not a
  * multiple of the 64 lanes) drawn at random, one with its maximum twice (the lower index
@@ -281,6 +294,9 @@ const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.bf16.situ", "2 tokens, SiTU-GLU of two inputs, K 65", g_bf16_situ},
     {"gemv.bf16.gate", "4 tokens, x times sigmoid(gate), accumulating", g_bf16_gate},
     {"gemv.f32.gate", "7 tokens, x times sigmoid(gate), fp32 weights", g_f32_gate},
+    {"gemv.bf16.groupnorm", "6 tokens, sigmoid(gate) times the norm of 5 groups of 24 columns, accumulating",
+     g_bf16_gnorm},
+    {"gemv.f32.groupnorm", "2 tokens, the same over 64 groups of 8, fp32 weights", g_f32_gnorm},
     {"gemv.bf16.forms", "6 launch forms (rows and tokens per work-group, 16-byte or element loads) give "
      "the default's bits: RMSNorm, K 264; SwiGLU, K 131; gate, K 1032", g_bf16_forms},
     {"gemv.bf16.head", "17 tokens, 300 rows, K 12, 16 tokens per work-group (CLMOE_GEMV_WIDE_ROWS 300)",

@@ -91,13 +91,16 @@ CLMOE_API clmoe_dtype clmoe_gen_weights(const clmoe_model *model);
 /* The few-token products of a decode step (lib/ops/ops_gemv.c), for checks and benchmarks:
  * y_i [T, n_i] = (accumulate ? y_i : 0) + in(x) W_i^T for n (1 to 6) matrices W_i [n_i, K]
  * that share x [T, K] (f32); the W_i all fp32 or all bf16, sums in fp32. in: x itself,
- * RMSNorm(x) times gain [K] (eps), glu(x, x2) (glu a clmoe_glu), or x sigmoid(x2). Each
- * output is 64 lane-strided partial sums added in lane order on every device. */
+ * RMSNorm(x) times gain [K] (eps), glu(x, x2) (glu a clmoe_glu), x sigmoid(x2), or
+ * sigmoid(x2) times the RMSNorm of each group of glu columns of x (eps) times gain [glu]
+ * (glu a multiple of 8 dividing K, at most 64 groups: a KDA layer's gated output norm over
+ * its heads). Each output's sum runs in a fixed order on every device. */
 typedef enum clmoe_gen_gemv_input {
   CLMOE_GEN_GEMV_PLAIN = 0,
   CLMOE_GEN_GEMV_RMSNORM = 1,
   CLMOE_GEN_GEMV_GLU = 2,
-  CLMOE_GEN_GEMV_GATE = 3
+  CLMOE_GEN_GEMV_GATE = 3,
+  CLMOE_GEN_GEMV_GROUP_NORM_GATE = 4
 } clmoe_gen_gemv_input;
 CLMOE_API clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_tensor *x2,
                                       const clmoe_tensor *gain, clmoe_gen_gemv_input in, int glu, float eps,

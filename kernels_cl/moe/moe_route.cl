@@ -65,6 +65,7 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
 {
   __local ulong best[MOE_ROUTE_WG];
   __local ulong chosen[MOE_MAX_K1];
+  __local float sc[MOE_MAX_K1];
   __local float gscore[MOE_MAX_GROUPS];
   __local uchar keep[MOE_MAX_GROUPS];
   const int t = (int)get_group_id(0), lid = (int)get_local_id(0);
@@ -92,23 +93,23 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
     if (lid == 0) chosen[r] = prev;
     barrier(CLK_LOCAL_MEM_FENCE); /* best[0] is rewritten by the next round */
   }
-  if (lid != 0) return;
-  float sum = 0.0f;
-  for (int r = 0; r < k; r++) {
-    const int e = (int)(~(uint)chosen[r]);
-    const float se = row[e];
-    topk[(ulong)t * k + r] = e;
-    scores[(ulong)t * k + r] = se;
-    sum += se;
+  /* slot r's expert, score and weight by lane r (one round trip, not k in a row: k <=
+   * MOE_MAX_K1 - 1 = MOE_ROUTE_WG); every lane adds the k scores in slot order, so the sum has
+   * one value */
+  if (lid < k) {
+    const int e = (int)(~(uint)chosen[lid]);
+    sc[lid] = row[e];
+    topk[(ulong)t * k + lid] = e;
+    scores[(ulong)t * k + lid] = sc[lid];
   }
-  for (int r = 0; r < k; r++) {
-    const float se = scores[(ulong)t * k + r];
-    probs[(ulong)t * k + r] = (renorm ? se / sum : se) * scale;
-  }
-  if (k1 > k) {
+  if (k1 > k && lid == k % MOE_ROUTE_WG) {
     const int e = (int)(~(uint)chosen[k]);
     cutoff[t] = row[e] + bias[e];
   }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float sum = 0.0f;
+  for (int r = 0; r < k; r++) sum += sc[r];
+  if (lid < k) probs[(ulong)t * k + lid] = (renorm ? sc[lid] / sum : sc[lid]) * scale;
 }
 
 /* Router backward for one token per work-item: p_s = c s_s / S with S = sum of the chosen s,

@@ -8,8 +8,11 @@
  *
  * in(x) is x [T, K] itself (mode 0), RMSNorm of x with gain g [K] at goff (mode 1: x rstd g, rstd =
  * 1 / sqrt(mean(x^2) + eps) per token), or the gated unit of two inputs (mode 2: glu(x, x2),
- * glu 0 SiTU-GLU, 1 SwiGLU) or the product with a sigmoid gate (mode 3: x sigmoid(x2), an
- * attention output gate). beta is 0 (Y is only written) or 1. With xout 1, in(x) [T, K] is
+ * glu 0 SiTU-GLU, 1 SwiGLU), the product with a sigmoid gate (mode 3: x sigmoid(x2), an
+ * attention output gate) or a gated group norm (mode 4, glu = the group width G, a multiple
+ * of 8 dividing K: sigmoid(x2) (x rstd_g g) with rstd_g = 1 / sqrt(mean(x^2) + eps) over
+ * each group of G columns and the gain g [G] shared by the groups, at most GV_GROUPS of
+ * them: a KDA layer's output norm and gate). beta is 0 (Y is only written) or 1. With xout 1, in(x) [T, K] is
  * also written to xn at xnoff (by the first work-group of each token tile), for a kernel
  * after this one that reads the normed row.
  *
@@ -31,6 +34,7 @@
 #endif
 #define GV_LANES 64
 #define GV_SLOTS 6
+#define GV_GROUPS 64 /* groups of mode 4 */
 #define GV_SPAN (8 * GV_LANES) /* columns of one pass of the work-group over a row */
 #if defined(GV_WBF16) && GV_WBF16
 typedef ushort gv_w_t;
@@ -110,6 +114,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
 {
   __local float part[GV_TOK * GV_ROWS][GV_LANES];
   __local float rs[GV_TOK];
+  __local float rsg[GV_TOK][GV_GROUPS];
   const int lane = get_local_id(0);
   /* which slot and rows: blocks of GV_ROWS rows, slot after slot, then token tiles */
   const int nb[GV_SLOTS] = {(n0 + GV_ROWS - 1) / GV_ROWS, (n1 + GV_ROWS - 1) / GV_ROWS,
@@ -144,6 +149,20 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+  if (mode == 4) { /* each (token, group)'s rstd: lane h sums group h's squares in order */
+    const int ng = K / glu;
+    for (int t = 0; t < GV_TOK; t++)
+      for (int h = lane; h < ng; h += GV_LANES) {
+        float a = 0.0f;
+        if (t0 + t < T)
+          for (int i = 0; i < glu; i++) {
+            const float v = x[xoff + (ulong)(t0 + t) * (ulong)K + (ulong)(h * glu + i)];
+            a = fma(v, v, a);
+          }
+        rsg[t][h] = rsqrt(a / (float)glu + eps);
+      }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
   float acc[GV_TOK][GV_ROWS];
   for (int t = 0; t < GV_TOK; t++)
     for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
@@ -160,6 +179,9 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
       } else if (mode == 2 || mode == 3) {
         const float8 v2 = gv_f8(x2, x2off + xi, c, K);
         xv = mode == 2 ? gv_glu8(glu, v, v2) : v * gv_sigmoid8(v2);
+      } else if (mode == 4) { /* eight columns of one group (G a multiple of 8) */
+        const float8 v2 = gv_f8(x2, x2off + xi, c, K);
+        xv = gv_sigmoid8(v2) * (v * rsg[t][c / glu] * vload8(0, gain + goff + (ulong)(c % glu)));
       } else {
         xv = v;
       }

@@ -2,12 +2,15 @@
  * kda_layer.c) in fewer launches: the six products of x (q, k, v, beta, the gate's down
  * projection and the output gate or its down projection) in one GEMV launch, the three
  * short convolutions in one launch, the gate's up projection (and the output gate's), the
- * recurrent step, the output norm-and-gate in one launch and W_o adding into the residual
- * stream: 6 or 7 launches and no CLBlast call, where clmoe_kda_layer_step makes 9 or 10
- * products through CLBlast and 7 more launches. */
+ * recurrent step, and W_o adding into the residual stream with the output's gated head norm
+ * applied on the way in (a launch of its own where a head is not a multiple of 8 wide or
+ * there are more than 64 heads): 5 or 6 launches and no CLBlast call, where
+ * clmoe_kda_layer_step makes 9 or 10 products through CLBlast and 7 more launches. */
 #include "generate_internal.h"
 
 #include "clmoe/kda.h"
+
+#define GEN_GEMV_GROUPS 64 /* groups of the GEMV's gated group norm (lib/ops/ops_gemv.c) */
 
 int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
 {
@@ -63,10 +66,16 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
     CLMOE_TRY_GOTO(st, clmoe_kda_decode_step(ctx, &l->opts, &q3, &k3, &v3, &z3, &t[KS_BETA], &l->A_log,
                                              &l->dt_bias, &state->kda, &o3), done);
   }
-  CLMOE_TRY_GOTO(st, clmoe__gen_kda_out_gate(ctx, &t[KS_O], &t[KS_GS], &l->o_gain, l->norm_eps, H, &t[KS_M]), done);
   {
     const clmoe__gemv_slot wo = {&l->w_o, y};
-    st = clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_M], NULL, NULL, 0, 0, 0.0f, accumulate, 1, &wo);
+    if (D % 8 == 0 && H <= GEN_GEMV_GROUPS) { /* the gated head norm inside W_o's launch */
+      st = clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_O], &t[KS_GS], &l->o_gain, 4, (int)D, l->norm_eps,
+                           accumulate, 1, &wo);
+    } else {
+      CLMOE_TRY_GOTO(st, clmoe__gen_kda_out_gate(ctx, &t[KS_O], &t[KS_GS], &l->o_gain, l->norm_eps, H, &t[KS_M]),
+                     done);
+      st = clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_M], NULL, NULL, 0, 0, 0.0f, accumulate, 1, &wo);
+    }
   }
 done:
   for (int i = 0; i < KS_N; i++) clmoe_tensor_destroy(&t[i]);

@@ -165,8 +165,10 @@ clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_t
   if (!ctx || !x || !w || !y || n < 1 || n > CLMOE__GEMV_SLOTS)
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: ctx, x and 1 to %d matrices with outputs are required", op,
                         CLMOE__GEMV_SLOTS);
-  const int need_x2 = in == CLMOE_GEN_GEMV_GLU || in == CLMOE_GEN_GEMV_GATE, need_gain = in == CLMOE_GEN_GEMV_RMSNORM;
-  if ((int)in < 0 || (int)in > 3 || (need_x2 && !x2) || (need_gain && !gain))
+  const int grouped = in == CLMOE_GEN_GEMV_GROUP_NORM_GATE;
+  const int need_x2 = in == CLMOE_GEN_GEMV_GLU || in == CLMOE_GEN_GEMV_GATE || grouped;
+  const int need_gain = in == CLMOE_GEN_GEMV_RMSNORM || grouped;
+  if ((int)in < 0 || (int)in > 4 || (need_x2 && !x2) || (need_gain && !gain))
     return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: input form %d lacks its second input or gain", op, (int)in);
   clmoe__gemv_slot sl[CLMOE__GEMV_SLOTS];
   for (int i = 0; i < n; i++) {
@@ -175,10 +177,11 @@ clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_t
     sl[i] = (clmoe__gemv_slot){w[i], y[i]};
   }
   const int64_t K = w[0]->shape[1];
+  const int64_t G = grouped ? glu : K; /* the gain's length */
   if (x->ndim != 2 || x->shape[1] != K || (x2 && clmoe_tensor_numel(x2) != clmoe_tensor_numel(x)) ||
-      (gain && (gain->ndim != 1 || gain->shape[0] != K)))
+      (gain && (gain->ndim != 1 || gain->shape[0] != G)))
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: x (and x2) must be [T, %lld], the gain [%lld]", op, (long long)K,
-                        (long long)K);
+                        (long long)G);
   if (x2) CLMOE_TRY(clmoe__want(x2, CLMOE_F32, op, "x2"));
   if (gain) CLMOE_TRY(clmoe__want(gain, CLMOE_F32, op, "gain"));
   return clmoe__ops_gemv(ctx, op, x, x2, gain, (int)in, glu, eps, accumulate != 0, n, sl);

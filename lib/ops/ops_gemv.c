@@ -11,6 +11,7 @@
 #define GEMV_LANES 64 /* GV_LANES of gemv.cl */
 #define GEMV_TOK 4       /* tokens per work-group at most */
 #define GEMV_TOK_WIDE 16 /* the same for CLMOE_GEMV_WIDE_ROWS rows or more */
+#define GEMV_GROUPS 64   /* GV_GROUPS of gemv.cl */
 
 /* Work-groups of a launch at `rows` rows per work-group and `tok` tokens. */
 static int64_t gemv_groups(int n, const clmoe__gemv_slot *sl, int64_t T, int tok, int rows)
@@ -53,6 +54,9 @@ clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tens
       return clmoe__error(CLMOE_ERR_SHAPE, "%s: the normed input holds %lld values, not %lld", op,
                           (long long)clmoe_tensor_numel(xn), (long long)(T * K));
   }
+  if (mode == 4 && (glu < 8 || glu % 8 || K % glu || K / glu > GEMV_GROUPS))
+    return clmoe__error(CLMOE_ERR_SHAPE, "%s: groups of %d columns for the group norm of %lld columns (a multiple of "
+                        "8 dividing them, at most %d groups)", op, glu, (long long)K, GEMV_GROUPS);
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
   char opts[96];

@@ -21,8 +21,10 @@ typedef struct clmoe__gemv_slot {
 /* 1 when w is an f32 or bf16 matrix the GEMV takes. */
 int clmoe__ops_gemv_ok(const clmoe_tensor *w);
 /* y_s = beta y_s + in(x) w_s^T for the n <= 6 slots sharing x [T, K]; in: mode 0 x, 1
- * RMSNorm(x) times gain [K] with eps, 2 glu(x, x2) (glu: clmoe_glu), 3 x sigmoid(x2). beta 0
- * or 1; op names the caller in errors. */
+ * RMSNorm(x) times gain [K] with eps, 2 glu(x, x2) (glu: clmoe_glu), 3 x sigmoid(x2), 4
+ * sigmoid(x2) times RMSNorm of each group of glu columns of x (a multiple of 8 dividing K,
+ * at most 64 groups) with the groups' gain [glu]. beta 0 or 1; op names the caller in
+ * errors. */
 clmoe_status clmoe__ops_gemv(clmoe_ctx *ctx, const char *op, const clmoe_tensor *x, const clmoe_tensor *x2,
                              const clmoe_tensor *gain, int mode, int glu, float eps, int beta, int n,
                              const clmoe__gemv_slot *sl);
