@@ -161,20 +161,23 @@ static clmoe_status g_bf16_head(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resul
   const clmoe_status back = clmoe_ctx_set_knob(ctx, "CLMOE_GEMV_WIDE_ROWS", ""); /* "": the default */
   return st != CLMOE_OK ? st : back;
 }
-/* The launch's forms (rows and tokens per work-group, 16-byte or element loads: the
- * CLMOE_GEMV_ROWS, _TOK and _VEC knobs) give the default form's outputs to the bit (whose
- * values the other checks hold to the double reference). K 264 and 1032 take 16-byte loads
- * by default (a last pass over a row with 33 and 1 of the 64 lanes), K 131 never. */
-#define FORM_CASES 3
+/* The launch's forms (rows and tokens per work-group, 16-byte or element loads, passes
+ * whose loads are issued together: the CLMOE_GEMV_ROWS, _TOK, _VEC and _PASSES knobs) give
+ * the default form's outputs to the bit (whose values the other checks hold to the double
+ * reference). K 264 and 1032 take 16-byte loads by default (a last pass over a row with 33
+ * and 1 of the 64 lanes), K 131 never. */
+#define FORM_CASES 4
+#define FORM_KNOBS 4
 static const gemv_case bf16_forms[FORM_CASES] = {
     {9, 264, 2, {70, 5}, CLMOE_BF16, CLMOE_GEN_GEMV_RMSNORM, 0, 0},
     {3, 131, 1, {17}, CLMOE_BF16, CLMOE_GEN_GEMV_GLU, CLMOE_GLU_SWIGLU, 1},
-    {2, 1032, 1, {9}, CLMOE_BF16, CLMOE_GEN_GEMV_GATE, 0, 1}};
+    {2, 1032, 1, {9}, CLMOE_BF16, CLMOE_GEN_GEMV_GATE, 0, 1},
+    {5, 1032, 1, {13}, CLMOE_BF16, CLMOE_GEN_GEMV_GROUP_NORM_GATE, 24, 0}};
 static clmoe_status g_bf16_forms(clmoe_ctx *ctx, uint64_t seed, clmoe_check_result *res)
 {
-  static const char *const forms[][3] = {{"16", "4", "1"}, {"5", "3", "0"}, {"1", "1", "1"}, {"2", "16", "0"},
-                                         {"64", "8", "1"}, {"0", "0", "0"}};
-  static const char *const names[] = {"CLMOE_GEMV_ROWS", "CLMOE_GEMV_TOK", "CLMOE_GEMV_VEC"};
+  static const char *const forms[][FORM_KNOBS] = {{"16", "4", "1", "1"}, {"5", "3", "0", "3"}, {"1", "1", "1", "4"},
+                                                  {"2", "16", "0", "2"}, {"64", "8", "1", "1"}, {"0", "0", "0", "4"}};
+  static const char *const names[] = {"CLMOE_GEMV_ROWS", "CLMOE_GEMV_TOK", "CLMOE_GEMV_VEC", "CLMOE_GEMV_PASSES"};
   clmoe_status st = CLMOE_OK;
   res->tolerance = 0.0;
   for (int g = 0; g < FORM_CASES && st == CLMOE_OK; g++) {
@@ -183,16 +186,17 @@ static clmoe_status g_bf16_forms(clmoe_ctx *ctx, uint64_t seed, clmoe_check_resu
     double *base = NULL, *got = NULL;
     st = gemv_outputs(ctx, seed, NULL, gc, &base);
     for (size_t f = 0; st == CLMOE_OK && f < sizeof forms / sizeof forms[0]; f++) {
-      for (int k = 0; k < 3 && st == CLMOE_OK; k++) st = clmoe_ctx_set_knob(ctx, names[k], forms[f][k]);
+      for (int k = 0; k < FORM_KNOBS && st == CLMOE_OK; k++) st = clmoe_ctx_set_knob(ctx, names[k], forms[f][k]);
       if (st == CLMOE_OK) st = gemv_outputs(ctx, seed, NULL, gc, &got);
-      for (int k = 0; k < 3; k++) { /* "": the defaults back */
+      for (int k = 0; k < FORM_KNOBS; k++) { /* "": the defaults back */
         const clmoe_status back = clmoe_ctx_set_knob(ctx, names[k], "");
         if (st == CLMOE_OK) st = back;
       }
       if (st == CLMOE_OK) { /* bits on this device: not an output to compare across devices */
         char what[48];
         clmoe_check_capture *cap = res->capture;
-        snprintf(what, sizeof what, "case %d y0, form %s/%s/%s", g, forms[f][0], forms[f][1], forms[f][2]);
+        snprintf(what, sizeof what, "case %d y0, form %s/%s/%s/%s", g, forms[f][0], forms[f][1], forms[f][2],
+                 forms[f][3]);
         res->capture = NULL;
         ck_compare(what, got, base, n, res);
         res->capture = cap;
@@ -297,8 +301,9 @@ const clmoe_check clmoe_checks_gemv[] = {
     {"gemv.bf16.groupnorm", "6 tokens, sigmoid(gate) times the norm of 5 groups of 24 columns, accumulating",
      g_bf16_gnorm},
     {"gemv.f32.groupnorm", "2 tokens, the same over 64 groups of 8, fp32 weights", g_f32_gnorm},
-    {"gemv.bf16.forms", "6 launch forms (rows and tokens per work-group, 16-byte or element loads) give "
-     "the default's bits: RMSNorm, K 264; SwiGLU, K 131; gate, K 1032", g_bf16_forms},
+    {"gemv.bf16.forms", "6 launch forms (rows and tokens per work-group, 16-byte or element loads, passes "
+     "loaded together) give the default's bits: RMSNorm, K 264; SwiGLU, K 131; gate and group norm, K 1032",
+     g_bf16_forms},
     {"gemv.bf16.head", "17 tokens, 300 rows, K 12, 16 tokens per work-group (CLMOE_GEMV_WIDE_ROWS 300)",
      g_bf16_head},
     {"gemv.argmax", "greedy tokens of 7 rows of 5000 logits: ties, -inf, NaN, the last (3 parts a row)",

@@ -10,7 +10,7 @@
 #define MD_CH 16
 #define MD_UP_ROWS (MD_LANES / MD_CH) /* rows of W_gate / W_upp per work-group */
 #ifndef MD_DN_ROWS
-#define MD_DN_ROWS 2 /* rows of W_dn per work-group */
+#define MD_DN_ROWS 1 /* rows of W_dn per work-group */
 #endif
 #define MD_KMAX 64 /* top-k at most (the host checks) */
 /* Expert weights fp32, or bf16 with -DMD_WBF16=1 (fp32 sums either way). With -DMD_VEC=1
@@ -49,6 +49,27 @@ inline float md_part(__global const md_w_t *w, ulong wb, __global const float *x
   return a;
 }
 
+/* md_part of two rows against one x, their loads interleaved (both in flight); the same
+ * sums as two calls. */
+inline void md_part2(__global const md_w_t *w1, __global const md_w_t *w2, ulong wb, __global const float *x, int n,
+                     int ch, float *a1, float *a2)
+{
+  float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll 4
+  for (int c = 8 * ch; c < n; c += 8 * MD_CH) {
+    if (c + 8 <= n) {
+      const float8 u = MD_W8(w1, wb + (ulong)c), v = MD_W8(w2, wb + (ulong)c), xv = vload8(0, x + c);
+      s1 = dot8_acc(s1, u, xv);
+      s2 = dot8_acc(s2, v, xv);
+    } else {
+      for (int i = c; i < n; i++) s1 += MD_W(w1, wb + (ulong)i) * x[i];
+      for (int i = c; i < n; i++) s2 += MD_W(w2, wb + (ulong)i) * x[i];
+    }
+  }
+  *a1 = s1;
+  *a2 = s2;
+}
+
 /* act [m k, f] = glu(W_gate[e] x[t], W_upp[e] x[t]) for pair p = t k + j, e = topk[p].
  * x [m, l] at xoff; w_gate, w_upp [E, f, l]; an expert outside [0, E) gives act 0.
  * Grid: (MD_LANES, m k ceil(f / MD_UP_ROWS)), work-groups (MD_LANES, 1). */
@@ -67,8 +88,7 @@ void moe_dec_up(__global const int *topk, __global const float *x, ulong xoff,
   float au = 0.0f, aw = 0.0f;
   if (ok && r0 + r < f) {
     const ulong base = ((ulong)e * (ulong)f + (ulong)(r0 + r)) * (ulong)l;
-    au = md_part(w_gate, base, xr, l, ch);
-    aw = md_part(w_upp, base, xr, l, ch);
+    md_part2(w_gate, w_upp, base, xr, l, ch, &au, &aw);
   }
   su[lane] = au;
   sw[lane] = aw;

@@ -19,8 +19,10 @@
  * A work-group of GV_LANES (64) work-items takes GV_ROWS rows of one matrix and GV_TOK
  * tokens. Each output is GV_LANES partial sums added in lane order; lane l's partial runs in
  * order over the columns 8 l .. 8 l + 7, then 512 + 8 l .. 512 + 8 l + 7, and so on (eight
- * adjacent columns a lane: one 16-byte load of bf16 weights). The bits depend on neither the
- * device's work-group size nor GV_ROWS, GV_TOK or GV_VEC: with GV_VEC=1 (K a multiple of 8
+ * adjacent columns a lane: one 16-byte load of bf16 weights; GV_PASSES passes' loads are
+ * issued before their products, so that more bytes are in flight where few work-groups cover a
+ * matrix). The bits depend on neither the device's work-group size nor GV_ROWS, GV_TOK,
+ * GV_PASSES or GV_VEC: with GV_VEC=1 (K a multiple of 8
  * and every slot's rows 16-byte aligned, as the host checks) the eight weights come from one
  * vector load, else element by element, and both add the same products in the same order. */
 #ifndef GV_ROWS
@@ -31,6 +33,9 @@
 #endif
 #ifndef GV_VEC
 #define GV_VEC 0
+#endif
+#ifndef GV_PASSES
+#define GV_PASSES 1 /* passes over a row whose weight loads are issued together */
 #endif
 #define GV_LANES 64
 #define GV_SLOTS 6
@@ -103,8 +108,10 @@ inline float8 gv_glu8(int glu, float8 u, float8 w)
   return glu ? u * gv_sigmoid8(u) * w : 4.0f * tanh(u / 4.0f) * gv_sigmoid8(u) * (25.0f * tanh(w / 25.0f));
 }
 
-/* One weight slot: W at woff with n rows; Y at yoff, rows of n. */
-#define GV_SLOT_ARGS(i) __global const gv_w_t *w##i, ulong woff##i, int n##i, __global float *y##i, ulong yoff##i
+/* One weight slot: W at woff with n rows; Y at yoff, rows of n; its x at xo in x's buffer
+ * (mode 0: slots may read different rows of one buffer; the other modes read x at xoff). */
+#define GV_SLOT_ARGS(i)                                                                        \
+  __global const gv_w_t *w##i, ulong woff##i, int n##i, __global float *y##i, ulong yoff##i, ulong xo##i
 
 __kernel __attribute__((reqd_work_group_size(GV_LANES, 1, 1)))
 void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, ulong x2off,
@@ -128,6 +135,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   __global float *y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : s == 3 ? y3 : s == 4 ? y4 : y5;
   const ulong woff = s == 0 ? woff0 : s == 1 ? woff1 : s == 2 ? woff2 : s == 3 ? woff3 : s == 4 ? woff4 : woff5;
   const ulong yoff = s == 0 ? yoff0 : s == 1 ? yoff1 : s == 2 ? yoff2 : s == 3 ? yoff3 : s == 4 ? yoff4 : yoff5;
+  const ulong xso = mode != 0 ? xoff : s == 0 ? xo0 : s == 1 ? xo1 : s == 2 ? xo2 : s == 3 ? xo3 : s == 4 ? xo4 : xo5;
   const int n = s == 0 ? n0 : s == 1 ? n1 : s == 2 ? n2 : s == 3 ? n3 : s == 4 ? n4 : n5;
   const int r0 = b * GV_ROWS;
   const int put = xout && get_group_id(1) % blocks == 0; /* this group writes in(x) */
@@ -166,27 +174,37 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
   float acc[GV_TOK][GV_ROWS];
   for (int t = 0; t < GV_TOK; t++)
     for (int r = 0; r < GV_ROWS; r++) acc[t][r] = 0.0f;
-  for (int c = 8 * lane; c < K; c += GV_SPAN) {
-    float8 wv[GV_ROWS];
-    for (int r = 0; r < GV_ROWS; r++) /* the loads first: GV_ROWS in flight */
-      wv[r] = r0 + r < n ? gv_w8(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c, c, K) : (float8)(0.0f);
-    for (int t = 0; t < GV_TOK; t++) {
-      const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
-      const float8 v = gv_f8(x, xoff + xi, c, K);
-      float8 xv;
-      if (mode == 1) {
-        xv = v * rs[t] * gv_f8(gain, goff + (ulong)c, c, K);
-      } else if (mode == 2 || mode == 3) {
-        const float8 v2 = gv_f8(x2, x2off + xi, c, K);
-        xv = mode == 2 ? gv_glu8(glu, v, v2) : v * gv_sigmoid8(v2);
-      } else if (mode == 4) { /* eight columns of one group (G a multiple of 8) */
-        const float8 v2 = gv_f8(x2, x2off + xi, c, K);
-        xv = gv_sigmoid8(v2) * (v * rsg[t][c / glu] * vload8(0, gain + goff + (ulong)(c % glu)));
-      } else {
-        xv = v;
+  for (int c0 = 8 * lane; c0 < K; c0 += GV_PASSES * GV_SPAN) {
+    float8 wv[GV_PASSES][GV_ROWS];
+#pragma unroll
+    for (int p = 0; p < GV_PASSES; p++) { /* the loads of GV_PASSES passes first: in flight together */
+      const int c = c0 + p * GV_SPAN;
+      for (int r = 0; r < GV_ROWS; r++)
+        wv[p][r] = c < K && r0 + r < n ? gv_w8(w, woff + (ulong)(r0 + r) * (ulong)K + (ulong)c, c, K)
+                                       : (float8)(0.0f);
+    }
+#pragma unroll
+    for (int p = 0; p < GV_PASSES; p++) {
+      const int c = c0 + p * GV_SPAN;
+      if (c >= K) break;
+      for (int t = 0; t < GV_TOK; t++) {
+        const ulong xi = (ulong)(t0 + t < T ? t0 + t : t0) * (ulong)K + (ulong)c;
+        const float8 v = gv_f8(x, xso + xi, c, K);
+        float8 xv;
+        if (mode == 1) {
+          xv = v * rs[t] * gv_f8(gain, goff + (ulong)c, c, K);
+        } else if (mode == 2 || mode == 3) {
+          const float8 v2 = gv_f8(x2, x2off + xi, c, K);
+          xv = mode == 2 ? gv_glu8(glu, v, v2) : v * gv_sigmoid8(v2);
+        } else if (mode == 4) { /* eight columns of one group (G a multiple of 8) */
+          const float8 v2 = gv_f8(x2, x2off + xi, c, K);
+          xv = gv_sigmoid8(v2) * (v * rsg[t][c / glu] * vload8(0, gain + goff + (ulong)(c % glu)));
+        } else {
+          xv = v;
+        }
+        if (put && t0 + t < T) gv_put8(xn, xnoff + xi, xv, c, K);
+        for (int r = 0; r < GV_ROWS; r++) acc[t][r] = gv_dot8(acc[t][r], wv[p][r], xv);
       }
-      if (put && t0 + t < T) gv_put8(xn, xnoff + xi, xv, c, K);
-      for (int r = 0; r < GV_ROWS; r++) acc[t][r] = gv_dot8(acc[t][r], wv[r], xv);
     }
   }
   for (int t = 0; t < GV_TOK; t++)

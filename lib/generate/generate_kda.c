@@ -1,10 +1,10 @@
 /* A KDA layer's decode step for few sequences, the math of clmoe_kda_layer_step (lib/kda/
  * kda_layer.c) in fewer launches: the six products of x (q, k, v, beta, the gate's down
  * projection and the output gate or its down projection) in one GEMV launch, the three
- * short convolutions in one launch, the gate's up projection (and the output gate's), the
- * recurrent step, and W_o adding into the residual stream with the output's gated head norm
+ * short convolutions in one launch, the gate's up projection (and the output gate's, in the
+ * same launch when their ranks are equal), the recurrent step, and W_o adding into the residual stream with the output's gated head norm
  * applied on the way in (a launch of its own where a head is not a multiple of 8 wide or
- * there are more than 64 heads): 5 or 6 launches and no CLBlast call, where
+ * there are more than 64 heads): 5 launches and no CLBlast call, where
  * clmoe_kda_layer_step makes 9 or 10 products through CLBlast and 7 more launches. */
 #include "generate_internal.h"
 
@@ -30,15 +30,21 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
 {
   const int64_t N = x->shape[0], H = l->H, D = l->D, HD = H * D, r = l->out_gate_rank;
   const int64_t cols[KS_N] = {HD, HD, HD, HD, HD, HD, H, l->rank, HD, r > 0 ? r : 1, HD, HD, HD};
-  clmoe_tensor t[KS_N] = {{0}};
-  clmoe_status st = CLMOE_OK;
+  /* the two up projections' inputs in one buffer, so that one launch reads both when their
+   * ranks are equal */
+  const int64_t rg = r > 0 ? r : 1, zg_n = N * (l->rank + rg);
+  const int one_up = r == l->rank;
+  clmoe_tensor t[KS_N] = {{0}}, zg = {0};
+  clmoe_status st = clmoe_tensor_create(ctx, &zg, CLMOE_F32, 1, &zg_n);
   for (int i = 0; i < KS_N && st == CLMOE_OK; i++)
-    st = clmoe_tensor_create(ctx, &t[i], CLMOE_F32, 2, (int64_t[]){N, cols[i]});
+    st = i == KS_ZA   ? clmoe_tensor_view(&zg, &t[i], 2, (int64_t[]){N, l->rank}, 0)
+         : i == KS_GD ? clmoe_tensor_view(&zg, &t[i], 2, (int64_t[]){N, rg}, N * l->rank)
+                      : clmoe_tensor_create(ctx, &t[i], CLMOE_F32, 2, (int64_t[]){N, cols[i]});
   if (st != CLMOE_OK) goto done;
   {
-    const clmoe__gemv_slot xs[6] = {{&l->w_q, &t[KS_XQ]}, {&l->w_k, &t[KS_XK]}, {&l->w_v, &t[KS_XV]},
-                                 {&l->w_beta, &t[KS_BETA]}, {&l->w_a_down, &t[KS_ZA]},
-                                 {r > 0 ? &l->w_g_down : &l->w_g, r > 0 ? &t[KS_GD] : &t[KS_GS]}};
+    const clmoe__gemv_slot xs[6] = {{&l->w_q, &t[KS_XQ], NULL}, {&l->w_k, &t[KS_XK], NULL}, {&l->w_v, &t[KS_XV], NULL},
+                                 {&l->w_beta, &t[KS_BETA], NULL}, {&l->w_a_down, &t[KS_ZA], NULL},
+                                 {r > 0 ? &l->w_g_down : &l->w_g, r > 0 ? &t[KS_GD] : &t[KS_GS], NULL}};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, x_gain, x_gain ? 1 : 0, 0,
                                        x_gain ? x_eps : 0.0f, 0, 6, xs), done);
   }
@@ -48,12 +54,14 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
     CLMOE_TRY_GOTO(st, clmoe__gen_conv3_step(ctx, cx, cw, cst, cy), done);
   }
   {
-    const clmoe__gemv_slot up = {&l->w_a_up, &t[KS_Z]};
-    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, 1, &up), done);
-  }
-  if (r > 0) {
-    const clmoe__gemv_slot gup = {&l->w_g_up, &t[KS_GS]};
-    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_GD], NULL, NULL, 0, 0, 0.0f, 0, 1, &gup), done);
+    const clmoe__gemv_slot up[2] = {{&l->w_a_up, &t[KS_Z], NULL}, {&l->w_g_up, &t[KS_GS], &t[KS_GD]}};
+    CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, one_up ? 2 : 1,
+                                       up), done);
+    if (r > 0 && !one_up) {
+      const clmoe__gemv_slot gup = {&l->w_g_up, &t[KS_GS], NULL};
+      CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_GD], NULL, NULL, 0, 0, 0.0f, 0, 1, &gup),
+                     done);
+    }
   }
   {
     clmoe_tensor q3, k3, v3, z3, o3;
@@ -67,7 +75,7 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
                                              &l->dt_bias, &state->kda, &o3), done);
   }
   {
-    const clmoe__gemv_slot wo = {&l->w_o, y};
+    const clmoe__gemv_slot wo = {&l->w_o, y, NULL};
     if (D % 8 == 0 && H <= GEN_GEMV_GROUPS) { /* the gated head norm inside W_o's launch */
       st = clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_O], &t[KS_GS], &l->o_gain, 4, (int)D, l->norm_eps,
                            accumulate, 1, &wo);
@@ -79,5 +87,6 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
   }
 done:
   for (int i = 0; i < KS_N; i++) clmoe_tensor_destroy(&t[i]);
+  clmoe_tensor_destroy(&zg);
   return st;
 }

@@ -86,7 +86,7 @@ static clmoe_status ffn_gemv(clmoe_gen_state *g, const clmoe_situ_ffn *f, const 
   clmoe_status st;
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &u, CLMOE_F32, 2, (int64_t[]){N, F}), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(g->ctx, &w, CLMOE_F32, 2, (int64_t[]){N, F}), done);
-  const clmoe__gemv_slot in[2] = {{&f->w_gate, &u}, {&f->w_upp, &w}}, out = {&f->w_dn, y};
+  const clmoe__gemv_slot in[2] = {{&f->w_gate, &u, NULL}, {&f->w_upp, &w, NULL}}, out = {&f->w_dn, y, NULL};
   CLMOE_TRY_GOTO(st, clmoe__ops_gemv(g->ctx, "generate (gemv)", x, NULL, gain, gain ? 1 : 0, 0, eps, 0, 2, in), done);
   st = clmoe__ops_gemv(g->ctx, "generate (gemv)", &u, &w, NULL, 2, (int)f->glu, 0.0f, accumulate, 1, &out);
 done:
@@ -287,7 +287,7 @@ clmoe_status clmoe__gen_stack(clmoe_gen_state *g, const gen_pass *p, const gen_i
   }
   CLMOE_TRY_GOTO(st, clmoe_tensor_create(ctx, &logits, CLMOE_F32, 2, (int64_t[]){nrows, V}), done);
   if (head_gemv) {
-    const clmoe__gemv_slot hs = {&m->head, &logits};
+    const clmoe__gemv_slot hs = {&m->head, &logits, NULL};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", x, NULL, head_norm ? &m->fnorm : NULL, head_norm, 0, eps,
                                        0, 1, &hs),
                    done);

@@ -174,7 +174,7 @@ clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, const clmoe_t
   for (int i = 0; i < n; i++) {
     if (!w[i] || !y[i] || !clmoe__ops_gemv_ok(w[i]) || w[i]->shape[1] != w[0]->shape[1])
       return clmoe__error(CLMOE_ERR_SHAPE, "%s: matrix %d must be a 2-D fp32 or bf16 tensor with x's width", op, i);
-    sl[i] = (clmoe__gemv_slot){w[i], y[i]};
+    sl[i] = (clmoe__gemv_slot){w[i], y[i], NULL};
   }
   const int64_t K = w[0]->shape[1];
   const int64_t G = grouped ? glu : K; /* the gain's length */

@@ -136,13 +136,13 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
   CLMOE_TRY_GOTO(st, clmoe_tensor_rows(&w->w_dkv, &wc, 0, dc), done);
   CLMOE_TRY_GOTO(st, clmoe_tensor_rows(&w->w_dkv, &wr, dc, cfg->qk_rope), done);
   {
-    const clmoe__gemv_slot xs[4] = {{latent_q ? &w->w_dq : &w->w_uq, latent_q ? &t[DS_CQ] : &t[DS_Q]},
-                                    {&wc, &t[DS_CRAW]}, {&wr, &t[DS_KR]}, {&w->w_g, &t[DS_G]}};
+    const clmoe__gemv_slot xs[4] = {{latent_q ? &w->w_dq : &w->w_uq, latent_q ? &t[DS_CQ] : &t[DS_Q], NULL},
+                                    {&wc, &t[DS_CRAW], NULL}, {&wr, &t[DS_KR], NULL}, {&w->w_g, &t[DS_G], NULL}};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, x, NULL, x_gain, x_gain ? 1 : 0, 0, x_gain ? x_eps : 0.0f, 0,
                                        gated ? 4 : 3, xs), done);
   }
   if (latent_q) {
-    const clmoe__gemv_slot uq = {&w->w_uq, &t[DS_Q]};
+    const clmoe__gemv_slot uq = {&w->w_uq, &t[DS_Q], NULL};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, op, &t[DS_CQ], NULL, &w->q_norm, 1, 0, eps, 0, 1, &uq), done);
   }
   /* c and k_r appended to the cache (positions and lengths on the device) */
@@ -171,7 +171,7 @@ static clmoe_status decode_gemv(clmoe_ctx *ctx, const clmoe_mla_config *cfg, con
     CLMOE_TRY_GOTO(st, clmoe__launch(ctx, k, 3, g, l), done);
   }
   {
-    const clmoe__gemv_slot out = {&w->w_o, y};
+    const clmoe__gemv_slot out = {&w->w_o, y, NULL};
     st = clmoe__ops_gemv(ctx, op, &t[DS_O], gated ? &t[DS_G] : NULL, NULL, gated ? 3 : 0, 0, 0.0f, accumulate, 1,
                          &out);
   }

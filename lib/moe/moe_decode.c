@@ -17,7 +17,7 @@
 
 #define MOE_DECODE_LANES 64  /* MD_LANES of moe_decode.cl */
 #define MOE_DECODE_UP_ROWS 4 /* MD_UP_ROWS */
-#define MOE_DECODE_DN_ROWS 2 /* MD_DN_ROWS; CLMOE_MOE_DECODE_TOPK_MAX is its MD_KMAX */
+#define MOE_DECODE_DN_ROWS 1 /* MD_DN_ROWS; CLMOE_MOE_DECODE_TOPK_MAX is its MD_KMAX */
 #define GEMV_OP "clmoe_moe_decode_forward (gemv)"
 
 static clmoe_status decode_kernel(clmoe_ctx *ctx, const clmoe_moe_layer *L, const char *name, cl_kernel *k)
@@ -111,17 +111,17 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->probs, CLMOE_F32, m, k));
   CLMOE_TRY(clmoe__moe_new2(ctx, &b->act, CLMOE_F32, m * k, f));
   /* every product of x in one launch: router logits, W_down, the shared gate and up */
-  clmoe__gemv_slot sl[4] = {{&L->w_router, &b->s_all}};
+  clmoe__gemv_slot sl[4] = {{&L->w_router, &b->s_all, NULL}};
   int n = 1;
   if (c->latent > 0) {
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->xl, CLMOE_F32, m, l));
-    sl[n++] = (clmoe__gemv_slot){&L->w_down, &b->xl};
+    sl[n++] = (clmoe__gemv_slot){&L->w_down, &b->xl, NULL};
   }
   if (S > 0) {
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->su, CLMOE_F32, m, S));
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->sw, CLMOE_F32, m, S));
-    sl[n++] = (clmoe__gemv_slot){&L->shared.w_gate, &b->su};
-    sl[n++] = (clmoe__gemv_slot){&L->shared.w_upp, &b->sw};
+    sl[n++] = (clmoe__gemv_slot){&L->shared.w_gate, &b->su, NULL};
+    sl[n++] = (clmoe__gemv_slot){&L->shared.w_upp, &b->sw, NULL};
   }
   clmoe_tensor *xn = NULL; /* the normed x, where the experts read it */
   if (gain && c->latent == 0) {
@@ -137,11 +137,11 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
     CLMOE_TRY(experts_up(ctx, L, &b->xl, b, m));
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->z, CLMOE_F32, m, l));
     CLMOE_TRY(experts_down(ctx, L, b, &b->z, m, 0));
-    const clmoe__gemv_slot up = {&L->w_up, y2};
+    const clmoe__gemv_slot up = {&L->w_up, y2, NULL};
     CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, acc, 1, &up));
   }
   if (S > 0) { /* y += W_dn glu(su, sw) */
-    const clmoe__gemv_slot dn = {&L->shared.w_dn, y2};
+    const clmoe__gemv_slot dn = {&L->shared.w_dn, y2, NULL};
     CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, &b->su, &b->sw, NULL, 2, (int)L->shared.glu, 0.0f, 1, 1, &dn));
   }
   return CLMOE_OK;

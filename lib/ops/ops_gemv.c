@@ -12,6 +12,7 @@
 #define GEMV_TOK 4       /* tokens per work-group at most */
 #define GEMV_TOK_WIDE 16 /* the same for CLMOE_GEMV_WIDE_ROWS rows or more */
 #define GEMV_GROUPS 64   /* GV_GROUPS of gemv.cl */
+#define GEMV_SLOT_ARGS 6 /* a slot's arguments (GV_SLOT_ARGS) */
 
 /* Work-groups of a launch at `rows` rows per work-group and `tok` tokens. */
 static int64_t gemv_groups(int n, const clmoe__gemv_slot *sl, int64_t T, int tok, int rows)
@@ -46,6 +47,10 @@ clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tens
     if ((sl[i].w->dtype == CLMOE_BF16) != wbf16)
       return clmoe__error(CLMOE_ERR_INTERNAL, "%s: weights of one launch mix fp32 and bf16", op);
     CLMOE_TRY(clmoe__want_shape(sl[i].y, op, "output", 0, 2, T, sl[i].w->shape[0], 0, 0));
+    if (sl[i].x && (mode != 0 || sl[i].x->buf != x->buf || sl[i].x->dtype != CLMOE_F32 ||
+                    !clmoe_tensor_is_contiguous(sl[i].x) || clmoe_tensor_numel(sl[i].x) != T * K))
+      return clmoe__error(CLMOE_ERR_INTERNAL, "%s: matrix %d's own input must be [%lld, %lld] f32 in x's buffer, "
+                          "with the plain input form", op, i, (long long)T, (long long)K);
     rows_all += sl[i].w->shape[0];
   }
   if (xn) {
@@ -59,7 +64,7 @@ clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tens
                         "8 dividing them, at most %d groups)", op, glu, (long long)K, GEMV_GROUPS);
   if (T == 0) return CLMOE_OK;
   cl_kernel k;
-  char opts[96];
+  char opts[128];
   /* Tokens per work-group: 4, or 16 when the matrices alone make enough work-groups (the
    * head of a large vocabulary: it is read a quarter as often); no work on absent tokens.
    * The sums do not depend on it (nor on the CLMOE_GEMV_TOK and _ROWS knobs' forms). */
@@ -74,7 +79,9 @@ clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tens
   /* 16-byte weight loads where every row starts aligned (the sums are the same either way) */
   int vec = clmoe__knob_int(ctx, CLMOE_K_GEMV_VEC) != 0 && K % 8 == 0;
   for (int i = 0; i < n; i++) vec = vec && sl[i].w->offset % (wbf16 ? 8 : 4) == 0;
-  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d -DGV_VEC=%d", rows, tok, wbf16, vec);
+  const int passes = (int)clmoe__knob_int(ctx, CLMOE_K_GEMV_PASSES);
+  snprintf(opts, sizeof opts, "-DGV_ROWS=%d -DGV_TOK=%d -DGV_WBF16=%d -DGV_VEC=%d -DGV_PASSES=%d", rows, tok, wbf16,
+           vec, passes);
   CLMOE_TRY(clmoe__kernel(ctx, "gemv", opts, "gemv_multi", &k));
   cl_ulong xoff = (cl_ulong)x->offset, x2off = x2 ? (cl_ulong)x2->offset : 0;
   cl_mem x2b = x2 ? x2->buf : x->buf, gb = gain ? gain->buf : x->buf; /* read only in their modes */
@@ -89,12 +96,15 @@ clmoe_status clmoe__ops_gemv_xn(clmoe_ctx *ctx, const char *op, const clmoe_tens
   for (int i = 0; i < CLMOE__GEMV_SLOTS; i++) { /* unused slots: 0 rows */
     const clmoe__gemv_slot *q = &sl[i < n ? i : 0];
     cl_ulong wo = (cl_ulong)q->w->offset, yo = (cl_ulong)q->y->offset;
+    cl_ulong xo = q->x ? (cl_ulong)q->x->offset : xoff;
     cl_int rn = i < n ? (cl_int)q->w->shape[0] : 0;
-    cl_int e = clSetKernelArg(k, (cl_uint)(15 + 5 * i), sizeof q->w->buf, &q->w->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(16 + 5 * i), sizeof wo, &wo);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(17 + 5 * i), sizeof rn, &rn);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(18 + 5 * i), sizeof q->y->buf, &q->y->buf);
-    if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(19 + 5 * i), sizeof yo, &yo);
+    const cl_uint a = (cl_uint)(15 + GEMV_SLOT_ARGS * i);
+    cl_int e = clSetKernelArg(k, a, sizeof q->w->buf, &q->w->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, a + 1, sizeof wo, &wo);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, a + 2, sizeof rn, &rn);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, a + 3, sizeof q->y->buf, &q->y->buf);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, a + 4, sizeof yo, &yo);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k, a + 5, sizeof xo, &xo);
     if (e != CL_SUCCESS) return clmoe__cl_error(e, "clSetKernelArg (gemv_multi)", __FILE__, __LINE__);
   }
   size_t local[2] = {GEMV_LANES, 1};

@@ -17,6 +17,8 @@ clmoe_status clmoe__ops_add_rows(clmoe_ctx *ctx, const char *op, const clmoe_ten
 typedef struct clmoe__gemv_slot {
   const clmoe_tensor *w; /* [n, K] f32 or bf16 (every slot of a call alike) */
   clmoe_tensor *y;       /* [T, n] f32 */
+  const clmoe_tensor *x; /* NULL: the call's x; else this slot's own [T, K] f32 input in the
+                          * call's x's buffer (mode 0 only) */
 } clmoe__gemv_slot;
 /* 1 when w is an f32 or bf16 matrix the GEMV takes. */
 int clmoe__ops_gemv_ok(const clmoe_tensor *w);
