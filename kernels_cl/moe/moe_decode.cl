@@ -49,23 +49,6 @@ inline float md_part(__global const md_w_t *w, ulong wb, __global const float *x
   return a;
 }
 
-/* md_part with x = glu(u, w) computed on the way (the shared experts' activation). */
-inline float md_part_glu(__global const md_w_t *w, ulong wb, __global const float *u, __global const float *v, int n,
-                         int ch, int glu)
-{
-  float a = 0.0f;
-  for (int c = 8 * ch; c < n; c += 8 * MD_CH) {
-    float xs[8];
-    for (int e = 0; e < 8; e++) xs[e] = c + e < n ? glu_act(glu, u[c + e], v[c + e]) : 0.0f;
-    if (c + 8 <= n) {
-      a = dot8_acc(a, MD_W8(w, wb + (ulong)c), vload8(0, xs));
-    } else {
-      for (int i = c; i < n; i++) a += MD_W(w, wb + (ulong)i) * xs[i - c];
-    }
-  }
-  return a;
-}
-
 /* md_part of two rows against one x, their loads interleaved (both in flight); the same
  * sums as two calls. */
 inline void md_part2(__global const md_w_t *w1, __global const md_w_t *w2, ulong wb, __global const float *x, int n,
@@ -117,39 +100,30 @@ void moe_dec_up(__global const int *topk, __global const float *x, ulong xoff,
   }
 }
 
-/* z[t, c] (+)= sum over slots j in order of probs[t, j] (W_dn[e_j] act[t k + j])[c], plus
- * with S > 0 the shared experts' (W_sdn glu(su[t], sw[t]))[c] (weight 1, added last): the
+/* z[t, c] (+)= sum over slots j in order of probs[t, j] (W_dn[e_j] act[t k + j])[c]: the
  * down products and the weighted combine, added to z when beta is 1. act [m k, f]; w_dn
- * [E, l, f]; probs [m, k]; su, sw [m, S]; w_sdn [l, S] at sdo; z [m, l] at zoff; k <=
- * MD_KMAX. All slots' products of a work-group's MD_DN_ROWS rows run at once, (slot, row,
- * partial) spread over the lanes. Grid: (MD_LANES, m ceil(l / MD_DN_ROWS)), work-groups
- * (MD_LANES, 1). */
+ * [E, l, f]; probs [m, k]; z [m, l] at zoff; k <= MD_KMAX. All k slots' products of a
+ * work-group's MD_DN_ROWS rows run at once, (slot, row, partial) spread over the lanes.
+ * Grid: (MD_LANES, m ceil(l / MD_DN_ROWS)), work-groups (MD_LANES, 1). */
 __kernel __attribute__((reqd_work_group_size(MD_LANES, 1, 1)))
 void moe_dec_down(__global const int *topk, __global const float *probs,
                   __global const float *act, __global const md_w_t *w_dn, int E, int k, int l,
-                  int f, __global float *z, ulong zoff, int beta, __global const float *su,
-                  __global const float *sw, __global const md_w_t *w_sdn, ulong sdo, int S, int sglu)
+                  int f, __global float *z, ulong zoff, int beta)
 {
-  __local float part[(MD_KMAX + 1) * MD_DN_ROWS * MD_CH];
-  __local float dot[(MD_KMAX + 1) * MD_DN_ROWS];
-  const int lane = get_local_id(0), nb = (l + MD_DN_ROWS - 1) / MD_DN_ROWS, ks = k + (S > 0);
+  __local float part[MD_KMAX * MD_DN_ROWS * MD_CH];
+  __local float dot[MD_KMAX * MD_DN_ROWS];
+  const int lane = get_local_id(0), nb = (l + MD_DN_ROWS - 1) / MD_DN_ROWS;
   const int t = get_group_id(1) / nb, c0 = (get_group_id(1) % nb) * MD_DN_ROWS;
-  for (int q = lane; q < ks * MD_DN_ROWS * MD_CH; q += MD_LANES) { /* (slot j, row r, partial ch) */
+  for (int q = lane; q < k * MD_DN_ROWS * MD_CH; q += MD_LANES) { /* (slot j, row r, partial ch) */
     const int j = q / (MD_DN_ROWS * MD_CH), r = (q / MD_CH) % MD_DN_ROWS, ch = q % MD_CH;
+    const int p = t * k + j, e = topk[p];
     float a = 0.0f;
-    if (j == k) { /* the shared experts */
-      if (c0 + r < l)
-        a = md_part_glu(w_sdn, sdo + (ulong)(c0 + r) * (ulong)S, su + (ulong)t * (ulong)S, sw + (ulong)t * (ulong)S,
-                        S, ch, sglu);
-    } else {
-      const int p = t * k + j, e = topk[p];
-      if (e >= 0 && e < E && c0 + r < l)
-        a = md_part(w_dn, ((ulong)e * (ulong)l + (ulong)(c0 + r)) * (ulong)f, act + (ulong)p * (ulong)f, f, ch);
-    }
+    if (e >= 0 && e < E && c0 + r < l)
+      a = md_part(w_dn, ((ulong)e * (ulong)l + (ulong)(c0 + r)) * (ulong)f, act + (ulong)p * (ulong)f, f, ch);
     part[q] = a;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int q = lane; q < ks * MD_DN_ROWS; q += MD_LANES) {
+  for (int q = lane; q < k * MD_DN_ROWS; q += MD_LANES) {
     float s = 0.0f;
     for (int i = 0; i < MD_CH; i++) s += part[q * MD_CH + i];
     dot[q] = s;
@@ -161,7 +135,6 @@ void moe_dec_down(__global const int *topk, __global const float *probs,
       const int p = t * k + j, e = topk[p];
       if (e >= 0 && e < E) acc += probs[p] * dot[j * MD_DN_ROWS + lane];
     }
-    if (S > 0) acc += dot[k * MD_DN_ROWS + lane];
     const ulong o = zoff + (ulong)t * (ulong)l + (ulong)(c0 + lane);
     z[o] = beta ? z[o] + acc : acc;
   }

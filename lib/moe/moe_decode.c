@@ -79,37 +79,19 @@ static clmoe_status experts_up(clmoe_ctx *ctx, const clmoe_moe_layer *L, const c
   return clmoe__launch(ctx, kn, 2, global, local);
 }
 
-/* 1 when moe_dec_down can add the shared experts' down product itself (the experts work on x
- * itself, the shared W_dn [l, S] is of the experts' dtype, and with 16-byte loads its rows
- * start aligned). */
-static int shared_in_down(clmoe_ctx *ctx, const clmoe_moe_layer *L)
-{
-  const clmoe_moe_config *c = &L->cfg;
-  const clmoe_tensor *w = &L->shared.w_dn;
-  const int64_t S = c->n_shared * c->shared_ff;
-  const int vec = clmoe__knob_int(ctx, CLMOE_K_GEMV_VEC) != 0 && clmoe__moe_width(c) % 8 == 0 && c->expert_ff % 8 == 0;
-  return c->latent == 0 && S > 0 && w->buf && w->dtype == L->w_dn.dtype && w->ndim == 2 &&
-         w->shape[0] == clmoe__moe_width(c) && w->shape[1] == S && clmoe_tensor_is_contiguous(w) &&
-         (!vec || (S % 8 == 0 && w->offset % 8 == 0));
-}
-
-/* z [m, l] (at its offset) = beta z + the weighted sum of the pairs' down products, plus with
- * `shared` the shared experts' W_dn glu(su, sw). */
+/* z [m, l] (at its offset) = beta z + the weighted sum of the pairs' down products. */
 static clmoe_status experts_down(clmoe_ctx *ctx, const clmoe_moe_layer *L, dec_buf *b, clmoe_tensor *z,
-                                 int64_t m, int beta, int shared)
+                                 int64_t m, int beta)
 {
   const clmoe_moe_config *c = &L->cfg;
   const int64_t l = clmoe__moe_width(c), rows = MOE_DECODE_DN_ROWS;
   cl_kernel kn;
   CLMOE_TRY(decode_kernel(ctx, L, "moe_dec_down", &kn));
-  cl_ulong zoff = (cl_ulong)z->offset, sdo = shared ? (cl_ulong)L->shared.w_dn.offset : 0;
+  cl_ulong zoff = (cl_ulong)z->offset;
   cl_int iE = (cl_int)c->n_experts, ik = (cl_int)c->top_k, il = (cl_int)l, iff = (cl_int)c->expert_ff;
-  cl_int ibeta = beta, iS = shared ? (cl_int)(c->n_shared * c->shared_ff) : 0, sglu = (cl_int)L->shared.glu;
-  cl_mem su = shared ? b->su.buf : b->act.buf, sw = shared ? b->sw.buf : b->act.buf; /* read only with S > 0 */
-  cl_mem wsd = shared ? L->shared.w_dn.buf : L->w_dn.buf;
-  CLMOE_TRY(clmoe__args(kn, 17, KA(b->topk.buf), KA(b->probs.buf), KA(b->act.buf), KA(L->w_dn.buf), KA(iE),
-                        KA(ik), KA(il), KA(iff), KA(z->buf), KA(zoff), KA(ibeta), KA(su), KA(sw), KA(wsd), KA(sdo),
-                        KA(iS), KA(sglu)));
+  cl_int ibeta = beta;
+  CLMOE_TRY(clmoe__args(kn, 11, KA(b->topk.buf), KA(b->probs.buf), KA(b->act.buf), KA(L->w_dn.buf), KA(iE),
+                        KA(ik), KA(il), KA(iff), KA(z->buf), KA(zoff), KA(ibeta)));
   size_t local[2] = {MOE_DECODE_LANES, 1};
   size_t global[2] = {MOE_DECODE_LANES, (size_t)(m * ((l + rows - 1) / rows))};
   return clmoe__launch(ctx, kn, 2, global, local);
@@ -148,18 +130,17 @@ static clmoe_status decode_steps(clmoe_ctx *ctx, const clmoe_moe_layer *L, const
   }
   CLMOE_TRY(clmoe__ops_gemv_xn(ctx, GEMV_OP, x2, NULL, gain, gain ? 1 : 0, 0, eps, 0, n, sl, xn));
   CLMOE_TRY(route_topk(ctx, L, b, m));
-  const int shared = shared_in_down(ctx, L);
   if (c->latent == 0) { /* the experts work on x itself, and y is their weighted sum */
     CLMOE_TRY(experts_up(ctx, L, xn ? xn : x2, b, m));
-    CLMOE_TRY(experts_down(ctx, L, b, y2, m, acc, shared));
+    CLMOE_TRY(experts_down(ctx, L, b, y2, m, acc));
   } else { /* y = W_up RMSNorm_gain(z) */
     CLMOE_TRY(experts_up(ctx, L, &b->xl, b, m));
     CLMOE_TRY(clmoe__moe_new2(ctx, &b->z, CLMOE_F32, m, l));
-    CLMOE_TRY(experts_down(ctx, L, b, &b->z, m, 0, 0));
+    CLMOE_TRY(experts_down(ctx, L, b, &b->z, m, 0));
     const clmoe__gemv_slot up = {&L->w_up, y2, NULL};
     CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, &b->z, NULL, &L->norm_gain, 1, 0, c->norm_eps, acc, 1, &up));
   }
-  if (S > 0 && !shared) { /* y += W_dn glu(su, sw) */
+  if (S > 0) { /* y += W_dn glu(su, sw) */
     const clmoe__gemv_slot dn = {&L->shared.w_dn, y2, NULL};
     CLMOE_TRY(clmoe__ops_gemv(ctx, GEMV_OP, &b->su, &b->sw, NULL, 2, (int)L->shared.glu, 0.0f, 1, 1, &dn));
   }
