@@ -10,7 +10,7 @@
 #define MD_CH 16
 #define MD_UP_ROWS (MD_LANES / MD_CH) /* rows of W_gate / W_upp per work-group */
 #ifndef MD_DN_ROWS
-#define MD_DN_ROWS 1 /* rows of W_dn per work-group */
+#define MD_DN_ROWS 2 /* rows of W_dn per work-group */
 #endif
 #define MD_KMAX 64 /* top-k at most (the host checks) */
 /* Expert weights fp32, or bf16 with -DMD_WBF16=1 (fp32 sums either way). With -DMD_VEC=1

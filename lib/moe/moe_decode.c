@@ -17,7 +17,7 @@
 
 #define MOE_DECODE_LANES 64  /* MD_LANES of moe_decode.cl */
 #define MOE_DECODE_UP_ROWS 4 /* MD_UP_ROWS */
-#define MOE_DECODE_DN_ROWS 1 /* MD_DN_ROWS; CLMOE_MOE_DECODE_TOPK_MAX is its MD_KMAX */
+#define MOE_DECODE_DN_ROWS 2 /* MD_DN_ROWS; CLMOE_MOE_DECODE_TOPK_MAX is its MD_KMAX */
 #define GEMV_OP "clmoe_moe_decode_forward (gemv)"
 
 static clmoe_status decode_kernel(clmoe_ctx *ctx, const clmoe_moe_layer *L, const char *name, cl_kernel *k)

@@ -161,9 +161,10 @@ static const knob_def knobs[CLMOE_K_COUNT] = {
     [CLMOE_K_GEMV_VEC] = {"CLMOE_GEMV_VEC", CLMOE__KNOB_BOOL, "1", 0, 1, 0, 0, NULL, NULL,
                           "0: the few-token products and the MoE decode kernels read their weights element "
                           "by element even where rows start 16-byte aligned (the same sums)", "testing", 0},
-    [CLMOE_K_GEMV_PASSES] = {"CLMOE_GEMV_PASSES", CLMOE__KNOB_INT, "2", 1, 4, 0, 0, "an integer in 1..4", NULL,
+    [CLMOE_K_GEMV_PASSES] = {"CLMOE_GEMV_PASSES", CLMOE__KNOB_INT, "1", 1, 4, 0, 0, "an integer in 1..4", NULL,
                              "passes of a few-token product's work-group over its rows whose weight loads are "
-                             "issued together (more bytes in flight; the sums do not depend on it)", "tuning", 0},
+                             "issued together (the sums do not depend on it; 2 and 4 were slower on an H100)",
+                             "tuning", 0},
 };
 
 static const char *const kind_names[] = {"bool", "int", "int list", "number", "string", "enum"};
