@@ -302,14 +302,7 @@ void mla_dec_absorb_o(__global const float *oc, int H, int dn, int dv, int dkv, 
   if (v < dv)
     for (int j = 8 * l; j < DC; j += 8 * AO_LANES) {
       const float8 wv = mla_w8(w, w0 + (ulong)j, j), xv = j + 8 <= DC ? vload8(0, x + j) : mla_x8(x, j);
-      a = fma(wv.s0, xv.s0, a);
-      a = fma(wv.s1, xv.s1, a);
-      a = fma(wv.s2, xv.s2, a);
-      a = fma(wv.s3, xv.s3, a);
-      a = fma(wv.s4, xv.s4, a);
-      a = fma(wv.s5, xv.s5, a);
-      a = fma(wv.s6, xv.s6, a);
-      a = fma(wv.s7, xv.s7, a);
+      a = fma8_acc(a, wv, xv);
     }
   part[r][l] = a;
   barrier(CLK_LOCAL_MEM_FENCE);

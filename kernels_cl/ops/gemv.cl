@@ -85,21 +85,6 @@ inline void gv_put8(__global float *p, ulong i, float8 v, int c, int K)
   for (int e = 0; c + e < K; e++) p[i + (ulong)e] = a[e];
 }
 
-/* a plus the eight products in element order, each multiply-add fused: fma leaves the
- * compiler no choice of rounding, so every form of the launch (and every device) adds the
- * same values (a contracted or split a += w x would depend on the code around it). */
-inline float gv_dot8(float a, float8 w, float8 x)
-{
-  a = fma(w.s0, x.s0, a);
-  a = fma(w.s1, x.s1, a);
-  a = fma(w.s2, x.s2, a);
-  a = fma(w.s3, x.s3, a);
-  a = fma(w.s4, x.s4, a);
-  a = fma(w.s5, x.s5, a);
-  a = fma(w.s6, x.s6, a);
-  return fma(w.s7, x.s7, a);
-}
-
 inline float8 gv_sigmoid8(float8 v) { return 1.0f / (1.0f + exp(-v)); }
 
 /* The gated units of kernels_cl/moe/moe_common.cl (b1 = 4, b2 = 25), on eight columns. */
@@ -203,7 +188,7 @@ void gemv_multi(__global const float *x, ulong xoff, __global const float *x2, u
           xv = v;
         }
         if (put && t0 + t < T) gv_put8(xn, xnoff + xi, xv, c, K);
-        for (int r = 0; r < GV_ROWS; r++) acc[t][r] = gv_dot8(acc[t][r], wv[p][r], xv);
+        for (int r = 0; r < GV_ROWS; r++) acc[t][r] = fma8_acc(acc[t][r], wv[p][r], xv);
       }
     }
   }

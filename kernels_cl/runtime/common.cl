@@ -47,6 +47,21 @@ inline float dot8_acc(float a, float8 w, float8 x)
   return a;
 }
 
+/* a plus the eight products in element order, each multiply-add fused: fma leaves the
+ * compiler no choice of rounding, so every form of a launch (and every device) adds the same
+ * values (a contracted or split a += w x would depend on the code around it). */
+inline float fma8_acc(float a, float8 w, float8 x)
+{
+  a = fma(w.s0, x.s0, a);
+  a = fma(w.s1, x.s1, a);
+  a = fma(w.s2, x.s2, a);
+  a = fma(w.s3, x.s3, a);
+  a = fma(w.s4, x.s4, a);
+  a = fma(w.s5, x.s5, a);
+  a = fma(w.s6, x.s6, a);
+  return fma(w.s7, x.s7, a);
+}
+
 /* Storage-type helpers for kernels compiled for fp32 or bf16 storage (-DSTORE_BF16=1). */
 #if defined(STORE_BF16) && STORE_BF16
 typedef ushort store_t;

@@ -211,16 +211,23 @@ clmoe_status clmoe__mla_cache_sync(clmoe_mla_cache *c)
   return st;
 }
 
-clmoe_status clmoe__mla_cache_append_norm(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat,
-                                          const clmoe_tensor *gain, float eps, const clmoe_tensor *kr)
+/* The cache's kernel `name` (built for its decode shape), after the table and lengths are
+ * on the device. */
+static clmoe_status cache_kernel(clmoe_ctx *ctx, clmoe_mla_cache *c, const char *name, cl_kernel *k)
 {
   CLMOE_TRY(clmoe__mla_cache_sync(c));
   char opts[128];
   int hg, bt;
   CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
   clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
+  return clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, name, k);
+}
+
+clmoe_status clmoe__mla_cache_append_norm(clmoe_ctx *ctx, clmoe_mla_cache *c, const clmoe_tensor *lat,
+                                          const clmoe_tensor *gain, float eps, const clmoe_tensor *kr)
+{
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_cache_append_norm", &k));
+  CLMOE_TRY(cache_kernel(ctx, c, "mla_cache_append_norm", &k));
   cl_ulong co = (cl_ulong)lat->offset, go = (cl_ulong)gain->offset, kro = (cl_ulong)kr->offset;
   cl_uint c_ts = (cl_uint)c->dc, kr_ts = (cl_uint)c->dr;
   cl_int maxb = (cl_int)c->maxb;
@@ -238,14 +245,9 @@ clmoe_status clmoe__mla_cache_write(clmoe_ctx *ctx, clmoe_mla_cache *c, const cl
                                     const clmoe_tensor *kr, const cl_int *map, int64_t M)
 {
   if (M == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe__mla_cache_sync(c));
-  char opts[128];
-  int hg, bt;
-  CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
-  clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
   cl_kernel k, kinc;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_cache_write", &k));
-  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_lens_inc", &kinc));
+  CLMOE_TRY(cache_kernel(ctx, c, "mla_cache_write", &k));
+  CLMOE_TRY(cache_kernel(ctx, c, "mla_lens_inc", &kinc));
   const size_t bytes = (size_t)(map ? M : 1) * 2 * sizeof(cl_int);
   cl_mem m = NULL;
   CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));
@@ -272,13 +274,8 @@ clmoe_status clmoe__mla_cache_gather(clmoe_ctx *ctx, clmoe_mla_cache *c, const c
                                      int64_t keys, clmoe_tensor *lat, clmoe_tensor *kr)
 {
   if (keys == 0) return CLMOE_OK;
-  CLMOE_TRY(clmoe__mla_cache_sync(c));
-  char opts[128];
-  int hg, bt;
-  CLMOE_TRY(clmoe__mla_decode_shape(ctx, c, &hg, &bt));
-  clmoe__mla_decode_options(c, hg, bt, opts, sizeof opts);
   cl_kernel k;
-  CLMOE_TRY(clmoe__kernel(ctx, "mla_layout+mla+mla_decode", opts, "mla_cache_gather", &k));
+  CLMOE_TRY(cache_kernel(ctx, c, "mla_cache_gather", &k));
   const size_t bytes = (size_t)keys * 2 * sizeof(cl_int);
   cl_mem m = NULL;
   CLMOE_TRY(clmoe__scratch(ctx, bytes, &m));
