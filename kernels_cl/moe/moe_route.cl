@@ -7,7 +7,9 @@
  * lower index. Round r takes the largest key below round r - 1's by a max-reduction over
  * the lanes, so the choice and its order depend only on the scores, not on the work-group
  * size. (One work-item per token walking the E scores was latency-bound on a GPU: 38% of
- * the H200's forward time at 2048 tokens, E 896, top-16.)
+ * the H200's forward time at 2048 tokens, E 896, top-16.) With at most MOE_RANK_E experts a
+ * key's slot is instead the count of larger keys, in one pass over them in local memory: the
+ * same choice in the same order, without k rounds of barriers.
  *
  * Grouped selection (G > 1 groups of E / G consecutive experts): each lane scores whole groups
  * (the sum of a group's two largest s + b), lane 0 keeps the TG best (a strictly larger score
@@ -20,6 +22,10 @@
 
 #ifndef MOE_MAX_GROUPS
 #define MOE_MAX_GROUPS 256 /* CLMOE_MOE_MAX_GROUPS */
+#endif
+
+#ifndef MOE_RANK_E
+#define MOE_RANK_E 256 /* at most this many experts: top-k by ranks (one pass), not by rounds */
 #endif
 
 #ifndef MOE_ROUTE_WG
@@ -53,6 +59,14 @@ inline void moe_keep_groups(__global const float *row, __global const float *bia
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+/* Expert e's key (0, below every key, for an expert of a group not kept). */
+inline ulong moe_route_key(__global const float *row, __global const float *bias, int e, int G, int gs,
+                           __local const uchar *keep)
+{
+  if (G > 1 && !keep[e / gs]) return 0;
+  return ((ulong)moe_ord(row[e] + bias[e]) << 32) | (ulong)(~(uint)e);
+}
+
 /* s [m, E] holds the router logits and is overwritten with s = sigmoid(logits). Writes
  * topk, scores (the chosen s) and probs [m, k] in slot order, and, when k1 = k + 1,
  * cutoff[t] = the (k+1)-th largest s + b. probs = scale s / sum (renorm) or scale s. G > 1:
@@ -65,6 +79,7 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
 {
   __local ulong best[MOE_ROUTE_WG];
   __local ulong chosen[MOE_MAX_K1];
+  __local ulong keys[MOE_RANK_E];
   __local float sc[MOE_MAX_K1];
   __local float gscore[MOE_MAX_GROUPS];
   __local uchar keep[MOE_MAX_GROUPS];
@@ -75,12 +90,35 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
   barrier(CLK_GLOBAL_MEM_FENCE); /* lane 0 reads every lane's s below */
   const int gs = G > 1 ? E / G : E;
   if (G > 1) moe_keep_groups(row, bias, G, gs, tg, gscore, keep);
-  ulong prev = ~(ulong)0;        /* round r takes the largest key below prev */
-  for (int r = 0; r < k1; r++) {
+  /* few experts: every key's slot is the count of larger keys (barriers outside the branches:
+   * PoCL's work-group functions mishandle them inside) */
+  const int by_rank = E <= MOE_RANK_E;
+  if (by_rank) {
+    for (int e = lid; e < E; e += MOE_ROUTE_WG) keys[e] = moe_route_key(row, bias, e, G, gs, keep);
+    if (lid < k1) chosen[lid] = 0;
+    if (lid + MOE_ROUTE_WG < k1) chosen[lid + MOE_ROUTE_WG] = 0;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (by_rank) {
+    ulong mine[MOE_RANK_E / MOE_ROUTE_WG];
+    int above[MOE_RANK_E / MOE_ROUTE_WG];
+    for (int i = 0; i < MOE_RANK_E / MOE_ROUTE_WG; i++) {
+      const int e = lid + i * MOE_ROUTE_WG;
+      mine[i] = e < E ? keys[e] : 0;
+      above[i] = 0;
+    }
+    for (int j = 0; j < E; j++) {
+      const ulong kj = keys[j];
+      for (int i = 0; i < MOE_RANK_E / MOE_ROUTE_WG; i++) above[i] += kj > mine[i];
+    }
+    for (int i = 0; i < MOE_RANK_E / MOE_ROUTE_WG; i++)
+      if (mine[i] != 0 && above[i] < k1) chosen[above[i]] = mine[i];
+  }
+  ulong prev = ~(ulong)0; /* otherwise round r takes the largest key below prev */
+  for (int r = 0; r < (by_rank ? 0 : k1); r++) {
     ulong mx = 0; /* below every key: moe_ord(v) >= moe_ord(-inf) > 0 */
     for (int e = lid; e < E; e += MOE_ROUTE_WG) {
-      if (G > 1 && !keep[e / gs]) continue;
-      const ulong key = ((ulong)moe_ord(row[e] + bias[e]) << 32) | (ulong)(~(uint)e);
+      const ulong key = moe_route_key(row, bias, e, G, gs, keep);
       if (key < prev && key > mx) mx = key;
     }
     best[lid] = mx;
@@ -93,6 +131,7 @@ void moe_route(__global float *s, __global const float *bias, int m, int E, int 
     if (lid == 0) chosen[r] = prev;
     barrier(CLK_LOCAL_MEM_FENCE); /* best[0] is rewritten by the next round */
   }
+  barrier(CLK_LOCAL_MEM_FENCE);
   /* slot r's expert, score and weight by lane r (one round trip, not k in a row: k <=
    * MOE_MAX_K1 - 1 = MOE_ROUTE_WG); every lane adds the k scores in slot order, so the sum has
    * one value */
