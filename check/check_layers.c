@@ -126,12 +126,15 @@ typedef struct kl_case {
   int64_t B, T;
   const int32_t *lens; /* packed lengths (B = 1), or NULL */
   int nlens;
-  int mode;            /* 0 forward, 1 backward (finite differences), 2 prefill + decode */
+  int mode;            /* 0 forward, 1 backward (finite differences), 2 prefill + decode, 3 the
+                          same decoding as generation does (clmoe_gen_kda_step) */
   int64_t gate_rank;   /* out_gate_rank: 0 full rank, r > 0 Kimi Linear's low-rank pair */
   int unbounded;       /* 1: Kimi Linear's gate -exp(A_log) softplus(z + dt_bias) */
+  int64_t dh;          /* head size (0: KL_DH) */
 } kl_case;
 
 enum { KL_D = 16, KL_H = 2, KL_DH = 8, KL_R = 4, KL_W = 4 };
+#define KL_HEAD(kc) ((kc)->dh ? (kc)->dh : KL_DH)
 
 /* y = layer(x) in double from the host copies of the parameters. */
 static void kl_ref(double *const *p, const kl_case *kc, const int32_t *cu, int64_t B, int64_t T,
@@ -139,7 +142,7 @@ static void kl_ref(double *const *p, const kl_case *kc, const int32_t *cu, int64
 {
   /* p in clmoe_kda_layer_params' order: ..., o_gain, then w_g, w_o or w_g_down, w_g_up, w_o */
   const int lr = kc->gate_rank > 0;
-  ref_kda_layer L = {KL_D, KL_H, KL_DH, KL_R, KL_W, 1e-5, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+  ref_kda_layer L = {KL_D, KL_H, KL_HEAD(kc), KL_R, KL_W, 1e-5, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
                      p[8], p[9], p[10], p[11], lr ? NULL : p[12], p[lr ? 14 : 13],
                      kc->gate_rank, lr ? p[12] : NULL, lr ? p[13] : NULL, kc->unbounded};
   ref_kda_layer_forward(&L, B, T, cu, kc->lens ? kc->nlens : B, x, y);
@@ -178,7 +181,7 @@ static clmoe_status check_kda_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
   const int64_t sx[3] = {B, T, KL_D};
   const size_t nx = (size_t)(B * T * KL_D);
   const clmoe_kda_options opts = {.gate = kc->unbounded ? CLMOE_KDA_GATE_UNBOUNDED : CLMOE_KDA_GATE_BOUNDED};
-  CK(clmoe_kda_layer_create_form(ctx, &L, KL_D, KL_H, KL_DH, KL_R, KL_W, 1e-5f, &opts, kc->gate_rank));
+  CK(clmoe_kda_layer_create_form(ctx, &L, KL_D, KL_H, KL_HEAD(kc), KL_R, KL_W, 1e-5f, &opts, kc->gate_rank));
   const int np = clmoe_kda_layer_params(&L, pt, NULL, NULL);
   for (int i = 0; i < np; i++) {
     /* Random everything (not the default init) so that every path carries signal. */
@@ -202,7 +205,7 @@ static clmoe_status check_kda_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
     CK(clmoe_kda_layer_forward(ctx, &L, &x, kc->lens ? &cu_t : NULL, &y, &cache, NULL));
     CK(ck_uniform(ctx, &dy, CLMOE_F32, 3, sx, seed + 1, -1.0f, 1.0f, &hdy));
     CK(clmoe_tensor_zeros(ctx, &dx, CLMOE_F32, 3, sx));
-    CK(clmoe_kda_layer_create_form(ctx, &G, KL_D, KL_H, KL_DH, KL_R, KL_W, 1e-5f, &opts, kc->gate_rank));
+    CK(clmoe_kda_layer_create_form(ctx, &G, KL_D, KL_H, KL_HEAD(kc), KL_R, KL_W, 1e-5f, &opts, kc->gate_rank));
     clmoe_kda_layer_params(&G, gt, NULL, NULL);
     for (int i = 0; i < np; i++) CK(clmoe_tensor_fill(gt[i], 0.0));
     CK(clmoe_kda_layer_backward(ctx, &L, &x, kc->lens ? &cu_t : NULL, &cache, &dy, &G, &dx));
@@ -255,7 +258,7 @@ static clmoe_status check_kda_layer(clmoe_ctx *ctx, uint64_t seed, clmoe_check_r
     for (int64_t t = P; t < T; t++) {
       for (int64_t b = 0; b < B; b++) memcpy(buf + b * KL_D, hxf + (b * T + t) * KL_D, KL_D * sizeof *buf);
       CK(clmoe_tensor_write(&xs, buf, (size_t)(B * KL_D) * sizeof *buf));
-      CK(clmoe_kda_layer_step(ctx, &L, &xs, &state, &yd));
+      CK(kc->mode == 3 ? clmoe_gen_kda_step(ctx, &L, &xs, &state, &yd) : clmoe_kda_layer_step(ctx, &L, &xs, &state, &yd));
       CK(clmoe_tensor_read(&yd, buf, (size_t)(B * KL_D) * sizeof *buf));
       for (int64_t b = 0; b < B; b++)
         for (int c = 0; c < KL_D; c++) got[(b * T + t) * KL_D + c] = buf[b * KL_D + c];
@@ -276,16 +279,21 @@ done:
 }
 
 static const int32_t kl_lens[] = {5, 1, 12, 0, 17};
-static clmoe_status kl_fwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 21, NULL, 0, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_fwd_packed(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 5, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_bwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 9, NULL, 0, 1, 0, 0}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_bwd_packed(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 3, 1, 0, 0}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {3, 24, NULL, 0, 2, 0, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_fwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 21, NULL, 0, 0, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_fwd_packed(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 5, 0, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_bwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 9, NULL, 0, 1, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_bwd_packed(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 3, 1, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {3, 24, NULL, 0, 2, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
 /* Kimi Linear's form: the low-rank output gate (r = D, as its g_a_proj, g_b_proj) and the unbounded decay gate */
-static clmoe_status kl_kimi_fwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 5, 0, KL_DH, 1}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_kimi_bwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 9, NULL, 0, 1, KL_DH, 1}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_kimi_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {3, 24, NULL, 0, 2, KL_DH, 1}; return check_kda_layer(c, s, r, &k); }
-static clmoe_status kl_lowrank_bwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 3, 1, 3, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_kimi_fwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 5, 0, KL_DH, 1, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_kimi_bwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 9, NULL, 0, 1, KL_DH, 1, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_kimi_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {3, 24, NULL, 0, 2, KL_DH, 1, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_gen_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {3, 24, NULL, 0, 3, 0, 0, 0}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_kimi_gen_step(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {3, 24, NULL, 0, 3, KL_DH, 1, 0}; return check_kda_layer(c, s, r, &k); }
+/* Kimi Linear's head size (128: a lane holds 64 rows of the state) and an odd one (24) */
+static clmoe_status kl_kimi_gen_step128(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 12, NULL, 0, 3, 128, 1, 128}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_gen_step24(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {2, 12, NULL, 0, 3, 0, 0, 24}; return check_kda_layer(c, s, r, &k); }
+static clmoe_status kl_lowrank_bwd(clmoe_ctx *c, uint64_t s, clmoe_check_result *r) { const kl_case k = {1, 0, kl_lens, 3, 1, 3, 0, 0}; return check_kda_layer(c, s, r, &k); }
 
 const clmoe_check clmoe_checks_layers[] = {
     {"kda_layer.forward", "KDA mixer against the composed double reference", kl_fwd},
@@ -296,6 +304,10 @@ const clmoe_check clmoe_checks_layers[] = {
     {"kda_layer.kimi.forward", "Kimi Linear's form (low-rank output gate, unbounded gate), packed", kl_kimi_fwd},
     {"kda_layer.kimi.backward", "Kimi Linear's form: gradients (w_g_down, w_g_up, ...) vs finite differences", kl_kimi_bwd},
     {"kda_layer.kimi.step", "Kimi Linear's form: prefill half, decode the rest", kl_kimi_step},
+    {"kda_layer.gen_step", "generation's decode step (one-launch convolutions and update) = the full forward", kl_gen_step},
+    {"kda_layer.kimi.gen_step", "Kimi Linear's form: generation's decode step = the full forward", kl_kimi_gen_step},
+    {"kda_layer.kimi.gen_step.h128", "generation's decode step, Kimi Linear's form, heads of 128", kl_kimi_gen_step128},
+    {"kda_layer.gen_step.h24", "generation's decode step, heads of 24", kl_gen_step24},
     {"kda_layer.lowrank.backward", "out_gate_rank 3, bounded gate: gradients, packed", kl_lowrank_bwd},
     {"attn_res.forward", "Block AttnRes, 3 sources, d 64", ar_fwd},
     {"attn_res.forward.one", "a single source (h = b_0)", ar_fwd_one},

@@ -24,6 +24,7 @@
 #ifndef CLMOE_GENERATE_H
 #define CLMOE_GENERATE_H
 
+#include "kda_layer.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -113,6 +114,12 @@ CLMOE_API clmoe_status clmoe_gen_gemv(clmoe_ctx *ctx, const clmoe_tensor *x, con
 CLMOE_API clmoe_status clmoe_gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
                                                const clmoe_tensor *gain, const clmoe_tensor *norm, float eps,
                                                clmoe_tensor *h, clmoe_tensor *hn);
+
+/* A KDA layer's decode step as generation runs it (its GEMV launches and the one-launch
+ * convolutions and recurrent update), for checks against clmoe_kda_layer_step: x, y [N, d]
+ * f32, one token per sequence of state; the layer's matrices fp32. */
+CLMOE_API clmoe_status clmoe_gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *layer, const clmoe_tensor *x,
+                                          clmoe_kda_layer_state *state, clmoe_tensor *y);
 
 /* ids [R] (i32) = the greedy token of each row of logits [R, V] (f32, whole tensors): the
  * largest logit, the lowest index on ties (clmoe_gen_sample's greedy rule), or -1 - i for a

@@ -44,39 +44,6 @@ void gen_kda_out_gate(__global const float *o, __global const float *gs, __globa
     m[base + i] = 1.0f / (1.0f + exp(-gs[base + i])) * (o[base + i] * rstd * gain[i]);
 }
 
-/* The KDA layer's three short convolutions of a decode step (q, k, v) in one launch, as
- * clmoe_short_conv_step computes each: y = SiLU(sum_j w[c, j] xw[j]) over the window xw =
- * (state [n, 0 .. W - 2, c], x[n, c]), then the state shifted by one with x appended.
- * x_i, y_i [N, C]; w_i [C, W] at wo_i; state_i [N, W - 1, C] at so_i. Each work-item reads
- * its whole column before writing it. Grid: (3 C, N). */
-#ifndef GEN_CONV_W
-#define GEN_CONV_W 4
-#endif
-#define GEN_CW1 (GEN_CONV_W - 1)
-__kernel void gen_conv3_step(__global const float *x0, __global const float *x1, __global const float *x2,
-                             __global const float *w0, ulong wo0, __global const float *w1, ulong wo1,
-                             __global const float *w2, ulong wo2, __global float *s0, ulong so0,
-                             __global float *s1, ulong so1, __global float *s2, ulong so2, int C,
-                             __global float *y0, __global float *y1, __global float *y2)
-{
-  const int g = (int)get_global_id(0), n = (int)get_global_id(1);
-  if (g >= 3 * C) return;
-  const int i = g / C, c = g % C;
-  __global const float *x = i == 0 ? x0 : i == 1 ? x1 : x2;
-  __global const float *w = i == 0 ? w0 : i == 1 ? w1 : w2;
-  __global float *st = i == 0 ? s0 : i == 1 ? s1 : s2;
-  __global float *y = i == 0 ? y0 : i == 1 ? y1 : y2;
-  const ulong wo = i == 0 ? wo0 : i == 1 ? wo1 : wo2, so = i == 0 ? so0 : i == 1 ? so1 : so2;
-  float xw[GEN_CONV_W];
-  const ulong col = so + (ulong)n * GEN_CW1 * (ulong)C + c;
-  for (int m = 0; m < GEN_CW1; m++) xw[m] = st[col + (ulong)m * C];
-  xw[GEN_CW1] = x[(ulong)n * (ulong)C + c];
-  float p = 0.0f;
-  for (int j = 0; j < GEN_CONV_W; j++) p += w[wo + (ulong)c * GEN_CONV_W + j] * xw[j];
-  y[(ulong)n * (ulong)C + c] = p * (1.0f / (1.0f + exp(-p)));
-  for (int m = 0; m < GEN_CW1; m++) st[col + (ulong)m * C] = xw[m + 1];
-}
-
 /* The greedy token of each row of logits [R, V]: the largest logit, the lowest index on
  * ties (as clmoe_gen_sample's greedy rule); a row holding a NaN gives -1 - (the lowest index
  * of a NaN) instead. Keeping the better of two (value, index) pairs and the lower NaN index

@@ -65,34 +65,14 @@ clmoe_status clmoe_gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, co
   return clmoe__gen_attn_res_norm(ctx, src, w, gain, norm, eps, h, hn);
 }
 
-clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3], const clmoe_tensor *const w[3],
-                                   clmoe_tensor *const state[3], clmoe_tensor *const y[3])
+clmoe_status clmoe_gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *layer, const clmoe_tensor *x,
+                                clmoe_kda_layer_state *state, clmoe_tensor *y)
 {
-  static const char op[] = "generate (short convolutions)";
-  const int64_t N = x[0]->shape[0], C = x[0]->shape[1], W = w[0]->shape[1];
-  if (W < 1 || W > 16) return clmoe__error(CLMOE_ERR_UNSUPPORTED, "%s: width %lld (1 to 16)", op, (long long)W);
-  for (int i = 0; i < 3; i++) {
-    CLMOE_TRY(clmoe__want_shape(x[i], op, "x", 0, 2, N, C, 0, 0));
-    CLMOE_TRY(clmoe__want_shape(y[i], op, "y", 0, 2, N, C, 0, 0));
-    CLMOE_TRY(clmoe__want_shape(w[i], op, "w", 0, 2, C, W, 0, 0));
-    CLMOE_TRY(clmoe__want_shape(state[i], op, "state", 0, 3, N, W - 1, C, 0));
-    if (x[i]->offset || y[i]->offset)
-      return clmoe__error(CLMOE_ERR_SHAPE, "%s: x and y must start their buffers", op);
-  }
-  if (N == 0 || C == 0) return CLMOE_OK;
-  cl_kernel k;
-  char opts[32];
-  snprintf(opts, sizeof opts, "-DGEN_CONV_W=%d", (int)W);
-  CLMOE_TRY(clmoe__kernel(ctx, "gen_step", opts, "gen_conv3_step", &k));
-  cl_ulong wo[3], so[3];
-  for (int i = 0; i < 3; i++) wo[i] = (cl_ulong)w[i]->offset, so[i] = (cl_ulong)state[i]->offset;
-  cl_int iC = (cl_int)C;
-  CLMOE_TRY(clmoe__args(k, 19, KA(x[0]->buf), KA(x[1]->buf), KA(x[2]->buf), KA(w[0]->buf), KA(wo[0]), KA(w[1]->buf),
-                        KA(wo[1]), KA(w[2]->buf), KA(wo[2]), KA(state[0]->buf), KA(so[0]), KA(state[1]->buf),
-                        KA(so[1]), KA(state[2]->buf), KA(so[2]), KA(iC), KA(y[0]->buf), KA(y[1]->buf),
-                        KA(y[2]->buf)));
-  size_t local[2] = {GEMV_LANES, 1}, global[2] = {(size_t)(3 * C), (size_t)N};
-  return clmoe__launch(ctx, k, 2, global, local);
+  if (!ctx || !layer || !x || !state || !y)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_kda_step: every argument is required");
+  if (!clmoe__gen_kda_gemv_ok(layer))
+    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_gen_kda_step: the layer's matrices must be fp32 whole tensors");
+  return clmoe__gen_kda_step(ctx, layer, x, NULL, 0.0f, state, 0, y);
 }
 
 clmoe_status clmoe_gen_argmax(clmoe_ctx *ctx, const clmoe_tensor *logits, clmoe_tensor *ids)

@@ -4,6 +4,7 @@
 
 #include "model/model_internal.h"
 #include "model/params_internal.h"
+#include "kda/kda_internal.h" /* the KDA decode step after its projections */
 #include "mla/mla_internal.h" /* the MLA decode step on the GEMV */
 #include "moe/moe_internal.h" /* the MoE decode forward with its pre-norm */
 #include "ops/ops_internal.h" /* the few-token GEMV */
@@ -46,10 +47,6 @@ clmoe_status clmoe__gen_kda_out_gate(clmoe_ctx *ctx, const clmoe_tensor *o, cons
 clmoe_status clmoe__gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, const clmoe_tensor *w,
                                       const clmoe_tensor *gain, const clmoe_tensor *norm, float eps, clmoe_tensor *h,
                                       clmoe_tensor *hn);
-/* The q, k, v short convolutions of a KDA decode step in one launch (clmoe_short_conv_step's
- * math for each): x_i, y_i [N, C] f32 whole tensors, w_i [C, W], state_i [N, W - 1, C]. */
-clmoe_status clmoe__gen_conv3_step(clmoe_ctx *ctx, const clmoe_tensor *const x[3], const clmoe_tensor *const w[3],
-                                   clmoe_tensor *const state[3], clmoe_tensor *const y[3]);
 /* A KDA layer's decode step (as clmoe_kda_layer_step) through the launches above
  * (generate_kda.c); x, y [N, d]; accumulate 1: y += the layer's output (a residual stream).
  * x_gain: NULL, or the products read RMSNorm(x) with this gain [d] (eps x_eps) instead of x

@@ -1,11 +1,12 @@
 /* A KDA layer's decode step for few sequences, the math of clmoe_kda_layer_step (lib/kda/
  * kda_layer.c) in fewer launches: the six products of x (q, k, v, beta, the gate's down
- * projection and the output gate or its down projection) in one GEMV launch, the three
- * short convolutions in one launch, the gate's up projection (and the output gate's, in the
- * same launch when their ranks are equal), the recurrent step, and W_o adding into the residual stream with the output's gated head norm
- * applied on the way in (a launch of its own where a head is not a multiple of 8 wide or
- * there are more than 64 heads): 5 launches and no CLBlast call, where
- * clmoe_kda_layer_step makes 9 or 10 products through CLBlast and 7 more launches. */
+ * projection and the output gate or its down projection) in one GEMV launch, the gate's up
+ * projection (and the output gate's, in the same launch when their ranks are equal), the
+ * short convolutions with the recurrent step in one launch (lib/kda/kda_step.c), and W_o
+ * adding into the residual stream with the output's gated head norm applied on the way in (a
+ * launch of its own where a head is not a multiple of 8 wide or there are more than 64
+ * heads): 4 launches and no CLBlast call, where clmoe_kda_layer_step makes 9 or 10 products
+ * through CLBlast and 7 more launches. */
 #include "generate_internal.h"
 
 #include "clmoe/kda.h"
@@ -22,14 +23,14 @@ int clmoe__gen_kda_gemv_ok(const clmoe_kda_layer *l)
 }
 
 /* The step's temporaries, each [N, cols]. */
-enum { KS_XQ, KS_XK, KS_XV, KS_Q, KS_K, KS_V, KS_BETA, KS_ZA, KS_Z, KS_GD, KS_GS, KS_O, KS_M, KS_N };
+enum { KS_XQ, KS_XK, KS_XV, KS_BETA, KS_ZA, KS_Z, KS_GD, KS_GS, KS_O, KS_M, KS_N };
 
 clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *x,
                                  const clmoe_tensor *x_gain, float x_eps, clmoe_kda_layer_state *state,
                                  int accumulate, clmoe_tensor *y)
 {
   const int64_t N = x->shape[0], H = l->H, D = l->D, HD = H * D, r = l->out_gate_rank;
-  const int64_t cols[KS_N] = {HD, HD, HD, HD, HD, HD, H, l->rank, HD, r > 0 ? r : 1, HD, HD, HD};
+  const int64_t cols[KS_N] = {HD, HD, HD, H, l->rank, HD, r > 0 ? r : 1, HD, HD, HD};
   /* the two up projections' inputs in one buffer, so that one launch reads both when their
    * ranks are equal */
   const int64_t rg = r > 0 ? r : 1, zg_n = N * (l->rank + rg);
@@ -49,11 +50,6 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
                                        x_gain ? x_eps : 0.0f, 0, 6, xs), done);
   }
   {
-    const clmoe_tensor *const cx[3] = {&t[KS_XQ], &t[KS_XK], &t[KS_XV]}, *const cw[3] = {&l->conv_q, &l->conv_k, &l->conv_v};
-    clmoe_tensor *const cst[3] = {&state->conv_q, &state->conv_k, &state->conv_v}, *const cy[3] = {&t[KS_Q], &t[KS_K], &t[KS_V]};
-    CLMOE_TRY_GOTO(st, clmoe__gen_conv3_step(ctx, cx, cw, cst, cy), done);
-  }
-  {
     const clmoe__gemv_slot up[2] = {{&l->w_a_up, &t[KS_Z], NULL}, {&l->w_g_up, &t[KS_GS], &t[KS_GD]}};
     CLMOE_TRY_GOTO(st, clmoe__ops_gemv(ctx, "generate (gemv)", &t[KS_ZA], NULL, NULL, 0, 0, 0.0f, 0, one_up ? 2 : 1,
                                        up), done);
@@ -64,15 +60,8 @@ clmoe_status clmoe__gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const
     }
   }
   {
-    clmoe_tensor q3, k3, v3, z3, o3;
-    const int64_t s3[3] = {N, H, D};
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_Q], &q3, 3, s3, 0), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_K], &k3, 3, s3, 0), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_V], &v3, 3, s3, 0), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_Z], &z3, 3, s3, 0), done);
-    CLMOE_TRY_GOTO(st, clmoe_tensor_view(&t[KS_O], &o3, 3, s3, 0), done);
-    CLMOE_TRY_GOTO(st, clmoe_kda_decode_step(ctx, &l->opts, &q3, &k3, &v3, &z3, &t[KS_BETA], &l->A_log,
-                                             &l->dt_bias, &state->kda, &o3), done);
+    const clmoe_tensor *const cx[3] = {&t[KS_XQ], &t[KS_XK], &t[KS_XV]};
+    CLMOE_TRY_GOTO(st, clmoe__kda_conv_step(ctx, l, cx, &t[KS_Z], &t[KS_BETA], state, &t[KS_O]), done);
   }
   {
     const clmoe__gemv_slot wo = {&l->w_o, y, NULL};

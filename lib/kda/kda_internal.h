@@ -10,8 +10,9 @@
  *   kda_chunk -------> kda_plan
  *   kda_tile_common, kda_tile_kept, kda_plan, kda_conv: none (the plan's type only)
  *   kda_layer_params: none (the layer's tensors, created and initialised)
+ *   kda_step: none (the generation path's one-launch decode step, lib/generate/)
  *
- * Names: clmoe__kda_<name> for what another KDA file calls, static otherwise. */
+ * Names: clmoe__kda_<name> for what another file calls, static otherwise. */
 #ifndef CLMOE_KDA_INTERNAL_H
 #define CLMOE_KDA_INTERNAL_H
 
@@ -36,6 +37,15 @@ clmoe_status clmoe__kda_layer_create_dtype(clmoe_ctx *ctx, clmoe_kda_layer *l, i
                                           int64_t rank, int64_t conv_width, float norm_eps,
                                           const clmoe_kda_options *opts, int64_t out_gate_rank,
                                           clmoe_dtype matrices);
+
+/* ---- kda_step.c: the decode step after the input projections, one launch ---- */
+
+/* o [N, H V] of one token per sequence from x = (q, k, v) [N, H K|V] before their short
+ * convolutions, the gate logits z [N, H K] and beta's logits [N, H], all fp32 at the start of
+ * their buffers; state's convolutions and recurrent state advance by the token. */
+clmoe_status clmoe__kda_conv_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *const x[3],
+                                  const clmoe_tensor *z, const clmoe_tensor *beta, clmoe_kda_layer_state *state,
+                                  clmoe_tensor *o);
 
 /* ---- kda_plan.c: the plan, build options, gradient checks, the backward's scratch ---- */
 
