@@ -65,16 +65,6 @@ clmoe_status clmoe_gen_attn_res_norm(clmoe_ctx *ctx, const clmoe_tensor *src, co
   return clmoe__gen_attn_res_norm(ctx, src, w, gain, norm, eps, h, hn);
 }
 
-clmoe_status clmoe_gen_kda_step(clmoe_ctx *ctx, const clmoe_kda_layer *layer, const clmoe_tensor *x,
-                                clmoe_kda_layer_state *state, clmoe_tensor *y)
-{
-  if (!ctx || !layer || !x || !state || !y)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "clmoe_gen_kda_step: every argument is required");
-  if (!clmoe__gen_kda_gemv_ok(layer))
-    return clmoe__error(CLMOE_ERR_UNSUPPORTED, "clmoe_gen_kda_step: the layer's matrices must be fp32 whole tensors");
-  return clmoe__gen_kda_step(ctx, layer, x, NULL, 0.0f, state, 0, y);
-}
-
 clmoe_status clmoe_gen_argmax(clmoe_ctx *ctx, const clmoe_tensor *logits, clmoe_tensor *ids)
 {
   static const char op[] = "clmoe_gen_argmax";
