@@ -13,9 +13,6 @@
 #define MD_DN_ROWS 2 /* rows of W_dn per work-group */
 #endif
 #define MD_KMAX 64 /* top-k at most (the host checks) */
-#ifndef MD_DN_ILV
-#define MD_DN_ILV 4 /* moe_dec_down: a lane's (slot, row) items whose loads are in flight together */
-#endif
 /* Expert weights fp32, or bf16 with -DMD_WBF16=1 (fp32 sums either way). With -DMD_VEC=1
  * (rows of a multiple of 8 elements in whole tensors: every vector 16-byte aligned) each
  * vector is one 16-byte load; without, vload8 reads it element by element. */
@@ -37,8 +34,23 @@ typedef float md_w_t;
 #endif
 #endif
 
-/* Partial ch of the dot products of two rows, w1 and w2 [wb .. wb + n), with x[0 .. n): over
- * the vectors ch, ch + MD_CH, ... in order, the two rows' loads interleaved (both in flight). */
+/* Partial ch of the dot product of w[wb .. wb + n) and x[0 .. n). */
+inline float md_part(__global const md_w_t *w, ulong wb, __global const float *x, int n, int ch)
+{
+  float a = 0.0f;
+#pragma unroll 4
+  for (int c = 8 * ch; c < n; c += 8 * MD_CH) { /* (unrolled: several loads in flight) */
+    if (c + 8 <= n) {
+      a = dot8_acc(a, MD_W8(w, wb + (ulong)c), vload8(0, x + c));
+    } else {
+      for (int u = c; u < n; u++) a += MD_W(w, wb + (ulong)u) * x[u];
+    }
+  }
+  return a;
+}
+
+/* md_part of two rows against one x, their loads interleaved (both in flight); the same
+ * sums as two calls. */
 inline void md_part2(__global const md_w_t *w1, __global const md_w_t *w2, ulong wb, __global const float *x, int n,
                      int ch, float *a1, float *a2)
 {
@@ -56,26 +68,6 @@ inline void md_part2(__global const md_w_t *w1, __global const md_w_t *w2, ulong
   }
   *a1 = s1;
   *a2 = s2;
-}
-
-/* Partial ch of MD_DN_ILV dot products (row i at w[wb[i] ..] with xr[i], skipped where ok[i]
- * is 0), each summed as md_part2 sums its rows, all rows' loads in flight together. */
-inline void md_part_ilv(__global const md_w_t *w, const ulong *wb, __global const float *const *xr, const int *ok,
-                        int n, int ch, float *a)
-{
-  for (int i = 0; i < MD_DN_ILV; i++) a[i] = 0.0f;
-#pragma unroll 2
-  for (int c = 8 * ch; c < n; c += 8 * MD_CH) {
-    if (c + 8 <= n) {
-      float8 wv[MD_DN_ILV];
-      for (int i = 0; i < MD_DN_ILV; i++) wv[i] = ok[i] ? MD_W8(w, wb[i] + (ulong)c) : (float8)(0.0f);
-      for (int i = 0; i < MD_DN_ILV; i++) a[i] = dot8_acc(a[i], wv[i], vload8(0, xr[i] + c));
-    } else {
-      for (int i = 0; i < MD_DN_ILV; i++)
-        if (ok[i])
-          for (int u = c; u < n; u++) a[i] += MD_W(w, wb[i] + (ulong)u) * xr[i][u];
-    }
-  }
 }
 
 /* act [m k, f] = glu(W_gate[e] x[t], W_upp[e] x[t]) for pair p = t k + j, e = topk[p].
@@ -122,24 +114,13 @@ void moe_dec_down(__global const int *topk, __global const float *probs,
   __local float dot[MD_KMAX * MD_DN_ROWS];
   const int lane = get_local_id(0), nb = (l + MD_DN_ROWS - 1) / MD_DN_ROWS;
   const int t = get_group_id(1) / nb, c0 = (get_group_id(1) % nb) * MD_DN_ROWS;
-  /* item q = (slot j, row r, partial ch); a lane takes q, q + 64, q + 128, q + 192 at once
-   * (one partial ch: 64 is a multiple of MD_CH), their loads interleaved */
-  const int nq = k * MD_DN_ROWS * MD_CH, ch = lane % MD_CH;
-  for (int q0 = lane; q0 < nq; q0 += MD_DN_ILV * MD_LANES) {
-    ulong wb[MD_DN_ILV];
-    __global const float *xr[MD_DN_ILV];
-    int ok[MD_DN_ILV];
-    for (int i = 0; i < MD_DN_ILV; i++) {
-      const int q = q0 + i * MD_LANES, j = q / (MD_DN_ROWS * MD_CH), r = (q / MD_CH) % MD_DN_ROWS;
-      const int p = t * k + (q < nq ? j : 0), e = topk[p];
-      ok[i] = q < nq && e >= 0 && e < E && c0 + r < l;
-      wb[i] = ok[i] ? ((ulong)e * (ulong)l + (ulong)(c0 + r)) * (ulong)f : 0;
-      xr[i] = act + (ulong)p * (ulong)f;
-    }
-    float a[MD_DN_ILV];
-    md_part_ilv(w_dn, wb, xr, ok, f, ch, a);
-    for (int i = 0; i < MD_DN_ILV; i++)
-      if (q0 + i * MD_LANES < nq) part[q0 + i * MD_LANES] = ok[i] ? a[i] : 0.0f;
+  for (int q = lane; q < k * MD_DN_ROWS * MD_CH; q += MD_LANES) { /* (slot j, row r, partial ch) */
+    const int j = q / (MD_DN_ROWS * MD_CH), r = (q / MD_CH) % MD_DN_ROWS, ch = q % MD_CH;
+    const int p = t * k + j, e = topk[p];
+    float a = 0.0f;
+    if (e >= 0 && e < E && c0 + r < l)
+      a = md_part(w_dn, ((ulong)e * (ulong)l + (ulong)(c0 + r)) * (ulong)f, act + (ulong)p * (ulong)f, f, ch);
+    part[q] = a;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int q = lane; q < k * MD_DN_ROWS; q += MD_LANES) {
