@@ -22,6 +22,7 @@
 #define KDA_WG 256   /* work-items of the chunk kernels: 16 rows x 16 lanes */
 #define KDA_TILE_PREP_WG 128  /* kda_tile_prep: 4 warps per (chunk, head) */
 #define KDA_TILE_CHUNK_WG 256 /* kda_tile_bwd_chunk: 8 warps per (chunk, head) */
+#define KDA_STEP_WG 256       /* kda_step: one work-group per (head, sequence) */
 
 /* Padded rows of local tiles (elements): bf16 rows K or V wide (8 more: a 16-byte shift a
  * row spreads the banks), bf16 rows of 16-wide tiles (48 bytes: no bank conflicts), fp32

@@ -7,11 +7,10 @@
  * l owns column j = l % VD over the rows d = r, r + KS_RG, ... (r = l / VD), so a column's
  * sums are KS_RG partials added in order (the same on every device). The convolutions sum
  * as clmoe_short_conv_step's (kernels_cl/kda/kda_conv.cl) do.
- * Built after kda_common.cl with -DKD, -DVD (VD <= KS_WG, KD <= KS_RG * KS_ROWS_MAX: the host
- * checks) and -DKS_CONV_W. */
+ * Built after kda_common.cl (its KDA_STEP_WG) with -DKD, -DVD (at most KDA_MAX_K and
+ * KDA_MAX_V, 128: the host checks) and -DKS_CONV_W. */
 
-#define KS_WG 256
-#define KS_RG (KS_WG / VD)                 /* lanes a column: row groups */
+#define KS_RG (KDA_STEP_WG / VD)            /* lanes a column: row groups */
 #define KS_ROWS ((KD + KS_RG - 1) / KS_RG) /* state rows a lane holds */
 #ifndef KS_CONV_W
 #define KS_CONV_W 4
@@ -36,8 +35,8 @@ inline float ks_conv(__global const float *x, __global const float *w, ulong wo,
 /* xq, xk [N, H KD], xv [N, H VD]: the projections before the convolutions; cq, ck, cv [C, W]
  * the taps at cqo, cko, cvo; sq, sk, sv [N, W - 1, C] the convolution states at sqo, sko,
  * svo; z [N, H KD] the gate logits; bl [N, H] beta's logits; S [N, H, KD, VD] at so, read and
- * written in place; o [N, H VD]. Grid: (KS_WG H, N), work-groups (KS_WG, 1). */
-__kernel __attribute__((reqd_work_group_size(KS_WG, 1, 1)))
+ * written in place; o [N, H VD]. Grid: (KDA_STEP_WG H, N), work-groups (KDA_STEP_WG, 1). */
+__kernel __attribute__((reqd_work_group_size(KDA_STEP_WG, 1, 1)))
 void kda_step(__global const float *xq, __global const float *xk, __global const float *xv,
               __global const float *cq, ulong cqo, __global const float *ck, ulong cko,
               __global const float *cv, ulong cvo, __global float *sq, ulong sqo, __global float *sk, ulong sko,
@@ -57,13 +56,13 @@ void kda_step(__global const float *xq, __global const float *xk, __global const
     st[i] = own && d < KD ? S[sb + (ulong)d * VD + (ulong)j] : 0.0f;
   }
   const int CK = H * KD, CV = H * VD;
-  for (int c = lid; c < 2 * KD + VD; c += KS_WG) {
+  for (int c = lid; c < 2 * KD + VD; c += KDA_STEP_WG) {
     if (c < KD) qn[c] = ks_conv(xq, cq, cqo, sq, sqo, CK, n, h * KD + c);
     else if (c < 2 * KD) kn[c - KD] = ks_conv(xk, ck, cko, sk, sko, CK, n, h * KD + c - KD);
     else vv[c - 2 * KD] = ks_conv(xv, cv, cvo, sv, svo, CV, n, h * VD + c - 2 * KD);
   }
   const float ea = exp(A_log[ao + (ulong)h]);
-  for (int d = lid; d < KD; d += KS_WG)
+  for (int d = lid; d < KD; d += KDA_STEP_WG)
     a[d] = exp(kda_gate(z[(ulong)n * (ulong)CK + (ulong)(h * KD + d)], ea, dtb[dto + (ulong)(h * KD + d)], lb,
                         unbounded));
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -10,7 +10,7 @@
  *   kda_chunk -------> kda_plan
  *   kda_tile_common, kda_tile_kept, kda_plan, kda_conv: none (the plan's type only)
  *   kda_layer_params: none (the layer's tensors, created and initialised)
- *   kda_step: none (the generation path's one-launch decode step, lib/generate/)
+ *   kda_step --------> kda_plan (the generation path's one-launch decode step, lib/generate/)
  *
  * Names: clmoe__kda_<name> for what another file calls, static otherwise. */
 #ifndef CLMOE_KDA_INTERNAL_H
@@ -68,6 +68,11 @@ typedef struct kda_plan {
 clmoe_status clmoe__kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_options *opts,
                                   const clmoe_kda_inputs *in, kda_plan *p);
 void clmoe__kda_plan_release(clmoe_ctx *ctx, kda_plan *p);
+
+/* The options' values with their defaults (scale 1 / sqrt(K), lower bound -5), checked
+ * (naming op in messages). */
+clmoe_status clmoe__kda_resolve_options(const char *op, const clmoe_kda_options *opts, int64_t K, float *scale,
+                                        float *lb, int *unbounded);
 
 /* Build options for the KDA programs. */
 void clmoe__kda_options(const kda_plan *p, int out_bf16, char *buf, size_t len);

@@ -30,6 +30,21 @@ static clmoe_status upload_int2(clmoe_ctx *ctx, const cl_int *host, size_t pairs
   return CLMOE_OK;
 }
 
+clmoe_status clmoe__kda_resolve_options(const char *op, const clmoe_kda_options *opts, int64_t K, float *scale,
+                                        float *lb, int *unbounded)
+{
+  *lb = opts->lower_bound == 0.0f ? -5.0f : opts->lower_bound;
+  if (!(*lb >= -5.0f && *lb < 0.0f))
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: lower_bound %g is outside [-5, 0)", op,
+                        (double)opts->lower_bound);
+  *scale = opts->scale == 0.0f ? 1.0f / sqrtf((float)K) : opts->scale;
+  if (!isfinite(*scale)) return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: scale is not finite", op);
+  if (opts->gate != CLMOE_KDA_GATE_BOUNDED && opts->gate != CLMOE_KDA_GATE_UNBOUNDED)
+    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: unknown gate form %d", op, (int)opts->gate);
+  *unbounded = opts->gate == CLMOE_KDA_GATE_UNBOUNDED;
+  return CLMOE_OK;
+}
+
 clmoe_status clmoe__kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kda_options *opts,
                                   const clmoe_kda_inputs *in, kda_plan *p)
 {
@@ -69,16 +84,7 @@ clmoe_status clmoe__kda_plan_make(clmoe_ctx *ctx, const char *op, const clmoe_kd
   CLMOE_TRY(clmoe__want_shape(in->A_log, op, "A_log", 0, 1, p->H, 0, 0, 0));
   CLMOE_TRY(clmoe__want_shape(in->dt_bias, op, "dt_bias", 0, 2, p->H, p->K, 0, 0));
 
-  p->lb = opts->lower_bound == 0.0f ? -5.0f : opts->lower_bound;
-  if (!(p->lb >= -5.0f && p->lb < 0.0f))
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: lower_bound %g is outside [-5, 0)", op,
-                        (double)opts->lower_bound);
-  p->scale = opts->scale == 0.0f ? 1.0f / sqrtf((float)p->K) : opts->scale;
-  if (!isfinite(p->scale))
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: scale is not finite", op);
-  if (opts->gate != CLMOE_KDA_GATE_BOUNDED && opts->gate != CLMOE_KDA_GATE_UNBOUNDED)
-    return clmoe__error(CLMOE_ERR_INVALID_ARGUMENT, "%s: unknown gate form %d", op, (int)opts->gate);
-  p->unbounded = opts->gate == CLMOE_KDA_GATE_UNBOUNDED;
+  CLMOE_TRY(clmoe__kda_resolve_options(op, opts, p->K, &p->scale, &p->lb, &p->unbounded));
   p->nvs = (int)((p->V + KDA_VS - 1) / KDA_VS);
 
   cl_int *bounds = NULL;

@@ -5,10 +5,7 @@
  * clmoe_short_conv_step and clmoe_kda_decode_step. */
 #include "kda_internal.h"
 
-#include <math.h>
 #include <stdio.h>
-
-#define KS_WG 256 /* kda_step.cl's work-group */
 
 clmoe_status clmoe__kda_conv_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, const clmoe_tensor *const x[3],
                                   const clmoe_tensor *z, const clmoe_tensor *beta, clmoe_kda_layer_state *state,
@@ -34,9 +31,9 @@ clmoe_status clmoe__kda_conv_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, cons
   if (z->offset || beta->offset || o->offset)
     return clmoe__error(CLMOE_ERR_SHAPE, "%s: z, beta and o must start their buffers", op);
   if (N == 0) return CLMOE_OK;
-  const clmoe_kda_options *ko = &l->opts;
-  float lb = ko->lower_bound == 0.0f ? -5.0f : ko->lower_bound;
-  float scale = ko->scale == 0.0f ? 1.0f / sqrtf((float)K) : ko->scale;
+  float scale, lb;
+  cl_int unb;
+  CLMOE_TRY(clmoe__kda_resolve_options(op, &l->opts, K, &scale, &lb, &unb));
   char opts[96];
   snprintf(opts, sizeof opts, "-DKD=%d -DVD=%d -DSTORE_BF16=0 -DOUT_BF16=0 -DKS_CONV_W=%d", (int)K, (int)V, (int)W);
   cl_kernel k;
@@ -44,12 +41,12 @@ clmoe_status clmoe__kda_conv_step(clmoe_ctx *ctx, const clmoe_kda_layer *l, cons
   cl_ulong wo[3], so[3];
   for (int i = 0; i < 3; i++) wo[i] = (cl_ulong)cw[i]->offset, so[i] = (cl_ulong)cs[i]->offset;
   cl_ulong ao = (cl_ulong)l->A_log.offset, dto = (cl_ulong)l->dt_bias.offset, sto = (cl_ulong)state->kda.offset;
-  cl_int iH = (cl_int)H, unb = ko->gate == CLMOE_KDA_GATE_UNBOUNDED;
+  cl_int iH = (cl_int)H;
   CLMOE_TRY(clmoe__args(k, 28, KA(x[0]->buf), KA(x[1]->buf), KA(x[2]->buf), KA(cw[0]->buf), KA(wo[0]),
                         KA(cw[1]->buf), KA(wo[1]), KA(cw[2]->buf), KA(wo[2]), KA(cs[0]->buf), KA(so[0]),
                         KA(cs[1]->buf), KA(so[1]), KA(cs[2]->buf), KA(so[2]), KA(z->buf), KA(beta->buf),
                         KA(l->A_log.buf), KA(ao), KA(l->dt_bias.buf), KA(dto), KA(iH), KA(scale), KA(lb), KA(unb),
                         KA(state->kda.buf), KA(sto), KA(o->buf)));
-  size_t local[2] = {KS_WG, 1}, global[2] = {(size_t)H * KS_WG, (size_t)N};
+  size_t local[2] = {KDA_STEP_WG, 1}, global[2] = {(size_t)H * KDA_STEP_WG, (size_t)N};
   return clmoe__launch(ctx, k, 2, global, local);
 }
